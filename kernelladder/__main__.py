@@ -1,0 +1,5 @@
+import sys
+
+from kernelladder.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Layer: the Textual UI and the headless (rich) reporter."""

@@ -1,0 +1,1 @@
+"""Layer: a run: events, log, graph, scheduler, proposers, runners (never textual)."""

@@ -1,0 +1,337 @@
+"""Every fact of a run is one of these frozen events.
+
+The engine appends each to RUN_DIR/events.jsonl (flushed and fsync'd) before publishing
+it. Run state is a fold over them (engine/state.py); the TUI and the headless view only
+ever see events. Adding a field: give it a default so older logs still load; changing a
+meaning: bump SCHEMA_VERSION and keep reading the old one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 1
+
+# Undo-cost classes of a proposed move.
+UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH = "low", "medium", "high"
+
+# Exit rules (BranchExhausted.rule / RunFinished.reason).
+RULE_TARGET = "target-reached"
+RULE_MAX_ATTEMPTS = "max-attempts"
+RULE_STAGNATION = "stagnation"
+RULE_REPEATED_FAILURE = "repeated-failure"
+RULE_BUDGET_ATTEMPTS = "budget-attempts"
+RULE_BUDGET_TIME = "budget-time"
+RULE_BUDGET_USD = "budget-usd"
+RULE_USER_STOP = "user-stop"
+RULE_PROPOSER_EXHAUSTED = "proposer-exhausted"  # the search has no untried move left
+RULE_ALL_BRANCHES_DONE = "all-branches-done"
+RULE_ERROR = "error"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    seq: int = -1  # assigned by the log when appended; 0-based, gap-free
+    ts: float = 0.0  # unix time, assigned by the log when appended
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            d[f.name] = _jsonable(getattr(self, f.name))
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=False)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+
+
+def _register(cls: type[Event]) -> type[Event]:
+    EVENT_TYPES[cls.kind] = cls
+    return cls
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON form; unknown fields are ignored (newer writers)."""
+    cls = EVENT_TYPES.get(d.get("kind", ""))
+    if cls is None:
+        raise ValueError(f"unknown event kind {d.get('kind')!r}")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for k, v in d.items():
+        if k in names:
+            if isinstance(v, list) and _is_tuple_field(names[k]):
+                v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
+            kwargs[k] = v
+    return cls(**kwargs)
+
+
+def _is_tuple_field(f: dataclasses.Field) -> bool:
+    return "tuple" in str(f.type)
+
+
+# --- run ---------------------------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    op: str  # op name or the problem file's name
+    op_kind: str = "builtin"  # "builtin" | "kernelbench"
+    proposer: str = "search"
+    model: str | None = None
+    device: str = "cpu"  # "cuda" | "cpu"
+    gpu: str | None = None  # GPU name, when known
+    runner: str = "local"  # "local" | "ssh:user@host" | "pool"
+    target: float | None = None  # target speedup
+    settings: dict[str, Any] = field(default_factory=dict)  # the optimize options, as given
+    speed_measured: bool = False  # False on the CPU: no speed numbers exist
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RunReopened(Event):
+    """`optimize --resume` picked the run up again after a stop or a kill."""
+
+    kind: ClassVar[str] = "run_reopened"
+    repaired_tail: bool = False  # a torn last line was dropped
+    requeued_attempts: tuple[int, ...] = ()  # attempts started but never judged, re-run
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RunPaused(Event):
+    kind: ClassVar[str] = "run_paused"
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RunResumed(Event):
+    kind: ClassVar[str] = "run_resumed"
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class TargetChanged(Event):
+    kind: ClassVar[str] = "target_changed"
+    target: float | None
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class Notice(Event):
+    """Something a person should see: a runner lost, a proposer failing, no API key."""
+
+    kind: ClassVar[str] = "notice"
+    level: str = "info"  # "info" | "warning" | "error"
+    message: str = ""
+    branch_id: str | None = None
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    reason: str  # one of the RULE_* names
+    detail: str = ""
+    best_attempt: int | None = None
+    best_speedup: float | None = None
+
+
+# --- branches ------------------------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BranchOpened(Event):
+    kind: ClassVar[str] = "branch_opened"
+    branch_id: str  # "b1", "b2", ...
+    strategy: str  # label, e.g. "rows-per-program" or "online-softmax"
+    from_attempt: int | None = None  # None: from the op's starting candidate
+    by: str = "engine"  # "engine" | "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BranchPruned(Event):
+    kind: ClassVar[str] = "branch_pruned"
+    branch_id: str
+    pruned: tuple[str, ...] = ()  # this branch and every branch opened from its subtree
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BranchExhausted(Event):
+    kind: ClassVar[str] = "branch_exhausted"
+    branch_id: str
+    rule: str  # RULE_*
+    detail: str = ""
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BranchPaused(Event):
+    kind: ClassVar[str] = "branch_paused"
+    branch_id: str
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BranchResumed(Event):
+    kind: ClassVar[str] = "branch_resumed"
+    branch_id: str
+    by: str = "user"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class HintEdited(Event):
+    kind: ClassVar[str] = "hint_edited"
+    text: str
+    branch_id: str | None = None  # None: global hints
+    by: str = "user"
+
+
+# --- proposals and attempts ---------------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class ProposalRequested(Event):
+    kind: ClassVar[str] = "proposal_requested"
+    branch_id: str
+    parent_attempt: int | None = None
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class ProposalReceived(Event):
+    kind: ClassVar[str] = "proposal_received"
+    branch_id: str
+    attempt: int  # the attempt number this proposal becomes (1-based, never reused)
+    parent_attempt: int | None
+    source_hash: str  # sha256 of attempts/<attempt>.py
+    strategy: str
+    move: str  # one line: what changed against the parent
+    undo_cost: str  # UNDO_*
+    undo_reason: str
+    proposer: str
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class ProposalFailed(Event):
+    kind: ClassVar[str] = "proposal_failed"
+    branch_id: str
+    error: str  # one line
+    retryable: bool = False
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class GateRaised(Event):
+    """A high-undo-cost move waits for a decision before it is verified."""
+
+    kind: ClassVar[str] = "gate_raised"
+    gate_id: str  # "g1", ...
+    branch_id: str
+    attempt: int
+    move: str
+    undo_cost: str
+    reason: str
+    policy: str  # "ask" | "approve" | "veto"
+    timeout_s: float | None = None  # the policy applies itself after this
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class GateResolved(Event):
+    kind: ClassVar[str] = "gate_resolved"
+    gate_id: str
+    decision: str  # "approve" | "veto"
+    by: str = "user"  # "user" | "policy" | "timeout"
+    note: str = ""
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class AttemptStarted(Event):
+    kind: ClassVar[str] = "attempt_started"
+    attempt: int
+    branch_id: str
+    runner: str = "local"  # runner slot name, e.g. "local:cpu0", "ssh:gpu-box:1"
+    retry: int = 0  # >0 when re-run after a lost connection
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class AttemptProgress(Event):
+    """A line of the attempt's live log (worker progress, the candidate's stderr)."""
+
+    kind: ClassVar[str] = "attempt_progress"
+    attempt: int
+    gate: str = ""
+    message: str = ""
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class AttemptRetried(Event):
+    kind: ClassVar[str] = "attempt_retried"
+    attempt: int
+    reason: str  # e.g. "connection to gpu-box lost"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class VerdictReady(Event):
+    kind: ClassVar[str] = "verdict_ready"
+    attempt: int
+    branch_id: str
+    verdict: str  # "pass" | "fail"
+    verdict_kind: str  # "pass" | "fail" | "crash" | "timeout"
+    gate: str | None  # first failing gate
+    speedup: float | None = None
+    floor_fraction: float | None = None
+    noise: float | None = None
+    summary: str = ""  # one line: the failing gate's detail, or the speed
+    verdict_hash: str = ""  # sha256 of attempts/<attempt>.json
+    elapsed_s: float = 0.0
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BestImproved(Event):
+    kind: ClassVar[str] = "best_improved"
+    attempt: int
+    branch_id: str
+    speedup: float | None  # None on the CPU: "best" is then the first passing attempt
+    previous: float | None = None
+    overall: bool = False  # also the best of the whole run

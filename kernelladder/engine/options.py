@@ -1,0 +1,38 @@
+"""The options of a run, shared by `kernelladder optimize`, `kernelladder-tui` and resume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    op: str  # built-in op name, or a path to a KernelBench-format problem file
+    proposer: str = "search"  # "search" | "api" | "code" | "replay"
+    model: str | None = None  # api/code: the model; None: the proposer's default
+    target: float | None = None  # stop a branch (and the run) once this speedup is reached
+    max_attempts: int = 40  # for the whole run
+    branches: int = 3  # K branches at once (bounded by runner slots)
+    stagnation: int = 8  # attempts without a gain beyond noise before a branch stops
+    budget_usd: float | None = None
+    time_limit_s: float | None = None
+    hints: str = ""  # global hints (from --hints FILE)
+    gate: str = "ask"  # "ask" | "approve" | "veto"
+    gate_timeout_s: float | None = None  # after this, the policy (approve/veto) applies
+    gate_timeout_policy: str = "veto"
+    run_dir: str | None = None  # default: runs/<id>
+    device: str | None = None  # "cuda" | "cpu"; None: cuda when available
+    timeout_s: float = 300.0  # per-candidate verifier timeout
+    min_speedup: float = 1.0
+    replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
+    remote: bool = False  # verify over SSH (engine/ssh.py)
+    remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunOptions:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

@@ -1,0 +1,143 @@
+"""The engine's seams: runners (where candidates are verified), proposers (who writes
+them) and the steering API (what the TUI calls). Implementations live beside this file:
+runners.py (local worker pool), ssh.py (remote), proposers/ (search, api, code, replay),
+engine.py (the run itself implements RunControl).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kernelladder.verifier.verdict import Verdict
+
+# --- runners --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    op: str | dict[str, str]  # built-in op name, or {"kernelbench": source, "name": file name}
+    source: str  # candidate source
+    device: str  # "cuda" | "cpu"
+    min_speedup: float = 1.0
+    timeout_s: float = 300.0
+    suite: str | None = None  # None: the device's suite
+    baselines: bool = True  # measure library baselines (cached per worker)
+
+
+ProgressFn = Callable[[str, str], None]  # (gate, message)
+
+
+class RunnerLost(Exception):
+    """Infrastructure failure (not the candidate's fault): the attempt may be re-run."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    name: str  # e.g. "local", "ssh:user@host"
+
+    @property
+    def slots(self) -> int:
+        """How many candidates it verifies at once (one per GPU; one on the CPU)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def verify(
+        self, request: VerifyRequest, on_progress: ProgressFn | None = None
+    ) -> Verdict:
+        """A verdict for every candidate fault (crash, hang, cheat); RunnerLost when the
+        runner itself failed and the attempt should be retried elsewhere or later."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """{"device": "cuda"|"cpu", "gpu": name|None, "slots": n, "host": ...}"""
+        ...
+
+
+# --- proposers ----------------------------------------------------------------------------
+
+
+class ProposerError(Exception):
+    """A proposer could not produce a candidate; the message is one line for a person."""
+
+    def __init__(self, message: str, *, retryable: bool = False, fatal: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+        self.fatal = fatal  # e.g. no API key: stop asking this proposer
+
+
+class ProposerExhausted(Exception):
+    """The proposer has no untried move left for this branch."""
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    op: dict[str, Any]  # OpSpec.describe(): name, signature, shapes, fence
+    branch_id: str
+    strategy: str  # the branch's strategy label
+    parent_attempt: int | None
+    parent_source: str  # the parent's source (the starting candidate at first)
+    parent_verdict: dict[str, Any] | None  # Verdict.to_dict() of the parent, if judged
+    feedback: dict[str, Any]  # {expected, saw, fence, dead_ends} of the latest attempt
+    dead_ends: tuple[str, ...]  # moves already tried and failed or vetoed on this branch
+    hints: str  # global hints + this branch's hints, as the person wrote them
+    history: tuple[dict[str, Any], ...] = ()  # this branch's attempts: move, verdict, speedup
+    best_source: str | None = None  # best passing source of the run so far
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    source: str
+    strategy: str
+    move: str  # one line: what changed against the parent
+    undo_cost: str  # "low" | "medium" | "high"
+    undo_reason: str
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. search parameters
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    name: str  # "search" | "api" | "code" | "replay"
+
+    def strategies(self, op: dict[str, Any], k: int) -> list[str]:
+        """Labels for the K branches opened at the start of a run."""
+        ...
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        """Raises ProposerError (one line) or ProposerExhausted."""
+        ...
+
+
+# --- steering --------------------------------------------------------------------------
+
+
+class RunControl(Protocol):
+    """Commands in, events out. Each call records its event in the log and returns once
+    the event is published; a command that does not apply raises ValueError with one
+    line (e.g. "no pending gate g3")."""
+
+    async def prune(self, branch_id: str) -> None: ...
+    async def edit_hints(self, text: str, branch_id: str | None = None) -> None: ...
+    async def approve(self, gate_id: str) -> None: ...
+    async def veto(self, gate_id: str, note: str = "") -> None: ...
+    async def pause(self, branch_id: str | None = None) -> None: ...
+    async def resume(self, branch_id: str | None = None) -> None: ...
+    async def open_branch(self, from_attempt: int, strategy: str | None = None) -> str: ...
+    async def set_target(self, target: float | None) -> None: ...
+    async def stop(self, reason: str = "user") -> None: ...
+
+    def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Any]:
+        """Events from now on (and, for a late subscriber, everything already logged
+        first), through a bounded channel of its own. A slow subscriber never blocks the
+        engine: when its channel is full it is marked lagging and re-reads the missed
+        events from the log, so it loses none."""
+        ...

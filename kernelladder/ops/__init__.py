@@ -1,0 +1,1 @@
+"""Layer: the fixed op contracts (imports torch only)."""

@@ -1,0 +1,150 @@
+"""The contract every op (built-in or KernelBench-format) fulfils for the verifier.
+
+This module imports torch only; ops and the verifier run alone on a GPU box that has
+just torch + triton (+ numpy for the CPU interpreter). Nothing here imports engine,
+app, rich or textual.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One entry of a shape suite: named dims plus the input dtype."""
+
+    label: str  # human label, e.g. "4096x4096 bf16" or "tail 37x4097 bf16"
+    dims: Mapping[str, int]  # e.g. {"M": 4096, "N": 4096}
+    dtype: str  # torch dtype name without "torch.", e.g. "bfloat16"
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "dims": dict(self.dims), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Element-wise |out - ref_hp| <= atol + rtol * |ref_hp| for floats.
+
+    For integer outputs (int8 codes) `max_code_diff` is the largest allowed difference,
+    and only where the reference's rounding is a near-tie (the op decides).
+    """
+
+    atol: float
+    rtol: float
+    max_code_diff: int = 0
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The worst disagreement found by `OpSpec.compare`, for the proposer's feedback."""
+
+    output: str  # output name, e.g. "y" or "q"
+    index: tuple[int, ...]  # index of the worst element
+    expected: float  # high-precision reference value there
+    saw: float  # candidate value there (may be nan/inf)
+    error: float  # |saw - expected|
+    allowed: float  # the tolerance at that element
+    count: int  # how many elements are out of tolerance
+    total: int  # how many elements were compared
+    reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
+
+
+@dataclass(frozen=True)
+class FlopModel:
+    count: float  # operations for one call
+    unit: str  # which measured ceiling applies: "bf16", "fp16", "fp32", "int8"
+
+
+@dataclass
+class OpSpec(abc.ABC):
+    """An op the verifier can check candidates against.
+
+    Candidates for built-in ops define `kernel(*arg_names)`; candidates for
+    KernelBench-format problems define `ModelNew(*init_inputs)` (see ops/kernelbench.py).
+    """
+
+    name: str
+    summary: str
+    signature: str  # e.g. "kernel(x, weight) -> y"
+    arg_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    gpu_shapes: tuple[Shape, ...]
+    cpu_shapes: tuple[Shape, ...]
+    fence: str  # the FENCE text handed to proposers
+    starting_candidate: str | None = None  # path of a plain correct Triton candidate
+    # aten op names (e.g. "aten::_softmax") that equal the reference or a library
+    # equivalent; calling any of them during the candidate's call fails the fence gate.
+    forbidden_aten: frozenset[str] = field(default_factory=frozenset)
+    kind: str = "builtin"  # "builtin" or "kernelbench"
+
+    # --- inputs -------------------------------------------------------------------
+    @abc.abstractmethod
+    def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
+        """Seeded inputs (keys = arg_names), including the op's hard cases."""
+
+    # --- reference ----------------------------------------------------------------
+    @abc.abstractmethod
+    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The fixed reference whose time the candidate must beat (outputs in order)."""
+
+    @abc.abstractmethod
+    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """A higher-precision reference (fp64 or exact) the outputs are compared to."""
+
+    @abc.abstractmethod
+    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        """(shape, dtype) of each output for inputs of this suite entry."""
+
+    @abc.abstractmethod
+    def compare(
+        self,
+        outputs: Sequence[torch.Tensor],
+        expected_hp: Sequence[torch.Tensor],
+        inputs: Mapping[str, torch.Tensor],
+        shape: Shape,
+    ) -> Mismatch | None:
+        """None when every output is within tolerance, else the worst mismatch.
+
+        Shapes and dtypes were already checked by the verifier. NaN or inf where the
+        reference is finite is always a mismatch.
+        """
+
+    # --- cost model -----------------------------------------------------------------
+    @abc.abstractmethod
+    def bytes_moved(self, shape: Shape) -> int:
+        """The fewest bytes one call must move: each input read once, each output written once."""
+
+    @abc.abstractmethod
+    def flops(self, shape: Shape) -> FlopModel:
+        """Arithmetic of one call and the ceiling it is measured against."""
+
+    # --- baselines ------------------------------------------------------------------
+    def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
+        """The best library ops for this op (e.g. {"F.rms_norm": fn}); torch.compile of
+        the reference is added by the verifier itself."""
+        return {}
+
+    # --- description ------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "summary": self.summary,
+            "signature": self.signature,
+            "gpu_shapes": [s.to_dict() for s in self.gpu_shapes],
+            "cpu_shapes": [s.to_dict() for s in self.cpu_shapes],
+            "fence": self.fence,
+        }
+
+    def shapes_for(self, device: str) -> tuple[Shape, ...]:
+        return self.gpu_shapes if device.startswith("cuda") else self.cpu_shapes

@@ -1,0 +1,1 @@
+"""Textual themes and stylesheets of the project."""

@@ -1,0 +1,1 @@
+"""Layer: the fixed verifier (imports ops, torch, triton; never engine or app)."""

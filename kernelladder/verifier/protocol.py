@@ -1,0 +1,54 @@
+"""The worker's JSON-lines protocol (local subprocess today, an SSH channel for remotes).
+
+One JSON object per line, UTF-8. The worker keeps a private copy of its original stdout
+for protocol lines and points fd 1 at stderr, so whatever a candidate prints goes to
+stderr (the attempt's log) and can never corrupt the protocol.
+
+worker -> client, once at start:
+    {"type": "hello", "protocol": 1, "pid": int, "python": str, "torch": str,
+     "triton": str, "device": "cuda"|"cpu", "gpu": str|null, "gpus": int}
+
+client -> worker:
+    {"type": "verify", "id": str, "op": OP, "source": str, "device": "cuda"|"cpu",
+     "min_speedup": float, "suite": "gpu"|"cpu"|null, "seeds": [int]|null,
+     "baselines": bool}
+        OP is a built-in op name ("rmsnorm") or
+        {"kernelbench": <problem file source>, "name": <problem file name>}
+    {"type": "ping", "id": str}
+    {"type": "shutdown"}
+
+worker -> client, while verifying (any number, in order):
+    {"type": "progress", "id": str, "gate": str, "message": str}
+worker -> client, once per verify:
+    {"type": "verdict", "id": str, "verdict": <Verdict.to_dict()>, "recycle": bool}
+        recycle=true: the worker saw its own state altered by the candidate and will
+        exit after this line; the client starts a fresh one for the next candidate.
+    {"type": "pong", "id": str}
+    {"type": "error", "id": str|null, "message": str}   (a malformed request)
+
+The client enforces the wall-clock timeout: when it passes, it kills the worker's whole
+process group and returns a `timeout` verdict; EOF on stdout before the verdict line is
+a `crash` verdict (exit code / signal and the last lines of stderr as evidence). Every
+string that reaches the caller is scrubbed of the caller's secret values.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROTOCOL_VERSION = 1
+WORKER_MODULE = "kernelladder.verifier.worker"
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, separators=(",", ":"), allow_nan=True) + "\n").encode()
+
+
+def decode(line: bytes | str) -> dict[str, Any]:
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", errors="replace")
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or "type" not in obj:
+        raise ValueError("protocol line is not an object with a 'type'")
+    return obj

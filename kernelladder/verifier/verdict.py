@@ -1,0 +1,141 @@
+"""Verdicts: what the verifier says about one candidate. Plain data, JSON round-trippable.
+
+Imported by the worker (on a GPU box with only torch + triton), by the engine and by the
+app; it imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Gate order. `crash` and `timeout` replace the gate that was running when the worker
+# died or overran.
+GATES: tuple[str, ...] = ("load", "fence", "correctness", "anti-cheat", "determinism", "speed")
+FAULT_GATES: tuple[str, ...] = ("crash", "timeout")
+
+PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: str  # "pass" | "fail" | "skipped"
+    detail: str  # one line a person reads
+    evidence: dict[str, Any] = field(default_factory=dict)  # numbers behind the detail
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What a proposer is told about this attempt."""
+
+    expected: str = ""  # what the reference gives (values at the worst index, or the time)
+    saw: str = ""  # what the candidate gave (error, index, shape, seed; or its time)
+    fence: str = ""  # the rules the candidate must keep
+    dead_ends: tuple[str, ...] = ()  # filled by the engine, never by the verifier
+
+
+@dataclass(frozen=True)
+class ShapeTiming:
+    label: str
+    reference_ms: float | None
+    candidate_ms: float | None
+    noise: float | None  # relative spread of the candidate's trials (e.g. IQR / median)
+    speedup: float | None  # reference_ms / candidate_ms
+    floor_ms: float | None  # bytes / copy bandwidth, or flops / matmul rate, the larger
+    floor_fraction: float | None  # floor_ms / candidate_ms
+    baselines_ms: dict[str, float] = field(default_factory=dict)  # name -> median ms
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # "pass" | "fail"
+    kind: str  # "pass" | "fail" | "crash" | "timeout"
+    gate: str | None  # first failing gate, or None
+    gates: dict[str, GateResult]  # in gate order; gates after a failure are "skipped"
+    op: str
+    device: str  # "cuda" | "cpu"
+    source_hash: str  # sha256 of the candidate source
+    feedback: Feedback = field(default_factory=Feedback)
+    speedup: float | None = None  # geometric mean over the suite of reference / candidate
+    speedup_vs: dict[str, float] = field(default_factory=dict)  # baseline name -> geomean
+    floor_fraction: float | None = None  # of the largest shape of the suite
+    noise: float | None = None  # relative noise of the candidate's timings (max over shapes)
+    timings: tuple[ShapeTiming, ...] = ()
+    flags: tuple[str, ...] = ()  # e.g. "speedup-over-10x-best-library"
+    elapsed_s: float = 0.0  # verifier wall time for this candidate
+    environment: dict[str, Any] = field(default_factory=dict)  # gpu name, versions
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["feedback"]["dead_ends"] = list(self.feedback.dead_ends)
+        d["timings"] = [asdict(t) for t in self.timings]
+        d["flags"] = list(self.flags)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        fb = d.get("feedback") or {}
+        return cls(
+            verdict=d["verdict"],
+            kind=d.get("kind", d["verdict"]),
+            gate=d.get("gate"),
+            gates={
+                name: GateResult(g["status"], g.get("detail", ""), dict(g.get("evidence") or {}))
+                for name, g in (d.get("gates") or {}).items()
+            },
+            op=d.get("op", ""),
+            device=d.get("device", ""),
+            source_hash=d.get("source_hash", ""),
+            feedback=Feedback(
+                expected=fb.get("expected", ""),
+                saw=fb.get("saw", ""),
+                fence=fb.get("fence", ""),
+                dead_ends=tuple(fb.get("dead_ends") or ()),
+            ),
+            speedup=d.get("speedup"),
+            speedup_vs=dict(d.get("speedup_vs") or {}),
+            floor_fraction=d.get("floor_fraction"),
+            noise=d.get("noise"),
+            timings=tuple(ShapeTiming(**t) for t in d.get("timings") or ()),
+            flags=tuple(d.get("flags") or ()),
+            elapsed_s=float(d.get("elapsed_s") or 0.0),
+            environment=dict(d.get("environment") or {}),
+            schema_version=int(d.get("schema_version", SCHEMA_VERSION)),
+        )
+
+    def with_dead_ends(self, dead_ends: tuple[str, ...]) -> Verdict:
+        fb = self.feedback
+        return _replace(self, feedback=Feedback(fb.expected, fb.saw, fb.fence, dead_ends))
+
+
+def _replace(v: Verdict, **changes: Any) -> Verdict:
+    from dataclasses import replace
+
+    return replace(v, **changes)
+
+
+def fault_verdict(
+    *, kind: str, op: str, device: str, source_hash: str, detail: str, fence: str = "",
+    evidence: dict[str, Any] | None = None, elapsed_s: float = 0.0,
+) -> Verdict:
+    """A verdict for a worker that died (`crash`) or overran (`timeout`)."""
+    assert kind in FAULT_GATES
+    gates = {kind: GateResult(FAIL, detail, dict(evidence or {}))}
+    return Verdict(
+        verdict=FAIL,
+        kind=kind,
+        gate=kind,
+        gates=gates,
+        op=op,
+        device=device,
+        source_hash=source_hash,
+        feedback=Feedback(expected="the candidate returns", saw=detail, fence=fence),
+        elapsed_s=elapsed_s,
+    )
