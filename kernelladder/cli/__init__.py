@@ -35,7 +35,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="kernelladder", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
-    for name, module in SUBCOMMANDS.items():
+    for module in SUBCOMMANDS.values():
         try:
             mod = importlib.import_module(f"kernelladder.cli.{module}")
         except ModuleNotFoundError as exc:

@@ -122,8 +122,15 @@ def _replace(v: Verdict, **changes: Any) -> Verdict:
 
 
 def fault_verdict(
-    *, kind: str, op: str, device: str, source_hash: str, detail: str, fence: str = "",
-    evidence: dict[str, Any] | None = None, elapsed_s: float = 0.0,
+    *,
+    kind: str,
+    op: str,
+    device: str,
+    source_hash: str,
+    detail: str,
+    fence: str = "",
+    evidence: dict[str, Any] | None = None,
+    elapsed_s: float = 0.0,
 ) -> Verdict:
     """A verdict for a worker that died (`crash`) or overran (`timeout`)."""
     assert kind in FAULT_GATES
