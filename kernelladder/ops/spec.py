@@ -82,8 +82,9 @@ class OpSpec(abc.ABC):
     cpu_shapes: tuple[Shape, ...]
     fence: str  # the FENCE text handed to proposers
     starting_candidate: str | None = None  # path of a plain correct Triton candidate
-    # aten op names (e.g. "aten::_softmax") that equal the reference or a library
-    # equivalent; calling any of them during the candidate's call fails the fence gate.
+    # aten op names that equal the reference or a library equivalent; calling any of them
+    # during the candidate's call fails the fence gate. Form: `aten_name(func)` below, the
+    # schema name without overload, e.g. "aten::_softmax", "aten::mean", "aten::_int_mm".
     forbidden_aten: frozenset[str] = field(default_factory=frozenset)
     kind: str = "builtin"  # "builtin" or "kernelbench"
 
@@ -148,3 +149,13 @@ class OpSpec(abc.ABC):
 
     def shapes_for(self, device: str) -> tuple[Shape, ...]:
         return self.gpu_shapes if device.startswith("cuda") else self.cpu_shapes
+
+
+def aten_name(func: Any) -> str:
+    """The name `OpSpec.forbidden_aten` uses for an op a TorchDispatchMode sees.
+
+    `func` is the OpOverload given to `__torch_dispatch__` (e.g.
+    torch.ops.aten._softmax.default); the name is its schema name without the overload
+    suffix: "aten::_softmax" (not "aten._softmax.default", not "aten::mean.dim").
+    """
+    return str(func._schema.name)

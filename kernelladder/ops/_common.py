@@ -1,0 +1,159 @@
+"""Helpers shared by the built-in ops: seeded generators, tolerances, the float compare.
+
+Imports torch only (ops run alone on a GPU box).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from kernelladder.ops.spec import Mismatch, Tolerance
+
+CANDIDATES_DIR = Path(__file__).resolve().parent / "candidates"
+
+# Above this many elements inputs are drawn on the device itself (a CPU draw of a
+# 268M-element tensor takes seconds); below it on the CPU, then copied.
+DEVICE_DRAW_MIN_NUMEL = 1 << 24
+
+# Output tolerances per dtype, |out - ref_hp| <= atol + rtol * |ref_hp|.
+# bf16 / fp16: 2 ulp at the top of a binade (1 ulp at its bottom), i.e. anything within
+# one ulp of the correctly rounded value passes; a truncating cast passes too.
+# fp32: 1e-5 covers fp32 reductions of ~10^4 terms and exp2 approximations on GPUs.
+# atol sits at each format's subnormal scale, so only flush-to-zero noise is absorbed.
+ELEMENTWISE_TOL: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-30, rtol=1e-5),
+    torch.bfloat16: Tolerance(atol=1e-30, rtol=2.0**-6),
+    torch.float16: Tolerance(atol=2.0**-23, rtol=2.0**-9),
+    torch.float64: Tolerance(atol=1e-300, rtol=1e-12),
+}
+
+
+def candidate_path(op_name: str) -> str:
+    return str(CANDIDATES_DIR / f"{op_name}.py")
+
+
+def generator(seed: int, device: str, numel: int) -> torch.Generator:
+    """A generator seeded by `seed`: on the CPU for small draws, on the device for big ones.
+
+    Deterministic per (seed, device, numel); the caller passes `gen.device` to torch's
+    random functions and moves the result to `device`.
+    """
+    where = "cpu"
+    if numel >= DEVICE_DRAW_MIN_NUMEL and device.startswith("cuda"):
+        where = device
+    gen = torch.Generator(device=where)
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def randn(size: Sequence[int], gen: torch.Generator, device: str) -> torch.Tensor:
+    """Standard normal fp32 on `device`, drawn with `gen`."""
+    return torch.randn(tuple(size), generator=gen, device=gen.device).to(device)
+
+
+def hard_row_plan(rows: int, kinds: Sequence[str], seed: int) -> list[tuple[int, str]]:
+    """Which rows get which hard case: every kind once when there is room, else as many
+    as half the rows allow (at least one), rotating by seed so every kind comes up.
+
+    Drawn on its own CPU generator so the plan is the same on every device.
+    """
+    count = len(kinds) if rows >= 2 * len(kinds) else max(1, rows // 2)
+    count = min(count, rows)
+    cpu = torch.Generator().manual_seed(int(seed) * 7919 + 17)
+    picked = [int(i) for i in torch.randperm(rows, generator=cpu)[:count]]
+    return [(row, kinds[(seed + j) % len(kinds)]) for j, row in enumerate(picked)]
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def compare_floats(
+    name: str, out: torch.Tensor, ref_hp: torch.Tensor, tol: Tolerance
+) -> Mismatch | None:
+    """Element-wise check of one floating output against its high-precision reference.
+
+    NaN/inf where the reference is finite always fails; where the reference is not
+    finite the output must equal it. Returns the worst element (largest error/allowed).
+    """
+    o = out.detach().to(torch.float64)
+    r = ref_hp.detach().to(device=o.device, dtype=torch.float64)
+    err = (o - r).abs()
+    allowed = tol.atol + tol.rtol * r.abs()
+    finite_ref = torch.isfinite(r)
+    ok_finite = (err <= allowed) & torch.isfinite(o)
+    ok_nonfinite = (o == r) | (torch.isnan(o) & torch.isnan(r))
+    ok = torch.where(finite_ref, ok_finite, ok_nonfinite)
+    bad = ~ok
+    count = int(bad.sum().item())
+    if count == 0:
+        return None
+    ratio = torch.where(torch.isfinite(err), err / allowed, torch.full_like(err, math.inf))
+    badness = torch.where(bad, ratio, torch.full_like(ratio, -1.0))
+    flat = int(torch.argmax(badness.reshape(-1)).item())
+    index = _unravel(flat, tuple(o.shape))
+    expected, saw = float(r[index].item()), float(o[index].item())
+    if math.isfinite(expected) and math.isnan(saw):
+        reason = "nan where reference is finite"
+    elif math.isfinite(expected) and math.isinf(saw):
+        reason = "inf where reference is finite"
+    elif not math.isfinite(expected):
+        reason = f"reference is {expected}, output differs"
+    else:
+        reason = "out of tolerance"
+    return Mismatch(
+        output=name,
+        index=index,
+        expected=expected,
+        saw=saw,
+        error=float(err[index].item()),
+        allowed=float(allowed[index].item()),
+        count=count,
+        total=o.numel(),
+        reason=reason,
+    )
+
+
+def worst(mismatches: Sequence[Mismatch | None]) -> Mismatch | None:
+    """The worst of several outputs' mismatches (by error/allowed), or None."""
+    found = [m for m in mismatches if m is not None]
+    if not found:
+        return None
+
+    def badness(m: Mismatch) -> float:
+        if not math.isfinite(m.error) or m.allowed <= 0:
+            return math.inf
+        return m.error / m.allowed
+
+    return max(found, key=badness)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(index))
+
+
+def fence_text(signature: str, outputs: str, forbidden: str, extra: str = "") -> str:
+    """The rules every candidate of a built-in op keeps (handed to proposers verbatim)."""
+    rules = [
+        f"Define `{signature}` at module level; it returns {outputs}.",
+        "Compute with at least one Triton kernel launch (@triton.jit); torch may only "
+        "allocate (torch.empty/empty_like/zeros) and make views (view/reshape/stride "
+        "queries) — no torch compute ops.",
+        f"Do not call the reference or a library equivalent: {forbidden}.",
+        "Do not modify the inputs, return outputs that alias an input, launch work on side "
+        "streams or threads, cache results across calls, or touch the verifier's timers, "
+        "synchronization or comparisons.",
+        "Return fresh, contiguous, plain torch.Tensor outputs of exactly the stated dtype "
+        "and shape, on the inputs' device.",
+    ]
+    if extra:
+        rules.append(extra)
+    return "\n".join(f"- {rule}" for rule in rules)
