@@ -1,0 +1,75 @@
+"""Look ops up by name, by KernelBench problem path, or by their wire form.
+
+Imports torch only (through the op modules, loaded lazily).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from kernelladder.ops.spec import OpSpec
+
+# op name -> (module under kernelladder.ops, attribute holding the OpSpec)
+_BUILTIN: dict[str, tuple[str, str]] = {
+    "softmax": ("softmax", "SOFTMAX"),
+    "rmsnorm": ("rmsnorm", "RMSNORM"),
+    "attention": ("attention", "ATTENTION"),
+    "int8_matmul": ("int8_matmul", "INT8_MATMUL"),
+    "kv_quant": ("kv_quant", "KV_QUANT"),
+}
+BUILTIN_OPS: tuple[str, ...] = tuple(_BUILTIN)
+
+
+class OpLoadError(ValueError):
+    """An op that cannot be found or loaded; the message is one line for the user."""
+
+
+def get_op(name: str) -> OpSpec:
+    """The built-in op called `name`."""
+    if name not in _BUILTIN:
+        raise OpLoadError(f"unknown op {name!r} (known: {', '.join(BUILTIN_OPS)})")
+    module, attr = _BUILTIN[name]
+    return getattr(importlib.import_module(f"kernelladder.ops.{module}"), attr)
+
+
+def builtin_ops() -> tuple[OpSpec, ...]:
+    return tuple(get_op(name) for name in BUILTIN_OPS)
+
+
+def load_op(name_or_path: str) -> OpSpec:
+    """A built-in op name, or the path of a KernelBench-format problem file (*.py)."""
+    if name_or_path in _BUILTIN:
+        return get_op(name_or_path)
+    if name_or_path.endswith(".py") or "/" in name_or_path or Path(name_or_path).is_file():
+        path = Path(name_or_path)
+        try:
+            source = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise OpLoadError(f"problem file not found: {name_or_path}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OpLoadError(f"cannot read problem file {name_or_path}: {exc}") from None
+        from kernelladder.ops.kernelbench import KernelBenchSpec
+
+        return KernelBenchSpec.from_source(source, name=path.name)
+    return get_op(name_or_path)
+
+
+def op_to_wire(op: OpSpec) -> Any:
+    """The protocol's OP form: a built-in name, or {"kernelbench": source, "name": name}."""
+    if op.kind == "kernelbench":
+        return {"kernelbench": op.source, "name": op.name}  # type: ignore[attr-defined]
+    return op.name
+
+
+def op_from_wire(op: Any) -> OpSpec:
+    """The OpSpec for the protocol's OP field (see verifier/protocol.py)."""
+    if isinstance(op, str):
+        return get_op(op)
+    if isinstance(op, dict) and isinstance(op.get("kernelbench"), str):
+        from kernelladder.ops.kernelbench import KernelBenchSpec
+
+        name = op.get("name") or "problem.py"
+        return KernelBenchSpec.from_source(op["kernelbench"], name=str(name))
+    raise OpLoadError("op must be a built-in name or {'kernelbench': source, 'name': name}")
