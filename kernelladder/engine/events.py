@@ -114,6 +114,7 @@ class RunReopened(Event):
     kind: ClassVar[str] = "run_reopened"
     repaired_tail: bool = False  # a torn last line was dropped
     requeued_attempts: tuple[int, ...] = ()  # attempts started but never judged, re-run
+    settings: dict[str, Any] = field(default_factory=dict)  # options changed on resume
 
 
 @_register
@@ -147,6 +148,18 @@ class Notice(Event):
     level: str = "info"  # "info" | "warning" | "error"
     message: str = ""
     branch_id: str | None = None
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class StopRequested(Event):
+    """A stop was asked for; in-flight attempts finish (or, cancel=True, are cancelled)
+    and RunFinished follows."""
+
+    kind: ClassVar[str] = "stop_requested"
+    reason: str = RULE_USER_STOP  # RULE_*
+    cancel: bool = False  # in-flight verifications are cancelled, not awaited
+    by: str = "user"  # "user" | "engine"
 
 
 @_register
@@ -243,6 +256,7 @@ class ProposalReceived(Event):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    family: str | None = None  # algorithm family (Proposal.meta["family"]), when known
 
 
 @_register
@@ -307,6 +321,18 @@ class AttemptRetried(Event):
     kind: ClassVar[str] = "attempt_retried"
     attempt: int
     reason: str  # e.g. "connection to gpu-box lost"
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class AttemptCancelled(Event):
+    """An attempt started but stopped without a verdict (a forced stop); a resumed run
+    re-runs it under the same number."""
+
+    kind: ClassVar[str] = "attempt_cancelled"
+    attempt: int
+    branch_id: str
+    reason: str = ""
 
 
 @_register
