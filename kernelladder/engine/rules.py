@@ -1,0 +1,126 @@
+"""Exit rules: deterministic counters over the folded run state; no model call, no I/O.
+
+Speed and "gain" (documented once, used by the fold and by the engine alike):
+- With speed measured (a GPU), an attempt is a *gain* when it passes and its speedup
+  beats the branch's reference (its best so far, or the attempt it was opened from) by
+  more than the measured noise: speedup > ref * (1 + max(noise, 0.01)), where noise is
+  the larger of the two attempts' relative noise. Any faster pass becomes the branch's
+  best; only a gain resets the stagnation counter.
+- Without speed (the CPU interpreter) nothing can be faster. "Best" is the first
+  passing attempt (of the branch, of the run), and a gain is a pass whose source has
+  not passed before in this run (a new verified variant); stagnation counts attempts
+  since the last new verified variant. The target rule never fires on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from kernelladder.engine.events import (
+    RULE_ALL_BRANCHES_DONE,
+    RULE_BUDGET_TIME,
+    RULE_BUDGET_USD,
+    RULE_MAX_ATTEMPTS,
+    RULE_REPEATED_FAILURE,
+    RULE_STAGNATION,
+    RULE_TARGET,
+)
+
+if TYPE_CHECKING:
+    from kernelladder.engine.state import BranchState, RunState
+
+MIN_NOISE = 0.01  # gains below 1% are never trusted, however quiet the timings
+REPEATED_FAILURE_LIMIT = 3
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]+")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_error(text: str) -> str:
+    """An error line with addresses, paths and numbers blanked, so the same fault at
+    another index or with another value has the same signature."""
+    text = _ADDRESS.sub("<addr>", text or "")
+    text = _PATH.sub("<path>", text)
+    text = _NUMBER.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip().lower()
+
+
+def failure_signature(gate: str | None, summary: str) -> str:
+    return f"{gate or '?'}: {normalize_error(summary)}"
+
+
+def is_gain(
+    reference: float | None,
+    speedup: float | None,
+    noise: float | None = None,
+    reference_noise: float | None = None,
+) -> bool:
+    """A measured pass beats the reference beyond noise (see the module doc)."""
+    if speedup is None:
+        return False
+    if reference is None:
+        return True
+    margin = max(noise or 0.0, reference_noise or 0.0, MIN_NOISE)
+    return speedup > reference * (1.0 + margin)
+
+
+def branch_exit(state: RunState, branch: BranchState) -> tuple[str, str] | None:
+    """The rule that ends this branch now, with a one-line detail; None to go on."""
+    target = state.target
+    if (
+        state.speed_measured
+        and target is not None
+        and branch.best_speedup is not None
+        and branch.best_speedup >= target
+    ):
+        return RULE_TARGET, f"speedup {branch.best_speedup:.3g}x >= target {target:g}x"
+    limit = state.setting("stagnation")
+    if limit and branch.stagnation >= limit:
+        what = "gain beyond noise" if state.speed_measured else "new passing variant"
+        return RULE_STAGNATION, f"{branch.stagnation} attempts without a {what}"
+    for signature, count in branch.failure_counts.items():
+        if count >= REPEATED_FAILURE_LIMIT:
+            return RULE_REPEATED_FAILURE, f"{count}x {signature}"
+    return None
+
+
+def run_exit(state: RunState, now: float | None = None) -> tuple[str, str] | None:
+    """The rule that ends the whole run now (the engine also ends it when a person
+    stops it or no branch is left); None to go on. `now` is wall time for the time
+    budget (None: judge by the log's own last timestamp)."""
+    target = state.target
+    best = state.best_speedup
+    if state.speed_measured and target is not None and best is not None and best >= target:
+        return RULE_TARGET, f"best speedup {best:.3g}x >= target {target:g}x"
+    budget = state.setting("budget_usd")
+    if budget is not None and state.cost_usd >= budget:
+        return RULE_BUDGET_USD, f"spent ${state.cost_usd:.2f} of ${budget:.2f}"
+    limit = state.setting("time_limit_s")
+    if limit is not None and state.elapsed_at(now) >= limit:
+        return RULE_BUDGET_TIME, f"ran {state.elapsed_at(now):.0f}s of {limit:g}s"
+    return None
+
+
+def attempts_left(state: RunState, reserved: int = 0) -> int:
+    """Attempt numbers the run may still hand out (max-attempts counts every proposal
+    that received a number, whether verified, vetoed or failed)."""
+    limit = state.setting("max_attempts")
+    if not limit:
+        return 1 << 30
+    return max(0, limit - state.attempts_used - reserved)
+
+
+def max_attempts_reached(state: RunState) -> tuple[str, str] | None:
+    limit = state.setting("max_attempts")
+    if limit and state.attempts_used >= limit:
+        return RULE_MAX_ATTEMPTS, f"{state.attempts_used} of {limit} attempts used"
+    return None
+
+
+def all_branches_done(state: RunState) -> tuple[str, str] | None:
+    if state.branches and all(b.closed for b in state.branches.values()):
+        return RULE_ALL_BRANCHES_DONE, "no branch is left to run"
+    return None

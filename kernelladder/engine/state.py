@@ -1,0 +1,644 @@
+"""Run state as a deterministic fold over the event log.
+
+`apply(state, event)` folds one event in place (O(1), no I/O, no clock) and returns the
+state; `fold(events)` folds a whole log. The live engine, `kernelladder replay`,
+`optimize --resume` and the TUI use exactly this fold, so a replayed log reproduces the
+final state of the live run. Keep a snapshot by folding again (it is cheap), not by
+holding on to a state that is still being folded into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.engine import events as ev
+from kernelladder.engine import rules
+
+# Branch status, as shown to a person.
+RUNNING = "running"
+PAUSED = "paused"
+WAITING_GATE = "waiting-gate"
+EXHAUSTED = "exhausted"
+PRUNED = "pruned"
+STOPPED = "stopped"
+
+# Attempt status.
+PROPOSED = "proposed"  # numbered, source saved, not started
+GATED = "gated"  # waiting at an undo-cost gate
+VETOED = "vetoed"  # the gate said no: never verified
+RUNNING_ATTEMPT = "running"  # being verified
+JUDGED = "judged"  # has a verdict
+CANCELLED = "cancelled"  # started, stopped without a verdict (re-run on resume)
+
+
+@dataclass(slots=True)
+class AttemptState:
+    number: int
+    branch_id: str
+    parent: int | None
+    strategy: str
+    move: str
+    undo_cost: str
+    undo_reason: str
+    source_hash: str
+    proposer: str
+    model: str | None = None
+    family: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    status: str = PROPOSED
+    gate_id: str | None = None  # the undo-cost gate it waited at, if any
+    approved: bool = False  # went through a gate with "approve"
+    verdict: str | None = None  # "pass" | "fail"
+    verdict_kind: str | None = None  # "pass" | "fail" | "crash" | "timeout"
+    failed_gate: str | None = None
+    speedup: float | None = None
+    floor_fraction: float | None = None
+    noise: float | None = None
+    summary: str = ""
+    verdict_hash: str = ""
+    elapsed_s: float = 0.0
+    retries: int = 0
+    runner: str = ""
+    received_ts: float = 0.0
+    started_ts: float | None = None
+    judged_ts: float | None = None
+    last_progress: str = ""
+    last_progress_gate: str = ""
+    progress_count: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def needs_verify(self) -> bool:
+        """Numbered and allowed to run, but without a verdict (resume re-runs these)."""
+        return self.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED)
+
+
+@dataclass(slots=True)
+class GateState:
+    gate_id: str
+    branch_id: str
+    attempt: int
+    move: str
+    undo_cost: str
+    reason: str
+    policy: str
+    timeout_s: float | None
+    raised_ts: float
+    decision: str | None = None  # "approve" | "veto" once resolved
+    by: str | None = None
+    note: str = ""
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
+
+    @property
+    def deadline(self) -> float | None:
+        return None if self.timeout_s is None else self.raised_ts + self.timeout_s
+
+
+@dataclass(slots=True)
+class BranchState:
+    id: str
+    strategy: str
+    from_attempt: int | None
+    opened_by: str = "engine"
+    opened_ts: float = 0.0
+    attempts: list[int] = field(default_factory=list)
+    best_attempt: int | None = None
+    best_speedup: float | None = None
+    best_noise: float | None = None
+    baseline_speedup: float | None = None  # speedup of the attempt it was opened from
+    baseline_noise: float | None = None
+    hints: str = ""
+    dead_ends: list[str] = field(default_factory=list)
+    failure_counts: dict[str, int] = field(default_factory=dict)
+    stagnation: int = 0  # judged attempts since the last gain
+    passes: int = 0
+    fails: int = 0
+    closed_as: str | None = None  # EXHAUSTED | PRUNED, once it will never run again
+    rule: str | None = None  # the exit rule, when exhausted
+    detail: str = ""
+    paused: bool = False
+    stopped: bool = False  # the run finished while this branch could still run
+    requesting: bool = False  # a proposal was asked for and not yet received
+    pending_gate: str | None = None
+    running: int | None = None  # the attempt being verified
+    proposal_failures: int = 0  # consecutive failed proposals
+    cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_as is not None
+
+    @property
+    def status(self) -> str:
+        if self.closed_as is not None:
+            return self.closed_as
+        if self.stopped:
+            return STOPPED
+        if self.pending_gate is not None:
+            return WAITING_GATE
+        if self.paused:
+            return PAUSED
+        return RUNNING
+
+    @property
+    def head(self) -> int | None:
+        """The attempt its next proposal starts from: its best, else where it began."""
+        return self.best_attempt if self.best_attempt is not None else self.from_attempt
+
+
+@dataclass(slots=True)
+class NoticeState:
+    seq: int
+    ts: float
+    level: str
+    message: str
+    branch_id: str | None
+
+
+@dataclass(slots=True)
+class RunState:
+    run_id: str = ""
+    op: str = ""
+    op_kind: str = "builtin"
+    proposer: str = ""
+    model: str | None = None
+    device: str = ""
+    gpu: str | None = None
+    runner: str = ""
+    speed_measured: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    target: float | None = None
+    started_ts: float | None = None
+    last_ts: float = 0.0
+    seq: int = -1  # last folded event
+    events: int = 0
+    segments_s: float = 0.0  # active time of earlier sessions (before a resume)
+    segment_start: float | None = None
+    reopened: int = 0  # times resumed
+    paused: bool = False
+    stopping: bool = False
+    stop_reason: str | None = None
+    finished: bool = False
+    finish_reason: str | None = None
+    finish_detail: str = ""
+    hints: str = ""  # global hints
+    branches: dict[str, BranchState] = field(default_factory=dict)
+    attempts: dict[int, AttemptState] = field(default_factory=dict)
+    gates: dict[str, GateState] = field(default_factory=dict)
+    pending_gates: dict[str, None] = field(default_factory=dict)  # ordered set of ids
+    notices: list[NoticeState] = field(default_factory=list)
+    best_attempt: int | None = None
+    best_speedup: float | None = None
+    passed_sources: set[str] = field(default_factory=set)
+    attempts_used: int = 0  # attempt numbers handed out
+    judged: int = 0
+    passed: int = 0
+    cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    proposal_failures: int = 0
+    retries: int = 0
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        value = self.settings.get(name, default)
+        return default if value is None else value
+
+    @property
+    def next_attempt(self) -> int:
+        return (max(self.attempts) + 1) if self.attempts else 1
+
+    @property
+    def elapsed_s(self) -> float:
+        """Active run time according to the log (time between a kill and the resume
+        does not count)."""
+        return self.elapsed_at(None)
+
+    def elapsed_at(self, now: float | None) -> float:
+        if self.segment_start is None:
+            return self.segments_s
+        end = self.last_ts if now is None else max(now, self.last_ts)
+        return self.segments_s + max(0.0, end - self.segment_start)
+
+    @property
+    def next_branch_id(self) -> str:
+        return f"b{len(self.branches) + 1}"
+
+    @property
+    def next_gate_id(self) -> str:
+        return f"g{len(self.gates) + 1}"
+
+    def branch_of(self, attempt: int) -> BranchState | None:
+        a = self.attempts.get(attempt)
+        return None if a is None else self.branches.get(a.branch_id)
+
+    def subtree_branches(self, branch_id: str) -> list[str]:
+        """This branch and every branch opened (transitively) from its attempts."""
+        out = [branch_id]
+        seen = {branch_id}
+        i = 0
+        while i < len(out):
+            owned = set(self.branches[out[i]].attempts)
+            for b in self.branches.values():
+                if b.id not in seen and b.from_attempt is not None and b.from_attempt in owned:
+                    seen.add(b.id)
+                    out.append(b.id)
+            i += 1
+        return out
+
+    def hints_for(self, branch_id: str) -> str:
+        branch = self.branches.get(branch_id)
+        parts = [self.hints.strip(), branch.hints.strip() if branch else ""]
+        return "\n\n".join(p for p in parts if p)
+
+    def history(self, branch_id: str) -> list[dict[str, Any]]:
+        out = []
+        for n in self.branches[branch_id].attempts:
+            a = self.attempts[n]
+            out.append(
+                {
+                    "attempt": n,
+                    "parent": a.parent,
+                    "move": a.move,
+                    "status": a.status,
+                    "verdict": a.verdict,
+                    "gate": a.failed_gate,
+                    "speedup": a.speedup,
+                    "summary": a.summary,
+                }
+            )
+        return out
+
+
+def new_state() -> RunState:
+    return RunState()
+
+
+# --- the fold -------------------------------------------------------------------------
+
+
+def _run_started(s: RunState, e: ev.RunStarted) -> None:
+    s.run_id = e.run_id
+    s.op = e.op
+    s.op_kind = e.op_kind
+    s.proposer = e.proposer
+    s.model = e.model
+    s.device = e.device
+    s.gpu = e.gpu
+    s.runner = e.runner
+    s.speed_measured = e.speed_measured
+    s.settings = dict(e.settings)
+    s.target = e.target
+    s.hints = str(e.settings.get("hints") or "")
+    s.started_ts = e.ts
+    s.segment_start = e.ts
+
+
+def _run_reopened(s: RunState, e: ev.RunReopened) -> None:
+    if s.segment_start is not None:
+        s.segments_s += max(0.0, s.last_ts - s.segment_start)
+    s.segment_start = e.ts
+    s.reopened += 1
+    s.settings.update(e.settings)
+    if "target" in e.settings:
+        s.target = e.settings["target"]
+    s.finished = False
+    s.finish_reason = None
+    s.finish_detail = ""
+    s.stopping = False
+    s.stop_reason = None
+    for b in s.branches.values():
+        b.stopped = False
+        b.requesting = False
+        b.running = None
+    for n in e.requeued_attempts:
+        a = s.attempts.get(n)
+        if a is not None and a.status in (RUNNING_ATTEMPT, CANCELLED):
+            a.status = PROPOSED
+
+
+def _run_paused(s: RunState, e: ev.RunPaused) -> None:
+    s.paused = True
+
+
+def _run_resumed(s: RunState, e: ev.RunResumed) -> None:
+    s.paused = False
+
+
+def _target_changed(s: RunState, e: ev.TargetChanged) -> None:
+    s.target = e.target
+    s.settings["target"] = e.target
+
+
+def _notice(s: RunState, e: ev.Notice) -> None:
+    s.notices.append(NoticeState(e.seq, e.ts, e.level, e.message, e.branch_id))
+
+
+def _stop_requested(s: RunState, e: ev.StopRequested) -> None:
+    s.stopping = True
+    s.stop_reason = e.reason
+
+
+def _run_finished(s: RunState, e: ev.RunFinished) -> None:
+    s.finished = True
+    s.stopping = False
+    s.finish_reason = e.reason
+    s.finish_detail = e.detail
+    for b in s.branches.values():
+        b.requesting = False
+        if not b.closed:
+            b.stopped = True
+
+
+def _branch_opened(s: RunState, e: ev.BranchOpened) -> None:
+    b = BranchState(e.branch_id, e.strategy, e.from_attempt, e.by, e.ts)
+    origin = s.attempts.get(e.from_attempt) if e.from_attempt is not None else None
+    if origin is not None and origin.passed:
+        b.baseline_speedup = origin.speedup
+        b.baseline_noise = origin.noise
+    s.branches[e.branch_id] = b
+
+
+def _branch_pruned(s: RunState, e: ev.BranchPruned) -> None:
+    for bid in e.pruned or (e.branch_id,):
+        b = s.branches.get(bid)
+        if b is not None and not b.closed:
+            b.closed_as = PRUNED
+            b.requesting = False
+
+
+def _branch_exhausted(s: RunState, e: ev.BranchExhausted) -> None:
+    b = s.branches.get(e.branch_id)
+    if b is not None and not b.closed:
+        b.closed_as = EXHAUSTED
+        b.rule = e.rule
+        b.detail = e.detail
+        b.requesting = False
+
+
+def _branch_paused(s: RunState, e: ev.BranchPaused) -> None:
+    if e.branch_id in s.branches:
+        s.branches[e.branch_id].paused = True
+
+
+def _branch_resumed(s: RunState, e: ev.BranchResumed) -> None:
+    if e.branch_id in s.branches:
+        s.branches[e.branch_id].paused = False
+
+
+def _hint_edited(s: RunState, e: ev.HintEdited) -> None:
+    if e.branch_id is None:
+        s.hints = e.text
+    elif e.branch_id in s.branches:
+        s.branches[e.branch_id].hints = e.text
+
+
+def _proposal_requested(s: RunState, e: ev.ProposalRequested) -> None:
+    if e.branch_id in s.branches:
+        s.branches[e.branch_id].requesting = True
+
+
+def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
+    a = AttemptState(
+        number=e.attempt,
+        branch_id=e.branch_id,
+        parent=e.parent_attempt,
+        strategy=e.strategy,
+        move=e.move,
+        undo_cost=e.undo_cost,
+        undo_reason=e.undo_reason,
+        source_hash=e.source_hash,
+        proposer=e.proposer,
+        model=e.model,
+        family=e.family,
+        tokens_in=e.tokens_in,
+        tokens_out=e.tokens_out,
+        cost_usd=e.cost_usd,
+        received_ts=e.ts,
+    )
+    s.attempts[e.attempt] = a
+    s.attempts_used += 1
+    s.cost_usd += e.cost_usd
+    s.tokens_in += e.tokens_in
+    s.tokens_out += e.tokens_out
+    b = s.branches.get(e.branch_id)
+    if b is not None:
+        b.attempts.append(e.attempt)
+        b.requesting = False
+        b.proposal_failures = 0
+        b.cost_usd += e.cost_usd
+        b.tokens_in += e.tokens_in
+        b.tokens_out += e.tokens_out
+
+
+def _proposal_failed(s: RunState, e: ev.ProposalFailed) -> None:
+    s.proposal_failures += 1
+    b = s.branches.get(e.branch_id)
+    if b is not None:
+        b.requesting = False
+        b.proposal_failures += 1
+
+
+def _gate_raised(s: RunState, e: ev.GateRaised) -> None:
+    s.gates[e.gate_id] = GateState(
+        e.gate_id, e.branch_id, e.attempt, e.move, e.undo_cost, e.reason, e.policy,
+        e.timeout_s, e.ts,
+    )  # fmt: skip
+    s.pending_gates[e.gate_id] = None
+    a = s.attempts.get(e.attempt)
+    if a is not None:
+        a.status = GATED
+        a.gate_id = e.gate_id
+    b = s.branches.get(e.branch_id)
+    if b is not None:
+        b.pending_gate = e.gate_id
+
+
+def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
+    g = s.gates.get(e.gate_id)
+    if g is None or not g.pending:
+        return
+    g.decision = e.decision
+    g.by = e.by
+    g.note = e.note
+    s.pending_gates.pop(e.gate_id, None)
+    b = s.branches.get(g.branch_id)
+    if b is not None and b.pending_gate == e.gate_id:
+        b.pending_gate = None
+    a = s.attempts.get(g.attempt)
+    if a is None:
+        return
+    if e.decision == "approve":
+        a.status = PROPOSED
+        a.approved = True
+    else:
+        a.status = VETOED
+        if b is not None:
+            b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
+
+
+def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:
+    a = s.attempts.get(e.attempt)
+    if a is not None:
+        a.status = RUNNING_ATTEMPT
+        a.runner = e.runner
+        a.started_ts = e.ts
+        a.retries = max(a.retries, e.retry)
+    b = s.branches.get(e.branch_id)
+    if b is not None:
+        b.running = e.attempt
+
+
+def _attempt_progress(s: RunState, e: ev.AttemptProgress) -> None:
+    a = s.attempts.get(e.attempt)
+    if a is not None:
+        a.last_progress = e.message
+        a.last_progress_gate = e.gate
+        a.progress_count += 1
+
+
+def _attempt_retried(s: RunState, e: ev.AttemptRetried) -> None:
+    s.retries += 1
+    a = s.attempts.get(e.attempt)
+    if a is not None:
+        a.retries += 1
+
+
+def _attempt_cancelled(s: RunState, e: ev.AttemptCancelled) -> None:
+    a = s.attempts.get(e.attempt)
+    if a is not None and a.status != JUDGED:
+        a.status = CANCELLED
+    b = s.branches.get(e.branch_id)
+    if b is not None and b.running == e.attempt:
+        b.running = None
+
+
+def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
+    a = s.attempts.get(e.attempt)
+    if a is None:
+        return
+    a.status = JUDGED
+    a.verdict = e.verdict
+    a.verdict_kind = e.verdict_kind
+    a.failed_gate = e.gate
+    a.speedup = e.speedup
+    a.floor_fraction = e.floor_fraction
+    a.noise = e.noise
+    a.summary = e.summary
+    a.verdict_hash = e.verdict_hash
+    a.elapsed_s = e.elapsed_s
+    a.judged_ts = e.ts
+    s.judged += 1
+    b = s.branches.get(e.branch_id)
+    if b is None:
+        return
+    if b.running == e.attempt:
+        b.running = None
+    if e.verdict == "pass":
+        s.passed += 1
+        b.passes += 1
+        if s.speed_measured:
+            if b.best_speedup is not None and b.best_speedup >= (b.baseline_speedup or 0.0):
+                ref, ref_noise = b.best_speedup, b.best_noise
+            else:
+                ref, ref_noise = b.baseline_speedup, b.baseline_noise
+            gain = rules.is_gain(ref, e.speedup, e.noise, ref_noise)
+        else:
+            gain = a.source_hash not in s.passed_sources
+        s.passed_sources.add(a.source_hash)
+        b.stagnation = 0 if gain else b.stagnation + 1
+    else:
+        b.fails += 1
+        b.stagnation += 1
+        sig = rules.failure_signature(e.gate, e.summary)
+        b.failure_counts[sig] = b.failure_counts.get(sig, 0) + 1
+        b.dead_ends.append(f"{a.move} ({e.gate or e.verdict_kind} failed)")
+
+
+def _best_improved(s: RunState, e: ev.BestImproved) -> None:
+    a = s.attempts.get(e.attempt)
+    b = s.branches.get(e.branch_id)
+    if b is not None:
+        b.best_attempt = e.attempt
+        b.best_speedup = e.speedup
+        b.best_noise = a.noise if a is not None else None
+    if e.overall:
+        s.best_attempt = e.attempt
+        s.best_speedup = e.speedup
+
+
+_HANDLERS: dict[type[ev.Event], Any] = {
+    ev.RunStarted: _run_started,
+    ev.RunReopened: _run_reopened,
+    ev.RunPaused: _run_paused,
+    ev.RunResumed: _run_resumed,
+    ev.TargetChanged: _target_changed,
+    ev.Notice: _notice,
+    ev.StopRequested: _stop_requested,
+    ev.RunFinished: _run_finished,
+    ev.BranchOpened: _branch_opened,
+    ev.BranchPruned: _branch_pruned,
+    ev.BranchExhausted: _branch_exhausted,
+    ev.BranchPaused: _branch_paused,
+    ev.BranchResumed: _branch_resumed,
+    ev.HintEdited: _hint_edited,
+    ev.ProposalRequested: _proposal_requested,
+    ev.ProposalReceived: _proposal_received,
+    ev.ProposalFailed: _proposal_failed,
+    ev.GateRaised: _gate_raised,
+    ev.GateResolved: _gate_resolved,
+    ev.AttemptStarted: _attempt_started,
+    ev.AttemptProgress: _attempt_progress,
+    ev.AttemptRetried: _attempt_retried,
+    ev.AttemptCancelled: _attempt_cancelled,
+    ev.VerdictReady: _verdict_ready,
+    ev.BestImproved: _best_improved,
+}
+
+
+def apply(state: RunState, event: ev.Event) -> RunState:
+    """Fold one event into `state` (in place) and return it. Unknown kinds only advance
+    the sequence, so an older reader survives a newer log."""
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)
+    state.seq = event.seq
+    state.events += 1
+    if event.ts > state.last_ts:
+        state.last_ts = event.ts
+    return state
+
+
+def fold(events: Iterable[ev.Event], state: RunState | None = None) -> RunState:
+    state = new_state() if state is None else state
+    for event in events:
+        apply(state, event)
+    return state
+
+
+def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
+    """(better than its branch's best, better than the run's best) for a judged attempt:
+    what BestImproved the engine records after its verdict (see rules.py for the CPU)."""
+    a = state.attempts[attempt]
+    if not a.passed:
+        return False, False
+    b = state.branches[a.branch_id]
+    if state.speed_measured:
+        if a.speedup is None:
+            return False, False
+        ref = b.best_speedup if b.best_speedup is not None else b.baseline_speedup
+        branch = ref is None or a.speedup > ref
+        overall = state.best_speedup is None or a.speedup > state.best_speedup
+        return branch, overall
+    return b.best_attempt is None, state.best_attempt is None
