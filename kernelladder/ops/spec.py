@@ -59,6 +59,11 @@ class Mismatch:
     reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
 
 
+class BaselineNotApplicable(Exception):
+    """Raised by a library baseline for inputs it does not support (e.g. torch._int_mm
+    with M <= 16, or off CUDA); the verifier reports that baseline as skipped there."""
+
+
 @dataclass(frozen=True)
 class FlopModel:
     count: float  # operations for one call
@@ -132,7 +137,8 @@ class OpSpec(abc.ABC):
     # --- baselines ------------------------------------------------------------------
     def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
         """The best library ops for this op (e.g. {"F.rms_norm": fn}); torch.compile of
-        the reference is added by the verifier itself."""
+        the reference is added by the verifier itself. A baseline may raise
+        `BaselineNotApplicable` for inputs it cannot take."""
         return {}
 
     # --- description ------------------------------------------------------------------
