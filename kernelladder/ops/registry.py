@@ -9,7 +9,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from kernelladder.ops.spec import OpSpec
+from kernelladder.ops.spec import OpLoadError, OpSpec
 
 # op name -> (module under kernelladder.ops, attribute holding the OpSpec)
 _BUILTIN: dict[str, tuple[str, str]] = {
@@ -21,9 +21,15 @@ _BUILTIN: dict[str, tuple[str, str]] = {
 }
 BUILTIN_OPS: tuple[str, ...] = tuple(_BUILTIN)
 
-
-class OpLoadError(ValueError):
-    """An op that cannot be found or loaded; the message is one line for the user."""
+__all__ = [
+    "BUILTIN_OPS",
+    "OpLoadError",
+    "builtin_ops",
+    "get_op",
+    "load_op",
+    "op_from_wire",
+    "op_to_wire",
+]
 
 
 def get_op(name: str) -> OpSpec:

@@ -59,6 +59,11 @@ class Mismatch:
     reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
 
 
+class OpLoadError(ValueError):
+    """An op that cannot be found or loaded (unknown name, bad problem file); the message
+    is one line for the user."""
+
+
 class BaselineNotApplicable(Exception):
     """Raised by a library baseline for inputs it does not support (e.g. torch._int_mm
     with M <= 16, or off CUDA); the verifier reports that baseline as skipped there."""
