@@ -78,7 +78,8 @@ class KernelBenchSpec(OpSpec):
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         floats = [t for t in tensors if t.is_floating_point()]
         dtype = (floats or tensors or [torch.empty(())])[0].dtype
-        shape = Shape("problem", {}, str(dtype).removeprefix("torch."))
+        sizes = ", ".join(f"{list(t.shape)}" for t in tensors)
+        shape = Shape(f"problem {sizes}".strip(), {}, str(dtype).removeprefix("torch."))
         arg_names = tuple(f"input{i}" for i in range(len(inputs)))
         output_names = tuple(f"output{i}" for i in range(len(outputs)))
         output_meta = tuple((tuple(t.shape), t.dtype) for t in outputs)
