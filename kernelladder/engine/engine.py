@@ -1,0 +1,1029 @@
+"""The run: K branches as asyncio tasks, each asking its proposer for a move, gating
+risky moves, verifying through the runner and recording every fact as an event.
+
+    run = create_run(RunOptions(op="rmsnorm", device="cpu"))
+    sub = run.subscribe()          # the UI's event stream (bounded, never blocks us)
+    state = await run.run()        # until a rule, a budget or a person ends it
+
+Every state change goes through `_emit`: the event is appended to the log (fsync'd),
+folded into `self.state` with the same fold replay uses, then offered to subscribers.
+Steering commands (RunControl) validate against that state, emit their event and wake
+whatever waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.channels import Broadcaster, Subscription
+from kernelladder.engine.gating import assess_undo
+from kernelladder.engine.log import (
+    EventLog,
+    LogError,
+    read_attempt_source,
+    read_attempt_verdict,
+    read_log,
+    read_meta,
+    repair_tail,
+)
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.protocols import (
+    Proposal,
+    ProposalContext,
+    Proposer,
+    ProposerError,
+    ProposerExhausted,
+    Runner,
+    RunnerLost,
+    VerifyRequest,
+)
+from kernelladder.engine.rules import (
+    all_branches_done,
+    attempts_left,
+    branch_exit,
+    max_attempts_reached,
+    run_exit,
+)
+from kernelladder.engine.state import (
+    CANCELLED,
+    GATED,
+    PROPOSED,
+    RUNNING_ATTEMPT,
+    RunState,
+    apply,
+    fold,
+    improvement,
+    new_state,
+)
+
+MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
+RETRY_BACKOFF_S = 1.0
+PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
+PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped
+PROGRESS_INTERVAL_S = 0.5
+GATE_POLICIES = ("ask", "approve", "veto")
+
+# What a branch task is doing, for shutdown (verifications finish, the rest is cancelled).
+IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
+    "idle", "proposing", "gate", "queued", "verifying", "done",
+)  # fmt: skip
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """What the engine needs of an op, saved in meta.json so a resume needs no problem
+    file and no torch."""
+
+    name: str
+    kind: str  # "builtin" | "kernelbench"
+    wire: Any  # VerifyRequest.op
+    description: dict[str, Any]  # OpSpec.describe()
+    starting_source: str  # the starting candidate ("" when the op has none)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "wire": self.wire,
+            "description": self.description,
+            "starting_source": self.starting_source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpInfo:
+        return cls(d["name"], d["kind"], d["wire"], dict(d["description"]), d["starting_source"])
+
+
+def load_op_info(op: str) -> OpInfo:
+    """Load a built-in op or a KernelBench problem file; OpLoadError (one line) if not."""
+    from kernelladder.ops.registry import load_op, op_to_wire
+
+    spec = load_op(op)
+    start = ""
+    if spec.starting_candidate:
+        start = Path(spec.starting_candidate).read_text(encoding="utf-8")
+    return OpInfo(spec.name, spec.kind, op_to_wire(spec), spec.describe(), start)
+
+
+def new_run_id(op_name: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", op_name).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{secrets.token_hex(2)}"
+
+
+def verdict_line(verdict: Any) -> str:
+    """One line: the failing gate's detail, or the speed (or why it was not measured)."""
+    if verdict.verdict != "pass":
+        gate = verdict.gates.get(verdict.gate or "")
+        return one_line(gate.detail if gate else verdict.kind)
+    if verdict.speedup is not None:
+        line = f"{verdict.speedup:.3g}x"
+        if verdict.floor_fraction is not None:
+            line += f", {verdict.floor_fraction:.0%} of floor"
+        return line
+    speed = verdict.gates.get("speed")
+    return one_line("passed; speed not measured" + (f" ({speed.detail})" if speed else ""))
+
+
+class Run:
+    """One optimization run. Implements RunControl (protocols.py)."""
+
+    retry_backoff_s = RETRY_BACKOFF_S  # tests shorten it
+
+    def __init__(
+        self,
+        options: RunOptions,
+        *,
+        run_dir: str | Path,
+        op: OpInfo,
+        runner: Runner,
+        proposer: Proposer,
+        run_id: str | None = None,
+        resumed: bool = False,
+        repaired_tail: bool = False,
+        overrides: dict[str, Any] | None = None,
+        notices: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if options.gate not in GATE_POLICIES:
+            raise ValueError(f"gate policy must be one of {', '.join(GATE_POLICIES)}")
+        if options.gate_timeout_policy not in ("approve", "veto"):
+            raise ValueError("gate timeout policy must be approve or veto")
+        self.options = options
+        self.run_dir = Path(run_dir)
+        self.op = op
+        self.runner = runner
+        self.proposer = proposer
+        self._clock = clock
+        self.log = EventLog(self.run_dir, clock=clock)
+        self.state: RunState = fold(self.log.read_from(0)) if resumed else new_state()
+        self.run_id = run_id or self.state.run_id or self.run_dir.name
+        self._resumed = resumed and self.state.started_ts is not None
+        self._repaired_tail = repaired_tail
+        self._overrides = dict(overrides or {})
+        self._startup_notices = list(notices)
+        self._bus = Broadcaster(self.log.read_from, lambda: self.log.next_seq)
+        self._waiters: list[asyncio.Future[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._phase: dict[str, str] = {}
+        self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
+        self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
+        self._sources: dict[int, str] = {}
+        self._verdicts: dict[int, dict[str, Any]] = {}
+        self._reserved = 0  # proposals asked for and not yet numbered
+        self._next_number = self.state.next_attempt
+        self._slots: asyncio.Semaphore | None = None
+        self._started = False
+        self._run_called = False
+        self._closed = False
+        self._stop_detail = ""
+        self._cancel_inflight = False
+        self._finished = asyncio.Event()
+        self.internal_error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        if not resumed:
+            self.log.write_meta(
+                {"run_id": self.run_id, "options": options.to_dict(), "op": op.to_dict()}
+            )
+
+    # --- public ---------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def device(self) -> str:
+        return self.state.device or self.options.device or "cpu"
+
+    def subscribe(self, maxsize: int = 10_000, from_seq: int = 0) -> Subscription:
+        """Every event from `from_seq` (default: the whole log) in order, then live ones,
+        until the run finishes. Never blocks the engine; never loses an event."""
+        return self._bus.subscribe(maxsize=maxsize, from_seq=from_seq)
+
+    async def wait_finished(self) -> RunState:
+        await self._finished.wait()
+        return self.state
+
+    async def run(self) -> RunState:
+        """Run until a rule, a budget or a stop ends it; returns the final state.
+        The log is complete when this returns (RunFinished is its last event)."""
+        if self._run_called:
+            raise RuntimeError("Run.run() may be called once")
+        self._run_called = True
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._slots = asyncio.Semaphore(max(1, int(self.runner.slots or 1)))
+        reason, detail = ev.RULE_ERROR, ""
+        try:
+            try:
+                started = await self._start()
+                if started:
+                    reason, detail = await self._supervise()
+                else:
+                    reason, detail = ev.RULE_ERROR, self._stop_detail
+            except asyncio.CancelledError:
+                reason, detail = ev.RULE_USER_STOP, "the run was cancelled"
+                self._cancel_inflight = True
+                raise
+            except Exception as exc:  # an engine bug: record it, end the run, say so
+                self.internal_error = exc
+                reason, detail = (
+                    ev.RULE_ERROR,
+                    f"internal error: {type(exc).__name__}: {one_line(exc)}",
+                )
+        finally:
+            await self._shutdown(reason, detail)
+        return self.state
+
+    # --- steering (RunControl) ----------------------------------------------------------
+    def _check_live(self) -> None:
+        if not self._started:
+            raise ValueError("the run has not started yet")
+        if self.state.finished or self._closed:
+            raise ValueError("the run has finished")
+
+    def _branch(self, branch_id: str):
+        b = self.state.branches.get(branch_id)
+        if b is None:
+            raise ValueError(f"no branch {branch_id}")
+        return b
+
+    async def prune(self, branch_id: str) -> None:
+        self._check_live()
+        b = self._branch(branch_id)
+        if b.closed:
+            raise ValueError(f"branch {branch_id} is already {b.status}")
+        subtree = [
+            x for x in self.state.subtree_branches(branch_id) if not self.state.branches[x].closed
+        ]
+        self._emit(ev.BranchPruned(branch_id=branch_id, pruned=tuple(subtree), by="user"))
+        for gid in list(self.state.pending_gates):
+            if self.state.gates[gid].branch_id in subtree:
+                self._emit(
+                    ev.GateResolved(gate_id=gid, decision="veto", by="user", note="branch pruned")
+                )
+        for bid in subtree:
+            task = self._proposal_tasks.get(bid)
+            if task is not None and not task.done():
+                task.cancel()
+
+    async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
+        self._check_live()
+        if not isinstance(text, str):
+            raise ValueError("hints must be text")
+        if branch_id is not None:
+            self._branch(branch_id)
+        self._emit(ev.HintEdited(text=text, branch_id=branch_id, by="user"))
+
+    def _pending_gate(self, gate_id: str):
+        g = self.state.gates.get(gate_id)
+        if g is None or not g.pending:
+            raise ValueError(f"no pending gate {gate_id}")
+        return g
+
+    async def approve(self, gate_id: str) -> None:
+        self._check_live()
+        self._pending_gate(gate_id)
+        self._emit(ev.GateResolved(gate_id=gate_id, decision="approve", by="user"))
+
+    async def veto(self, gate_id: str, note: str = "") -> None:
+        self._check_live()
+        self._pending_gate(gate_id)
+        self._emit(
+            ev.GateResolved(gate_id=gate_id, decision="veto", by="user", note=one_line(note))
+        )
+
+    async def pause(self, branch_id: str | None = None) -> None:
+        self._check_live()
+        if branch_id is None:
+            if self.state.paused:
+                raise ValueError("the run is already paused")
+            self._emit(ev.RunPaused(by="user"))
+            return
+        b = self._branch(branch_id)
+        if b.closed:
+            raise ValueError(f"branch {branch_id} is {b.status}")
+        if b.paused:
+            raise ValueError(f"branch {branch_id} is already paused")
+        self._emit(ev.BranchPaused(branch_id=branch_id, by="user"))
+
+    async def resume(self, branch_id: str | None = None) -> None:
+        self._check_live()
+        if branch_id is None:
+            if not self.state.paused:
+                raise ValueError("the run is not paused")
+            self._emit(ev.RunResumed(by="user"))
+            return
+        b = self._branch(branch_id)
+        if not b.paused or b.closed:
+            raise ValueError(f"branch {branch_id} is not paused")
+        self._emit(ev.BranchResumed(branch_id=branch_id, by="user"))
+
+    async def open_branch(self, from_attempt: int, strategy: str | None = None) -> str:
+        self._check_live()
+        if self.state.stopping:
+            raise ValueError("the run is stopping")
+        a = self.state.attempts.get(from_attempt) if isinstance(from_attempt, int) else None
+        if a is None:
+            raise ValueError(f"no attempt {from_attempt}")
+        label = one_line(strategy, 80) if strategy and strategy.strip() else a.strategy
+        bid = self.state.next_branch_id
+        self._emit(
+            ev.BranchOpened(branch_id=bid, strategy=label, from_attempt=from_attempt, by="user")
+        )
+        self._spawn(bid)
+        return bid
+
+    async def set_target(self, target: float | None) -> None:
+        self._check_live()
+        if target is not None:
+            try:
+                target = float(target)
+            except (TypeError, ValueError):
+                raise ValueError("the target must be a number") from None
+            if not target > 0:
+                raise ValueError("the target must be a positive speedup")
+        self._emit(ev.TargetChanged(target=target, by="user"))
+
+    async def stop(self, reason: str = "user", cancel: bool = False) -> None:
+        """Stop cleanly: proposals and gate waits are dropped, verifications finish and
+        are recorded. A second stop (or cancel=True) cancels verifications too (recorded
+        as AttemptCancelled; a resume re-runs them). Returns once StopRequested is logged;
+        `run()` returns after RunFinished."""
+        self._check_live()
+        rule = reason if reason in _RULES else ev.RULE_USER_STOP
+        detail = "" if reason in _RULES or reason == "user" else one_line(reason)
+        if self.state.stopping:
+            if self._cancel_inflight:
+                raise ValueError("the run is already stopping")
+            cancel = True
+        self._request_stop(rule, by="user", cancel=cancel, detail=detail)
+
+    # --- events ---------------------------------------------------------------------
+    def _emit(self, event: ev.Event) -> ev.Event:
+        stored = self.log.append(event)
+        apply(self.state, stored)
+        self._bus.publish(stored)
+        self._wake()
+        return stored
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    async def _wait_change(self, timeout: float | None = None) -> None:
+        assert self._loop is not None
+        f = self._loop.create_future()
+        self._waiters.append(f)
+        try:
+            await asyncio.wait_for(f, timeout)
+        except TimeoutError:
+            pass
+
+    def _request_stop(self, rule: str, *, by: str, cancel: bool = False, detail: str = "") -> None:
+        if self.state.finished:
+            return
+        if self.state.stopping:
+            # already stopping: only an escalation to cancelling in-flight work is news
+            if cancel and not self._cancel_inflight:
+                self._cancel_inflight = True
+                reason = self.state.stop_reason or rule
+                self._emit(ev.StopRequested(reason=reason, cancel=True, by=by))
+            return
+        self._stop_detail = detail
+        self._cancel_inflight = cancel
+        self._emit(ev.StopRequested(reason=rule, cancel=cancel, by=by))
+
+    # --- the main loop ------------------------------------------------------------------
+    async def _start(self) -> bool:
+        try:
+            await self.runner.start()
+            runner_error = None
+        except Exception as exc:
+            runner_error = f"the runner did not start: {one_line(exc)}"
+        info = self.runner.describe()
+        if self._resumed:
+            requeued = self._plan_resume()
+            changed = {k: v for k, v in self._overrides.items()}
+            self._emit(
+                ev.RunReopened(
+                    repaired_tail=self._repaired_tail,
+                    requeued_attempts=tuple(requeued),
+                    settings=changed,
+                )
+            )
+        else:
+            device = str(info.get("device") or self.options.device or "cpu")
+            self._emit(
+                ev.RunStarted(
+                    run_id=self.run_id,
+                    op=self.op.name,
+                    op_kind=self.op.kind,
+                    proposer=self.options.proposer,
+                    model=self.options.model,
+                    device=device,
+                    gpu=info.get("gpu"),
+                    runner=self.runner.name,
+                    target=self.options.target,
+                    settings=self.options.to_dict(),
+                    speed_measured=device.startswith("cuda"),
+                )
+            )
+        self._started = True
+        for message in self._startup_notices:
+            self._emit(ev.Notice(level="warning", message=message))
+        if runner_error:
+            self._emit(ev.Notice(level="error", message=runner_error))
+            self._stop_detail = runner_error
+            return False
+        if not self._resumed:
+            try:
+                labels = list(self.proposer.strategies(self.op.description, self.options.branches))
+            except ProposerError as exc:
+                self._emit(ev.Notice(level="error", message=f"proposer: {one_line(exc)}"))
+                self._stop_detail = f"proposer: {one_line(exc)}"
+                return False
+            for label in labels[: max(1, self.options.branches)] or ["default"]:
+                self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
+        for bid, b in self.state.branches.items():
+            if not b.closed:
+                self._spawn(bid)
+        return True
+
+    def _plan_resume(self) -> list[int]:
+        """Attempts a killed or stopped run left without a verdict, grouped by branch."""
+        requeued = []
+        for n in sorted(self.state.attempts):
+            a = self.state.attempts[n]
+            b = self.state.branches.get(a.branch_id)
+            if b is None or b.closed:
+                continue
+            gate_pending = a.status == GATED and a.gate_id in self.state.pending_gates
+            if a.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED) or gate_pending:
+                self._work.setdefault(a.branch_id, []).append(n)
+                if not gate_pending:
+                    requeued.append(n)
+        return requeued
+
+    def _busy(self) -> bool:
+        return any(p in (PROPOSING, GATE, QUEUED, VERIFYING) for p in self._phase.values()) or any(
+            self._work.values()
+        )
+
+    async def _supervise(self) -> tuple[str, str]:
+        while True:
+            s = self.state
+            if s.stopping:
+                return s.stop_reason or ev.RULE_USER_STOP, self._stop_detail
+            hit = run_exit(s, now=self._clock())
+            if hit is not None:
+                self._request_stop(
+                    hit[0], by="engine", cancel=hit[0] == ev.RULE_BUDGET_TIME, detail=hit[1]
+                )
+                continue
+            hit = all_branches_done(s)
+            if hit is not None:
+                return hit
+            hit = max_attempts_reached(s)
+            if hit is not None and not self._busy():
+                return hit
+            if not s.branches or all(t.done() for t in self._tasks.values()):
+                return ev.RULE_ALL_BRANCHES_DONE, "no branch is left to run"
+            timeout = None
+            limit = s.setting("time_limit_s")
+            if limit is not None:
+                timeout = max(0.05, limit - s.elapsed_at(self._clock()))
+            await self._wait_change(timeout)
+
+    async def _shutdown(self, reason: str, detail: str) -> None:
+        try:
+            if self._run_called and self._started:
+                await self._drain_tasks()
+                if not self.state.finished:
+                    self._emit(
+                        ev.RunFinished(
+                            reason=reason,
+                            detail=detail,
+                            best_attempt=self.state.best_attempt,
+                            best_speedup=self.state.best_speedup,
+                        )
+                    )
+        finally:
+            self._closed = True
+            with contextlib.suppress(Exception):
+                await self.runner.close()
+            self._bus.close()
+            self.log.close()
+            self._finished.set()
+
+    async def _drain_tasks(self) -> None:
+        """Cancel what may be cancelled, let verifications finish (or cancel them when a
+        forced stop asks), and wait for every branch task."""
+        while True:
+            pending = [t for t in self._tasks.values() if not t.done()]
+            if not pending:
+                return
+            for bid, task in self._tasks.items():
+                if task.done():
+                    continue
+                if self._cancel_inflight or self._phase.get(bid) != VERIFYING:
+                    task.cancel()
+            assert self._loop is not None
+            change = self._loop.create_future()
+            self._waiters.append(change)
+            await asyncio.wait([*pending, change], return_when=asyncio.FIRST_COMPLETED)
+            if not change.done():
+                change.cancel()
+
+    # --- branches -------------------------------------------------------------------
+    def _spawn(self, branch_id: str) -> None:
+        self._phase[branch_id] = IDLE
+        self._tasks[branch_id] = asyncio.ensure_future(self._branch_main(branch_id))
+
+    async def _branch_main(self, bid: str) -> None:
+        try:
+            await self._branch_loop(bid)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # an engine bug in this branch: record it and stop the run
+            self.internal_error = exc
+            line = f"branch {bid}: internal error: {type(exc).__name__}: {one_line(exc)}"
+            self._emit(ev.Notice(level="error", message=line, branch_id=bid))
+            self._request_stop(ev.RULE_ERROR, by="engine", detail=line)
+        finally:
+            self._phase[bid] = DONE
+            self._work.pop(bid, None)
+            self._wake()
+
+    async def _ready(self, bid: str) -> bool:
+        """Wait while the run or this branch is paused; False once it must not go on."""
+        while True:
+            s = self.state
+            b = s.branches[bid]
+            if b.closed or s.stopping or s.finished:
+                return False
+            if not (s.paused or b.paused):
+                return True
+            self._phase[bid] = IDLE
+            await self._wait_change()
+
+    async def _branch_loop(self, bid: str) -> None:
+        for n in list(self._work.get(bid, ())):
+            a = self.state.attempts[n]
+            go = True
+            if a.status == GATED and a.gate_id is not None:
+                go = await self._await_gate(bid, a.gate_id) == "approve"
+            if go:
+                if not await self._ready(bid):
+                    return
+                await self._verify(bid, n, self._source(n))
+            self._work[bid].remove(n)
+        while True:
+            if not await self._ready(bid):
+                return
+            if attempts_left(self.state, self._reserved) <= 0:
+                self._phase[bid] = IDLE
+                await self._wait_change()
+                continue
+            if not await self._round(bid):
+                return
+
+    async def _round(self, bid: str) -> bool:
+        """One proposal, its gate and its verification. False: the branch is done."""
+        b = self.state.branches[bid]
+        parent = b.head
+        self._phase[bid] = PROPOSING
+        self._reserved += 1
+        reserved = True
+        try:
+            self._emit(ev.ProposalRequested(branch_id=bid, parent_attempt=parent))
+            ctx = self._context(bid, parent)
+            task = asyncio.ensure_future(self.proposer.propose(ctx))
+            self._proposal_tasks[bid] = task
+            try:
+                proposal = await task
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise
+                return True  # the proposal was cancelled by a prune; _ready() decides
+            except ProposerExhausted as exc:
+                detail = one_line(exc) or "no untried move left"
+                self._emit(
+                    ev.BranchExhausted(
+                        branch_id=bid, rule=ev.RULE_PROPOSER_EXHAUSTED, detail=detail
+                    )
+                )
+                return False
+            except ProposerError as exc:
+                return await self._proposal_failed(bid, one_line(exc), exc.retryable, exc.fatal)
+            except Exception as exc:
+                line = f"{type(exc).__name__}: {one_line(exc)}"
+                return await self._proposal_failed(bid, line, False, False)
+            finally:
+                self._proposal_tasks.pop(bid, None)
+            if (
+                not isinstance(proposal, Proposal)
+                or not isinstance(proposal.source, str)
+                or not proposal.source.strip()
+            ):
+                return await self._proposal_failed(
+                    bid, "the proposer returned no source", False, False
+                )
+            if self.state.branches[bid].closed or self.state.stopping:
+                return False  # pruned or stopped meanwhile: the proposal is dropped unnumbered
+            n = max(self._next_number, self.state.next_attempt)
+            self._next_number = n + 1
+            self._sources[n] = proposal.source
+            source_hash = self.log.write_source(n, proposal.source)
+            cost, reason = self._undo_cost(bid, parent, proposal)
+            self._reserved -= 1
+            reserved = False
+            self._emit(
+                ev.ProposalReceived(
+                    branch_id=bid,
+                    attempt=n,
+                    parent_attempt=parent,
+                    source_hash=source_hash,
+                    strategy=proposal.strategy or b.strategy,
+                    move=one_line(proposal.move or "(no description)"),
+                    undo_cost=cost,
+                    undo_reason=one_line(reason),
+                    proposer=getattr(self.proposer, "name", self.options.proposer),
+                    model=proposal.model,
+                    tokens_in=int(proposal.tokens_in or 0),
+                    tokens_out=int(proposal.tokens_out or 0),
+                    cost_usd=float(proposal.cost_usd or 0.0),
+                    family=_family(proposal),
+                )
+            )
+        finally:
+            if reserved:
+                self._reserved -= 1
+        gated = cost == ev.UNDO_HIGH
+        if gated and await self._gate(bid, n, proposal.move, cost, reason) != "approve":
+            return True
+        if not await self._ready(bid):
+            return False  # the attempt stays numbered and unverified; a resume verifies it
+        await self._verify(bid, n, proposal.source)
+        return True
+
+    async def _proposal_failed(self, bid: str, line: str, retryable: bool, fatal: bool) -> bool:
+        self._emit(ev.ProposalFailed(branch_id=bid, error=line, retryable=retryable))
+        level = "error" if fatal else "warning"
+        self._emit(ev.Notice(level=level, message=f"{bid}: proposer: {line}", branch_id=bid))
+        if fatal:
+            self._request_stop(ev.RULE_ERROR, by="engine", detail=f"proposer: {line}")
+            return False
+        failures = self.state.branches[bid].proposal_failures
+        if failures >= PROPOSAL_FAILURE_LIMIT:
+            detail = f"{failures} proposals in a row failed; last: {line}"
+            self._emit(
+                ev.BranchExhausted(branch_id=bid, rule=ev.RULE_REPEATED_FAILURE, detail=detail)
+            )
+            return False
+        if retryable:
+            await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
+        return True
+
+    def _undo_cost(self, bid: str, parent: int | None, proposal: Proposal) -> tuple[str, str]:
+        s = self.state
+        b = s.branches[bid]
+        parent_family = s.attempts[parent].family if parent in s.attempts else None
+        lineage: set[int] = set()
+        node = b.head
+        while node is not None and node not in lineage:
+            lineage.add(node)
+            node = s.attempts[node].parent if node in s.attempts else None
+        return assess_undo(
+            undo_cost=proposal.undo_cost,
+            undo_reason=proposal.undo_reason,
+            source=proposal.source,
+            meta=dict(proposal.meta or {}),
+            parent_family=parent_family,
+            branch_holds_best=s.best_attempt is not None and s.best_attempt in b.attempts,
+            branch_lineage=lineage,
+        )
+
+    async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
+        gid = self.state.next_gate_id
+        policy = self.options.gate
+        timeout = self.options.gate_timeout_s if policy == "ask" else None
+        self._emit(
+            ev.GateRaised(
+                gate_id=gid, branch_id=bid, attempt=n, move=one_line(move), undo_cost=cost,
+                reason=one_line(reason), policy=policy, timeout_s=timeout,
+            )
+        )  # fmt: skip
+        if policy != "ask":
+            self._emit(ev.GateResolved(gate_id=gid, decision=policy, by="policy"))
+            return policy
+        return await self._await_gate(bid, gid)
+
+    async def _await_gate(self, bid: str, gid: str) -> str:
+        self._phase[bid] = GATE
+        g = self.state.gates[gid]
+        while g.pending:
+            timeout = None
+            if g.deadline is not None:
+                timeout = g.deadline - self._clock()
+                if timeout <= 0:
+                    self._emit(
+                        ev.GateResolved(
+                            gate_id=gid,
+                            decision=self.options.gate_timeout_policy,
+                            by="timeout",
+                            note=f"no answer within {g.timeout_s:g}s",
+                        )
+                    )
+                    break
+            await self._wait_change(timeout)
+        return g.decision or "veto"
+
+    async def _verify(self, bid: str, n: int, source: str) -> None:
+        assert self._slots is not None
+        self._phase[bid] = QUEUED
+        async with self._slots:
+            if self.state.stopping or self.state.finished:
+                return
+            self._phase[bid] = VERIFYING
+            request = VerifyRequest(
+                op=self.op.wire,
+                source=source,
+                device=self.device,
+                min_speedup=self.options.min_speedup,
+                timeout_s=self.options.timeout_s,
+            )
+            retry = 0
+            while True:
+                self._emit(
+                    ev.AttemptStarted(
+                        attempt=n, branch_id=bid, runner=self.runner.name, retry=retry
+                    )
+                )
+                try:
+                    verdict = await self.runner.verify(request, on_progress=self._progress_sink(n))
+                    break
+                except asyncio.CancelledError:
+                    self._emit(
+                        ev.AttemptCancelled(attempt=n, branch_id=bid, reason="the run was stopped")
+                    )
+                    raise
+                except RunnerLost as exc:
+                    why = one_line(exc) or "the runner was lost"
+                except Exception as exc:
+                    why = f"the runner failed: {type(exc).__name__}: {one_line(exc)}"
+                if retry >= MAX_RUNNER_RETRIES:
+                    line = f"attempt {n}: runner lost {retry + 1} times ({why}); stopping"
+                    self._emit(ev.Notice(level="error", message=line, branch_id=bid))
+                    self._request_stop(ev.RULE_ERROR, by="engine", detail=line)
+                    return
+                retry += 1
+                self._emit(ev.AttemptRetried(attempt=n, reason=why))
+                await asyncio.sleep(self.retry_backoff_s * retry)
+        self._record_verdict(bid, n, verdict)
+
+    def _record_verdict(self, bid: str, n: int, verdict: Any) -> None:
+        b = self.state.branches[bid]
+        full = verdict.with_dead_ends(tuple(b.dead_ends)).to_dict()
+        verdict_hash = self.log.write_verdict(n, full)
+        self._verdicts[n] = full
+        self._emit(
+            ev.VerdictReady(
+                attempt=n,
+                branch_id=bid,
+                verdict=verdict.verdict,
+                verdict_kind=verdict.kind,
+                gate=verdict.gate,
+                speedup=verdict.speedup if self.state.speed_measured else None,
+                floor_fraction=verdict.floor_fraction if self.state.speed_measured else None,
+                noise=verdict.noise if self.state.speed_measured else None,
+                summary=verdict_line(verdict),
+                verdict_hash=verdict_hash,
+                elapsed_s=float(verdict.elapsed_s or 0.0),
+            )
+        )
+        better_branch, better_run = improvement(self.state, n)
+        if better_branch:
+            self._emit(
+                ev.BestImproved(
+                    attempt=n,
+                    branch_id=bid,
+                    speedup=self.state.attempts[n].speedup,
+                    previous=b.best_speedup if b.best_speedup is not None else b.baseline_speedup,
+                    overall=better_run,
+                )
+            )
+        if not b.closed:
+            hit = branch_exit(self.state, b)
+            if hit is not None:
+                self._emit(ev.BranchExhausted(branch_id=bid, rule=hit[0], detail=hit[1]))
+
+    def _progress_sink(self, n: int) -> Callable[[str, str], None]:
+        """on_progress for one attempt: the first lines of each gate are recorded, at
+        most PROGRESS_PER_GATE of them and one per PROGRESS_INTERVAL_S; the rest dropped."""
+        seen: dict[str, int] = {}
+        last = [0.0]
+
+        def record(gate: str, message: str) -> None:
+            if self._closed or self.state.attempts.get(n) is None:
+                return
+            if self.state.attempts[n].status != RUNNING_ATTEMPT:
+                return
+            count = seen.get(gate, 0)
+            now = time.monotonic()
+            if count >= PROGRESS_PER_GATE or (count and now - last[0] < PROGRESS_INTERVAL_S):
+                return
+            seen[gate] = count + 1
+            last[0] = now
+            self._emit(ev.AttemptProgress(attempt=n, gate=str(gate), message=one_line(message)))
+
+        def on_progress(gate: str, message: str) -> None:
+            if threading.get_ident() == self._loop_thread:
+                record(gate, message)
+            elif self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(record, gate, message)
+
+        return on_progress
+
+    # --- sources, verdicts, context ---------------------------------------------------------
+    def _source(self, n: int | None) -> str:
+        if n is None:
+            return self.op.starting_source
+        if n not in self._sources:
+            self._sources[n] = read_attempt_source(self.run_dir, n)
+        return self._sources[n]
+
+    def _verdict(self, n: int) -> dict[str, Any] | None:
+        a = self.state.attempts.get(n)
+        if a is None or a.verdict is None:
+            return None
+        if n not in self._verdicts:
+            try:
+                self._verdicts[n] = read_attempt_verdict(self.run_dir, n)
+            except (OSError, ValueError):
+                return None
+        return self._verdicts[n]
+
+    def _context(self, bid: str, parent: int | None) -> ProposalContext:
+        s = self.state
+        b = s.branches[bid]
+        latest = next((n for n in reversed(b.attempts) if s.attempts[n].verdict is not None), None)
+        fb = ((self._verdict(latest) or {}).get("feedback") or {}) if latest is not None else {}
+        feedback = {
+            "expected": fb.get("expected", ""),
+            "saw": fb.get("saw", ""),
+            "fence": fb.get("fence") or self.op.description.get("fence", ""),
+            "dead_ends": list(b.dead_ends),
+        }
+        return ProposalContext(
+            op=self.op.description,
+            branch_id=bid,
+            strategy=b.strategy,
+            parent_attempt=parent,
+            parent_source=self._source(parent),
+            parent_verdict=self._verdict(parent) if parent is not None else None,
+            feedback=feedback,
+            dead_ends=tuple(b.dead_ends),
+            hints=s.hints_for(bid),
+            history=tuple(s.history(bid)),
+            best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
+            device=self.device,
+        )
+
+
+_RULES = {
+    ev.RULE_TARGET, ev.RULE_MAX_ATTEMPTS, ev.RULE_STAGNATION, ev.RULE_REPEATED_FAILURE,
+    ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
+    ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
+}  # fmt: skip
+
+
+def _family(proposal: Proposal) -> str | None:
+    family = (proposal.meta or {}).get("family")
+    return str(family) if family else None
+
+
+# --- construction -------------------------------------------------------------------------
+
+
+def _default_runner(options: RunOptions, device: str) -> Runner:
+    from kernelladder.engine.runners import make_runner
+
+    return make_runner(options, device)
+
+
+def _default_proposer(options: RunOptions) -> Proposer:
+    from kernelladder.engine.proposers import get_proposer
+
+    cfg: dict[str, Any] = {}
+    if options.model:
+        cfg["model"] = options.model
+    if options.replay_from:
+        cfg["replay_from"] = options.replay_from
+    return get_proposer(options.proposer, **cfg)
+
+
+def _pick_device(options: RunOptions) -> str:
+    if options.device:
+        return options.device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def create_run(
+    options: RunOptions,
+    runner: Runner | None = None,
+    proposer: Proposer | None = None,
+    *,
+    op: OpInfo | None = None,
+    notices: Sequence[str] = (),
+    clock: Callable[[], float] = time.time,
+) -> Run:
+    """A new run in options.run_dir (default runs/<id>). Builds the local (or SSH) runner
+    and the proposer when not given. Raises OpLoadError / ProposerError / ValueError with
+    one line for bad input."""
+    info = op or load_op_info(options.op)
+    device = _pick_device(options)
+    options = replace(options, device=device)
+    run_id = new_run_id(info.name)
+    run_dir = Path(options.run_dir) if options.run_dir else Path("runs") / run_id
+    if (run_dir / "events.jsonl").exists():
+        raise ValueError(f"{run_dir} already holds a run (use --resume {run_dir})")
+    options = replace(options, run_dir=str(run_dir))
+    proposer = proposer or _default_proposer(options)
+    runner = runner or _default_runner(options, device)
+    return Run(
+        options, run_dir=run_dir, op=info, runner=runner, proposer=proposer, run_id=run_id,
+        notices=notices, clock=clock,
+    )  # fmt: skip
+
+
+# options a resume may change (budgets and policies; never the op, device or proposer)
+RESUMABLE_OPTIONS = (
+    "target", "max_attempts", "stagnation", "budget_usd", "time_limit_s", "gate",
+    "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints",
+)  # fmt: skip
+
+
+def resume_run(
+    run_dir: str | Path,
+    runner: Runner | None = None,
+    proposer: Proposer | None = None,
+    *,
+    overrides: dict[str, Any] | None = None,
+    notices: Sequence[str] = (),
+    clock: Callable[[], float] = time.time,
+) -> Run:
+    """Continue a killed or stopped run: a torn last line is cut, the log is folded,
+    attempts left without a verdict are re-run under their own numbers, numbering goes
+    on without reuse. `overrides` may change RESUMABLE_OPTIONS (recorded in RunReopened)."""
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    try:
+        options = RunOptions.from_dict(meta["options"])
+        info = OpInfo.from_dict(meta["op"])
+    except (KeyError, TypeError) as exc:
+        raise LogError(f"{run_dir}: meta.json is incomplete ({exc})") from None
+    changed = {}
+    for key, value in (overrides or {}).items():
+        if key not in RESUMABLE_OPTIONS:
+            raise ValueError(f"--{key.replace('_', '-')} cannot change on resume")
+        if getattr(options, key) != value:
+            changed[key] = value
+    options = replace(options, run_dir=str(run_dir), **changed)
+    read_log(run_dir)  # a corrupt middle line stops here with LogError, before any change
+    repaired = repair_tail(run_dir)
+    proposer = proposer or _default_proposer(options)
+    runner = runner or _default_runner(options, options.device or "cpu")
+    run = Run(
+        options, run_dir=run_dir, op=info, runner=runner, proposer=proposer,
+        run_id=meta.get("run_id"), resumed=True, repaired_tail=repaired, overrides=changed,
+        notices=notices, clock=clock,
+    )  # fmt: skip
+    if run._resumed:
+        run.log.write_meta(
+            {"run_id": run.run_id, "options": options.to_dict(), "op": info.to_dict()}
+        )
+    return run

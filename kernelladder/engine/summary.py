@@ -1,0 +1,90 @@
+"""The run summary: `optimize --json` at the end of a live run and `replay --json` both
+print `summarize(fold(events))`, so the two are equal. Only facts from the log go in
+(times are differences of logged timestamps, never the clock at printing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelladder.engine.state import JUDGED, VETOED, RunState
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def summarize(state: RunState) -> dict[str, Any]:
+    attempts = state.attempts.values()
+    judged = [a for a in attempts if a.status == JUDGED]
+    best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
+    gates = state.gates.values()
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "run_id": state.run_id,
+        "op": state.op,
+        "op_kind": state.op_kind,
+        "proposer": state.proposer,
+        "model": state.model,
+        "device": state.device,
+        "gpu": state.gpu,
+        "runner": state.runner,
+        "speed_measured": state.speed_measured,
+        "target": state.target,
+        "attempts": {
+            "total": state.attempts_used,
+            "judged": len(judged),
+            "passed": sum(1 for a in judged if a.passed),
+            "failed": sum(1 for a in judged if not a.passed),
+            "vetoed": sum(1 for a in attempts if a.status == VETOED),
+            "unverified": sum(1 for a in attempts if a.status not in (JUDGED, VETOED)),
+            "retries": state.retries,
+        },
+        "branches": [
+            {
+                "id": b.id,
+                "strategy": b.strategy,
+                "status": b.status,
+                "rule": b.rule,
+                "detail": b.detail,
+                "from_attempt": b.from_attempt,
+                "opened_by": b.opened_by,
+                "attempts": len(b.attempts),
+                "passed": b.passes,
+                "best_attempt": b.best_attempt,
+                "best_speedup": _round(b.best_speedup),
+            }
+            for b in state.branches.values()
+        ],
+        "best": None
+        if best is None
+        else {
+            "attempt": best.number,
+            "branch": best.branch_id,
+            "strategy": best.strategy,
+            "move": best.move,
+            "speedup": _round(best.speedup),
+            "floor_fraction": _round(best.floor_fraction),
+            "source_hash": best.source_hash,
+            "source": f"attempts/{best.number}.py",
+        },
+        "best_speedup": _round(state.best_speedup),
+        "stop_reason": state.finish_reason,
+        "stop_detail": state.finish_detail,
+        "finished": state.finished,
+        "gates": {
+            "raised": len(state.gates),
+            "approved": sum(1 for g in gates if g.decision == "approve"),
+            "vetoed": sum(1 for g in gates if g.decision == "veto"),
+            "pending": len(state.pending_gates),
+        },
+        "cost": {
+            "usd": round(state.cost_usd, 6),
+            "tokens_in": state.tokens_in,
+            "tokens_out": state.tokens_out,
+        },
+        "elapsed_s": round(state.elapsed_s, 3),
+        "resumed": state.reopened,
+        "events": state.events,
+    }
