@@ -1,0 +1,221 @@
+"""The fence, checked while the candidate runs: Triton launches counted, torch ops recorded.
+
+`install_launch_counter()` wraps Triton's launch entry points once per worker, before
+any candidate is loaded: `JITFunction.run` (GPU) and `InterpretedFunction.run` (CPU
+interpreter); autotuners and heuristics launch through them. `FenceRecorder` is a
+TorchDispatchMode that records every aten op the candidate calls outside a Triton launch
+(the interpreter copies tensors inside a launch, and an autotuner benchmarks inside
+`_bench`; those are Triton's, not the candidate's).
+
+For built-in ops torch may only allocate, fill with a constant, make views and copy
+without changing dtype (`ALLOWED_ATEN`); any other op is compute outside Triton. For
+KernelBench problems only the spec's forbidden ops (the reference's) are rejected.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelladder.ops.spec import aten_name
+
+# Allocation, constant fill, views, metadata and same-dtype copies: no arithmetic.
+ALLOWED_ATEN: frozenset[str] = frozenset(
+    {
+        # allocation and constant initialisation
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::zeros",
+        "aten::zeros_like",
+        "aten::new_zeros",
+        "aten::zero_",
+        "aten::fill_",
+        "aten::full",
+        "aten::full_like",
+        "aten::new_full",
+        "aten::resize_",
+        # views and metadata
+        "aten::view",
+        "aten::_unsafe_view",
+        "aten::reshape",
+        "aten::_reshape_alias",
+        "aten::as_strided",
+        "aten::t",
+        "aten::transpose",
+        "aten::permute",
+        "aten::expand",
+        "aten::expand_as",
+        "aten::view_as",
+        "aten::select",
+        "aten::slice",
+        "aten::narrow",
+        "aten::unsqueeze",
+        "aten::squeeze",
+        "aten::flatten",
+        "aten::unflatten",
+        "aten::split",
+        "aten::split_with_sizes",
+        "aten::chunk",
+        "aten::unbind",
+        "aten::movedim",
+        "aten::detach",
+        "aten::alias",
+        "aten::lift_fresh",
+        "aten::is_contiguous",
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "aten::_local_scalar_dense",
+        "aten::record_stream",
+        # copies that keep the dtype (layout only; dtype changes are checked below)
+        "aten::clone",
+        "aten::copy_",
+        "aten::_to_copy",
+        "aten::contiguous",
+    }
+)
+_DTYPE_CHECKED = frozenset({"aten::copy_", "aten::_to_copy"})
+
+
+@dataclass
+class LaunchState:
+    """Shared by the launch wrappers and the recorder (one per worker)."""
+
+    launches: int = 0
+    depth: int = 0  # >0 while inside a Triton launch or an autotuner's benchmark
+    watch_streams: bool = False  # check each launch's stream (set during checked calls)
+    expected_stream: Any = None  # the current CUDA stream at the start of the call
+    side_stream_launches: int = 0
+    thread: Any = None  # the worker's main thread; launches elsewhere count as side work
+    other_thread_launches: int = 0
+    installed: dict[str, str] = field(default_factory=dict)
+
+
+STATE = LaunchState()
+
+
+def _current_stream_handle() -> int | None:
+    try:
+        return int(torch.cuda.current_stream().cuda_stream)
+    except Exception:
+        return None
+
+
+def _wrap_launch(original: Any, counts: bool) -> Any:
+    state = STATE
+
+    def run(self, *args, **kwargs):
+        if counts and not kwargs.get("warmup", False):
+            state.launches += 1
+            if state.thread is not None and threading.current_thread() is not state.thread:
+                state.other_thread_launches += 1
+            if state.watch_streams and state.expected_stream is not None:
+                if _current_stream_handle() != state.expected_stream:
+                    state.side_stream_launches += 1
+        state.depth += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            state.depth -= 1
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    run.__kl_launch_wrapper__ = True  # type: ignore[attr-defined]
+    return run
+
+
+def install_launch_counter() -> dict[str, str]:
+    """Wrap Triton's launch paths (idempotent); returns {path: "wrapped" | why not}."""
+    if STATE.installed:
+        return dict(STATE.installed)
+    STATE.thread = threading.current_thread()
+    targets = [
+        ("triton.runtime.jit", "JITFunction", "run", True),
+        ("triton.runtime.interpreter", "InterpretedFunction", "run", True),
+        ("triton.runtime.autotuner", "Autotuner", "_bench", False),
+    ]
+    import importlib
+
+    for module_name, cls_name, attr, counts in targets:
+        key = f"{cls_name}.{attr}"
+        try:
+            cls = getattr(importlib.import_module(module_name), cls_name)
+            original = cls.__dict__[attr]
+        except Exception as exc:
+            STATE.installed[key] = f"absent ({type(exc).__name__})"
+            continue
+        if getattr(original, "__kl_launch_wrapper__", False):
+            STATE.installed[key] = "wrapped"
+            continue
+        setattr(cls, attr, _wrap_launch(original, counts))
+        STATE.installed[key] = "wrapped"
+    return dict(STATE.installed)
+
+
+def launch_wrappers_intact() -> bool:
+    import importlib
+
+    for module_name, cls_name, attr in (
+        ("triton.runtime.jit", "JITFunction", "run"),
+        ("triton.runtime.interpreter", "InterpretedFunction", "run"),
+    ):
+        if STATE.installed.get(f"{cls_name}.{attr}") != "wrapped":
+            continue
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        if not getattr(cls.__dict__.get(attr), "__kl_launch_wrapper__", False):
+            return False
+    return True
+
+
+def _dtype_changing(name: str, args: tuple, kwargs: dict) -> bool:
+    try:
+        if name == "aten::copy_":
+            dst, src = args[0], args[1]
+            return isinstance(src, torch.Tensor) and dst.dtype != src.dtype
+        if name == "aten::_to_copy":
+            dtype = kwargs.get("dtype")
+            return dtype is not None and dtype != args[0].dtype
+    except Exception:
+        return True
+    return False
+
+
+class FenceRecorder(TorchDispatchMode):
+    """Records the aten ops called outside Triton launches while it is active."""
+
+    def __init__(self, forbidden: frozenset[str], builtin: bool):
+        super().__init__()
+        self.forbidden = forbidden
+        self.builtin = builtin
+        self.calls: Counter[str] = Counter()
+        self.violations: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if STATE.depth == 0:
+            name = aten_name(func)
+            self.calls[name] += 1
+            if name in self.forbidden:
+                self.violations[f"{name} (forbidden: reference or library op)"] += 1
+            elif self.builtin:
+                if name not in ALLOWED_ATEN:
+                    self.violations[f"{name} (torch compute outside Triton)"] += 1
+                elif name in _DTYPE_CHECKED and _dtype_changing(name, args, kwargs):
+                    self.violations[f"{name} (dtype cast in torch)"] += 1
+        return func(*args, **kwargs)
+
+    def is_active(self) -> bool:
+        try:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            return any(mode is self for mode in _get_current_dispatch_mode_stack())
+        except Exception:
+            return True

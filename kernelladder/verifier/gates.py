@@ -1,0 +1,935 @@
+"""The gates, in order: load, fence, correctness, anti-cheat, determinism, speed.
+
+One `Verifier` lives in each worker process and judges one candidate at a time. The
+candidate is called only through `_Run._checked_call` (recorded, poisoned, inspected)
+or, in the speed gate, bare between CUDA events. Every call is followed by the integrity
+check; anything that alters the verifier stops the run and recycles the worker.
+
+Trials per shape of the suite: seed s0 (then two more calls on the same inputs for
+determinism), the other seeds with fresh inputs, and one trial that writes new values
+into the seed-s0 input tensors (same pointers) and calls again, so results cached by
+pointer fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import platform
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelladder.ops.spec import BaselineNotApplicable, Mismatch, OpSpec, Shape
+from kernelladder.verifier import candidate as candidate_mod
+from kernelladder.verifier import fence, integrity, poison
+from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.verdict import (
+    FAIL,
+    GATES,
+    PASS,
+    SKIPPED,
+    Feedback,
+    GateResult,
+    ShapeTiming,
+    Verdict,
+)
+
+SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
+FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
+DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
+DETERMINISM_REPEATS = 2  # extra calls on the first seed's inputs
+SAME_POINTER_SEED_OFFSET = 1000
+
+ProgressFn = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    op: Any  # wire form: built-in name or {"kernelbench": source, "name": file name}
+    source: str
+    device: str = "cpu"
+    min_speedup: float = 1.0
+    suite: str | None = None
+    seeds: tuple[int, ...] | None = None
+    baselines: bool = True
+
+    @classmethod
+    def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
+        seeds = msg.get("seeds")
+        return cls(
+            op=msg.get("op"),
+            source=str(msg.get("source") or ""),
+            device=str(msg.get("device") or default_device),
+            min_speedup=float(
+                msg.get("min_speedup") if msg.get("min_speedup") is not None else 1.0
+            ),
+            suite=msg.get("suite"),
+            seeds=tuple(int(s) for s in seeds) if seeds else None,
+            baselines=bool(msg.get("baselines", True)),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    recycle: bool = False
+
+
+class _Stop(Exception):
+    """Ends the trials early; the gate results so far say why."""
+
+
+class _Broken(Exception):
+    """The CUDA context is unusable (illegal memory access...): a crash verdict."""
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bytes of a tensor (NaN-safe bitwise comparisons)."""
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else flat
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(TRUSTED.equal(_bits(a), _bits(b)))
+
+
+def _storage_range(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]
+
+
+def _children() -> set[int]:
+    pids: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                pids.update(int(p) for p in fh.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def _fmt_ms(ms: float | None) -> str:
+    return "n/a" if ms is None else (f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms")
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _index_str(index: Sequence[int]) -> str:
+    return "[" + ", ".join(str(i) for i in index) + "]"
+
+
+class Verifier:
+    """Judges candidates in this process (the worker's one instance)."""
+
+    def __init__(self, device: str, scratch_dir: str, environment: dict[str, Any] | None = None):
+        self.device = device
+        self.scratch_dir = scratch_dir
+        self.environment = dict(environment or {})
+        self._timer: Any = None
+        self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
+        self._compiled: dict[tuple[str, str], Any] = {}
+
+    # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
+    def timer(self) -> Any:
+        if self._timer is None:
+            from kernelladder.verifier.timing import GpuTimer
+
+            self._timer = GpuTimer(self.device)
+        return self._timer
+
+    def verify(self, opts: VerifyOptions, progress: ProgressFn | None = None) -> Outcome:
+        start = TRUSTED.perf_counter()
+        digest = source_hash(opts.source)
+        report = progress or (lambda gate, message: None)
+        try:
+            from kernelladder.ops.registry import op_from_wire
+
+            spec = op_from_wire(opts.op)
+        except Exception as exc:
+            detail = f"cannot load the op: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            gates = {"load": GateResult(FAIL, detail)}
+            gates.update({g: GateResult(SKIPPED, "not run: load failed") for g in GATES[1:]})
+            verdict = Verdict(
+                verdict=FAIL,
+                kind=FAIL,
+                gate="load",
+                gates=gates,
+                op=str(opts.op if isinstance(opts.op, str) else (opts.op or {}).get("name", "?")),
+                device=opts.device,
+                source_hash=digest,
+                feedback=Feedback(expected="a known op", saw=detail),
+                elapsed_s=TRUSTED.perf_counter() - start,
+                environment=dict(self.environment),
+            )
+            return Outcome(verdict)
+        run = _Run(self, spec, opts, digest, report)
+        outcome = run.execute()
+        elapsed = TRUSTED.perf_counter() - start
+        from dataclasses import replace
+
+        return Outcome(replace(outcome.verdict, elapsed_s=elapsed), outcome.recycle)
+
+    # --- baselines, cached per worker ---------------------------------------------------
+    def baseline_ms(
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, float | str]:
+        """Median ms (or a reason it was skipped) of each library baseline at this shape."""
+        spec_key = spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
+        out: dict[str, float | str] = {}
+        fns: dict[str, Callable[[], Any]] = {}
+        for name, fn in spec.library_baselines().items():
+            fns[name] = lambda fn=fn: fn(inputs)
+        fns["torch.compile"] = self._compiled_reference(spec, spec_key, shape, inputs)
+        for name, fn in fns.items():
+            key = (spec_key, shape.label, name)
+            if key not in self._baseline_ms:
+                try:
+                    self._baseline_ms[key] = self.timer().time(fn).median_ms
+                except BaselineNotApplicable as exc:
+                    self._baseline_ms[key] = f"not applicable: {exc}"
+                except Exception as exc:
+                    self._baseline_ms[key] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+            out[name] = self._baseline_ms[key]
+        return out
+
+    def _compiled_reference(
+        self, spec: OpSpec, spec_key: str, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> Callable[[], Any]:
+        key = (spec_key, shape.label)
+        if key not in self._compiled:
+            import torch._dynamo
+
+            for knob in ("cache_size_limit", "recompile_limit"):
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(torch._dynamo.config, knob, 1024)
+            for knob in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(torch._dynamo.config, knob, 8192)
+            self._compiled[key] = torch.compile(spec.reference, dynamic=False)
+        compiled = self._compiled[key]
+        return lambda: compiled(dict(inputs))
+
+
+@dataclass
+class _Observations:
+    anti_cheat: dict[str, str] = field(default_factory=dict)  # problem -> first evidence
+    determinism: list[str] = field(default_factory=list)
+    calls: int = 0
+    launches: int = 0
+    trials: int = 0
+
+
+class _Run:
+    """One candidate's verification (state of the trials and the gate results)."""
+
+    def __init__(
+        self, verifier: Verifier, spec: OpSpec, opts: VerifyOptions, digest: str, report: ProgressFn
+    ):
+        self.v = verifier
+        self.spec = spec
+        self.opts = opts
+        self.digest = digest
+        self.report = report
+        self.device = opts.device
+        self.cuda = opts.device.startswith("cuda")
+        if opts.suite == "gpu":
+            self.shapes = tuple(spec.gpu_shapes)
+        elif opts.suite == "cpu":
+            self.shapes = tuple(spec.cpu_shapes)
+        else:
+            self.shapes = tuple(spec.shapes_for(opts.device))
+        self.seeds = opts.seeds or DEFAULT_SEEDS["cuda" if self.cuda else "cpu"]
+        self.results: dict[str, GateResult] = {}
+        self.feedback = Feedback(fence=spec.fence)
+        self.obs = _Observations()
+        self.recycle = False
+        self.flags: list[str] = []
+        self.speed: dict[str, Any] = {}
+        self.extra = (("spec", spec), ("spec-class", type(spec)))
+        self.cand: candidate_mod.LoadedCandidate | None = None
+        self.recorder: fence.FenceRecorder | None = None
+
+    # --- results ------------------------------------------------------------------------
+    def _set(self, gate: str, status: str, detail: str, **evidence: Any) -> None:
+        self.results[gate] = GateResult(status, detail, evidence)
+
+    def _fail(self, gate: str, detail: str, expected: str, saw: str, **evidence: Any) -> None:
+        self._set(gate, FAIL, detail, **evidence)
+        if not self.feedback.saw:
+            self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+
+    def _verdict(self, kind: str | None = None) -> Verdict:
+        gates: dict[str, GateResult] = {}
+        first_fail = next(
+            (g for g in GATES if self.results.get(g, None) and self.results[g].status == FAIL), None
+        )
+        for gate in GATES:
+            if gate in self.results:
+                gates[gate] = self.results[gate]
+            else:
+                why = f"not run: {first_fail} failed" if first_fail else "not run"
+                gates[gate] = GateResult(SKIPPED, why)
+        fault = None
+        for extra_gate in ("crash", "timeout"):
+            if extra_gate in self.results:
+                gates[extra_gate] = self.results[extra_gate]
+                fault = extra_gate
+        gate = fault or first_fail
+        passed = gate is None
+        return Verdict(
+            verdict=PASS if passed else FAIL,
+            kind=kind or (PASS if passed else (fault or FAIL)),
+            gate=gate,
+            gates=gates,
+            op=self.spec.name,
+            device="cuda" if self.cuda else "cpu",
+            source_hash=self.digest,
+            feedback=self.feedback,
+            speedup=self.speed.get("speedup"),
+            speedup_vs=dict(self.speed.get("speedup_vs") or {}),
+            floor_fraction=self.speed.get("floor_fraction"),
+            noise=self.speed.get("noise"),
+            timings=tuple(self.speed.get("timings") or ()),
+            flags=tuple(self.flags),
+            environment=dict(self.v.environment),
+        )
+
+    # --- the run ------------------------------------------------------------------------
+    def execute(self) -> Outcome:
+        self.before = integrity.take(self.extra)
+        self.threads_before = set(threading.enumerate())
+        self.children_before = _children()
+        self.report("load", "loading the candidate")
+        try:
+            self.cand = candidate_mod.load(
+                self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
+            )
+        except candidate_mod.LoadFailure as exc:
+            self._fail(
+                "load",
+                exc.detail,
+                expected=f"a module defining {self._entry_text()}",
+                saw=exc.detail,
+                traceback=exc.trace,
+            )
+            self._check_integrity("loading")  # a candidate may patch, then fail to import
+            return Outcome(self._verdict(), self.recycle)
+        try:
+            self._set("load", PASS, f"{self._entry_text()} found", module=self.cand.module_name)
+            if not self._check_integrity("loading"):
+                return Outcome(self._verdict(), True)
+            self.recorder = fence.FenceRecorder(
+                frozenset(self.spec.forbidden_aten), builtin=self.spec.kind != "kernelbench"
+            )
+            try:
+                self._trials()
+                self._judge_after_trials()
+                if self._all_passed():
+                    self._speed_gate()
+            except _Stop:
+                pass
+            except _Broken as exc:
+                self.recycle = True
+                self._set("crash", FAIL, f"the GPU context broke: {exc}", error=str(exc))
+                self.feedback = Feedback(
+                    expected="the candidate's kernels run without a device fault",
+                    saw=f"device fault: {exc}",
+                    fence=self.spec.fence,
+                )
+                return Outcome(self._verdict(kind="crash"), True)
+            except Exception as exc:  # a verifier error provoked by odd outputs, or a bug
+                if self.cuda and not self._device_healthy():
+                    self.recycle = True
+                    self._set("crash", FAIL, f"the GPU context broke: {exc!r:.300}")
+                    return Outcome(self._verdict(kind="crash"), True)
+                line, trace = candidate_mod.describe_exception(exc, self.cand.path, limit=20)
+                self.recycle = True
+                self._set("crash", FAIL, f"verifier error while judging: {line}", traceback=trace)
+                self.feedback = Feedback(
+                    expected="outputs the verifier can judge", saw=line, fence=self.spec.fence
+                )
+                return Outcome(self._verdict(kind="crash"), True)
+            return Outcome(self._verdict(), self.recycle)
+        finally:
+            candidate_mod.unload(self.cand.module_name)
+
+    def _entry_text(self) -> str:
+        if self.spec.kind == "kernelbench":
+            return "class ModelNew (KernelBench format)"
+        return self.spec.signature.split("->")[0].strip()
+
+    def _all_passed(self) -> bool:
+        return all(r.status != FAIL for r in self.results.values())
+
+    def _device_healthy(self) -> bool:
+        try:
+            TRUSTED.cuda_synchronize()
+            return True
+        except Exception:
+            return False
+
+    def _check_integrity(self, when: str) -> bool:
+        problems = integrity.altered(self.before, self.extra)
+        if not fence.launch_wrappers_intact():
+            problems.append("Triton's launch entry point was replaced")
+        if not problems:
+            return True
+        self.recycle = True
+        shown = problems[:8]
+        detail = f"the candidate altered the verifier while {when}: {', '.join(shown[:3])}"
+        if len(problems) > 3:
+            detail += f" (+{len(problems) - 3} more)"
+        for gate in GATES[GATES.index("load") + 1 : GATES.index("anti-cheat")]:
+            if gate not in self.results:
+                self._set(gate, SKIPPED, "not judged: the candidate altered the verifier")
+        self._fail(
+            "anti-cheat",
+            detail,
+            expected="the verifier's timers, synchronization and comparisons stay untouched",
+            saw=detail,
+            altered=shown,
+        )
+        return False
+
+    # --- one checked call -----------------------------------------------------------------
+    def _checked_call(
+        self, inputs: dict[str, torch.Tensor], shape: Shape, seed: int, trial: str
+    ) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+        assert self.cand is not None and self.recorder is not None
+        spec, state, rec = self.spec, fence.STATE, self.recorder
+        args = [inputs[name] for name in spec.arg_names]
+        pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+        expected = spec.expected_outputs(shape)
+        poison.poison_before_call(expected, self.device)
+        stream = fence._current_stream_handle() if self.cuda else None
+        state.expected_stream = stream
+        launches0, side0, other0 = (
+            state.launches,
+            state.side_stream_launches,
+            state.other_thread_launches,
+        )
+        rec.violations.clear()
+        where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
+        self.obs.calls += 1
+        active = True
+        try:
+            state.watch_streams = self.cuda
+            with rec:
+                result = self.cand.call(*args)
+                active = rec.is_active()
+        except BaseException as exc:
+            state.watch_streams = False
+            if self.cuda and not self._device_healthy():
+                raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            self._check_integrity("being called")
+            if "anti-cheat" in self.results:
+                raise _Stop from None
+            line, trace = candidate_mod.describe_exception(exc, self.cand.path)
+            if rec.violations:
+                self._fence_fail(where)
+            self._fail(
+                "correctness",
+                f"the candidate raised on {where}: {line}",
+                expected=f"kernel returns {self._outputs_text(shape)}",
+                saw=f"{line} on {where}",
+                traceback=trace,
+            )
+            raise _Stop from None
+        finally:
+            state.watch_streams = False
+        launches = state.launches - launches0
+        self.obs.launches += launches
+        if self.cuda and not self._device_healthy():
+            raise _Broken("a CUDA error surfaced after the call returned")
+        if not self._check_integrity("being called"):
+            raise _Stop
+        if not active:
+            self._fence_fail(where, extra="the candidate removed the verifier's torch op recorder")
+        if rec.violations:
+            self._fence_fail(where)
+        if launches == 0:
+            self._fail(
+                "fence",
+                f"no Triton kernel was launched on {where}",
+                expected="at least one Triton kernel launch per call",
+                saw=f"0 Triton launches on {where}; torch ops called: {self._ops_text(rec.calls)}",
+                launches=0,
+                torch_ops=dict(rec.calls),
+            )
+            raise _Stop
+        outs = self._outputs(result, shape, where)
+        self._side_work(outs, state, side0, other0, stream, where)
+        self._anti_cheat_after_call(outs, inputs, pristine, where)
+        return outs, pristine
+
+    def _fence_fail(self, where: str, extra: str = "") -> None:
+        rec = self.recorder
+        assert rec is not None
+        offending = sorted(rec.violations)
+        detail = extra or f"torch ops outside the fence on {where}: {', '.join(offending[:6])}"
+        self._fail(
+            "fence",
+            detail,
+            expected="compute in Triton only; torch may allocate and make views",
+            saw=detail,
+            offending_ops=offending,
+            torch_ops=dict(rec.calls),
+        )
+        raise _Stop
+
+    def _outputs_text(self, shape: Shape) -> str:
+        parts = [
+            f"{name} {list(s)} {str(d).replace('torch.', '')}"
+            for name, (s, d) in zip(
+                self.spec.output_names, self.spec.expected_outputs(shape), strict=False
+            )
+        ]
+        return ", ".join(parts)
+
+    @staticmethod
+    def _ops_text(calls: Mapping[str, int]) -> str:
+        if not calls:
+            return "none"
+        return ", ".join(f"{k}x{v}" for k, v in sorted(calls.items())[:8])
+
+    def _outputs(self, result: Any, shape: Shape, where: str) -> tuple[torch.Tensor, ...]:
+        spec = self.spec
+        expected = spec.expected_outputs(shape)
+        n = len(expected)
+        if isinstance(result, (tuple, list)):
+            outs = tuple(result)
+        else:
+            outs = (result,)
+        # Checked before anything touches an output: a subclass could hook our comparisons.
+        for i, o in enumerate(outs):
+            if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor:
+                detail = f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, not a plain torch.Tensor"
+                self.recycle = True
+                self._set("correctness", SKIPPED, "not judged: the outputs are not plain tensors")
+                self._fail("anti-cheat", detail, expected="plain torch.Tensor outputs", saw=detail)
+                raise _Stop
+        want = self._outputs_text(shape)
+        if len(outs) != n:
+            detail = f"returned {len(outs)} output(s) on {where}, expected {n}: {want}"
+            self._fail("correctness", detail, expected=want, saw=detail)
+            raise _Stop
+        for name, o, (oshape, odtype) in zip(spec.output_names, outs, expected, strict=False):
+            if not isinstance(o, torch.Tensor):
+                detail = f"output {name} is a {type(o).__name__}, not a tensor, on {where}"
+                self._fail("correctness", detail, expected=want, saw=detail)
+                raise _Stop
+            problem = None
+            if tuple(o.shape) != tuple(oshape):
+                problem = f"output {name} has shape {list(o.shape)}, expected {list(oshape)}"
+            elif o.dtype != odtype:
+                problem = f"output {name} has dtype {str(o.dtype).replace('torch.', '')}, expected {str(odtype).replace('torch.', '')}"
+            elif o.device.type != torch.device(self.device).type:
+                problem = f"output {name} is on {o.device}, expected {self.device}"
+            if problem:
+                self._fail(
+                    "correctness",
+                    f"{problem} on {where}",
+                    expected=want,
+                    saw=f"{problem} on {where}",
+                )
+                raise _Stop
+        return outs
+
+    def _side_work(self, outs, state, side0: int, other0: int, stream, where: str) -> None:
+        if state.other_thread_launches > other0:
+            self.obs.anti_cheat.setdefault(
+                "launches from another thread", f"{state.other_thread_launches - other0} on {where}"
+            )
+        if not self.cuda:
+            return
+        if state.side_stream_launches > side0:
+            self.obs.anti_cheat.setdefault(
+                "launches on a side stream",
+                f"{state.side_stream_launches - side0} Triton launches off the caller's stream on {where}",
+            )
+        if fence._current_stream_handle() != stream:
+            self.obs.anti_cheat.setdefault(
+                "left another stream current", f"the current CUDA stream changed on {where}"
+            )
+        # Read on the caller's stream before any device-wide sync, then after it: work
+        # left running on another stream shows up as a difference.
+        early = [TRUSTED.tensor_clone(o) for o in outs]
+        TRUSTED.cuda_synchronize()
+        if not all(_same_bits(a, b) for a, b in zip(early, outs, strict=True)):
+            self.obs.anti_cheat.setdefault(
+                "work left on another stream",
+                f"outputs changed after a device-wide synchronize on {where}",
+            )
+
+    def _anti_cheat_after_call(self, outs, inputs, pristine, where: str) -> None:
+        new_threads = [
+            t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()
+        ]
+        if new_threads:
+            self.recycle = True
+            names = ", ".join(t.name for t in new_threads[:4])
+            self.obs.anti_cheat.setdefault("threads left running", f"{names} after {where}")
+        children = _children() - self.children_before
+        if children:
+            self.recycle = True
+            self.obs.anti_cheat.setdefault(
+                "child processes left running", f"pids {sorted(children)[:4]} after {where}"
+            )
+        changed = [n for n, t in inputs.items() if not _same_bits(t, pristine[n])]
+        if changed:
+            self.obs.anti_cheat.setdefault(
+                "inputs modified", f"{', '.join(changed)} changed by the call on {where}"
+            )
+        in_ranges = {n: _storage_range(t) for n, t in inputs.items()}
+        for out_name, o in zip(self.spec.output_names, outs, strict=False):
+            r = _storage_range(o)
+            for in_name, ir in in_ranges.items():
+                if _overlap(r, ir):
+                    self.obs.anti_cheat.setdefault(
+                        "output aliases an input",
+                        f"{out_name} shares memory with input {in_name} on {where}",
+                    )
+        ranges = [
+            (n, _storage_range(o)) for n, o in zip(self.spec.output_names, outs, strict=False)
+        ]
+        for i in range(len(ranges)):
+            for j in range(i + 1, len(ranges)):
+                if _overlap(ranges[i][1], ranges[j][1]):
+                    self.obs.anti_cheat.setdefault(
+                        "outputs overlap",
+                        f"{ranges[i][0]} and {ranges[j][0]} share memory on {where}",
+                    )
+
+    # --- correctness --------------------------------------------------------------------
+    def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
+        self.obs.trials += 1
+        mismatch = self.spec.compare(outs, hp, pristine, shape)
+        if mismatch is None:
+            return
+        self._correctness_fail(mismatch, shape, seed, trial)
+
+    def _correctness_fail(self, m: Mismatch, shape: Shape, seed: int, trial: str) -> None:
+        where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
+        reason = f" ({m.reason})" if m.reason else ""
+        detail = (
+            f"{m.output}{_index_str(m.index)}: got {m.saw:.6g}, expected {m.expected:.6g}{reason}; "
+            f"{m.count}/{m.total} elements out of tolerance on {where}"
+        )
+        self._fail(
+            "correctness",
+            detail,
+            expected=f"{m.output}{_index_str(m.index)} = {m.expected:.8g} (high-precision reference) on {where}",
+            saw=(
+                f"{m.output}{_index_str(m.index)} = {m.saw:.8g}, error {m.error:.3g} > allowed "
+                f"{m.allowed:.3g}{reason}; {m.count}/{m.total} elements out of tolerance; "
+                f"shape '{shape.label}', seed {seed}" + (f", {trial}" if trial else "")
+            ),
+            output=m.output,
+            index=list(m.index),
+            expected_value=m.expected,
+            saw_value=m.saw,
+            error=m.error,
+            allowed=m.allowed,
+            count=m.count,
+            total=m.total,
+            shape=shape.label,
+            seed=seed,
+            trial=trial or "fresh inputs",
+        )
+        raise _Stop
+
+    def _trials(self) -> None:
+        spec = self.spec
+        for shape in self.shapes:
+            s0 = self.seeds[0]
+            kept: dict[str, torch.Tensor] | None = None
+            for i, seed in enumerate(self.seeds):
+                self.report("correctness", f"{shape.label} seed {seed}")
+                inputs = spec.make_inputs(shape, seed, self.device)
+                hp = spec.reference_hp(inputs)
+                outs, pristine = self._checked_call(inputs, shape, seed, "")
+                self._judge(outs, hp, pristine, shape, seed, "")
+                if i == 0:
+                    kept = inputs
+                    first = [TRUSTED.tensor_clone(o) for o in outs]
+                    del hp, pristine
+                    for rep in range(DETERMINISM_REPEATS):
+                        again, _ = self._checked_call(inputs, shape, seed, f"repeat {rep + 1}")
+                        diff = [
+                            n
+                            for n, a, b in zip(spec.output_names, first, again, strict=False)
+                            if not _same_bits(a, b)
+                        ]
+                        if diff:
+                            self.obs.determinism.append(
+                                f"{', '.join(diff)} differ bitwise between call 1 and call {rep + 2} "
+                                f"on shape '{shape.label}', seed {seed}"
+                            )
+                    del first, again
+                del outs
+            assert kept is not None
+            self.report("correctness", f"{shape.label}: same input pointers, new values")
+            fresh = spec.make_inputs(shape, s0 + SAME_POINTER_SEED_OFFSET, self.device)
+            for name, t in kept.items():
+                TRUSTED.tensor_copy_(t, fresh[name])
+            del fresh
+            hp = spec.reference_hp(kept)
+            trial = "same input pointers, new values"
+            outs, pristine = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
+            self._judge(outs, hp, pristine, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
+            del kept, outs, hp, pristine
+
+    def _judge_after_trials(self) -> None:
+        rec = self.recorder
+        assert rec is not None
+        per_call = self.obs.launches / max(1, self.obs.calls)
+        self._set(
+            "fence",
+            PASS,
+            f"{self.obs.launches} Triton launches over {self.obs.calls} calls "
+            f"({per_call:.1f} per call); torch ops: {self._ops_text(rec.calls)}",
+            launches=self.obs.launches,
+            calls=self.obs.calls,
+            torch_ops=dict(rec.calls),
+        )
+        self._set(
+            "correctness",
+            PASS,
+            f"{self.obs.trials} trials within tolerance: {len(self.shapes)} shapes x "
+            f"{len(self.seeds)} seeds + a same-pointer trial per shape",
+            shapes=[s.label for s in self.shapes],
+            seeds=list(self.seeds),
+            trials=self.obs.trials,
+            poison=self.v.environment.get("poison", ""),
+        )
+        if self.obs.anti_cheat:
+            first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))
+            detail = f"{first_problem}: {first_evidence}"
+            if len(self.obs.anti_cheat) > 1:
+                detail += f" (+{len(self.obs.anti_cheat) - 1} more)"
+            self._fail(
+                "anti-cheat",
+                detail,
+                expected="inputs untouched, fresh plain outputs, no side work, verifier intact",
+                saw="; ".join(f"{k}: {v}" for k, v in self.obs.anti_cheat.items()),
+                problems=dict(self.obs.anti_cheat),
+            )
+            raise _Stop
+        self._set(
+            "anti-cheat",
+            PASS,
+            "inputs unchanged, no aliasing, plain tensors, verifier intact, "
+            + ("no threads or side streams" if self.cuda else "no threads left running"),
+        )
+        if self.obs.determinism:
+            detail = self.obs.determinism[0]
+            self._fail(
+                "determinism",
+                detail,
+                expected="bitwise-equal outputs for the same inputs",
+                saw=detail,
+                differences=list(self.obs.determinism),
+            )
+            raise _Stop
+        self._set(
+            "determinism",
+            PASS,
+            f"{1 + DETERMINISM_REPEATS} calls per shape bitwise equal",
+            repeats=1 + DETERMINISM_REPEATS,
+        )
+
+    # --- speed --------------------------------------------------------------------------
+    def _speed_gate(self) -> None:
+        if not self.cuda:
+            self._set(
+                "speed", SKIPPED, "no GPU (Triton interpreter on the CPU): speed not measured"
+            )
+            self.feedback = Feedback(
+                expected=f"outputs within tolerance on {len(self.shapes)} shapes (speed not measured without a GPU)",
+                saw=f"all {self.obs.trials} trials within tolerance; speed not measured (no GPU)",
+                fence=self.spec.fence,
+            )
+            return
+        assert self.cand is not None
+        spec, timer = self.spec, self.v.timer()
+        call = self.cand.call
+        rows: list[dict[str, Any]] = []
+        for shape in self.shapes:
+            self.report("speed", f"timing {shape.label}")
+            inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+            args = [inputs[n] for n in spec.arg_names]
+            ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
+            cand = timer.time(lambda args=args: call(*args))
+            if not self._check_integrity("being timed"):
+                raise _Stop
+            fl = spec.flops(shape)
+            floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
+            baselines: dict[str, float | str] = {}
+            if self.opts.baselines:
+                self.report("speed", f"baselines {shape.label}")
+                baselines = self.v.baseline_ms(spec, shape, inputs)
+                self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
+            rows.append(
+                {"shape": shape, "ref": ref, "cand": cand, "floor": floor, "baselines": baselines}
+            )
+            del inputs, args
+        self._speed_results(rows)
+
+    def _speed_results(self, rows: list[dict[str, Any]]) -> None:
+        timings: list[ShapeTiming] = []
+        skipped_baselines: dict[str, str] = {}
+        for row in rows:
+            ref, cand, floor = row["ref"], row["cand"], row["floor"]
+            b_ms = {k: v for k, v in row["baselines"].items() if isinstance(v, float)}
+            for k, v in row["baselines"].items():
+                if not isinstance(v, float):
+                    skipped_baselines[f"{k} @ {row['shape'].label}"] = v
+            timings.append(
+                ShapeTiming(
+                    label=row["shape"].label,
+                    reference_ms=ref.median_ms,
+                    candidate_ms=cand.median_ms,
+                    noise=cand.noise,
+                    speedup=ref.median_ms / cand.median_ms if cand.median_ms > 0 else None,
+                    floor_ms=floor,
+                    floor_fraction=(floor / cand.median_ms)
+                    if floor and cand.median_ms > 0
+                    else None,
+                    baselines_ms=b_ms,
+                )
+            )
+        speedup = _geomean([t.speedup or 0 for t in timings])
+        names = sorted({k for t in timings for k in t.baselines_ms})
+        speedup_vs = {}
+        for name in names:
+            g = _geomean(
+                [
+                    t.baselines_ms[name] / t.candidate_ms
+                    for t in timings
+                    if name in t.baselines_ms and t.candidate_ms
+                ]
+            )
+            if g is not None:
+                speedup_vs[name] = g
+        largest = max(
+            range(len(rows)),
+            key=lambda i: (
+                self.spec.bytes_moved(rows[i]["shape"]),
+                self.spec.flops(rows[i]["shape"]).count,
+            ),
+        )
+        noise = max((t.noise for t in timings if t.noise is not None), default=None)
+        self.speed = {
+            "speedup": speedup,
+            "speedup_vs": speedup_vs,
+            "floor_fraction": timings[largest].floor_fraction,
+            "noise": noise,
+            "timings": timings,
+        }
+        rates = self.v.timer().rates()
+        evidence = {
+            "per_shape": [
+                {
+                    "shape": t.label,
+                    "reference_ms": t.reference_ms,
+                    "candidate_ms": t.candidate_ms,
+                    "speedup": t.speedup,
+                    "noise": t.noise,
+                    "floor_ms": t.floor_ms,
+                    "floor_fraction": t.floor_fraction,
+                    "baselines_ms": t.baselines_ms,
+                    "trials": rows[i]["cand"].trials,
+                }
+                for i, t in enumerate(timings)
+            ],
+            "speedup_vs": speedup_vs,
+            "rates": {k: v for k, v in rates.items()},
+            "skipped_baselines": skipped_baselines,
+            "min_speedup": self.opts.min_speedup,
+        }
+        ref_text = "; ".join(f"{t.label}: {_fmt_ms(t.reference_ms)}" for t in timings)
+        cand_text = "; ".join(
+            f"{t.label}: {_fmt_ms(t.candidate_ms)} ({t.speedup:.2f}x"
+            + (f", {t.floor_fraction:.0%} of floor" if t.floor_fraction else "")
+            + ")"
+            for t in timings
+        )
+        best_lib = min(speedup_vs.items(), key=lambda kv: kv[1]) if speedup_vs else None
+        expected = f"time to beat (reference, x{self.opts.min_speedup:g} needed): {ref_text}"
+        if best_lib:
+            expected += (
+                f"; best library baseline {best_lib[0]} (candidate is {best_lib[1]:.2f}x it)"
+            )
+        saw = (
+            f"candidate {cand_text}; geomean speedup {speedup:.3f}x"
+            if speedup
+            else f"candidate {cand_text}"
+        )
+        if speedup is None:
+            self._fail("speed", "no valid timing", expected=expected, saw=saw, **evidence)
+            return
+        if best_lib and best_lib[1] > SUSPICIOUS_SPEEDUP:
+            self.flags.append(FLAG_SUSPICIOUS)
+            detail = (
+                f"speedup {best_lib[1]:.1f}x over the best library baseline ({best_lib[0]}) "
+                f"exceeds {SUSPICIOUS_SPEEDUP:g}x: flagged as suspicious"
+            )
+            self._set("anti-cheat", FAIL, detail, flag=FLAG_SUSPICIOUS, speedup_vs=speedup_vs)
+            self.feedback = Feedback(
+                expected=expected, saw=f"{detail}; {saw}", fence=self.spec.fence
+            )
+        detail = (
+            f"{speedup:.3f}x over the reference (geomean of {len(timings)} shapes; "
+            f"min {self.opts.min_speedup:g}x), noise {noise:.1%}"
+            if noise is not None
+            else f"{speedup:.3f}x over the reference"
+        )
+        if best_lib:
+            detail += f"; {best_lib[1]:.2f}x vs {best_lib[0]}"
+        if speedup >= self.opts.min_speedup:
+            self._set("speed", PASS, detail, **evidence)
+            if not self.feedback.saw:
+                self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+        else:
+            self._fail("speed", f"too slow: {detail}", expected=expected, saw=saw, **evidence)
+
+
+def environment_info(device: str) -> dict[str, Any]:
+    """Versions and the device, for the hello line and every verdict."""
+    import triton
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": getattr(triton, "__version__", "?"),
+        "device": device,
+        "platform": sys.platform,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["gpus"] = torch.cuda.device_count()
+        info["cuda"] = torch.version.cuda
+    return info

@@ -1,0 +1,145 @@
+"""Has the candidate altered the verifier? Identity snapshots of what the verdict relies on.
+
+Before a candidate is loaded the worker records the identity of every callable in the
+namespaces the verifier's timing, synchronisation and comparisons go through (time,
+torch, torch.Tensor, torch.cuda and its Event, torch.testing, triton.testing, the
+verifier's and the ops' own modules, the spec's class) plus the interpreter trace hooks;
+after loading and after each call it compares. Names added later are ignored (torch adds
+lazily); a replaced or removed callable is a violation. The verifier also keeps private
+references captured at import (`TRUSTED`) and times and compares only through those, so
+a patch cannot change a verdict before it is caught.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Trusted:
+    """References captured when the worker starts; the verifier calls only these."""
+
+    perf_counter: Any = time.perf_counter
+    monotonic: Any = time.monotonic
+    equal: Any = torch.equal
+    isfinite: Any = torch.isfinite
+    empty: Any = torch.empty
+    cuda_synchronize: Any = torch.cuda.synchronize
+    cuda_event: Any = torch.cuda.Event
+    elapsed_time: Any = getattr(torch.cuda.Event, "elapsed_time", None)
+    event_record: Any = getattr(torch.cuda.Event, "record", None)
+    tensor_clone: Any = torch.Tensor.clone
+    tensor_copy_: Any = torch.Tensor.copy_
+    data_ptr: Any = torch.Tensor.data_ptr
+
+
+TRUSTED = Trusted()
+
+# Namespaces whose callables the verdict depends on.
+_MODULE_NAMES = (
+    "time",
+    "builtins",
+    "threading",
+    "math",
+    "torch",
+    "torch.cuda",
+    "torch.testing",
+    "torch.nn.functional",
+    "torch.utils._python_dispatch",
+    "numpy",
+    "triton",
+    "triton.testing",
+)
+_CLASS_PATHS = (
+    ("torch", "Tensor"),
+    ("torch.cuda", "Event"),
+    ("torch.cuda", "Stream"),
+)
+
+
+def _is_tracked(value: Any) -> bool:
+    return callable(value) or isinstance(value, types.ModuleType)
+
+
+def _namespaces(extra: Iterable[tuple[str, Any]]) -> list[tuple[str, dict]]:
+    spaces: list[tuple[str, dict]] = []
+    for name in _MODULE_NAMES:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            spaces.append((name, vars(mod)))
+    for mod_name, cls_name in _CLASS_PATHS:
+        mod = sys.modules.get(mod_name)
+        cls = getattr(mod, cls_name, None) if mod is not None else None
+        if isinstance(cls, type):
+            spaces.append((f"{mod_name}.{cls_name}", vars(cls)))
+    for name, mod in list(sys.modules.items()):
+        if name.startswith(("kernelladder.verifier", "kernelladder.ops")) and mod is not None:
+            spaces.append((name, vars(mod)))
+    for label, obj in extra:
+        if isinstance(obj, type):
+            for klass in obj.__mro__:
+                if klass is not object:
+                    spaces.append((f"{label}:{klass.__qualname__}", vars(klass)))
+        elif hasattr(obj, "__dict__"):
+            spaces.append((label, vars(obj)))
+    return spaces
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    entries: dict[tuple[str, str], int]  # (namespace, name) -> id(value)
+    values: tuple[Any, ...]  # keeps the originals alive so ids stay unique
+    hooks: tuple[Any, ...]
+
+
+def _hooks() -> tuple[Any, ...]:
+    import threading
+
+    return (
+        sys.gettrace(),
+        sys.getprofile(),
+        getattr(threading, "gettrace", lambda: None)(),
+        getattr(threading, "getprofile", lambda: None)(),
+    )
+
+
+def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
+    """Identities of every tracked callable now (`extra`: (label, object) to include)."""
+    entries: dict[tuple[str, str], int] = {}
+    values: list[Any] = []
+    for space, namespace in _namespaces(list(extra)):
+        for name, value in list(namespace.items()):
+            if space.startswith(("kernelladder.", "spec")) or _is_tracked(value):
+                entries[(space, name)] = id(value)
+                values.append(value)
+    return Snapshot(entries, tuple(values), _hooks())
+
+
+def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str]:
+    """What changed since `before`: "torch.allclose replaced", "sys.settrace set", ..."""
+    now: dict[tuple[str, str], dict] = {}
+    for space, namespace in _namespaces(list(extra)):
+        now[(space, "")] = namespace
+    found: list[str] = []
+    spaces = {space: ns for (space, _), ns in now.items()}
+    for (space, name), ident in before.entries.items():
+        namespace = spaces.get(space)
+        if namespace is None:
+            found.append(f"{space} removed")
+            continue
+        if name not in namespace:
+            found.append(f"{space}.{name} removed")
+        elif id(namespace[name]) != ident:
+            found.append(f"{space}.{name} replaced")
+    if _hooks() != before.hooks:
+        found.append("a trace or profile hook was installed (sys.settrace/setprofile)")
+    seen: set[str] = set()
+    unique = [f for f in found if not (f in seen or seen.add(f))]
+    return unique

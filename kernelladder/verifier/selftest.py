@@ -1,0 +1,47 @@
+"""A worker's warm-up: one tiny Triton launch under the fence recorder, checked.
+
+It runs before the first integrity snapshot so first-use initialisation (torch's lazy
+import of torch._dynamo when a dispatch mode is entered, Triton's driver and launcher
+set-up) never looks like a candidate's doing, and it proves on the CPU that the
+interpreter's bf16 casts and dot now agree with torch.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelladder.verifier import fence
+
+
+@triton.jit
+def _bf16_probe(x_ptr, y_ptr, a_ptr, c_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, x.to(tl.bfloat16))
+    rows = tl.arange(0, 16)
+    a = tl.load(a_ptr + rows[:, None] * 16 + rows[None, :])
+    tl.store(c_ptr + rows[:, None] * 16 + rows[None, :], tl.dot(a, a))
+
+
+def run(device: str) -> str:
+    """'ok', or what disagreed with torch."""
+    n = 256
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(n, generator=gen) * 3).to(device)
+    a = torch.randn(16, 16, generator=gen).to(torch.bfloat16).to(device)
+    y = torch.empty(n, dtype=torch.bfloat16, device=device)
+    c = torch.empty(16, 16, dtype=torch.float32, device=device)
+    recorder = fence.FenceRecorder(frozenset(), builtin=True)
+    with recorder:
+        _bf16_probe[(1,)](x, y, a, c, N=n)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    problems = []
+    if not torch.equal(y.view(torch.int16), x.to(torch.bfloat16).view(torch.int16)):
+        problems.append("fp32->bf16 cast differs from torch")
+    ref = a.float() @ a.float()
+    if not torch.allclose(c, ref, rtol=1e-3, atol=1e-3):
+        problems.append("bf16 tl.dot differs from torch")
+    return "ok" if not problems else "; ".join(problems)

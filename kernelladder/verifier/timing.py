@@ -1,0 +1,144 @@
+"""GPU timing: L2 flushed between trials, CUDA events, device-wide sync, medians.
+
+Only the verifier's private references (integrity.TRUSTED) are used, so a candidate that
+patches torch.cuda.Event or synchronize cannot change a time. The measured ceilings
+(copy bandwidth, matmul rates) are taken once per worker and cached.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelladder.verifier.integrity import TRUSTED
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
+TARGET_MS = 100.0  # of trials per function and shape
+MIN_TRIALS = 10
+MAX_TRIALS = 2000
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    noise: float  # interquartile range / median
+    trials: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_ms": self.median_ms, "noise": self.noise, "trials": self.trials}
+
+
+def summarize(samples: list[float]) -> Timing:
+    ordered = sorted(samples)
+    median = statistics.median(ordered)
+    if len(ordered) >= 4:
+        q = statistics.quantiles(ordered, n=4)
+        iqr = q[2] - q[0]
+    else:
+        iqr = ordered[-1] - ordered[0]
+    return Timing(median, iqr / median if median > 0 else math.inf, len(ordered))
+
+
+class GpuTimer:
+    """Times callables on one CUDA device (one per worker)."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._flush_buf = TRUSTED.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
+        self._rates: dict[str, float] | None = None
+        self.flush_ms = self._flush_time()
+
+    def _flush_time(self) -> float:
+        event = TRUSTED.cuda_event
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        self._flush()
+        self._sync()
+        TRUSTED.event_record(start)
+        for _ in range(5):
+            self._flush()
+        TRUSTED.event_record(end)
+        self._sync()
+        return float(TRUSTED.elapsed_time(start, end)) / 5
+
+    def _flush(self) -> None:
+        self._flush_buf.zero_()
+
+    def _sync(self) -> None:
+        TRUSTED.cuda_synchronize()  # device-wide: side-stream work is waited for too
+
+    def _measure(self, fn: Callable[[], Any], trials: int) -> list[float]:
+        event = TRUSTED.cuda_event
+        starts = [event(enable_timing=True) for _ in range(trials)]
+        ends = [event(enable_timing=True) for _ in range(trials)]
+        self._sync()
+        for i in range(trials):
+            self._flush()
+            TRUSTED.event_record(starts[i])
+            fn()
+            TRUSTED.event_record(ends[i])
+        self._sync()
+        return [float(TRUSTED.elapsed_time(s, e)) for s, e in zip(starts, ends, strict=True)]
+
+    def time(self, fn: Callable[[], Any], target_ms: float = TARGET_MS) -> Timing:
+        """Median of enough flushed trials to fill about `target_ms` (at least 10)."""
+        fn()  # warm-up (compiles and autotunes happened in the correctness gate already)
+        self._sync()
+        probe = statistics.median(self._measure(fn, 3))
+        per_trial = max(probe + self.flush_ms, 1e-3)
+        trials = int(min(MAX_TRIALS, max(MIN_TRIALS, target_ms / per_trial)))
+        return summarize(self._measure(fn, trials))
+
+    # --- measured ceilings ------------------------------------------------------------
+    def rates(self) -> dict[str, float]:
+        """Copy bandwidth (bytes/ms) and matmul rates (ops/ms) of this GPU, once."""
+        if self._rates is None:
+            self._rates = _measure_rates(self)
+        return dict(self._rates)
+
+    def floor_ms(self, bytes_moved: float, flops: float, unit: str) -> float | None:
+        rates = self.rates()
+        parts = []
+        if rates.get("copy") and bytes_moved > 0:
+            parts.append(bytes_moved / rates["copy"])
+        if rates.get(unit) and flops > 0:
+            parts.append(flops / rates[unit])
+        return max(parts) if parts else None
+
+
+def _measure_rates(timer: GpuTimer) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    dev = timer.device
+    try:
+        n = 512 * 1024 * 1024
+        src = TRUSTED.empty(n, dtype=torch.int8, device=dev)
+        dst = TRUSTED.empty(n, dtype=torch.int8, device=dev)
+        src.fill_(1)
+        t = timer.time(lambda: dst.copy_(src), target_ms=50)
+        rates["copy"] = 2 * n / t.median_ms  # read + write
+        del src, dst
+    except Exception:
+        pass
+    size = 8192
+    flops = 2.0 * size**3
+    for unit, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
+        try:
+            a = torch.randn(size, size, device=dev).to(dtype)
+            b = torch.randn(size, size, device=dev).to(dtype)
+            t = timer.time(lambda a=a, b=b: torch.mm(a, b), target_ms=50)
+            rates[unit] = flops / t.median_ms
+            del a, b
+        except Exception:
+            pass
+    try:
+        a8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
+        b8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
+        t = timer.time(lambda: torch._int_mm(a8, b8.t()), target_ms=50)
+        rates["int8"] = flops / t.median_ms
+    except Exception:
+        pass
+    return rates

@@ -1,0 +1,200 @@
+"""The verifier worker: `python -m kernelladder.verifier.worker [--device cuda|cpu]`.
+
+Long-lived; speaks JSON lines (verifier/protocol.py) on a private copy of its original
+stdin/stdout. fd 1 is pointed at stderr and fd 0 at /dev/null before any candidate runs,
+so a candidate's prints land in the attempt's log and it cannot read or corrupt the
+protocol through the standard descriptors. On the CPU it sets TRITON_INTERPRET=1 before
+triton is imported and patches the interpreter's bf16 handling (interp_patch.py).
+
+Imports only the standard library at module level: the device decides how triton loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any, BinaryIO
+
+from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
+
+
+class _Channel:
+    """The protocol's private descriptors (taken before any candidate code runs)."""
+
+    def __init__(self) -> None:
+        self._out_fd = os.dup(1)
+        in_fd = os.dup(0)
+        os.dup2(2, 1)  # candidate prints go to stderr
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        for fd in (self._out_fd, in_fd):
+            os.set_inheritable(fd, False)
+        self._in: BinaryIO = os.fdopen(in_fd, "rb")
+
+    def send(self, message: dict[str, Any]) -> None:
+        _flush_std()
+        data = encode(message)
+        view = memoryview(data)
+        while view:
+            written = os.write(self._out_fd, view)
+            view = view[written:]
+
+    def receive(self) -> bytes:
+        return self._in.readline()
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kernelladder.verifier.worker")
+    parser.add_argument("--device", choices=("cuda", "cpu", "auto"), default="auto")
+    parser.add_argument(
+        "--gpu-memory-fraction",
+        type=float,
+        default=None,
+        help="cap this process's share of GPU memory (torch's caching allocator)",
+    )
+    parser.add_argument("--scratch", default=None, help="directory for candidate files")
+    return parser.parse_args(argv)
+
+
+def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """Import torch/triton the right way for the device; returns (hello extras, Verifier)."""
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    import triton  # noqa: F401  (imported here, after the interpreter switch)
+
+    from kernelladder.verifier import fence, interp_patch, poison
+    from kernelladder.verifier.gates import Verifier, environment_info
+
+    extras: dict[str, Any] = {}
+    if device == "cpu":
+        extras["interp_patches"] = interp_patch.apply()
+        extras["malloc"] = poison.setup_cpu_malloc()
+    else:
+        torch.cuda.init()
+        if args.gpu_memory_fraction:
+            torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
+    extras["launch_wrappers"] = fence.install_launch_counter()
+    from kernelladder.verifier import selftest
+
+    try:
+        extras["selftest"] = selftest.run(device)
+    except Exception as exc:
+        extras["selftest"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    extras["poison"] = poison.poison_check(device)
+    env = environment_info(device)
+    env["poison"] = extras["poison"]
+    env["selftest"] = extras["selftest"]
+    if device == "cpu":
+        applied = extras["interp_patches"]
+        env["interp_patches"] = sorted(k for k, v in applied.items() if v == "applied")
+        skipped = {k: v for k, v in applied.items() if v != "applied"}
+        if skipped:
+            env["interp_patches_skipped"] = skipped
+    scratch = args.scratch or tempfile.mkdtemp(prefix="kl-worker-")
+    return {**extras, **env}, Verifier(device, scratch, env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    channel = _Channel()
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        extras, verifier = _setup(device, args)
+    except Exception as exc:
+        channel.send({"type": "error", "id": None, "message": f"worker setup failed: {exc!r}"})
+        traceback.print_exc()
+        return 3
+    from kernelladder.verifier.gates import VerifyOptions
+    from kernelladder.verifier.verdict import fault_verdict
+
+    hello = {
+        "type": "hello",
+        "protocol": PROTOCOL_VERSION,
+        "pid": os.getpid(),
+        "python": extras.get("python"),
+        "torch": extras.get("torch"),
+        "triton": extras.get("triton"),
+        "device": device,
+        "gpu": extras.get("gpu"),
+        "gpus": extras.get("gpus", 0),
+        **{
+            k: v for k, v in extras.items() if k not in ("python", "torch", "triton", "gpu", "gpus")
+        },
+    }
+    channel.send(hello)
+    while True:
+        line = channel.receive()
+        if not line:
+            return 0  # the client went away
+        if not line.strip():
+            continue
+        try:
+            msg = decode(line)
+        except Exception as exc:
+            channel.send({"type": "error", "id": None, "message": f"bad request: {exc}"})
+            continue
+        kind, req_id = msg.get("type"), msg.get("id")
+        if kind == "ping":
+            channel.send({"type": "pong", "id": req_id})
+        elif kind == "shutdown":
+            return 0
+        elif kind == "verify":
+            try:
+                opts = VerifyOptions.from_request(msg, device)
+            except Exception as exc:
+                channel.send(
+                    {"type": "error", "id": req_id, "message": f"bad verify request: {exc}"}
+                )
+                continue
+
+            def progress(gate: str, message: str, req_id: Any = req_id) -> None:
+                channel.send({"type": "progress", "id": req_id, "gate": gate, "message": message})
+
+            try:
+                outcome = verifier.verify(opts, progress)
+                verdict, recycle = outcome.verdict, outcome.recycle
+            except BaseException as exc:  # a verifier bug must still answer
+                traceback.print_exc()
+                from kernelladder.verifier.gates import source_hash
+
+                verdict = fault_verdict(
+                    kind="crash",
+                    op=str(opts.op if isinstance(opts.op, str) else "kernelbench"),
+                    device=device,
+                    source_hash=source_hash(opts.source),
+                    detail=f"verifier internal error: {type(exc).__name__}: {str(exc)[:300]}",
+                )
+                recycle = True
+            channel.send(
+                {"type": "verdict", "id": req_id, "verdict": verdict.to_dict(), "recycle": recycle}
+            )
+            if recycle:
+                _flush_std()
+                os._exit(0)  # threads or patches a candidate left behind die with us
+        else:
+            channel.send({"type": "error", "id": req_id, "message": f"unknown type {kind!r}"})
+
+
+if __name__ == "__main__":
+    code = main()
+    _flush_std()
+    os._exit(code)  # a non-daemon thread a candidate started must not keep us alive
