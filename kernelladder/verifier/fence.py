@@ -118,9 +118,12 @@ def _wrap_launch(original: Any, counts: bool) -> Any:
             state.launches += 1
             if state.thread is not None and threading.current_thread() is not state.thread:
                 state.other_thread_launches += 1
-            if state.watch_streams and state.expected_stream is not None:
-                if _current_stream_handle() != state.expected_stream:
-                    state.side_stream_launches += 1
+            if (
+                state.watch_streams
+                and state.expected_stream is not None
+                and _current_stream_handle() != state.expected_stream
+            ):
+                state.side_stream_launches += 1
         state.depth += 1
         try:
             return original(self, *args, **kwargs)

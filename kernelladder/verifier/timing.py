@@ -118,7 +118,7 @@ def _measure_rates(timer: GpuTimer) -> dict[str, float]:
         src = TRUSTED.empty(n, dtype=torch.int8, device=dev)
         dst = TRUSTED.empty(n, dtype=torch.int8, device=dev)
         src.fill_(1)
-        t = timer.time(lambda: dst.copy_(src), target_ms=50)
+        t = timer.time(lambda d=dst, s=src: d.copy_(s), target_ms=50)
         rates["copy"] = 2 * n / t.median_ms  # read + write
         del src, dst
     except Exception:
@@ -137,7 +137,7 @@ def _measure_rates(timer: GpuTimer) -> dict[str, float]:
     try:
         a8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
         b8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
-        t = timer.time(lambda: torch._int_mm(a8, b8.t()), target_ms=50)
+        t = timer.time(lambda a=a8, b=b8: torch._int_mm(a, b.t()), target_ms=50)
         rates["int8"] = flops / t.median_ms
     except Exception:
         pass
