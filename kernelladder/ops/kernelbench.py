@@ -57,7 +57,8 @@ class KernelBenchSpec(OpSpec):
     module: types.ModuleType | None = None
     output_meta: tuple[tuple[tuple[int, ...], torch.dtype], ...] = ()
     input_bytes: int = 0
-    _reference_models: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
+    _reference_models: dict[str, Any] = field(default_factory=dict, repr=False)
+    _hp_models: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # --- construction ------------------------------------------------------------------
     @classmethod
@@ -158,10 +159,14 @@ class KernelBenchSpec(OpSpec):
         """The reference in float64 (model and floating inputs); the plain reference if the
         problem cannot run in float64."""
         args = [inputs[n] for n in self.arg_names]
+        device = _device_of(args)
         try:
-            model = copy.deepcopy(self._reference_model(_device_of(args)))
-            if isinstance(model, torch.nn.Module):
-                model = model.double()
+            if device not in self._hp_models:
+                model = copy.deepcopy(self._reference_model(device))
+                self._hp_models[device] = (
+                    model.double() if isinstance(model, torch.nn.Module) else model
+                )
+            model = self._hp_models[device]
             wide = [
                 a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                 for a in args
