@@ -1,0 +1,288 @@
+"""Folding events into what the screen shows, for the live run and for replay alike.
+
+The run state is the engine's own fold (engine/state.py: `apply` folds one event in
+place); `build_view` turns it into the frozen RunView the widgets read. `RunFold` also
+keeps each attempt's log lines. `ReplayTimeline` gives the state at any position: it
+folds forward from where it is, and folds again from the start for a step back (the fold
+costs about a microsecond an event, far less than copying a state). Nothing here
+imports textual.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kernelladder.app import view as v
+from kernelladder.app.view import EMPTY_VIEW, RunView
+from kernelladder.engine import events as ev
+from kernelladder.engine import state as st
+from kernelladder.engine.state import RunState, apply, new_state
+
+
+def build_view(s: RunState) -> RunView:
+    """The frozen view of the engine's state (the one place that knows its shape)."""
+    best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
+    attempts = {n: _attempt_view(a) for n, a in s.attempts.items()}
+    branches = tuple(
+        v.BranchView(
+            branch_id=b.id,
+            strategy=b.strategy,
+            state=b.status,
+            rule=b.rule or "",
+            detail=b.detail,
+            from_attempt=b.from_attempt,
+            opened_by=b.opened_by,
+            attempts=tuple(b.attempts),
+            best_attempt=b.best_attempt,
+            best_speedup=b.best_speedup,
+            hints=b.hints,
+            is_best=best is not None and best.branch_id == b.id,
+        )
+        for b in s.branches.values()
+    )
+    gates = tuple(
+        v.GateView(
+            gate_id=g.gate_id,
+            branch_id=g.branch_id,
+            attempt=g.attempt,
+            move=g.move,
+            undo_cost=g.undo_cost,
+            reason=g.reason,
+            policy=g.policy,
+            timeout_s=g.timeout_s,
+            raised_ts=g.raised_ts,
+        )
+        for gid in s.pending_gates
+        if (g := s.gates.get(gid)) is not None
+    )
+    if s.finished:
+        run_state = v.RUN_FINISHED
+    elif s.stopping:
+        run_state = v.RUN_STOPPING
+    elif s.paused:
+        run_state = v.RUN_PAUSED
+    elif s.started_ts is not None:
+        run_state = v.RUN_RUNNING
+    else:
+        run_state = v.RUN_NOT_STARTED
+    return RunView(
+        run_id=s.run_id,
+        op=s.op,
+        op_kind=s.op_kind,
+        proposer=s.proposer,
+        model=s.model,
+        device=s.device,
+        gpu=s.gpu,
+        runner=s.runner,
+        target=s.target,
+        speed_measured=s.speed_measured,
+        settings=dict(s.settings),
+        state=run_state,
+        finish_reason=s.finish_reason or "",
+        finish_detail=s.finish_detail,
+        started_ts=s.started_ts,
+        last_ts=s.last_ts or None,
+        segments_s=s.segments_s,
+        segment_start=s.segment_start,
+        events=s.events,
+        attempts_judged=s.judged,
+        attempts_used=s.attempts_used,
+        cost_usd=s.cost_usd,
+        tokens_in=s.tokens_in,
+        tokens_out=s.tokens_out,
+        best_attempt=s.best_attempt,
+        best_speedup=s.best_speedup,
+        best_floor_fraction=best.floor_fraction if best is not None else None,
+        best_branch=best.branch_id if best is not None else None,
+        branches=branches,
+        attempts=attempts,
+        gates=gates,
+        hints=s.hints,
+    )
+
+
+def _attempt_view(a: st.AttemptState) -> v.AttemptView:
+    return v.AttemptView(
+        number=a.number,
+        branch_id=a.branch_id,
+        parent=a.parent,
+        strategy=a.strategy,
+        move=a.move,
+        undo_cost=a.undo_cost,
+        undo_reason=a.undo_reason,
+        state=a.status,
+        verdict=a.verdict,
+        verdict_kind=a.verdict_kind,
+        gate=a.failed_gate,
+        speedup=a.speedup,
+        floor_fraction=a.floor_fraction,
+        noise=a.noise,
+        summary=a.summary,
+        source_hash=a.source_hash,
+        elapsed_s=a.elapsed_s,
+        retries=a.retries,
+    )
+
+
+# --- attempt logs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogLine:
+    seq: int
+    text: str
+
+
+def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | None:
+    """(attempt, line) for events that belong in an attempt's live log."""
+    t = _stamp(event, started_ts)
+    if isinstance(event, ev.ProposalReceived):
+        cost = f", ${event.cost_usd:.4f}" if event.cost_usd else ""
+        return event.attempt, (
+            f"{t}proposed by {event.proposer}{'/' + event.model if event.model else ''}: "
+            f"{event.move} (undo {event.undo_cost}: {event.undo_reason}{cost})"
+        )
+    if isinstance(event, ev.GateRaised):
+        return event.attempt, f"{t}gate {event.gate_id} raised: waiting ({event.policy})"
+    if isinstance(event, ev.AttemptStarted):
+        retry = f" (retry {event.retry})" if event.retry else ""
+        return event.attempt, f"{t}started on {event.runner}{retry}"
+    if isinstance(event, ev.AttemptProgress):
+        gate = f"[{event.gate}] " if event.gate else ""
+        return event.attempt, f"{t}{gate}{event.message}"
+    if isinstance(event, ev.AttemptRetried):
+        return event.attempt, f"{t}retried: {event.reason}"
+    if isinstance(event, ev.VerdictReady):
+        where = f" at {event.gate}" if event.gate else ""
+        return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {event.summary}"
+    cancelled = getattr(ev, "AttemptCancelled", None)
+    if cancelled is not None and isinstance(event, cancelled):
+        return event.attempt, f"{t}cancelled: {event.reason}"
+    return None
+
+
+def _stamp(event: ev.Event, started_ts: float | None) -> str:
+    """Seconds since the run started: from the log, so a replay shows the same."""
+    return f"{event.ts - started_ts:7.1f}s  " if started_ts is not None else ""
+
+
+class AttemptLogs:
+    """Each attempt's log lines with the seq of the event that wrote them."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, list[LogLine]] = {}
+        self._gate_attempt: dict[str, int] = {}
+        self.started_ts: float | None = None
+
+    def add(self, event: ev.Event) -> int | None:
+        """Record the event's line; returns the attempt it belongs to, if any."""
+        if isinstance(event, ev.RunStarted):
+            self.started_ts = event.ts
+        if isinstance(event, ev.GateRaised):
+            self._gate_attempt[event.gate_id] = event.attempt
+        if isinstance(event, ev.GateResolved):
+            attempt = self._gate_attempt.get(event.gate_id)
+            if attempt is None:
+                return None
+            t = _stamp(event, self.started_ts)
+            note = f" ({event.note})" if event.note else ""
+            line = f"{t}gate {event.gate_id}: {event.decision} by {event.by}{note}"
+            self._lines.setdefault(attempt, []).append(LogLine(event.seq, line))
+            return attempt
+        found = log_line(event, self.started_ts)
+        if found is None:
+            return None
+        attempt, line = found
+        self._lines.setdefault(attempt, []).append(LogLine(event.seq, line))
+        return attempt
+
+    def lines(self, attempt: int, before_seq: int | None = None) -> list[str]:
+        """The attempt's lines, only those written by events with seq < before_seq."""
+        lines = self._lines.get(attempt, [])
+        if before_seq is not None:
+            cut = bisect.bisect_left([ln.seq for ln in lines], before_seq)
+            lines = lines[:cut]
+        return [ln.text for ln in lines]
+
+    def count(self, attempt: int) -> int:
+        return len(self._lines.get(attempt, ()))
+
+
+# --- live fold ------------------------------------------------------------------------
+
+
+class RunFold:
+    """The state of a live run, folded batch by batch."""
+
+    def __init__(self) -> None:
+        self.state: RunState = new_state()
+        self.logs = AttemptLogs()
+        self.folded = 0
+        self._view: RunView = EMPTY_VIEW
+        self._view_at = -1
+
+    def apply_all(self, events: Iterable[ev.Event]) -> set[int]:
+        """Folds the events; returns the attempts whose logs grew."""
+        touched: set[int] = set()
+        state = self.state
+        for event in events:
+            apply(state, event)
+            attempt = self.logs.add(event)
+            if attempt is not None:
+                touched.add(attempt)
+            self.folded += 1
+        return touched
+
+    def view(self) -> RunView:
+        if self._view_at != self.folded:
+            self._view = build_view(self.state)
+            self._view_at = self.folded
+        return self._view
+
+
+# --- replay ---------------------------------------------------------------------------
+
+
+class ReplayTimeline:
+    """A saved run's events, with the state at any position (0..len)."""
+
+    def __init__(self, events: Sequence[ev.Event]) -> None:
+        self.events = list(events)
+        self.logs = AttemptLogs()
+        for event in self.events:
+            self.logs.add(event)
+        self._cursor_pos = 0
+        self._cursor_state = new_state()
+        self._views: dict[int, RunView] = {}
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def state_at(self, position: int) -> RunState:
+        """The fold of events[:position]. Valid until the next call."""
+        position = max(0, min(position, len(self.events)))
+        if position < self._cursor_pos:
+            self._cursor_pos, self._cursor_state = 0, new_state()
+        state, events = self._cursor_state, self.events
+        for i in range(self._cursor_pos, position):
+            apply(state, events[i])
+        self._cursor_pos = position
+        return state
+
+    def view_at(self, position: int) -> RunView:
+        position = max(0, min(position, len(self.events)))
+        view = self._views.get(position)
+        if view is None:
+            view = build_view(self.state_at(position))
+            if len(self._views) > 64:
+                self._views.clear()
+            self._views[position] = view
+        return view
+
+    def seq_at(self, position: int) -> int | None:
+        """The seq of the first event not yet shown at this position (None: all shown)."""
+        if position >= len(self.events):
+            return None
+        return self.events[position].seq

@@ -1,0 +1,66 @@
+"""Small text formatters shared by the widgets (no textual imports)."""
+
+from __future__ import annotations
+
+from kernelladder.app import view as v
+
+# One glyph per attempt state or verdict kind; all single-cell wide.
+MARKS = {
+    "pass": "✓",
+    "fail": "✗",
+    "crash": "✗",
+    "timeout": "✗",
+    v.ATTEMPT_PROPOSED: "·",
+    v.ATTEMPT_GATED: "?",
+    v.ATTEMPT_VETOED: "⊘",
+    v.ATTEMPT_RUNNING: "…",
+    v.ATTEMPT_CANCELLED: "-",
+}
+
+BRANCH_WORDS = {v.BRANCH_GATED: "waiting at gate"}
+
+
+def speedup(x: float | None, *, unmeasured: str = "—") -> str:
+    return unmeasured if x is None else f"{x:.2f}×"
+
+
+def percent(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = max(0, int(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def usd(x: float | None) -> str:
+    return "—" if x is None else f"${x:.2f}"
+
+
+def attempt_mark(a: v.AttemptView) -> str:
+    if a.state == v.ATTEMPT_JUDGED:
+        return MARKS.get(a.verdict_kind or "", "✗")
+    return MARKS.get(a.state, "·")
+
+
+def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
+    """What the tree says after the mark: a speedup, a failing gate, or the state."""
+    if a.state == v.ATTEMPT_JUDGED:
+        if a.passed:
+            if a.speedup is not None:
+                return speedup(a.speedup)
+            return "pass" if not speed_measured else "pass, no speed"
+        return f"{a.verdict_kind} at {a.gate}" if a.gate else (a.verdict_kind or "fail")
+    return a.state
+
+
+def branch_status(b: v.BranchView) -> str:
+    if b.state == v.BRANCH_EXHAUSTED:
+        return f"exhausted: {b.rule}" if b.rule else "exhausted"
+    if b.is_best and b.state == v.BRANCH_RUNNING:
+        return "best, running"
+    return BRANCH_WORDS.get(b.state, b.state)

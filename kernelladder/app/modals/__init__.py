@@ -1,0 +1,1 @@
+"""Modal screens: confirmations, editors, prompts and the help screen."""

@@ -1,0 +1,66 @@
+"""A yes/no question, dismissed with True or False."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+    }
+    ConfirmScreen > Vertical {
+        width: 64;
+        height: auto;
+        border: thick $warning 80%;
+        background: $panel;
+        padding: 1 2;
+    }
+    ConfirmScreen .confirm-title {
+        text-style: bold;
+        margin-bottom: 1;
+    }
+    ConfirmScreen Horizontal {
+        height: auto;
+        margin-top: 1;
+        align-horizontal: right;
+    }
+    ConfirmScreen Button {
+        margin-left: 2;
+    }
+    """
+    BINDINGS = [
+        Binding("escape", "answer(False)", "Cancel", id="confirm.cancel"),
+        Binding("y", "answer(True)", "Yes", id="confirm.yes", show=False),
+        Binding("n", "answer(False)", "No", id="confirm.no", show=False),
+    ]
+
+    def __init__(self, title: str, body: str, *, yes: str = "Yes", no: str = "Cancel") -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.yes = yes
+        self.no = no
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text, classes="confirm-title")
+            yield Label(self.body)
+            with Horizontal():
+                yield Button(self.no, id="no")
+                yield Button(self.yes, id="yes", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

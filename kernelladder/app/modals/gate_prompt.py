@@ -1,0 +1,122 @@
+"""A pending gate in full: the move, its undo cost and reason, who decides when; approve
+or veto (with a note the proposer will see). Dismissed with the decision or None."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label
+
+from kernelladder.app import view as v
+from kernelladder.app.widgets.gates_panel import UNDO_STYLES, countdown
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    gate_id: str
+    decision: str  # "approve" | "veto"
+    note: str = ""
+
+
+class GatePrompt(ModalScreen[GateDecision | None]):
+    DEFAULT_CSS = """
+    GatePrompt {
+        align: center middle;
+    }
+    GatePrompt > Vertical {
+        width: 84;
+        height: auto;
+        border: thick $warning 80%;
+        background: $panel;
+        padding: 1 2;
+    }
+    GatePrompt .gate-title {
+        text-style: bold;
+        margin-bottom: 1;
+    }
+    GatePrompt .gate-countdown {
+        color: $warning;
+        margin-top: 1;
+    }
+    GatePrompt Input {
+        margin-top: 1;
+    }
+    GatePrompt Horizontal {
+        height: auto;
+        margin-top: 1;
+        align-horizontal: right;
+    }
+    GatePrompt Button {
+        margin-left: 2;
+    }
+    """
+    BINDINGS = [
+        Binding("escape", "dismiss_prompt", "Later", id="gate.later"),
+        Binding("ctrl+a", "decide('approve')", "Approve", id="gate.approve", priority=True),
+        Binding("ctrl+v", "decide('veto')", "Veto", id="gate.veto", priority=True),
+    ]
+
+    def __init__(
+        self, gate: v.GateView, *, now: Callable[[], float], after_policy: str = "veto"
+    ) -> None:
+        super().__init__()
+        self.gate = gate
+        self.now = now
+        self.after_policy = after_policy
+
+    def compose(self) -> ComposeResult:
+        g = self.gate
+        with Vertical():
+            yield Label(
+                f"Gate {g.gate_id}: branch {g.branch_id} wants to try attempt #{g.attempt}",
+                classes="gate-title",
+            )
+            yield Label(Content.assemble(("move    ", "$text-muted"), (g.move, "bold")))
+            yield Label(
+                Content.assemble(
+                    ("undo    ", "$text-muted"),
+                    (g.undo_cost, UNDO_STYLES.get(g.undo_cost, "")),
+                    f" — {g.reason}",
+                )
+            )
+            yield Label(Content.assemble(("policy  ", "$text-muted"), g.policy))
+            yield Label(self._countdown(), classes="gate-countdown", id="gate-countdown")
+            yield Input(placeholder="note for the proposer if you veto (optional)", id="gate-note")
+            with Horizontal():
+                yield Button("Later (esc)", id="later")
+                yield Button("Veto (ctrl+v)", id="veto", variant="error")
+                yield Button("Approve (ctrl+a)", id="approve", variant="success")
+
+    def on_mount(self) -> None:
+        note = self.query_one(Input)
+        if getattr(self.app, "frozen", False):
+            note.cursor_blink = False
+        self.query_one("#approve", Button).focus()
+        if self.gate.timeout_s is not None:
+            self.set_interval(1.0, self._tick)
+
+    def _countdown(self) -> str:
+        return f"decides: {countdown(self.gate, self.now(), self.after_policy)}"
+
+    def _tick(self) -> None:
+        self.query_one("#gate-countdown", Label).update(self._countdown())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id in ("approve", "veto"):
+            self.action_decide(event.button.id)
+        else:
+            self.action_dismiss_prompt()
+
+    def action_decide(self, decision: str) -> None:
+        note = self.query_one(Input).value.strip() if decision == "veto" else ""
+        self.dismiss(GateDecision(self.gate.gate_id, decision, note))
+
+    def action_dismiss_prompt(self) -> None:
+        self.dismiss(None)

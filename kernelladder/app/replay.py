@@ -1,0 +1,126 @@
+"""Playing a saved run: position, play/pause, steps, jumps and speed over a timeline.
+
+Playback follows the run's own clock scaled by the speed, with long idle gaps shortened
+so a replay never sits still for minutes. Pure logic (no textual): the app's timer calls
+`advance` and redraws when the position moved.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernelladder.app.folding import ReplayTimeline
+from kernelladder.engine.events import Event, event_from_dict
+
+MAX_GAP_S = 2.0  # run time between two events, at most, before the speed applies
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+
+
+def load_events(run_dir: str | Path) -> list[Event]:
+    """The run's events; the engine's reader when present (it repairs a torn tail)."""
+    try:
+        from kernelladder.engine.state import read_events  # type: ignore[attr-defined]
+    except ImportError:
+        read_events = None
+    if read_events is not None:
+        return list(read_events(run_dir))
+    return list(_read_jsonl(Path(run_dir) / "events.jsonl"))
+
+
+def _read_jsonl(path: Path) -> list[Event]:
+    import json
+
+    events = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(event_from_dict(json.loads(line)))
+            except (ValueError, TypeError):
+                break  # a torn last line: the log ends at the last whole event
+    return events
+
+
+class ReplayController:
+    def __init__(self, events: Sequence[Event], *, speed: float = 1.0) -> None:
+        self.timeline = ReplayTimeline(events)
+        self.position = 0
+        self.playing = False
+        self.speed = speed
+        self._run_clock: float | None = None  # playback time reached, on _play_times' scale
+        self._play_times = _play_times(self.timeline.events)
+
+    @property
+    def total(self) -> int:
+        return len(self.timeline)
+
+    @property
+    def at_end(self) -> bool:
+        return self.position >= self.total
+
+    def play(self) -> None:
+        if self.at_end:
+            self.position = 0
+        self.playing = True
+        self._run_clock = None
+
+    def pause(self) -> None:
+        self.playing = False
+
+    def toggle(self) -> bool:
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+        return self.playing
+
+    def step(self, n: int) -> int:
+        """Move n events (negative: back); pauses playback. Returns the new position."""
+        self.playing = False
+        return self.seek(self.position + n)
+
+    def seek(self, position: int) -> int:
+        self.position = max(0, min(position, self.total))
+        self._run_clock = None
+        return self.position
+
+    def faster(self) -> float:
+        bigger = [s for s in SPEEDS if s > self.speed]
+        self.speed = bigger[0] if bigger else self.speed
+        return self.speed
+
+    def slower(self) -> float:
+        smaller = [s for s in SPEEDS if s < self.speed]
+        self.speed = smaller[-1] if smaller else self.speed
+        return self.speed
+
+    def advance(self, real_dt: float) -> int:
+        """Play forward by `real_dt` seconds of wall time; returns the new position."""
+        if not self.playing or self.at_end:
+            self.playing = False
+            return self.position
+        times = self._play_times
+        if self._run_clock is None:
+            # Start from the event just shown (or the first), so the first tick moves.
+            self._run_clock = times[self.position - 1] if self.position else times[0]
+        self._run_clock += real_dt * self.speed
+        self.position = bisect.bisect_right(times, self._run_clock, lo=self.position)
+        if self.at_end:
+            self.playing = False
+        return self.position
+
+
+def _play_times(events: Sequence[Event]) -> list[float]:
+    """Each event's time on the playback clock: the run's clock with gaps over MAX_GAP_S
+    shortened to MAX_GAP_S."""
+    times: list[float] = []
+    t = 0.0
+    for i, e in enumerate(events):
+        if i:
+            t += min(max(e.ts - events[i - 1].ts, 0.0), MAX_GAP_S)
+        times.append(t)
+    return times

@@ -1,0 +1,152 @@
+"""What the screen shows, as frozen data: a view of the folded run state.
+
+Widgets read only these; `build_view` (app/folding.py) is the one place that knows the
+shape of the engine's state. Nothing here imports textual, so it is tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Attempt states (the engine's words, engine/state.py).
+ATTEMPT_PROPOSED = "proposed"
+ATTEMPT_GATED = "gated"
+ATTEMPT_VETOED = "vetoed"
+ATTEMPT_RUNNING = "running"
+ATTEMPT_JUDGED = "judged"
+ATTEMPT_CANCELLED = "cancelled"
+
+# Branch states (the engine's words).
+BRANCH_RUNNING = "running"
+BRANCH_PAUSED = "paused"
+BRANCH_GATED = "waiting-gate"
+BRANCH_EXHAUSTED = "exhausted"
+BRANCH_PRUNED = "pruned"
+BRANCH_STOPPED = "stopped"
+
+RUN_RUNNING = "running"
+RUN_PAUSED = "paused"
+RUN_STOPPING = "stopping"
+RUN_FINISHED = "finished"
+RUN_NOT_STARTED = "not started"
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    number: int
+    branch_id: str
+    parent: int | None
+    strategy: str = ""
+    move: str = ""
+    undo_cost: str = ""
+    undo_reason: str = ""
+    state: str = ATTEMPT_PROPOSED
+    verdict: str | None = None  # "pass" | "fail" once judged
+    verdict_kind: str | None = None  # "pass" | "fail" | "crash" | "timeout"
+    gate: str | None = None  # first failing gate
+    speedup: float | None = None
+    floor_fraction: float | None = None
+    noise: float | None = None
+    summary: str = ""
+    source_hash: str = ""
+    elapsed_s: float = 0.0
+    retries: int = 0
+    seq: int = -1  # the event that last changed it
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+@dataclass(frozen=True)
+class BranchView:
+    branch_id: str
+    strategy: str
+    state: str = BRANCH_RUNNING
+    rule: str = ""  # the exit rule that ended it
+    detail: str = ""
+    from_attempt: int | None = None
+    opened_by: str = "engine"
+    attempts: tuple[int, ...] = ()
+    best_attempt: int | None = None
+    best_speedup: float | None = None
+    hints: str = ""
+    is_best: bool = False  # holds the run's best attempt
+
+
+@dataclass(frozen=True)
+class GateView:
+    gate_id: str
+    branch_id: str
+    attempt: int
+    move: str
+    undo_cost: str
+    reason: str
+    policy: str
+    timeout_s: float | None
+    raised_ts: float
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str = ""
+    op: str = ""
+    op_kind: str = "builtin"
+    proposer: str = ""
+    model: str | None = None
+    device: str = ""
+    gpu: str | None = None
+    runner: str = ""
+    target: float | None = None
+    speed_measured: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    state: str = RUN_NOT_STARTED
+    finish_reason: str = ""
+    finish_detail: str = ""
+    started_ts: float | None = None
+    last_ts: float | None = None
+    segments_s: float = 0.0  # active time of sessions before a resume
+    segment_start: float | None = None  # when the current session started
+    events: int = 0  # how many events were folded
+    attempts_judged: int = 0
+    attempts_used: int = 0  # attempt numbers handed out
+    cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    best_attempt: int | None = None
+    best_speedup: float | None = None
+    best_floor_fraction: float | None = None
+    best_branch: str | None = None
+    branches: tuple[BranchView, ...] = ()
+    attempts: dict[int, AttemptView] = field(default_factory=dict)
+    gates: tuple[GateView, ...] = ()  # pending, oldest first
+    hints: str = ""  # global hints
+
+    def branch(self, branch_id: str | None) -> BranchView | None:
+        for b in self.branches:
+            if b.branch_id == branch_id:
+                return b
+        return None
+
+    def gate(self, gate_id: str | None) -> GateView | None:
+        for g in self.gates:
+            if g.gate_id == gate_id:
+                return g
+        return None
+
+    @property
+    def live(self) -> bool:
+        return self.state in (RUN_RUNNING, RUN_PAUSED, RUN_STOPPING)
+
+    def elapsed(self, now: float | None = None) -> float | None:
+        """Active run time: up to `now` while live, up to the last event otherwise."""
+        if self.segment_start is None:
+            return None if self.started_ts is None else self.segments_s
+        end = self.last_ts or self.segment_start
+        if now is not None and self.state != RUN_FINISHED:
+            end = max(end, now)
+        return self.segments_s + max(0.0, end - self.segment_start)
+
+
+EMPTY_VIEW = RunView()

@@ -1,0 +1,112 @@
+"""The selected attempt: live log, verdict, source and diff, one tab each.
+
+Only the active tab is brought up to date; the others catch up when they are shown.
+"""
+
+from __future__ import annotations
+
+from textual.containers import Vertical
+from textual.widgets import TabbedContent, TabPane
+
+from kernelladder.app import view as v
+from kernelladder.app.folding import AttemptLogs
+from kernelladder.app.run_files import RunFiles, starting_candidate
+from kernelladder.app.widgets.attempt_log import AttemptLog
+from kernelladder.app.widgets.diff_view import DiffView
+from kernelladder.app.widgets.source_view import SourceView
+from kernelladder.app.widgets.verdict_view import VerdictView
+
+TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff")
+
+
+class AttemptPanel(Vertical):
+    DEFAULT_CSS = """
+    AttemptPanel {
+        height: 1fr;
+    }
+    AttemptPanel > TabbedContent {
+        height: 1fr;
+    }
+    AttemptPanel ContentSwitcher {
+        height: 1fr;
+    }
+    AttemptPanel TabPane {
+        padding: 0;
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, files: RunFiles, logs: AttemptLogs, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.files = files
+        self.logs = logs
+        self.attempt: int | None = None
+        self._view: v.RunView = v.EMPTY_VIEW
+        self._before_seq: int | None = None
+
+    def compose(self):
+        with TabbedContent(initial="tab-log", id="attempt-tabs"):
+            with TabPane("Log", id="tab-log"):
+                yield AttemptLog(id="attempt-log")
+            with TabPane("Verdict", id="tab-verdict"):
+                yield VerdictView(id="verdict-view")
+            with TabPane("Source", id="tab-source"):
+                yield SourceView(id="source-view")
+            with TabPane("Diff vs parent", id="tab-diff"):
+                yield DiffView(id="diff-view")
+
+    @property
+    def active(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    @active.setter
+    def active(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def show(
+        self,
+        view: v.RunView,
+        attempt: int | None,
+        *,
+        before_seq: int | None = None,
+        rewind: bool = False,
+    ) -> None:
+        """Bring the panel up to `view` with `attempt` selected. `before_seq` hides log
+        lines of events not yet replayed; `rewind` redraws the log from scratch."""
+        changed = attempt != self.attempt or rewind or before_seq != self._before_seq
+        self._view = view
+        self.attempt = attempt
+        self._before_seq = before_seq
+        log = self.query_one(AttemptLog)
+        if changed or log.attempt != attempt:
+            lines = self.logs.lines(attempt, before_seq) if attempt is not None else []
+            log.show_attempt(attempt, lines)
+        elif attempt is not None and self.logs.count(attempt) > log.shown:
+            log.append(self.logs.lines(attempt, before_seq)[log.shown :])
+        self._refresh_tab(self.active)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        event.stop()
+        self._refresh_tab(event.pane.id or "")
+
+    def _refresh_tab(self, tab: str) -> None:
+        n = self.attempt
+        attempt = self._view.attempts.get(n) if n is not None else None
+        if tab == "tab-verdict":
+            verdict = (
+                self.files.verdict(n) if attempt and attempt.state == v.ATTEMPT_JUDGED else None
+            )
+            self.query_one(VerdictView).show(attempt, verdict)
+        elif tab == "tab-source":
+            self.query_one(SourceView).show(n, self.files.source(n) if n is not None else None)
+        elif tab == "tab-diff":
+            if attempt is None:
+                self.query_one(DiffView).show(None, None, None, "")
+                return
+            if attempt.parent is not None:
+                parent_source = self.files.source(attempt.parent)
+                parent_name = f"#{attempt.parent}"
+            else:
+                parent_source = starting_candidate(self._view.op)
+                parent_name = f"starting candidate ({self._view.op})"
+            self.query_one(DiffView).show(n, self.files.source(n), parent_source, parent_name)

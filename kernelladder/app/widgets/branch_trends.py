@@ -1,0 +1,102 @@
+"""One row per branch: its label and a Sparkline of its attempts' speedups."""
+
+from __future__ import annotations
+
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Label, Sparkline
+
+from kernelladder.app import view as v
+
+
+class BranchTrend(Horizontal):
+    DEFAULT_CSS = """
+    BranchTrend {
+        height: 1;
+    }
+    BranchTrend > Label {
+        width: 14;
+        color: $text-muted;
+    }
+    BranchTrend > Sparkline {
+        width: 1fr;
+        height: 1;
+    }
+    BranchTrend > Sparkline > .sparkline--max-color {
+        color: $success;
+    }
+    BranchTrend > Sparkline > .sparkline--min-color {
+        color: $primary 50%;
+    }
+    BranchTrend > .trend-note {
+        width: 1fr;
+        color: $text-muted;
+    }
+    """
+
+    def __init__(self, branch_id: str, strategy: str) -> None:
+        super().__init__(id=f"trend-{branch_id}")
+        self.branch_id = branch_id
+        self.strategy = strategy
+        self._data: tuple[float, ...] | None = None
+        self._sparkline = Sparkline([], summary_function=max)
+
+    def compose(self):
+        yield Label(f"{self.branch_id} {self.strategy}"[:13])
+        yield self._sparkline
+
+    def show(self, speedups: tuple[float, ...]) -> None:
+        if speedups != self._data:
+            self._data = speedups
+            self._sparkline.data = list(speedups)
+
+
+class BranchTrends(VerticalScroll):
+    """Speedup trends per branch; on a machine without a GPU there are none to draw."""
+
+    DEFAULT_CSS = """
+    BranchTrends {
+        height: auto;
+        max-height: 8;
+        background: $surface;
+        border-top: solid $panel;
+    }
+    BranchTrends > .trends-note {
+        color: $text-muted;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._rows: dict[str, BranchTrend] = {}
+        self._measured: bool | None = None
+
+    def compose(self):
+        yield Label("", classes="trends-note")
+
+    def show(self, view: v.RunView) -> None:
+        if view.speed_measured != self._measured:
+            self._measured = view.speed_measured
+            note = self.query_one(".trends-note", Label)
+            note.update(
+                "per-branch speedups" if view.speed_measured else "speed not measured (no GPU)"
+            )
+        if not view.speed_measured:
+            return
+        for branch in view.branches:
+            row = self._rows.get(branch.branch_id)
+            if row is None:
+                row = BranchTrend(branch.branch_id, branch.strategy)
+                self._rows[branch.branch_id] = row
+                self.mount(row)
+            speedups = tuple(
+                a.speedup
+                for n in branch.attempts
+                if (a := view.attempts.get(n)) is not None and a.speedup is not None
+            )
+            row.show(speedups)
+
+    def reset(self) -> None:
+        for row in self._rows.values():
+            row.remove()
+        self._rows.clear()
+        self._measured = None

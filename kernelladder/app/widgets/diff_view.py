@@ -1,0 +1,78 @@
+"""The selected attempt's source as a diff against its parent's."""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+
+@lru_cache(maxsize=64)
+def render_diff(parent: str, child: str, parent_name: str, child_name: str) -> Content:
+    diff = list(
+        difflib.unified_diff(
+            parent.splitlines(),
+            child.splitlines(),
+            fromfile=parent_name,
+            tofile=child_name,
+            lineterm="",
+            n=3,
+        )
+    )
+    if not diff:
+        return Content.styled("identical to its parent", "$text-muted")
+    lines = []
+    for line in diff:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "$primary"
+        elif line.startswith("+"):
+            style = "$success"
+        elif line.startswith("-"):
+            style = "$error"
+        else:
+            style = "$text-muted"
+        lines.append(Content.styled(line, style))
+    return Content("\n").join(lines)
+
+
+class DiffView(VerticalScroll):
+    DEFAULT_CSS = """
+    DiffView {
+        background: $surface;
+    }
+    DiffView > Static {
+        width: auto;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: tuple | None = None
+
+    def compose(self):
+        yield Static("no attempt selected", id="diff-body")
+
+    def show(
+        self,
+        attempt: int | None,
+        source: str | None,
+        parent_source: str | None,
+        parent_name: str,
+    ) -> None:
+        key = (attempt, source, parent_source, parent_name)
+        if key == self._shown:
+            return
+        self._shown = key
+        body = self.query_one("#diff-body", Static)
+        if attempt is None:
+            body.update("no attempt selected")
+        elif source is None or parent_source is None:
+            missing = "source" if source is None else f"parent ({parent_name})"
+            body.update(Content.styled(f"no diff: {missing} not available", "$text-muted"))
+        else:
+            body.update(render_diff(parent_source, source, parent_name, f"#{attempt}"))

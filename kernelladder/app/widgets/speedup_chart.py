@@ -1,0 +1,235 @@
+"""Speedup over attempts, drawn with box and block characters through the line API.
+
+Each passing attempt is a point in its branch's colour, each branch's best-so-far is a
+line, the target is a dashed line and the noise band around the best is shaded. The
+chart redraws at most twice a second however fast events arrive.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from kernelladder.app import format as fmt
+from kernelladder.app import view as v
+
+REDRAW_EVERY_S = 0.5
+BRANCH_COLOURS = 6
+GUTTER = 8  # " 12.34×┤"
+
+POINT, BEST, TARGET, BAND, EMPTY = "●", "─", "┄", "░", " "
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    attempt: int
+    branch: int  # index into the branch colours
+    speedup: float
+
+
+@dataclass(frozen=True)
+class ChartData:
+    points: tuple[ChartPoint, ...]
+    last_attempt: int
+    target: float | None
+    band: tuple[float, float] | None  # noise band around the best speedup
+    title: str
+    measured: bool
+
+
+def chart_data(view: v.RunView) -> ChartData:
+    order = {b.branch_id: i % BRANCH_COLOURS for i, b in enumerate(view.branches)}
+    points = tuple(
+        ChartPoint(n, order.get(a.branch_id, 0), a.speedup)
+        for n, a in sorted(view.attempts.items())
+        if a.passed and a.speedup is not None
+    )
+    best = view.attempts.get(view.best_attempt) if view.best_attempt is not None else None
+    band = None
+    if best is not None and best.speedup is not None and best.noise:
+        band = (best.speedup * (1 - best.noise), best.speedup * (1 + best.noise))
+    if view.best_attempt is not None and view.best_speedup is not None:
+        title = (
+            f"best {fmt.speedup(view.best_speedup)} #{view.best_attempt} ({view.best_branch})"
+            f" · {fmt.percent(view.best_floor_fraction)} of floor"
+        )
+    else:
+        title = "no passing attempt with a speed yet"
+    title += f" · target {fmt.speedup(view.target, unmeasured='none')}"
+    return ChartData(
+        points=points,
+        last_attempt=max(view.attempts, default=0),
+        target=view.target,
+        band=band,
+        title=title,
+        measured=view.speed_measured,
+    )
+
+
+class SpeedupChart(Widget):
+    COMPONENT_CLASSES = {
+        "speedup-chart--title",
+        "speedup-chart--axis",
+        "speedup-chart--target",
+        "speedup-chart--band",
+        "speedup-chart--note",
+        *(f"speedup-chart--branch-{i}" for i in range(BRANCH_COLOURS)),
+    }
+    DEFAULT_CSS = """
+    SpeedupChart {
+        height: 12;
+        background: $surface;
+        border-bottom: solid $panel;
+    }
+    SpeedupChart > .speedup-chart--title { color: $foreground; text-style: bold; }
+    SpeedupChart > .speedup-chart--axis { color: $text-muted; }
+    SpeedupChart > .speedup-chart--target { color: $error; }
+    SpeedupChart > .speedup-chart--band { color: $primary 40%; }
+    SpeedupChart > .speedup-chart--note { color: $warning; }
+    SpeedupChart > .speedup-chart--branch-0 { color: $primary; }
+    SpeedupChart > .speedup-chart--branch-1 { color: $accent; }
+    SpeedupChart > .speedup-chart--branch-2 { color: $success; }
+    SpeedupChart > .speedup-chart--branch-3 { color: $secondary; }
+    SpeedupChart > .speedup-chart--branch-4 { color: $warning; }
+    SpeedupChart > .speedup-chart--branch-5 { color: $error; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._data: ChartData | None = None
+        self._pending: v.RunView | None = None
+        self._drawn_at = 0.0
+        self._rows: list[list[tuple[str, str]]] = []
+        self._rows_for: tuple | None = None
+        self.redraws = 0
+
+    def on_mount(self) -> None:
+        self.set_interval(REDRAW_EVERY_S, self._tick, name="chart-redraw")
+
+    def show(self, view: v.RunView, *, immediate: bool = False) -> None:
+        self._pending = view
+        if immediate or self._data is None or time.monotonic() - self._drawn_at >= REDRAW_EVERY_S:
+            self._tick()
+
+    def _tick(self) -> None:
+        if self._pending is None:
+            return
+        data = chart_data(self._pending)
+        self._pending = None
+        self._drawn_at = time.monotonic()
+        if data != self._data:
+            self._data = data
+            self.redraws += 1
+            self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rows_for = None  # theme changed: the cached rows hold old styles
+
+    # --- drawing -------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        rows = self._layout(self.size)
+        if y >= len(rows):
+            return Strip.blank(self.size.width, self.rich_style)
+        base = self.rich_style
+        segments = [
+            Segment(text, base + self._style(key) if key else base) for text, key in rows[y]
+        ]
+        return Strip(segments).adjust_cell_length(self.size.width, base)
+
+    def _style(self, key: str) -> Style:
+        return self.get_component_rich_style(f"speedup-chart--{key}", partial=True)
+
+    def _layout(self, size: Size) -> list[list[tuple[str, str]]]:
+        key = (self._data, size.width, size.height)
+        if key == self._rows_for:
+            return self._rows
+        self._rows = draw(self._data, size.width, size.height)
+        self._rows_for = key
+        return self._rows
+
+
+def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str, str]]]:
+    """The chart as rows of (text, style key) runs; pure, so it is tested alone."""
+    if data is None or height < 1 or width < 1:
+        return []
+    rows: list[list[tuple[str, str]]] = [[(f" speedup · {data.title}"[:width], "title")]]
+    plot_h = height - 3  # title above, axis and attempt numbers below
+    plot_w = width - GUTTER - 1
+    if not data.measured or not data.points or plot_h < 2 or plot_w < 4:
+        note = (
+            "speed not measured (no GPU): the chart fills in when a GPU verifies"
+            if not data.measured
+            else "no passing attempt with a speed yet"
+        )
+        for i in range(height - 1):
+            rows.append([(note.center(width)[:width], "note")] if i == plot_h // 2 else [])
+        return rows
+
+    values = [p.speedup for p in data.points]
+    extra = [x for x in (data.target, *(data.band or ())) if x is not None]
+    lo = min(values + extra + [1.0])
+    hi = max(values + extra + [1.0])
+    pad = max((hi - lo) * 0.08, 0.02)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    last = max(data.last_attempt, max(p.attempt for p in data.points), 2)
+
+    def row_of(s: float) -> int:
+        return round((hi - s) / (hi - lo) * (plot_h - 1))
+
+    def col_of(n: int) -> int:
+        return round((n - 1) / (last - 1) * (plot_w - 1))
+
+    grid: list[list[tuple[str, str]]] = [[(EMPTY, "")] * plot_w for _ in range(plot_h)]
+    if data.band is not None:
+        top, bottom = row_of(data.band[1]), row_of(data.band[0])
+        for r in range(max(0, top), min(plot_h, bottom + 1)):
+            grid[r] = [(BAND, "band")] * plot_w
+    if data.target is not None and lo <= data.target <= hi:
+        r = row_of(data.target)
+        grid[r] = [(TARGET, "target")] * plot_w
+    # Best so far per branch: a step line from its first point on.
+    best: dict[int, float] = {}
+    by_col: dict[int, list[ChartPoint]] = {}
+    for p in data.points:
+        by_col.setdefault(col_of(p.attempt), []).append(p)
+    for c in range(plot_w):
+        for p in by_col.get(c, ()):
+            best[p.branch] = max(best.get(p.branch, p.speedup), p.speedup)
+        for branch, s in best.items():
+            grid[row_of(s)][c] = (BEST, f"branch-{branch}")
+    for c, ps in by_col.items():
+        for p in ps:
+            grid[row_of(p.speedup)][c] = (POINT, f"branch-{p.branch}")
+
+    ticks = {0: hi, plot_h - 1: lo, (plot_h - 1) // 2: (hi + lo) / 2}
+    if data.target is not None and lo <= data.target <= hi:
+        ticks[row_of(data.target)] = data.target
+    for r in range(plot_h):
+        label = f"{ticks[r]:6.2f}×┤" if r in ticks else " " * (GUTTER - 1) + "│"
+        rows.append([(label, "axis"), (" ", ""), *_runs(grid[r])])
+    axis = " " * (GUTTER - 1) + "└" + "─" * plot_w
+    last_label = f"#{last}"
+    axis_row = [(axis, "axis")]
+    rows.append(axis_row)
+    span = plot_w - len(last_label) - 2
+    rows.append([(" " * GUTTER + "#1" + " " * max(span, 1) + last_label, "axis")])
+    return rows
+
+
+def _runs(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Merge neighbouring cells of one style into one run."""
+    runs: list[tuple[str, str]] = []
+    for text, key in cells:
+        if runs and runs[-1][1] == key:
+            runs[-1] = (runs[-1][0] + text, key)
+        else:
+            runs.append((text, key))
+    return runs

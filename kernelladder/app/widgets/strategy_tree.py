@@ -1,0 +1,222 @@
+"""The strategy graph as a tree: branches (nested under the attempt they were opened
+from) and their attempts, each with its verdict mark and speedup.
+
+Updated incrementally: a batch adds the new nodes and relabels only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from kernelladder.app import format as fmt
+from kernelladder.app import view as v
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    branch_id: str
+    attempt: int | None = None  # None: the branch node itself
+
+
+# Tree labels are Rich Text: their styles come from component classes, styled in CSS
+# with theme variables.
+BRANCH_STYLES = {
+    v.BRANCH_RUNNING: "running",
+    v.BRANCH_PAUSED: "paused",
+    v.BRANCH_GATED: "gated",
+    v.BRANCH_EXHAUSTED: "muted",
+    v.BRANCH_PRUNED: "pruned",
+    v.BRANCH_STOPPED: "muted",
+}
+VERDICT_STYLES = {"pass": "pass", "fail": "fail", "crash": "crash", "timeout": "fail"}
+PARTS = (
+    "pass",
+    "fail",
+    "crash",
+    "gated",
+    "muted",
+    "pruned",
+    "running",
+    "paused",
+    "strategy",
+    "best",
+    "id",
+)
+
+
+class StrategyTree(Tree[NodeRef]):
+    COMPONENT_CLASSES = Tree.COMPONENT_CLASSES | {f"strategy-tree--{p}" for p in PARTS}
+    DEFAULT_CSS = """
+    StrategyTree {
+        background: $surface;
+        scrollbar-size-vertical: 1;
+    }
+    StrategyTree > .strategy-tree--pass { color: $success; }
+    StrategyTree > .strategy-tree--fail { color: $error; }
+    StrategyTree > .strategy-tree--crash { color: $error; text-style: bold; }
+    StrategyTree > .strategy-tree--gated { color: $warning; text-style: bold; }
+    StrategyTree > .strategy-tree--muted { color: $text-muted; }
+    StrategyTree > .strategy-tree--pruned { color: $text-muted; text-style: strike; }
+    StrategyTree > .strategy-tree--running { color: $success; }
+    StrategyTree > .strategy-tree--paused { color: $warning; }
+    StrategyTree > .strategy-tree--strategy { color: $primary; }
+    StrategyTree > .strategy-tree--best { color: $accent; text-style: bold; }
+    StrategyTree > .strategy-tree--id { text-style: bold; }
+    """
+
+    class Selected(Message):
+        """The highlighted branch / attempt changed."""
+
+        def __init__(self, branch_id: str, attempt: int | None) -> None:
+            super().__init__()
+            self.branch_id = branch_id
+            self.attempt = attempt
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("run", **kwargs)
+        self.show_root = False
+        self.guide_depth = 3
+        self._branch_nodes: dict[str, TreeNode[NodeRef]] = {}
+        self._attempt_nodes: dict[int, TreeNode[NodeRef]] = {}
+        self._branch_seen: dict[str, v.BranchView] = {}
+        self._attempt_seen: dict[int, v.AttemptView] = {}
+        self._speed_measured = False
+        self.follow = True  # keep the newest attempt highlighted until the person moves
+        self._auto_node: TreeNode[NodeRef] | None = None  # where the code (not a person) moved
+
+    # --- updates ---------------------------------------------------------------------
+
+    def show(self, view: v.RunView) -> None:
+        self._speed_measured = view.speed_measured
+        newest: int | None = None
+        for branch in view.branches:
+            node = self._branch_nodes.get(branch.branch_id)
+            if node is None:
+                parent = self._attempt_nodes.get(branch.from_attempt or -1, self.root)
+                node = parent.add(
+                    self._branch_label(branch), data=NodeRef(branch.branch_id), expand=True
+                )
+                self._branch_nodes[branch.branch_id] = node
+                self._branch_seen[branch.branch_id] = branch
+            elif self._branch_seen[branch.branch_id] != branch:
+                node.set_label(self._branch_label(branch))
+                self._branch_seen[branch.branch_id] = branch
+            for n in branch.attempts:
+                attempt = view.attempts.get(n)
+                if attempt is None:
+                    continue
+                leaf = self._attempt_nodes.get(n)
+                if leaf is None:
+                    leaf = node.add(
+                        self._attempt_label(attempt),
+                        data=NodeRef(branch.branch_id, n),
+                        allow_expand=False,
+                        expand=True,
+                    )
+                    self._attempt_nodes[n] = leaf
+                    self._attempt_seen[n] = attempt
+                    newest = n if newest is None else max(newest, n)
+                elif self._attempt_seen[n] != attempt:
+                    leaf.set_label(self._attempt_label(attempt))
+                    self._attempt_seen[n] = attempt
+        if self.follow and newest is not None:
+            self._move_to(self._attempt_nodes[newest])
+        elif self.cursor_node is None and self._branch_nodes:
+            self._move_to(next(iter(self._branch_nodes.values())))
+
+    def reset(self) -> None:
+        """Forget every node (a replay stepped back)."""
+        self.clear()
+        self._branch_nodes.clear()
+        self._attempt_nodes.clear()
+        self._branch_seen.clear()
+        self._attempt_seen.clear()
+
+    def select_attempt(self, attempt: int) -> bool:
+        node = self._attempt_nodes.get(attempt)
+        if node is None:
+            return False
+        self._move_to(node)
+        return True
+
+    def _move_to(self, node: TreeNode[NodeRef]) -> None:
+        self._auto_node = node
+        _ = self.last_line  # lays out the lines, so a node added just now has its line
+        self.move_cursor(node, animate=False)
+
+    # --- labels ----------------------------------------------------------------------
+
+    def _style(self, part: str) -> Style:
+        if not part:
+            return Style()
+        return self.get_component_rich_style(f"strategy-tree--{part}", partial=True)
+
+    def _text(self, *parts: tuple[str, str] | str) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for part in parts:
+            if isinstance(part, str):
+                text.append(part)
+            else:
+                text.append(part[0], self._style(part[1]))
+        return text
+
+    def _branch_label(self, b: v.BranchView) -> Text:
+        best = ""
+        if b.best_attempt is not None:
+            best = f"  best #{b.best_attempt} " + (
+                fmt.speedup(b.best_speedup) if self._speed_measured else "(pass)"
+            )
+        origin = f" from #{b.from_attempt}" if b.from_attempt is not None else ""
+        return self._text(
+            ("★ ", "best") if b.is_best else "",
+            (b.branch_id, "id"),
+            " ",
+            (b.strategy, "strategy"),
+            (origin, "muted"),
+            "  ",
+            (fmt.branch_status(b), BRANCH_STYLES.get(b.state, "")),
+            (best, "pass"),
+        )
+
+    def _attempt_label(self, a: v.AttemptView) -> Text:
+        mark = fmt.attempt_mark(a)
+        if a.state == v.ATTEMPT_JUDGED:
+            style = VERDICT_STYLES.get(a.verdict_kind or "", "fail")
+        elif a.state == v.ATTEMPT_GATED:
+            style = "gated"
+        else:
+            style = "muted"
+        result = fmt.attempt_result(a, self._speed_measured)
+        return self._text(
+            (f"{mark} ", style),
+            (f"#{a.number}", "id"),
+            " ",
+            (result, style),
+            "  ",
+            (a.move, "muted"),
+        )
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        # A new theme: labels hold resolved styles, so draw them again.
+        for branch_id, node in self._branch_nodes.items():
+            node.set_label(self._branch_label(self._branch_seen[branch_id]))
+        for n, node in self._attempt_nodes.items():
+            node.set_label(self._attempt_label(self._attempt_seen[n]))
+
+    # --- selection -------------------------------------------------------------------
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeRef]) -> None:
+        event.stop()
+        ref = event.node.data
+        if ref is None:
+            return
+        if event.node is not self._auto_node:
+            self.follow = False
+        self.post_message(self.Selected(ref.branch_id, ref.attempt))
