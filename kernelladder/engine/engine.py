@@ -203,6 +203,11 @@ class Run:
 
     # --- public ---------------------------------------------------------------------
     @property
+    def started(self) -> bool:
+        """RunStarted (or RunReopened) is logged: steering commands apply from now."""
+        return self._started
+
+    @property
     def finished(self) -> bool:
         return self._finished.is_set()
 
@@ -227,7 +232,6 @@ class Run:
         self._run_called = True
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self._slots = asyncio.Semaphore(max(1, int(self.runner.slots or 1)))
         reason, detail = ev.RULE_ERROR, ""
         try:
             try:
@@ -418,6 +422,8 @@ class Run:
             runner_error = None
         except Exception as exc:
             runner_error = f"the runner did not start: {one_line(exc)}"
+        # after start(): a runner may learn its slot count (GPUs) only then
+        self._slots = asyncio.Semaphore(max(1, int(self.runner.slots or 1)))
         info = self.runner.describe()
         if self._resumed:
             requeued = self._plan_resume()

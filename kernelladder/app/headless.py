@@ -1,0 +1,287 @@
+"""The headless view of a run: a rich live panel on a terminal, plain progress lines
+otherwise. It follows the engine only through its event stream and folds the events
+itself with the engine's fold, exactly as the TUI does (no textual here).
+
+`--gate ask` without the TUI: the view asks on the terminal (approve / veto) and sends
+the answer through the run's steering API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import IO, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.state import RunState, apply, new_state
+
+REFRESH_HZ = 4
+RECENT_ATTEMPTS = 8
+
+_STATUS_STYLE = {
+    "running": "green",
+    "paused": "yellow",
+    "waiting-gate": "magenta",
+    "exhausted": "dim",
+    "pruned": "dim red",
+    "stopped": "dim",
+}
+
+
+def _speed(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}x"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def run_status(state: RunState) -> str:
+    if state.finished:
+        return f"finished: {state.finish_reason}"
+    if state.stopping:
+        return "stopping"
+    if state.paused:
+        return "paused"
+    return "running" if state.started_ts is not None else "starting"
+
+
+def render_state(state: RunState, *, now: float | None = None) -> Group:
+    """The whole panel for one state (also used by `kernelladder replay`)."""
+    speed_note = "" if state.speed_measured else "  [yellow]speed not measured (no GPU)[/]"
+    header = Text.from_markup(
+        f"[bold]{state.op}[/] on {state.device}{' (' + state.gpu + ')' if state.gpu else ''}"
+        f"  proposer [bold]{state.proposer}[/]{' ' + state.model if state.model else ''}"
+        f"  target {_speed(state.target) if state.target else '-'}{speed_note}\n"
+        f"{run_status(state)}  elapsed {_clock(state.elapsed_at(now))}"
+        f"  attempts {state.attempts_used}/{state.setting('max_attempts', '-')}"
+        f"  passed {state.passed}  best {_speed(state.best_speedup)}"
+        f"{' (#' + str(state.best_attempt) + ')' if state.best_attempt else ''}"
+        f"  cost ${state.cost_usd:.2f}"
+    )
+    branches = Table(title="branches", expand=True, title_justify="left")
+    for col in ("id", "strategy", "status", "attempts", "passed", "best"):
+        branches.add_column(col)
+    for b in state.branches.values():
+        status = b.status + (f" ({b.rule})" if b.rule else "")
+        best = _speed(b.best_speedup) if b.best_speedup is not None else (
+            f"#{b.best_attempt}" if b.best_attempt else "-"
+        )  # fmt: skip
+        branches.add_row(
+            b.id, b.strategy, Text(status, style=_STATUS_STYLE.get(b.status, "")),
+            str(len(b.attempts)), str(b.passes), best,
+        )  # fmt: skip
+    recent = Table(title="recent attempts", expand=True, title_justify="left")
+    for col in ("#", "branch", "move", "undo", "result"):
+        recent.add_column(col, overflow="ellipsis", no_wrap=col != "move")
+    for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
+        a = state.attempts[n]
+        if a.verdict == "pass":
+            result = Text(f"pass {a.summary}", style="green")
+        elif a.verdict is not None:
+            result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
+        else:
+            result = Text(a.status + (f" {a.last_progress_gate}" if a.status == "running" else ""))
+        recent.add_row(str(n), a.branch_id, a.move, a.undo_cost, result)
+    parts: list[Any] = [header, branches, recent]
+    for gid in state.pending_gates:
+        g = state.gates[gid]
+        parts.append(
+            Text.from_markup(
+                f"[magenta]gate {gid}[/] {g.branch_id} #{g.attempt}: {g.move} "
+                f"({g.undo_cost}: {g.reason})"
+            )
+        )
+    for notice in state.notices[-3:]:
+        style = {"error": "red", "warning": "yellow"}.get(notice.level, "")
+        parts.append(Text(f"{notice.level}: {notice.message}", style=style))
+    return Group(*parts)
+
+
+def event_line(event: ev.Event, state: RunState) -> str | None:
+    """One plain progress line for an event worth a line (None for the rest)."""
+    e = event
+    if isinstance(e, ev.RunStarted):
+        speed = "" if e.speed_measured else " (speed not measured: no GPU)"
+        return f"run {e.run_id}: {e.op} on {e.device}{speed}, proposer {e.proposer}"
+    if isinstance(e, ev.RunReopened):
+        return f"run resumed; re-running attempts {list(e.requeued_attempts) or 'none'}"
+    if isinstance(e, ev.BranchOpened):
+        origin = f" from #{e.from_attempt}" if e.from_attempt is not None else ""
+        return f"{e.branch_id} opened: {e.strategy}{origin}"
+    if isinstance(e, ev.ProposalReceived):
+        return f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]"
+    if isinstance(e, ev.VerdictReady):
+        if e.verdict == "pass":
+            return f"#{e.attempt} {e.branch_id} pass: {e.summary}"
+        return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
+    if isinstance(e, ev.BestImproved) and e.overall:
+        return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
+    if isinstance(e, ev.GateRaised):
+        return f"gate {e.gate_id}: #{e.attempt} {e.move} is {e.undo_cost}: {e.reason}"
+    if isinstance(e, ev.GateResolved):
+        return f"gate {e.gate_id}: {e.decision} ({e.by}{': ' + e.note if e.note else ''})"
+    if isinstance(e, ev.BranchExhausted):
+        return f"{e.branch_id} done: {e.rule} ({e.detail})"
+    if isinstance(e, ev.BranchPruned):
+        return f"pruned {', '.join(e.pruned or (e.branch_id,))}"
+    if isinstance(e, ev.AttemptRetried):
+        return f"#{e.attempt} retried: {e.reason}"
+    if isinstance(e, ev.AttemptCancelled):
+        return f"#{e.attempt} cancelled: {e.reason}"
+    if isinstance(e, ev.Notice):
+        return f"{e.level}: {e.message}"
+    if isinstance(e, ev.StopRequested):
+        return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
+    if isinstance(e, ev.RunFinished):
+        best = f"best #{e.best_attempt} {_speed(e.best_speedup)}" if e.best_attempt else "no pass"
+        return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
+    return None
+
+
+class TerminalGatePrompt:
+    """Asks on the terminal for `--gate ask` gates, one at a time (stdin must be a TTY)."""
+
+    def __init__(self, run: Any, console: Console, stdin: IO[str] | None = None) -> None:
+        self.run = run
+        self.console = console
+        self.stdin = stdin or sys.stdin
+
+    async def ask(self, gate: ev.GateRaised) -> None:
+        self.console.print(
+            f"[magenta]gate {gate.gate_id}[/] branch {gate.branch_id}, attempt #{gate.attempt}: "
+            f"{gate.move}\n  undo cost {gate.undo_cost}: {gate.reason}"
+        )
+        while True:
+            self.console.print("  approve or veto? [a/v] ", end="")
+            line = await self._readline()
+            if line is None:
+                return  # stdin closed: leave the gate to its timeout or a stop
+            answer = line.strip().lower()
+            if gate.gate_id not in self.run.state.pending_gates:
+                return  # resolved meanwhile (timeout, prune)
+            try:
+                if answer in ("a", "approve", "y", "yes"):
+                    await self.run.approve(gate.gate_id)
+                    return
+                if answer in ("v", "veto", "n", "no"):
+                    await self.run.veto(gate.gate_id, note="vetoed on the terminal")
+                    return
+            except ValueError:
+                return
+
+    async def _readline(self) -> str | None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[str | None] = loop.create_future()
+        fd = self.stdin.fileno()
+
+        def readable() -> None:
+            if not fut.done():
+                line = self.stdin.readline()
+                fut.set_result(line if line else None)
+
+        loop.add_reader(fd, readable)
+        try:
+            return await fut
+        finally:
+            loop.remove_reader(fd)
+
+
+class HeadlessView:
+    """Follows a run's events until it finishes: a rich Live panel when `live`, plain
+    lines otherwise. `prompt` answers ask-gates on the terminal when given."""
+
+    def __init__(
+        self,
+        run: Any,
+        *,
+        stream: IO[str] | None = None,
+        live: bool | None = None,
+        prompt_gates: bool = False,
+    ) -> None:
+        self.run = run
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self.console = Console(file=self.stream, force_terminal=self.live or None, highlight=False)
+        self.state = new_state()
+        self.prompt = TerminalGatePrompt(run, self.console) if prompt_gates else None
+        self._gates: asyncio.Queue[ev.GateRaised] = asyncio.Queue()
+        self._asking: asyncio.Future[None] | None = None
+        self._live_display: Live | None = None
+
+    async def follow(self) -> RunState:
+        sub = self.run.subscribe()
+        if self.live:
+            await self._follow_live(sub)
+        else:
+            async for event in sub:
+                apply(self.state, event)
+                line = event_line(event, self.state)
+                if line:
+                    print(line, file=self.stream, flush=True)
+                self._maybe_queue_gate(event)
+                self._answer_gates()
+        if self._asking is not None:
+            self._asking.cancel()  # the run ended while a question was open
+        return self.state
+
+    def _maybe_queue_gate(self, event: ev.Event) -> None:
+        if self.prompt and isinstance(event, ev.GateRaised) and event.policy == "ask":
+            self._gates.put_nowait(event)
+
+    def _answer_gates(self) -> None:
+        # answered in a task so the event stream keeps flowing while a person thinks
+        if self.prompt is None or self._gates.empty() or self._asking is not None:
+            return
+        self._asking = asyncio.ensure_future(self._drain_gates())
+
+    async def _drain_gates(self) -> None:
+        try:
+            while not self._gates.empty():
+                gate = self._gates.get_nowait()
+                if gate.gate_id in self.run.state.pending_gates:
+                    if self._live_display is not None:
+                        self._live_display.stop()
+                    try:
+                        await self.prompt.ask(gate)  # type: ignore[union-attr]
+                    finally:
+                        if self._live_display is not None:
+                            self._live_display.start()
+        finally:
+            self._asking = None
+
+    async def _follow_live(self, sub: Any) -> None:
+        done = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in sub:
+                apply(self.state, event)
+                self._maybe_queue_gate(event)
+                self._answer_gates()
+            done.set()
+
+        consumer = asyncio.ensure_future(consume())
+        with Live(
+            render_state(self.state), console=self.console, auto_refresh=False, transient=False
+        ) as live:
+            self._live_display = live
+            try:
+                while not done.is_set():
+                    live.update(render_state(self.state, now=time.time()), refresh=True)
+                    try:
+                        await asyncio.wait_for(done.wait(), 1 / REFRESH_HZ)
+                    except TimeoutError:
+                        pass
+                live.update(render_state(self.state), refresh=True)
+            finally:
+                self._live_display = None
+        await consumer
+        if self._asking is not None:
+            self._asking.cancel()

@@ -1,0 +1,335 @@
+"""`kernelladder optimize OP|PROBLEM.py`: a headless optimization run.
+
+A rich live view on a terminal, plain progress lines otherwise; `--json` prints the
+final summary (the same as `kernelladder replay RUN_DIR --json`) as one JSON object on
+stdout, progress then going to stderr. Ctrl-C stops cleanly (in-flight attempts finish
+and are recorded); a second Ctrl-C cancels them (recorded; `--resume` re-runs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kernelladder.cli import UsageError
+
+EXIT_OK, EXIT_FAILURE = 0, 1
+
+# flag dest -> RunOptions field, for the options a resume may change
+_RESUMABLE = {
+    "target": "target",
+    "max_attempts": "max_attempts",
+    "stagnation": "stagnation",
+    "budget_usd": "budget_usd",
+    "time_limit": "time_limit_s",
+    "gate": "gate",
+    "gate_timeout": "gate_timeout_s",
+    "gate_timeout_policy": "gate_timeout_policy",
+    "timeout": "timeout_s",
+}
+# flag dest -> RunOptions field, fixed for the life of a run
+_FIXED = {
+    "proposer": "proposer",
+    "model": "model",
+    "branches": "branches",
+    "device": "device",
+    "min_speedup": "min_speedup",
+    "replay_from": "replay_from",
+}
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a run (shared with `kernelladder-tui`)."""
+    p.add_argument("op", nargs="?", metavar="OP|PROBLEM.py", help="built-in op or problem file")
+    p.add_argument(
+        "--proposer",
+        choices=("search", "api", "code", "replay"),
+        default=None,
+        help="who writes candidates (default: search, offline)",
+    )
+    p.add_argument("--model", default=None, help="model for the api/code proposers")
+    p.add_argument(
+        "--target", type=_positive(float), default=None, help="stop once this speedup is reached"
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=_positive(int),
+        default=None,
+        help="attempts for the whole run (default 40)",
+    )
+    p.add_argument(
+        "--branches",
+        type=_positive(int),
+        default=None,
+        help="strategy branches at once (default 3)",
+    )
+    p.add_argument(
+        "--stagnation",
+        type=_positive(int),
+        default=None,
+        help="attempts without a gain before a branch stops (default 8)",
+    )
+    p.add_argument("--budget-usd", type=_non_negative, default=None, help="spend at most this")
+    p.add_argument(
+        "--time-limit",
+        type=_positive(float),
+        default=None,
+        metavar="S",
+        help="wall-clock budget in seconds",
+    )
+    p.add_argument("--hints", default=None, metavar="FILE", help="global hints for proposers")
+    p.add_argument(
+        "--gate",
+        choices=("ask", "approve", "veto"),
+        default=None,
+        help="what happens to high-undo-cost moves (default ask)",
+    )
+    p.add_argument(
+        "--gate-timeout",
+        type=_positive(float),
+        default=None,
+        metavar="S",
+        help="after S seconds an unanswered gate applies --gate-timeout-policy",
+    )
+    p.add_argument(
+        "--gate-timeout-policy",
+        choices=("approve", "veto"),
+        default=None,
+        help="decision when a gate times out (default veto)",
+    )
+    p.add_argument("--run-dir", default=None, metavar="DIR", help="default runs/<id>")
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue a stopped or killed run")
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=None,
+        metavar="S",
+        help="per-candidate verifier timeout (default 300)",
+    )
+    p.add_argument(
+        "--min-speedup",
+        type=_positive(float),
+        default=None,
+        help="speed gate threshold (default 1.0)",
+    )
+    p.add_argument(
+        "--replay-from",
+        default=None,
+        metavar="DIR",
+        help="proposer replay: the run whose sources to re-propose",
+    )
+    try:
+        from kernelladder.cli.common import add_runner_arguments
+    except ImportError:  # the SSH runner is optional
+        return
+    add_runner_arguments(p)
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "optimize",
+        help="run a headless optimization",
+        description=__doc__.splitlines()[0],
+    )
+    add_run_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.set_defaults(func=run)
+
+
+def _read_hints(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read hints file {path}: {exc.strerror or exc}") from None
+
+
+def _remote(args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
+    try:
+        from kernelladder.cli.common import remote_options, remote_requested
+    except ImportError:
+        return False, {}
+    return remote_requested(args), remote_options(args)
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    """RunOptions for a new run; UsageError for bad combinations."""
+    from kernelladder.engine.options import RunOptions
+
+    if not args.op:
+        raise UsageError("optimize needs an OP (or --resume DIR)")
+    given: dict[str, Any] = {}
+    for dest, name in {**_RESUMABLE, **_FIXED}.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            given[name] = value
+    hints = _read_hints(args.hints)
+    if hints is not None:
+        given["hints"] = hints
+    if args.replay_from and given.setdefault("proposer", "replay") != "replay":
+        raise UsageError("--replay-from goes with --proposer replay")
+    if given.get("proposer") == "replay" and not args.replay_from:
+        raise UsageError("--proposer replay needs --replay-from DIR")
+    remote, remote_config = _remote(args)
+    if remote:
+        given["remote"] = True
+        given["remote_config"] = remote_config
+        given.setdefault("device", "cuda")
+    return RunOptions(op=args.op, run_dir=args.run_dir, **given)
+
+
+def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict[str, Any]:
+    """The resumable options given with --resume; UsageError for a fixed one that differs."""
+    for dest, name in _FIXED.items():
+        value = getattr(args, dest, None)
+        if value is not None and value != recorded.get(name):
+            raise UsageError(f"--{dest.replace('_', '-')} cannot change on resume")
+    if args.op and args.op != recorded.get("op"):
+        raise UsageError(f"--resume continues the run of {recorded.get('op')!r}, not {args.op!r}")
+    if args.run_dir:
+        raise UsageError("--run-dir and --resume do not go together")
+    overrides = {
+        name: getattr(args, dest)
+        for dest, name in _RESUMABLE.items()
+        if getattr(args, dest, None) is not None
+    }
+    hints = _read_hints(args.hints)
+    if hints is not None:
+        overrides["hints"] = hints
+    return overrides
+
+
+def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
+    """create_run / resume_run from the command line; UsageError for bad input."""
+    from kernelladder.engine.engine import create_run, resume_run
+    from kernelladder.engine.log import LogError, read_meta
+    from kernelladder.engine.protocols import ProposerError
+
+    notices: list[str] = []
+    try:
+        from kernelladder.ops.registry import OpLoadError
+    except ImportError:  # pragma: no cover
+        OpLoadError = ValueError  # noqa: N806
+    try:
+        if args.resume:
+            recorded = read_meta(args.resume).get("options") or {}
+            overrides = resume_overrides(args, recorded)
+            gate = overrides.get("gate", recorded.get("gate", "ask"))
+            if gate == "ask" and not interactive:
+                overrides["gate"] = "veto"
+                notices.append(_NO_TTY_GATE)
+            return resume_run(args.resume, overrides=overrides, notices=notices), notices
+        options = options_from_args(args)
+        if options.gate == "ask" and not interactive:
+            options = replace(options, gate="veto")
+            notices.append(_NO_TTY_GATE)
+        return create_run(options, notices=notices), notices
+    except UsageError:
+        raise
+    except (LogError, OpLoadError, ProposerError, ValueError, FileNotFoundError) as exc:
+        raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
+
+
+_NO_TTY_GATE = "--gate ask needs a terminal on stdin to ask; using the veto policy"
+
+
+async def drive(run: Any, view: Any) -> Any:
+    """Run to the end with the view following; Ctrl-C (or SIGTERM) stops cleanly, a
+    second one cancels in-flight attempts. Returns the final state."""
+    loop = asyncio.get_running_loop()
+    presses = 0
+
+    async def stop(cancel: bool) -> None:
+        while not run.started and not run.finished:
+            await asyncio.sleep(0.05)
+        try:
+            await run.stop("user", cancel=cancel)
+        except ValueError:
+            pass  # finished meanwhile
+
+    def interrupted() -> None:
+        nonlocal presses
+        presses += 1
+        if run.finished or presses > 2:
+            return
+        if presses == 1:
+            print("kernelladder: stopping; in-flight attempts finish (Ctrl-C again cancels them)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        asyncio.ensure_future(stop(cancel=presses > 1))
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, interrupted)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    follower = asyncio.ensure_future(view.follow())
+    try:
+        state = await run.run()
+        await follower
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    return state
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelladder.app.headless import HeadlessView
+    from kernelladder.engine import events as ev
+    from kernelladder.engine.summary import summarize
+
+    interactive = sys.stdin.isatty()
+    the_run, _ = build_run(args, interactive=interactive)
+    progress = sys.stderr if args.json else sys.stdout
+    prompt = interactive and the_run.options.gate == "ask"
+    view = HeadlessView(the_run, stream=progress, prompt_gates=prompt)
+    print(f"run dir: {the_run.run_dir}", file=sys.stderr if args.json else progress, flush=True)
+    state = asyncio.run(drive(the_run, view))
+    if args.json:
+        sys.stdout.write(json.dumps(summarize(state)) + "\n")
+        sys.stdout.flush()
+    else:
+        print(f"log: {the_run.run_dir / 'events.jsonl'}", file=progress, flush=True)
+    if the_run.internal_error is not None:
+        err = the_run.internal_error
+        print(f"kernelladder: internal error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    if state.finish_reason == ev.RULE_ERROR:
+        print(f"kernelladder: the run ended on an error: {state.finish_detail}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
