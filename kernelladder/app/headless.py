@@ -9,6 +9,7 @@ the answer through the run's steering API.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from typing import IO, Any
@@ -79,8 +80,11 @@ def render_state(state: RunState, *, now: float | None = None) -> Group:
             str(len(b.attempts)), str(b.passes), best,
         )  # fmt: skip
     recent = Table(title="recent attempts", expand=True, title_justify="left")
-    for col in ("#", "branch", "move", "undo", "result"):
-        recent.add_column(col, overflow="ellipsis", no_wrap=col != "move")
+    recent.add_column("#", no_wrap=True, min_width=3, justify="right")
+    recent.add_column("branch", no_wrap=True, min_width=6)
+    recent.add_column("move", ratio=2, overflow="ellipsis", no_wrap=True)
+    recent.add_column("undo", no_wrap=True, min_width=6)
+    recent.add_column("result", ratio=3, overflow="ellipsis", no_wrap=True)
     for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
         a = state.attempts[n]
         if a.verdict == "pass":
@@ -153,6 +157,7 @@ class TerminalGatePrompt:
         self.run = run
         self.console = console
         self.stdin = stdin or sys.stdin
+        self._buffer = b""
 
     async def ask(self, gate: ev.GateRaised) -> None:
         self.console.print(
@@ -178,14 +183,31 @@ class TerminalGatePrompt:
                 return
 
     async def _readline(self) -> str | None:
+        """One line from stdin without blocking the event loop (our own buffer: a
+        buffered file object would hide lines the loop's reader cannot see)."""
+        if b"\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            return line.decode(errors="replace")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[str | None] = loop.create_future()
         fd = self.stdin.fileno()
 
         def readable() -> None:
-            if not fut.done():
-                line = self.stdin.readline()
-                fut.set_result(line if line else None)
+            if fut.done():
+                return
+            try:
+                data = os.read(fd, 4096)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                fut.set_result(None)
+                return
+            self._buffer += data
+            if b"\n" in self._buffer:
+                line, _, self._buffer = self._buffer.partition(b"\n")
+                fut.set_result(line.decode(errors="replace"))
 
         loop.add_reader(fd, readable)
         try:
