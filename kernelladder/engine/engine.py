@@ -455,6 +455,9 @@ class Run:
         self._started = True
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
+        notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
+        if callable(notice_sink):
+            notice_sink(lambda level, message: self._emit(ev.Notice(level=level, message=message)))
         if runner_error:
             self._emit(ev.Notice(level="error", message=runner_error))
             self._stop_detail = runner_error
