@@ -46,10 +46,27 @@ if device == "cpu":
     extra["TRITON_INTERPRET"] = "1"
 home = tempfile.mkdtemp(prefix="kl-worker-")
 env = worker_env(home, os.environ, extra)
-os.execve(sys.executable, [sys.executable, "-m", "@MODULE@", "--device", device], env)
+argv = [sys.executable, "-m", "@MODULE@", "--device", device, "--scratch", home]
+os.execve(sys.executable, argv, env)
 """.replace("@MODULE@", WORKER_MODULE)
 
-KILL_GROUP = "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)"
+# SIGKILL a worker's process group. "stale" (after a reconnect): only if that group's
+# leader is still one of our workers, so a recycled pid is never hit.
+KILL_GROUP = """\
+import os, signal, sys
+pgid, mode = int(sys.argv[1]), sys.argv[2]
+if mode == "stale":
+    try:
+        with open("/proc/%d/cmdline" % pgid, "rb") as f:
+            if b"kernelladder.verifier.worker" not in f.read():
+                sys.exit(0)
+    except OSError:
+        sys.exit(0)
+try:
+    os.killpg(pgid, signal.SIGKILL)
+except OSError:
+    pass
+"""
 
 
 class RemoteError(Exception):
@@ -229,23 +246,15 @@ def expand_home(path: str, home: str) -> str:
     return path
 
 
-def worker_command(host: HostConfig, *, python: str, tree_path: str, gpu: str, device: str) -> str:
-    """`cd TREE && exec PYTHON -c BOOTSTRAP TREE GPU DEVICE`, wrapped in
-    `docker exec -i CONTAINER sh -c '...'` when a container is set; all values quoted."""
-    inner = " ".join(
-        [
-            "cd",
-            shlex.quote(tree_path),
-            "&&",
-            "exec",
-            shlex.quote(python),
-            "-c",
-            shlex.quote(WORKER_BOOTSTRAP),
-            shlex.quote(tree_path),
-            shlex.quote(gpu),
-            shlex.quote(device),
-        ]
-    )
+def python_command(
+    host: HostConfig, *, python: str, code: str, args: tuple[str, ...] = (), cwd: str | None = None
+) -> str:
+    """`[cd CWD &&] exec PYTHON -c CODE ARGS...` for the box's login shell, wrapped in
+    `docker exec -i CONTAINER sh -c '...'` when a container is set; every word quoted."""
+    words = ["exec", shlex.quote(python), "-c", shlex.quote(code), *map(shlex.quote, args)]
+    if cwd is not None:
+        words = ["cd", shlex.quote(cwd), "&&", *words]
+    inner = " ".join(words)
     if host.container is None:
         return inner
     return " ".join(
@@ -262,15 +271,20 @@ def worker_command(host: HostConfig, *, python: str, tree_path: str, gpu: str, d
     )
 
 
-def kill_command(host: HostConfig, *, python: str, pgid: int) -> str:
-    inner = " ".join(
-        [shlex.quote(python), "-c", shlex.quote(KILL_GROUP), shlex.quote(str(int(pgid)))]
+def worker_command(host: HostConfig, *, python: str, tree_path: str, gpu: str, device: str) -> str:
+    """The command that starts one worker from a synced tree (see WORKER_BOOTSTRAP)."""
+    return python_command(
+        host,
+        python=python,
+        code=WORKER_BOOTSTRAP,
+        args=(tree_path, gpu, device),
+        cwd=tree_path,
     )
-    if host.container is None:
-        return inner
-    return " ".join(
-        ["exec", "docker", "exec", shlex.quote(host.container), "sh", "-c", shlex.quote(inner)]
-    )
+
+
+def kill_command(host: HostConfig, *, python: str, pgid: int, stale: bool = False) -> str:
+    mode = "stale" if stale else "now"
+    return python_command(host, python=python, code=KILL_GROUP, args=(str(int(pgid)), mode))
 
 
 class HostLink:
@@ -287,6 +301,7 @@ class HostLink:
         self.remote_dir: str | None = None
         self.python: str | None = None
         self.last_sync: SyncResult | None = None
+        self.stale_groups: set[int] = set()  # workers left running when the link dropped
 
     @property
     def connected(self) -> bool:
@@ -376,12 +391,20 @@ class HostLink:
         )
         return WorkerCommand(command, self.last_sync.tree_path, gpu, device)
 
-    async def kill_group(self, pgid: int) -> None:
+    async def kill_group(self, pgid: int, *, stale: bool = False) -> None:
         """SIGKILL a worker's whole process group on the box (best effort, bounded)."""
         if self.conn is None or self.lost.is_set() or self.python is None:
+            self.stale_groups.add(pgid)
             return
         with contextlib.suppress(RemoteError):
-            await self.run(kill_command(self.host, python=self.python, pgid=pgid))
+            await self.run(kill_command(self.host, python=self.python, pgid=pgid, stale=stale))
+
+    async def kill_stale_groups(self) -> None:
+        """After a reconnect: kill the workers the dropped link left behind (a hung
+        candidate would otherwise keep its GPU busy)."""
+        groups, self.stale_groups = self.stale_groups, set()
+        for pgid in sorted(groups):
+            await self.kill_group(pgid, stale=True)
 
     async def close(self) -> None:
         conn, self.conn = self.conn, None

@@ -1,0 +1,134 @@
+"""Runner options shared by `check`, `optimize`, `doctor` and `kernelladder-tui`.
+
+    add_runner_arguments(parser)        # --remote and the SSH settings
+    runner = make_runner(args, device)  # LocalRunner, or the SSH runner / pool
+
+A bad remote setting raises UsageError (one line, exit 2); a host that cannot be
+reached is reported when the runner starts (RemoteError, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kernelladder.cli import UsageError
+
+REMOTE_OPTIONS = (
+    ("--ssh-target", "ssh_target", "USER@HOST[:PORT]", "the GPU box (env KL_SSH_TARGET)"),
+    ("--ssh-key", "ssh_key", "PATH", "private key file (env KL_SSH_KEY; key auth only)"),
+    (
+        "--known-hosts",
+        "known_hosts",
+        "PATH",
+        "known_hosts file (env KL_SSH_KNOWN_HOSTS; default ~/.ssh/known_hosts)",
+    ),
+    ("--container", "container", "NAME", "run the worker via `docker exec` (env KL_CONTAINER)"),
+    (
+        "--remote-python",
+        "remote_python",
+        "PATH",
+        "Python on the box (env KL_REMOTE_PYTHON; default ~/kl-venv/bin/python)",
+    ),
+    (
+        "--remote-dir",
+        "remote_dir",
+        "PATH",
+        "where the verifier is synced on the box (env KL_REMOTE_DIR; default ~/work/kernelladder)",
+    ),
+    (
+        "--remote-config",
+        "remote_config",
+        "FILE",
+        "TOML file listing several hosts and their GPUs (env KL_REMOTE_CONFIG)",
+    ),
+    ("--gpus", "remote_gpus", "LIST", "GPU indices on the box, e.g. 0,1 (default 0)"),
+)
+
+
+def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
+    group = parser.add_argument_group("remote verification over SSH (see REMOTE_SETUP.md)")
+    if with_remote_flag:
+        group.add_argument(
+            "--remote",
+            action="store_true",
+            help="verify on the GPU box(es) over SSH (KL_SSH_TARGET or --remote-config)",
+        )
+    for flag, dest, metavar, text in REMOTE_OPTIONS:
+        group.add_argument(flag, dest=dest, metavar=metavar, default=None, help=text)
+
+
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """--remote and its settings, for a command that verifies candidates."""
+    add_remote_arguments(parser, with_remote_flag=True)
+
+
+def remote_requested(args: Any) -> bool:
+    """--remote, or a host given explicitly (--ssh-target / --remote-config imply it)."""
+    return bool(
+        getattr(args, "remote", False)
+        or getattr(args, "ssh_target", None)
+        or getattr(args, "remote_config", None)
+    )
+
+
+def remote_settings(args: Any) -> Any:
+    from kernelladder.engine.remote_config import RemoteSettings
+
+    return RemoteSettings(
+        target=getattr(args, "ssh_target", None),
+        key=getattr(args, "ssh_key", None),
+        known_hosts=getattr(args, "known_hosts", None),
+        container=getattr(args, "container", None),
+        python=getattr(args, "remote_python", None),
+        remote_dir=getattr(args, "remote_dir", None),
+        config=getattr(args, "remote_config", None),
+        gpus=getattr(args, "remote_gpus", None),
+    )
+
+
+def load_remote(args: Any) -> Any:
+    """The RemoteConfig the options and environment describe; UsageError when bad."""
+    from kernelladder.engine.remote_config import RemoteConfigError, load_remote_config
+
+    try:
+        return load_remote_config(remote_settings(args))
+    except RemoteConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def remote_options(args: Any) -> dict[str, Any]:
+    """What RunOptions.remote_config records (so `--resume` reconnects the same way)."""
+    return {
+        dest: getattr(args, dest)
+        for _, dest, _, _ in REMOTE_OPTIONS
+        if getattr(args, dest, None) is not None
+    }
+
+
+def default_device(args: Any) -> str:
+    """--device if given; remote runs default to cuda (the box's GPUs); local to cuda
+    when this machine has one, else the CPU interpreter."""
+    device = getattr(args, "device", None)
+    if device:
+        return device
+    if remote_requested(args):
+        return "cuda"
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def make_runner(args: Any, device: str) -> Any:
+    """A Runner: the SSH runner (one host) or pool (several) when remote verification was
+    asked for, else the local worker pool."""
+    if remote_requested(args):
+        from kernelladder.engine.ssh import make_remote_runner
+
+        return make_remote_runner(load_remote(args), device=device)
+    from kernelladder.engine.runners import LocalRunner
+
+    return LocalRunner(device=device)

@@ -1,0 +1,322 @@
+"""`kernelladder doctor [--remote] [--trust] [--json]`: what a run needs, checked.
+
+Local: Python, torch, triton, numpy, the GPUs and their names, and the optional parts
+(the TUI, the API and SSH clients). With --remote, for each configured host: the SSH
+link (host key, key auth) and its round-trip time, the remote Python with torch, triton
+and its GPUs (inside the container when one is set), the remote directory and whether
+the synced verifier is current. Exit 1 when something a run needs is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kernelladder.cli import UsageError
+from kernelladder.cli.common import add_remote_arguments, load_remote
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+MIN_PYTHON = (3, 11)
+REMOTE_MIN_PYTHON = (3, 10)  # the verifier alone (ops + verifier) runs on older boxes too
+
+# Run by the interpreter being checked (here, or on the box with its login environment);
+# prints one JSON object. The same code for both, so both are judged alike.
+PROBE = """\
+import json, platform, sys
+out = {"python": platform.python_version(), "executable": sys.executable, "gpus": []}
+for name in ("torch", "triton", "numpy"):
+    try:
+        out[name] = getattr(__import__(name), "__version__", "?")
+    except Exception as exc:
+        out[name] = None
+        out[name + "_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
+try:
+    import torch
+    out["cuda"] = bool(torch.cuda.is_available())
+    out["cuda_version"] = torch.version.cuda
+    if out["cuda"]:
+        out["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+except Exception as exc:
+    out["cuda"] = False
+    out["cuda_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    scope: str  # "local" or a host label
+    name: str
+    status: str  # OK | WARN | FAIL
+    detail: str
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "doctor",
+        help="check what a run needs (Python, torch, triton, GPUs; with --remote, the SSH hosts)",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("--remote", action="store_true", help="also check the SSH host(s)")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="add an UNKNOWN host key to known_hosts after showing its fingerprint "
+        "(a changed key is never trusted)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="what remote runs will use: cuda needs the configured GPUs (default), cpu the "
+        "Triton interpreter only",
+    )
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    add_remote_arguments(p, with_remote_flag=False)
+    p.set_defaults(func=run)
+
+
+def run(args: Any) -> int:
+    checks = local_checks()
+    if args.remote or args.ssh_target or args.remote_config:
+        config = load_remote(args)  # UsageError (one line) on a bad setting
+        checks += asyncio.run(
+            remote_checks(config, trust=args.trust, interactive=_tty(), device=args.device)
+        )
+    elif args.trust:
+        raise UsageError("--trust applies to --remote")
+    if args.json:
+        print(json.dumps({"ok": all_ok(checks), "checks": [asdict(c) for c in checks]}, indent=1))
+    else:
+        print_table(checks)
+    return 0 if all_ok(checks) else 1
+
+
+def all_ok(checks: list[Check]) -> bool:
+    return all(c.status != FAIL for c in checks)
+
+
+# --- local ------------------------------------------------------------------------------
+
+
+def local_checks() -> list[Check]:
+    checks = [
+        Check(
+            "local",
+            "python",
+            OK if sys.version_info >= MIN_PYTHON else FAIL,
+            f"{sys.version.split()[0]} ({sys.executable})"
+            + ("" if sys.version_info >= MIN_PYTHON else "; needs >= 3.11"),
+        )
+    ]
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120
+        )
+        probe = json.loads(result.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+        return [*checks, Check("local", "torch", FAIL, f"probe failed: {exc}")]
+    checks += probe_checks("local", probe, min_python=None, gpus_needed=None)
+    for module, why in (
+        ("rich", "terminal output"),
+        ("textual", "the TUI"),
+        ("networkx", "the strategy graph"),
+        ("asyncssh", "--remote"),
+        ("anthropic", "--proposer api"),
+    ):
+        version = _module_version(module)
+        status = OK if version else (FAIL if module in ("rich", "networkx") else WARN)
+        checks.append(Check("local", module, status, version or f"not installed ({why})"))
+    return checks
+
+
+def _module_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def probe_checks(
+    scope: str, probe: dict[str, Any], *, min_python: tuple[int, int] | None, gpus_needed: Any
+) -> list[Check]:
+    """Checks from a PROBE result. gpus_needed: GPU indices a host's config lists (they
+    must exist), or None for the local machine (no GPU: the CPU interpreter is used)."""
+    checks = []
+    if min_python is not None:
+        version = tuple(int(p) for p in str(probe.get("python", "0.0")).split(".")[:2])
+        good = version >= min_python
+        checks.append(
+            Check(
+                scope,
+                "python",
+                OK if good else FAIL,
+                f"{probe.get('python')} ({probe.get('executable')})"
+                + ("" if good else f"; needs >= {'.'.join(map(str, min_python))}"),
+            )
+        )
+    for name in ("torch", "triton", "numpy"):
+        version = probe.get(name)
+        detail = version or f"missing: {probe.get(name + '_error', 'not importable')}"
+        checks.append(Check(scope, name, OK if version else FAIL, detail))
+    gpus = list(probe.get("gpus") or [])
+    if gpus:
+        names = ", ".join(f"{i}: {n}" for i, n in enumerate(gpus))
+        detail = f"{len(gpus)} ({names}); CUDA {probe.get('cuda_version')}"
+        status = OK
+        if gpus_needed is not None:
+            absent = [g for g in gpus_needed if g >= len(gpus)]
+            if absent:
+                status, detail = FAIL, f"configured GPU(s) {absent} absent; the box has {detail}"
+        checks.append(Check(scope, "gpus", status, detail))
+    elif gpus_needed is None:
+        why = probe.get("cuda_error") or "no CUDA device"
+        checks.append(
+            Check(scope, "gpus", WARN, f"none ({why}): the CPU interpreter, speed not measured")
+        )
+    else:
+        why = probe.get("cuda_error") or "torch sees no CUDA device"
+        checks.append(Check(scope, "gpus", FAIL, f"none ({why})"))
+    return checks
+
+
+# --- remote -----------------------------------------------------------------------------
+
+
+async def remote_checks(
+    config: Any, *, trust: bool, interactive: bool, device: str = "cuda"
+) -> list[Check]:
+    checks: list[Check] = []
+    for host in config.hosts:
+        checks += await host_checks(host, trust=trust, interactive=interactive, device=device)
+    return checks
+
+
+async def host_checks(
+    host: Any, *, trust: bool, interactive: bool, device: str = "cuda"
+) -> list[Check]:
+    from kernelladder.engine.ssh_link import (
+        HostKeyError,
+        HostLink,
+        RemoteError,
+        python_command,
+        trust_host_key,
+    )
+
+    scope = host.label
+    checks: list[Check] = []
+    link = HostLink(host)
+    try:
+        try:
+            await link.connect()
+        except HostKeyError as exc:
+            if exc.changed or not trust or exc.key is None:
+                return [Check(scope, "ssh", FAIL, str(exc))]
+            if not _confirm_trust(exc, interactive):
+                return [Check(scope, "ssh", FAIL, f"host key not trusted: {exc}")]
+            trust_host_key(host.known_hosts, exc.host, exc.port, exc.key)
+            checks.append(
+                Check(
+                    scope, "host key", OK, f"trusted {exc.fingerprint}, added to {host.known_hosts}"
+                )
+            )
+            await link.connect()
+        rtt = await link.round_trip_s()
+        checks.append(Check(scope, "ssh", OK, f"{host.target}; round trip {rtt * 1000:.1f} ms"))
+        command = python_command(host, python=link.python or host.python, code=PROBE)
+        result = await link.run(command, timeout_s=max(host.command_timeout_s, 120))
+        where = f"in container {host.container}" if host.container else "on the box"
+        if host.container:
+            status = OK if result.exit_status == 0 else FAIL
+            detail = (
+                f"docker exec into {host.container} works"
+                if status == OK
+                else f"docker exec into {host.container} failed: {_last_line(result.stderr)}"
+            )
+            checks.append(Check(scope, "container", status, detail))
+        try:
+            probe = json.loads(str(result.stdout).strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            checks.append(
+                Check(
+                    scope,
+                    "python",
+                    FAIL,
+                    f"{link.python} {where} did not run: {_last_line(result.stderr)} "
+                    "(set KL_REMOTE_PYTHON; see REMOTE_SETUP.md)",
+                )
+            )
+        else:
+            checks += probe_checks(
+                scope,
+                probe,
+                min_python=REMOTE_MIN_PYTHON,
+                gpus_needed=host.gpus if device == "cuda" else None,
+            )
+        state = await link.sync_state()
+        if not state["exists"]:
+            detail = f"{state['remote_dir']} absent: the first run creates it and sends {state['would_send']} files"
+            status = OK
+        elif state["in_sync"]:
+            detail, status = (
+                f"{state['remote_dir']}: verifier current (tree {state['local_tree']})",
+                OK,
+            )
+        else:
+            detail = (
+                f"{state['remote_dir']}: the next run sends {state['would_send']} changed files"
+            )
+            status = OK
+        checks.append(Check(scope, "remote dir", status, detail))
+    except RemoteError as exc:
+        checks.append(Check(scope, "ssh", FAIL, str(exc)))
+    finally:
+        await link.close()
+    return checks
+
+
+def _confirm_trust(exc: Any, interactive: bool) -> bool:
+    print(f"{exc.host}:{exc.port} presents host key {exc.fingerprint}", file=sys.stderr)
+    if not interactive:
+        return True  # --trust on a non-terminal is the person's consent
+    answer = input("Trust this key and add it to known_hosts? [y/N] ").strip().lower()
+    return answer in ("y", "yes")
+
+
+def _last_line(text: Any) -> str:
+    lines = [line for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _tty() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def print_table(checks: list[Check]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="kernelladder doctor", show_lines=False)
+    table.add_column("where")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    style = {OK: "green", WARN: "yellow", FAIL: "bold red"}
+    for c in checks:
+        table.add_row(
+            escape(c.scope), c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail)
+        )
+    console = Console()
+    console.print(table)
+    failed = [c for c in checks if c.status == FAIL]
+    if failed:
+        console.print(f"[bold red]{len(failed)} check(s) failed[/]: a run needs them")
+    else:
+        console.print("[green]ready[/]")
