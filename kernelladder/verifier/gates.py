@@ -13,13 +13,14 @@ pointer fail.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import platform
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,7 +269,13 @@ class _Run:
         self.recycle = False
         self.flags: list[str] = []
         self.speed: dict[str, Any] = {}
-        self.extra = (("spec", spec), ("spec-class", type(spec)))
+        extra: list[tuple[str, Any]] = [("spec", spec), ("spec-class", type(spec))]
+        problem = getattr(spec, "module", None) if spec.kind == "kernelbench" else None
+        if problem is not None:  # the reference is the problem's Model: guard it too
+            extra.append(("problem", problem))
+            if isinstance(getattr(problem, "Model", None), type):
+                extra.append(("problem-Model", problem.Model))
+        self.extra = tuple(extra)
         self.cand: candidate_mod.LoadedCandidate | None = None
         self.recorder: fence.FenceRecorder | None = None
 
@@ -350,7 +357,7 @@ class _Run:
                 if self._all_passed():
                     self._speed_gate()
             except _Stop:
-                pass
+                self._fence_so_far()
             except _Broken as exc:
                 self.recycle = True
                 self._set("crash", FAIL, f"the GPU context broke: {exc}", error=str(exc))
@@ -375,6 +382,40 @@ class _Run:
             return Outcome(self._verdict(), self.recycle)
         finally:
             candidate_mod.unload(self.cand.module_name)
+
+    def _fence_so_far(self) -> None:
+        """After an early stop, the fence as judged on the calls that returned."""
+        if "fence" in self.results or self.obs.launches == 0 or self.recorder is None:
+            return
+        self._set(
+            "fence",
+            PASS,
+            f"{self.obs.launches} Triton launches over the calls made before the stop; "
+            f"torch ops: {self._ops_text(self.recorder.calls)}",
+            launches=self.obs.launches,
+            torch_ops=dict(self.recorder.calls),
+        )
+
+    @contextlib.contextmanager
+    def _reference_tripwire(self) -> Iterator[list[str]]:
+        """KernelBench: calling the problem's Model.forward during the call is a fence
+        violation (the reference itself)."""
+        hits: list[str] = []
+        model_cls = getattr(getattr(self.spec, "module", None), "Model", None)
+        original = vars(model_cls).get("forward") if isinstance(model_cls, type) else None
+        if self.spec.kind != "kernelbench" or original is None:
+            yield hits
+            return
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            hits.append("Model.forward")
+            return original(*args, **kwargs)
+
+        model_cls.forward = forward
+        try:
+            yield hits
+        finally:
+            model_cls.forward = original
 
     def _entry_text(self) -> str:
         if self.spec.kind == "kernelbench":
@@ -437,7 +478,7 @@ class _Run:
         active = True
         try:
             state.watch_streams = self.cuda
-            with rec:
+            with self._reference_tripwire() as reference_calls, rec:
                 result = self.cand.call(*args)
                 active = rec.is_active()
         except BaseException as exc:
@@ -468,6 +509,8 @@ class _Run:
             raise _Stop
         if not active:
             self._fence_fail(where, extra="the candidate removed the verifier's torch op recorder")
+        if reference_calls:
+            rec.violations["the problem's Model.forward (the reference)"] += len(reference_calls)
         if rec.violations:
             self._fence_fail(where)
         if launches == 0:
@@ -718,8 +761,9 @@ class _Run:
         self._set(
             "correctness",
             PASS,
-            f"{self.obs.trials} trials within tolerance: {len(self.shapes)} shapes x "
-            f"{len(self.seeds)} seeds + a same-pointer trial per shape",
+            f"{self.obs.trials} trials within tolerance: {len(self.shapes)} "
+            f"shape{'s' if len(self.shapes) != 1 else ''} x {len(self.seeds)} seeds "
+            "+ a same-pointer trial per shape",
             shapes=[s.label for s in self.shapes],
             seeds=list(self.seeds),
             trials=self.obs.trials,

@@ -1,0 +1,147 @@
+"""The readable verdict report `kernelladder check` prints (rich; never textual)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kernelladder.verifier.verdict import FAIL, PASS, Verdict
+
+_STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if value < 1 else f"{value:.3f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def gates_table(verdict: Verdict) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, expand=False, show_edge=False, pad_edge=False)
+    table.add_column("gate", style="bold")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for name, result in verdict.gates.items():
+        style = _STATUS_STYLE.get(result.status, "")
+        marker = "▶ " if name == verdict.gate else ""
+        table.add_row(f"{marker}{name}", Text(result.status, style=style), result.detail)
+    return table
+
+
+def timings_table(verdict: Verdict) -> Table | None:
+    if not verdict.timings:
+        return None
+    baseline_names = sorted({k for t in verdict.timings for k in t.baselines_ms})
+    table = Table(title="times (ms, medians, L2 flushed)", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("shape")
+    table.add_column("reference", justify="right")
+    for name in baseline_names:
+        table.add_column(name, justify="right")
+    table.add_column("candidate", justify="right", style="bold")
+    table.add_column("speedup", justify="right")
+    table.add_column("noise", justify="right")
+    table.add_column("floor", justify="right")
+    table.add_column("of floor", justify="right")
+    for t in verdict.timings:
+        table.add_row(
+            t.label,
+            _ms(t.reference_ms),
+            *[_ms(t.baselines_ms.get(name)) for name in baseline_names],
+            _ms(t.candidate_ms),
+            _x(t.speedup),
+            _pct(t.noise),
+            _ms(t.floor_ms),
+            _pct(t.floor_fraction),
+        )
+    return table
+
+
+def feedback_panel(verdict: Verdict) -> Panel:
+    fb = verdict.feedback
+    body = Text()
+    for label, value in (("EXPECTED", fb.expected), ("SAW", fb.saw)):
+        body.append(f"{label:10}", style="bold")
+        body.append(f"{value or '-'}\n")
+    body.append(f"{'DEAD ENDS':10}", style="bold")
+    body.append(("\n" + " " * 10).join(fb.dead_ends) if fb.dead_ends else "-")
+    if fb.fence:
+        body.append("\nFENCE\n", style="bold")
+        body.append(fb.fence, style="dim")
+    return Panel(body, title="feedback", title_align="left", border_style="cyan")
+
+
+def _failure_evidence(verdict: Verdict) -> Any:
+    if verdict.gate is None:
+        return None
+    result = verdict.gates.get(verdict.gate)
+    if result is None:
+        return None
+    ev = result.evidence or {}
+    parts: list[Any] = []
+    if ev.get("traceback"):
+        parts.append(Text(str(ev["traceback"]), style="red"))
+    if ev.get("stderr_tail"):
+        parts.append(Text("worker stderr (last lines):", style="bold"))
+        parts.append(Text("\n".join(str(line) for line in ev["stderr_tail"][-10:]), style="dim"))
+    if ev.get("offending_ops"):
+        parts.append(Text("offending torch ops: " + ", ".join(ev["offending_ops"])))
+    if ev.get("altered"):
+        parts.append(Text("altered: " + ", ".join(ev["altered"])))
+    if ev.get("problems"):
+        parts.append(Text("\n".join(f"{k}: {v}" for k, v in ev["problems"].items())))
+    if not parts:
+        return None
+    return Panel(
+        Group(*parts), title=f"{verdict.gate} evidence", title_align="left", border_style="red"
+    )
+
+
+def summary_line(verdict: Verdict) -> Text:
+    style = "bold green" if verdict.passed else "bold red"
+    text = Text()
+    text.append(" PASS " if verdict.passed else " FAIL ", style=f"reverse {style}")
+    text.append(f"  {verdict.op} on {verdict.device}", style="bold")
+    if verdict.gate:
+        text.append(f"  failed at {verdict.gate}", style=style)
+    if verdict.speedup is not None:
+        text.append(f"  speedup {verdict.speedup:.3f}x")
+    if verdict.speedup_vs:
+        vs = ", ".join(f"{v:.2f}x vs {k}" for k, v in sorted(verdict.speedup_vs.items()))
+        text.append(f" ({vs})")
+    if verdict.floor_fraction is not None:
+        text.append(f"  {verdict.floor_fraction:.0%} of floor (largest shape)")
+    if verdict.flags:
+        text.append(f"  flags: {', '.join(verdict.flags)}", style="yellow")
+    text.append(f"  [{verdict.elapsed_s:.1f} s]", style="dim")
+    return text
+
+
+def render(verdict: Verdict, console: Console | None = None) -> None:
+    """Print the whole report."""
+    out = console or Console()
+    out.print(summary_line(verdict))
+    out.print(gates_table(verdict))
+    evidence = _failure_evidence(verdict)
+    if evidence is not None:
+        out.print(evidence)
+    times = timings_table(verdict)
+    if times is not None:
+        out.print(times)
+    env = verdict.environment
+    if env:
+        bits = [f"{k} {env[k]}" for k in ("gpu", "torch", "triton", "python") if env.get(k)]
+        out.print(Text(" · ".join(bits), style="dim"))
+    out.print(feedback_panel(verdict))

