@@ -42,6 +42,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--no-baselines", action="store_true", help="skip library/torch.compile baselines"
     )
+    from kernelladder.cli.common import add_runner_arguments  # --remote and the SSH settings
+
+    add_runner_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -96,6 +99,7 @@ def _progress_printer(enabled: bool) -> Any:
 
 def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
     """The one place a verdict is obtained (a remote runner can replace this function)."""
+    from kernelladder.cli.common import remote_requested, verify_remote
     from kernelladder.verifier.client import verify_sync
 
     request = {
@@ -107,6 +111,8 @@ def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
     }
     show = _progress_printer(not args.json and sys.stderr.isatty())
     try:
+        if remote_requested(args):
+            return verify_remote(args, request, on_progress=show)
         return verify_sync(request, device=args.device, timeout_s=args.timeout, on_progress=show)
     finally:
         if show is not None:
@@ -151,7 +157,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     op_wire = _resolve_op(args.op)
     source = _read_text(args.candidate, "candidate file")
-    if args.device is None:
+    from kernelladder.cli.common import default_device, load_remote, remote_requested
+
+    if remote_requested(args):
+        load_remote(args)  # a bad remote setting: one line, exit 2, before any work
+        args.device = default_device(args)  # remote: the box's GPU unless --device cpu
+    elif args.device is None:
         args.device = _default_device()
     elif args.device == "cuda" and _default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")

@@ -122,6 +122,46 @@ def default_device(args: Any) -> str:
         return "cpu"
 
 
+def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -> Any:
+    """One candidate through the remote runner (for `kernelladder check --remote`).
+    request: the check's verify request (op, source, device, min_speedup, baselines);
+    args.timeout is the wall-clock limit. A remote failure (host key, unreachable box,
+    worker that does not start) raises WorkerUnavailable with one line."""
+    import asyncio
+    from dataclasses import replace
+
+    from kernelladder.engine.protocols import RunnerLost, VerifyRequest
+    from kernelladder.engine.ssh_link import RemoteError
+    from kernelladder.verifier.client import WorkerUnavailable
+
+    config = load_remote(args)
+    first = config.hosts[0]  # one candidate needs one worker: the first GPU of the first host
+    config = replace(config, hosts=(replace(first, gpus=first.gpus[:1]),))
+    verify_request = VerifyRequest(
+        op=request["op"],
+        source=request["source"],
+        device=request.get("device") or "cuda",
+        min_speedup=float(request.get("min_speedup", 1.0)),
+        timeout_s=float(getattr(args, "timeout", None) or 300.0),
+        baselines=bool(request.get("baselines", True)),
+    )
+
+    async def once() -> Any:
+        from kernelladder.engine.ssh import make_remote_runner
+
+        runner = make_remote_runner(config, device=verify_request.device)
+        try:
+            await runner.start()
+            return await runner.verify(verify_request, on_progress=on_progress)
+        finally:
+            await runner.close()
+
+    try:
+        return asyncio.run(once())
+    except (RemoteError, RunnerLost) as exc:
+        raise WorkerUnavailable(f"remote: {' '.join(str(exc).split())}") from None
+
+
 def make_runner(args: Any, device: str) -> Any:
     """A Runner: the SSH runner (one host) or pool (several) when remote verification was
     asked for, else the local worker pool."""

@@ -145,7 +145,14 @@ class _Host:
 class PoolRunner:
     """The engine's Runner over one or more SSH hosts; one slot per configured GPU."""
 
-    def __init__(self, config: RemoteConfig, *, device: str = "cuda", root: Any = None):
+    def __init__(
+        self,
+        config: RemoteConfig,
+        *,
+        device: str = "cuda",
+        root: Any = None,
+        reconnect_delays_s: tuple[float, ...] = RECONNECT_DELAYS_S,
+    ):
         if not config.hosts:
             raise ValueError("a remote runner needs at least one host")
         self.config = config
@@ -156,6 +163,7 @@ class PoolRunner:
             else f"pool:{len(config.hosts)}"
         )
         self.retries = 0  # attempts lost to a dropped link (each one re-run by the engine)
+        self.reconnect_delays_s = tuple(reconnect_delays_s)
         self._notice_sink: NoticeFn | None = None
         self._pending_notices: list[tuple[str, str]] = []
         self._hosts = [_Host(h, HostLink(h, root=root)) for h in config.hosts]
@@ -294,7 +302,7 @@ class PoolRunner:
             if host.link.connected:
                 return True
             last = ""
-            for delay in RECONNECT_DELAYS_S:
+            for delay in self.reconnect_delays_s:
                 try:
                     await host.link.connect()
                     await host.link.kill_stale_groups()
