@@ -155,12 +155,14 @@ async def test_round_trip_and_run(sshd, tmp_path):  # noqa: F811
         await link.close()
 
 
-async def read_first_line(link: HostLink, command: str) -> tuple[str, str]:
+async def read_first_line(link: HostLink, command: str) -> str:
+    """The worker bootstrap's first line (its process group); then the group is killed."""
     async with link.conn.create_process(command) as process:
         line = await asyncio.wait_for(process.stdout.readline(), 30)
-        process.stdin.write_eof()
-        _, stderr = await asyncio.wait_for(process.communicate(), 60)
-        return line, stderr
+        await link.kill_group(json.loads(line)["pgid"])
+        await asyncio.wait_for(process.wait(), 30)
+        assert process.exit_signal is not None and process.exit_signal[0] == "KILL"
+        return line
 
 
 async def test_shell_metacharacters_in_config_do_not_inject(sshd, tmp_path):  # noqa: F811
@@ -170,7 +172,7 @@ async def test_shell_metacharacters_in_config_do_not_inject(sshd, tmp_path):  # 
     try:
         result = await link.sync()
         assert result.tree_path.startswith(hostile_dir)  # the directory is literally named so
-        line, _ = await read_first_line(link, link.worker_command(gpu="0", device="cpu").command)
+        line = await read_first_line(link, link.worker_command(gpu="0", device="cpu").command)
         assert json.loads(line)["type"] == "kl-pgid"  # the bootstrap ran from that tree
         assert not pwned.exists() and not Path(f"{pwned}2").exists()
     finally:
@@ -199,7 +201,7 @@ async def test_container_wraps_the_worker_in_docker_exec(sshd, tmp_path):  # noq
     try:
         sync = await link.sync()
         before = len(sshd.docker_calls())
-        line, _ = await read_first_line(link, link.worker_command(gpu="3", device="cpu").command)
+        line = await read_first_line(link, link.worker_command(gpu="3", device="cpu").command)
         call = sshd.docker_calls()[before]
         assert call[:4] == ["exec", "-i", FAKE_CONTAINER, "sh"] and call[4] == "-c"
         assert call[5].startswith(f"cd {sync.tree_path} && exec {sys.executable} -c ")

@@ -387,16 +387,15 @@ class PoolRunner:
 class SSHRunner(PoolRunner):
     """The runner for one SSH host (its slots are its GPUs)."""
 
-    def __init__(self, host: HostConfig, *, device: str = "cuda", root: Any = None):
-        super().__init__(RemoteConfig(hosts=(host,)), device=device, root=root)
+    def __init__(self, host: HostConfig, *, device: str = "cuda", **options: Any):
+        super().__init__(RemoteConfig(hosts=(host,)), device=device, **options)
 
 
-def make_remote_runner(
-    config: RemoteConfig, *, device: str = "cuda", root: Any = None
-) -> PoolRunner:
+def make_remote_runner(config: RemoteConfig, *, device: str = "cuda", **options: Any) -> PoolRunner:
+    """SSHRunner for one host, PoolRunner for several (options: root, reconnect_delays_s)."""
     if len(config.hosts) == 1:
-        return SSHRunner(config.hosts[0], device=device, root=root)
-    return PoolRunner(config, device=device, root=root)
+        return SSHRunner(config.hosts[0], device=device, **options)
+    return PoolRunner(config, device=device, **options)
 
 
 def _one_line(exc: BaseException) -> str:
