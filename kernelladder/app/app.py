@@ -8,6 +8,7 @@ action is an event in the log and shows up in replays.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -284,6 +285,7 @@ class MainScreen(Screen):
         self.selected_branch: str | None = None
         self.selected_attempt: int | None = None
         self._before_seq: int | None = None
+        self._bindings_key: tuple | None = None
 
     # --- layout ----------------------------------------------------------------------
 
@@ -334,7 +336,15 @@ class MainScreen(Screen):
         if self.selected_branch is not None and view.branch(self.selected_branch) is None:
             self.selected_branch = None
         self._show_attempt(rewind=rewind)
-        self.refresh_bindings()
+        self.bindings_may_change()
+
+    def bindings_may_change(self) -> None:
+        """Refresh the footer only when what check_action depends on changed: a footer
+        refresh rebuilds its keys, far too costly to do for every batch."""
+        key = (self.view.state, self.kl_app.run_over)
+        if key != self._bindings_key:
+            self._bindings_key = key
+            self.refresh_bindings()
 
     def _show_attempt(self, *, rewind: bool = False) -> None:
         self.query_one(AttemptPanel).show(
@@ -357,7 +367,6 @@ class MainScreen(Screen):
             branch = self.view.branch(event.branch_id)
             self.selected_attempt = branch.attempts[-1] if branch and branch.attempts else None
         self._show_attempt()
-        self.refresh_bindings()
 
     @on(GatesPanel.GateChosen)
     def _gate_chosen(self, event: GatesPanel.GateChosen) -> None:
@@ -767,6 +776,9 @@ class KernelLadderApp(App[int]):
     # --- start ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        # What exists now (imports, the DOM) lives as long as the app: keep the garbage
+        # collector's full passes off it, or they stall the screen under a busy run.
+        gc.freeze()
         self.push_screen(self.main)
         if self.bridge is not None:
             self._start_bridge(self.bridge)
@@ -811,7 +823,7 @@ class KernelLadderApp(App[int]):
             self._notify_events(message.events)
             if message.finished:
                 self.run_over = True
-                self.main.refresh_bindings()
+                self.main.bindings_may_change()
         finally:
             if self.bridge is not None:
                 self.bridge.batch_handled()
@@ -873,7 +885,7 @@ class KernelLadderApp(App[int]):
             self.notify(line, title=f"{worker.description} failed", severity="error", timeout=15)
             if worker.group == "engine":
                 self.run_over = True
-                self.main.refresh_bindings()
+                self.main.bindings_may_change()
         elif event.state == WorkerState.SUCCESS and worker.group == "engine":
             self.run_over = True
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from kernelladder.app import view as v
 from kernelladder.app.view import EMPTY_VIEW, RunView
@@ -129,12 +128,6 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
 # --- attempt logs ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LogLine:
-    seq: int
-    text: str
-
-
 def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | None:
     """(attempt, line) for events that belong in an attempt's live log."""
     t = _stamp(event, started_ts)
@@ -169,12 +162,26 @@ def _stamp(event: ev.Event, started_ts: float | None) -> str:
 
 
 class AttemptLogs:
-    """Each attempt's log lines with the seq of the event that wrote them."""
+    """Each attempt's log lines with the seq of the event that wrote them.
+
+    Kept as two flat lists per attempt (ints and strings), not one object per line: a
+    busy run writes tens of thousands of lines, and objects the garbage collector must
+    track make its full passes long enough to be felt as a stutter.
+    """
 
     def __init__(self) -> None:
-        self._lines: dict[int, list[LogLine]] = {}
+        self._seqs: dict[int, list[int]] = {}
+        self._texts: dict[int, list[str]] = {}
         self._gate_attempt: dict[str, int] = {}
         self.started_ts: float | None = None
+
+    def _append(self, attempt: int, seq: int, text: str) -> None:
+        seqs = self._seqs.get(attempt)
+        if seqs is None:
+            seqs = self._seqs[attempt] = []
+            self._texts[attempt] = []
+        seqs.append(seq)
+        self._texts[attempt].append(text)
 
     def add(self, event: ev.Event) -> int | None:
         """Record the event's line; returns the attempt it belongs to, if any."""
@@ -186,28 +193,30 @@ class AttemptLogs:
             attempt = self._gate_attempt.get(event.gate_id)
             if attempt is None:
                 return None
-            t = _stamp(event, self.started_ts)
             note = f" ({event.note})" if event.note else ""
-            line = f"{t}gate {event.gate_id}: {event.decision} by {event.by}{note}"
-            self._lines.setdefault(attempt, []).append(LogLine(event.seq, line))
+            line = f"{_stamp(event, self.started_ts)}gate {event.gate_id}: {event.decision} by {event.by}{note}"
+            self._append(attempt, event.seq, line)
             return attempt
         found = log_line(event, self.started_ts)
         if found is None:
             return None
         attempt, line = found
-        self._lines.setdefault(attempt, []).append(LogLine(event.seq, line))
+        self._append(attempt, event.seq, line)
         return attempt
 
-    def lines(self, attempt: int, before_seq: int | None = None) -> list[str]:
-        """The attempt's lines, only those written by events with seq < before_seq."""
-        lines = self._lines.get(attempt, [])
+    def lines(self, attempt: int, before_seq: int | None = None, start: int = 0) -> list[str]:
+        """The attempt's lines from index `start`, only those written by events with
+        seq < before_seq."""
+        texts = self._texts.get(attempt)
+        if not texts:
+            return []
+        end = len(texts)
         if before_seq is not None:
-            cut = bisect.bisect_left([ln.seq for ln in lines], before_seq)
-            lines = lines[:cut]
-        return [ln.text for ln in lines]
+            end = bisect.bisect_left(self._seqs[attempt], before_seq)
+        return texts[start:end]
 
     def count(self, attempt: int) -> int:
-        return len(self._lines.get(attempt, ()))
+        return len(self._texts.get(attempt, ()))
 
 
 # --- live fold ------------------------------------------------------------------------

@@ -2,15 +2,18 @@
 and answers the RunControl commands by recording their events, like the engine does.
 
 A test double for what a test or a benchmark cannot get from the real engine: an exact,
-repeatable event stream (thousands of events a second for the load bench). It writes
-no files unless given a run directory, and then only events.jsonl.
+repeatable event stream (thousands of events a second for the load bench). Like the
+engine, it keeps no event objects in memory once published (the log is kept as JSON
+lines), so the app under test carries the same memory as with the real engine. It
+writes no files unless given a run directory, and then only events.jsonl.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,13 +34,15 @@ class ScriptedRun:
         clock=time.time,
         chunk: int = 50,
     ) -> None:
-        self.script = list(script)
+        self.script = script  # consumed lazily
         self.rate = rate  # events per second; None: as fast as the loop allows
         self.hold_open = hold_open
         self.run_dir = Path(run_dir) if run_dir else None
         self.clock = clock
         self.chunk = chunk
-        self.log: list[ev.Event] = []
+        self.log_lines: list[str] = []  # every published event, as its JSON line
+        self._gates: set[str] = set()  # pending
+        self._branch_list: list[str] = []
         self._subscribers: list[asyncio.Queue] = []
         self._stopped: asyncio.Event | None = None
         self._finished = False
@@ -46,16 +51,31 @@ class ScriptedRun:
 
     # --- publishing ------------------------------------------------------------------
 
+    @property
+    def log(self) -> list[ev.Event]:
+        """Every published event (rebuilt from the JSON lines)."""
+        return [ev.event_from_dict(json.loads(line)) for line in self.log_lines]
+
+    @property
+    def published(self) -> int:
+        return len(self.log_lines)
+
     def _publish(self, event: ev.Event) -> ev.Event:
-        event = replace(event, seq=len(self.log), ts=self.clock())
-        self.log.append(event)
+        event = replace(event, seq=len(self.log_lines), ts=self.clock())
+        line = event.to_json()
+        self.log_lines.append(line)
         if self._file is not None:
-            self._file.write(event.to_json() + "\n")
+            self._file.write(line + "\n")
             self._file.flush()
         for q in self._subscribers:
             q.put_nowait(event)
         if isinstance(event, ev.BranchOpened):
             self._branches += 1
+            self._branch_list.append(event.branch_id)
+        elif isinstance(event, ev.GateRaised):
+            self._gates.add(event.gate_id)
+        elif isinstance(event, ev.GateResolved):
+            self._gates.discard(event.gate_id)
         return event
 
     async def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[ev.Event]:
@@ -111,12 +131,10 @@ class ScriptedRun:
     # --- RunControl ------------------------------------------------------------------
 
     def _pending_gates(self) -> set[str]:
-        raised = {e.gate_id for e in self.log if isinstance(e, ev.GateRaised)}
-        resolved = {e.gate_id for e in self.log if isinstance(e, ev.GateResolved)}
-        return raised - resolved
+        return self._gates
 
     def _branch_ids(self) -> list[str]:
-        return [e.branch_id for e in self.log if isinstance(e, ev.BranchOpened)]
+        return self._branch_list
 
     def _check_live(self) -> None:
         if self._finished:
@@ -280,22 +298,22 @@ def demo_script(
     return out
 
 
-def load_script(total: int, *, attempts: int = 50, branches: int = 3) -> list[ev.Event]:
+def load_script(total: int, *, attempts: int = 50, branches: int = 3) -> Iterator[ev.Event]:
     """`total` events, nearly all attempt log lines spread over `attempts` attempts: the
-    shape of a busy run, for the load bench."""
-    out: list[ev.Event] = [
-        ev.RunStarted(run_id="load", op="rmsnorm", proposer="search", device="cpu")
-    ]
+    shape of a busy run, for the load bench. A generator: nothing is held in memory."""
+    yield ev.RunStarted(run_id="load", op="rmsnorm", proposer="search", device="cpu")
     ids = [f"b{i + 1}" for i in range(branches)]
     for i, bid in enumerate(ids):
-        out.append(ev.BranchOpened(branch_id=bid, strategy=f"strategy-{i + 1}"))
-    per_attempt = max(1, (total - len(out)) // attempts)
+        yield ev.BranchOpened(branch_id=bid, strategy=f"strategy-{i + 1}")
+    made = 1 + branches
+    per_attempt = max(1, (total - made) // attempts)
     n = 0
-    while len(out) < total:
-        if n == 0 or (len(out) - 1) % per_attempt == 0:
+    while made < total:
+        made += 1
+        if n == 0 or (made - 2) % per_attempt == 0:
             n += 1
             bid = ids[n % branches]
-            out.append(
+            yield (
                 ev.ProposalReceived(
                     branch_id=bid,
                     attempt=n,
@@ -309,5 +327,64 @@ def load_script(total: int, *, attempts: int = 50, branches: int = 3) -> list[ev
                 )
             )
             continue
-        out.append(ev.AttemptProgress(attempt=n, gate="speed", message=f"line {len(out)}"))
-    return out[:total]
+        yield ev.AttemptProgress(attempt=n, gate="speed", message=f"line {made}")
+
+
+# --- load measurement (bench/tui_load.py and tests/test_tui_load.py) -----------------------
+
+
+async def measure_load(
+    *,
+    rate: float = 5_000,
+    seconds: float = 10.0,
+    press_every: float = 0.1,
+    size: tuple[int, int] = (160, 48),
+) -> dict:
+    """Runs the app on a ScriptedRun emitting `rate` events/s for `seconds`, pressing a
+    key every `press_every` s and timing how long the app takes to act on it. Returns
+    the latencies (ms) and whether every event reached the fold."""
+    from textual import events as tevents
+
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.app.widgets.attempt_panel import AttemptPanel
+
+    total = int(rate * seconds)
+    run = ScriptedRun(load_script(total), rate=rate, hold_open=False)
+    app = KernelLadderApp(run=run, frozen=True)
+    latencies: list[float] = []
+    tabs = ("tab-verdict", "tab-log")
+    async with app.run_test(size=size) as pilot:
+        panel = app.main.query_one(AttemptPanel)
+        start = time.monotonic()
+        i = 0
+        while not app.run_over and time.monotonic() - start < seconds * 3 + 10:
+            want = tabs[i % 2]
+            key = "2" if want == "tab-verdict" else "1"
+            sent = time.perf_counter()
+            app.post_message(tevents.Key(key, key))
+            while panel.active != want:
+                await asyncio.sleep(0.001)
+                if time.perf_counter() - sent > 5:
+                    break
+            latencies.append((time.perf_counter() - sent) * 1000)
+            i += 1
+            await asyncio.sleep(press_every)
+        await pilot.pause(0.2)
+        bridge = app.bridge
+        result = {
+            "events_emitted": run.published,
+            "events_folded": app.fold.folded,
+            "events_pumped": bridge.events_pumped if bridge else 0,
+            "batches": bridge.batches_delivered if bridge else 0,
+            "largest_batch": bridge.largest_batch if bridge else 0,
+            "latencies_ms": latencies,
+            "wall_s": time.monotonic() - start,
+        }
+    return result
+
+
+def percentiles(values: Sequence[float], points=(50, 90, 95, 99, 100)) -> dict[int, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {p: ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] for p in points}

@@ -82,7 +82,7 @@ class AttemptPanel(Vertical):
             lines = self.logs.lines(attempt, before_seq) if attempt is not None else []
             log.show_attempt(attempt, lines)
         elif attempt is not None and self.logs.count(attempt) > log.shown:
-            log.append(self.logs.lines(attempt, before_seq)[log.shown :])
+            log.append(self.logs.lines(attempt, before_seq, start=log.shown))
         self._refresh_tab(self.active)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:

@@ -1,0 +1,338 @@
+"""Every steering action, end to end: the key press, the command sent through the
+engine's RunControl, the event recorded in the run's log, the screen changed.
+
+The engine is the real one (kernelladder.engine.engine.Run). Its runner and proposer are
+test doubles, because this machine has no GPU (no speedup exists here) and no model:
+the runner is the engine tests' ScriptedRunner (verdicts read from a marker line in the
+candidate), and HeldProposer below hands out scripted moves per branch and then waits,
+so the run stays live while the test steers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from test_engine_doubles import ScriptedRunner, move, scripted_op
+
+from kernelladder.app.app import KernelLadderApp
+from kernelladder.app.modals.confirm import ConfirmScreen
+from kernelladder.app.modals.gate_prompt import GatePrompt
+from kernelladder.app.modals.help_screen import HelpScreen
+from kernelladder.app.modals.hints_editor import HintsEditor
+from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.widgets.strategy_tree import StrategyTree
+from kernelladder.engine import events as ev
+from kernelladder.engine.engine import create_run
+from kernelladder.engine.log import read_events
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.protocols import Proposal
+
+SIZE = (150, 44)
+
+
+class HeldProposer:
+    """Proposer double: scripted moves per branch, then it waits (cancellable) so the
+    branch stays open for steering."""
+
+    name = "scripted"
+
+    def __init__(self, moves: dict[str, list[Proposal]]) -> None:
+        self.moves = {k: list(v) for k, v in moves.items()}
+        self.count = 0
+
+    def strategies(self, op, k: int) -> list[str]:
+        return ["alpha", "beta", "gamma"][:k]
+
+    async def propose(self, ctx) -> Proposal:
+        queue = self.moves.get(ctx.branch_id) or []
+        if not queue:
+            await asyncio.Event().wait()
+        p = queue.pop(0)
+        self.count += 1
+        return Proposal(**{**p.__dict__, "source": p.source + f"# n{self.count}\n"})
+
+
+def live_app(tmp_path: Path, *, gate: str = "ask") -> tuple[KernelLadderApp, object]:
+    proposer = HeldProposer(
+        {
+            "b1": [move("pass 1.2", "BLOCK 256"), move("pass 1.4", "two-pass", undo="high")],
+            "b2": [move("pass 1.1", "4 warps")],
+        }
+    )
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=2, gate=gate, device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=20, stagnation=20,
+    )  # fmt: skip
+    run = create_run(options, runner=ScriptedRunner(device="cuda"), proposer=proposer,
+                     op=scripted_op())  # fmt: skip
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    return app, run
+
+
+async def until(pilot, predicate, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def logged(run, kind: type[ev.Event]) -> list[ev.Event]:
+    return [e for e in read_events(run.run_dir) if isinstance(e, kind)]
+
+
+async def ready(pilot, app, run) -> None:
+    """Both branches judged their first attempts and b1's risky move waits at gate g1."""
+    await until(pilot, lambda: app.main.view.gate("g1") is not None, "gate g1")
+    await until(pilot, lambda: app.main.view.attempts_judged >= 2, "two verdicts")
+
+
+def select(app, attempt: int | None = None, branch: str | None = None) -> None:
+    tree = app.main.query_one(StrategyTree)
+    tree.follow = False
+    if attempt is not None:
+        assert tree.select_attempt(attempt)
+    else:
+        node = tree._branch_nodes[branch]
+        tree.move_cursor(node, animate=False)
+
+
+def tree_text(app) -> str:
+    return "\n".join(app.main.screen_state()["tree"])
+
+
+async def test_prune_asks_then_prunes_the_branch(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        select(app, branch="b2")
+        await pilot.pause()
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: logged(run, ev.BranchPruned), "BranchPruned in the log")
+        assert ("prune", ("b2",)) in app.commands_sent
+        pruned = logged(run, ev.BranchPruned)[0]
+        assert (pruned.branch_id, pruned.by) == ("b2", "user")
+        await until(pilot, lambda: "b2 beta  pruned" in tree_text(app), "pruned on screen")
+
+
+async def test_global_hints_editor_records_hint(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("h")
+        assert isinstance(app.screen, HintsEditor) and app.screen.scope == "global"
+        await pilot.press(*"use rows", "ctrl+s")
+        await until(pilot, lambda: logged(run, ev.HintEdited), "HintEdited in the log")
+        hint = logged(run, ev.HintEdited)[0]
+        assert (hint.text, hint.branch_id, hint.by) == ("use rows", None, "user")
+        await until(pilot, lambda: app.main.view.hints == "use rows", "hints in the state")
+
+
+async def test_branch_hints_editor_records_hint_for_selected_branch(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        select(app, branch="b2")
+        await pilot.pause()
+        await pilot.press("H")
+        assert isinstance(app.screen, HintsEditor) and app.screen.scope == "b2"
+        await pilot.press(*"no atomics", "ctrl+s")
+        await until(pilot, lambda: logged(run, ev.HintEdited), "HintEdited in the log")
+        hint = logged(run, ev.HintEdited)[0]
+        assert (hint.text, hint.branch_id) == ("no atomics", "b2")
+        await until(pilot, lambda: app.main.view.branch("b2").hints == "no atomics", "branch hints")
+
+
+async def test_hints_editor_escape_sends_nothing(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("h", *"abc", "escape")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, HintsEditor)
+        assert not logged(run, ev.HintEdited) and not app.commands_sent
+
+
+async def test_approve_selected_gate(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        assert "gates 1 waiting" in app.main.screen_state()["header"]
+        await pilot.press("a")
+        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        resolved = logged(run, ev.GateResolved)[0]
+        assert (resolved.gate_id, resolved.decision, resolved.by) == ("g1", "approve", "user")
+        # approved: the move is verified, and the gates panel empties
+        await until(pilot, lambda: app.main.view.attempts[3].state == "judged", "#3 verified")
+        assert app.main.screen_state()["gates"] == []
+        assert "gates 1 waiting" not in app.main.screen_state()["header"]
+
+
+async def test_veto_selected_gate(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("v")
+        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        resolved = logged(run, ev.GateResolved)[0]
+        assert (resolved.gate_id, resolved.decision) == ("g1", "veto")
+        await until(pilot, lambda: "⊘ #3 vetoed" in tree_text(app), "vetoed on screen")
+
+
+async def test_gate_prompt_vetoes_with_a_note(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("g")
+        assert isinstance(app.screen, GatePrompt) and app.screen.gate.gate_id == "g1"
+        await pilot.click("#gate-note")
+        await pilot.press(*"keep one pass", "ctrl+v")
+        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        resolved = logged(run, ev.GateResolved)[0]
+        assert (resolved.decision, resolved.note) == ("veto", "keep one pass")
+
+
+async def test_pause_and_resume_run(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("p")
+        await until(pilot, lambda: logged(run, ev.RunPaused), "RunPaused in the log")
+        await until(pilot, lambda: app.main.view.state == "paused", "paused state")
+        assert app.main.screen_state()["header"].endswith("paused")
+        await pilot.press("p")
+        await until(pilot, lambda: logged(run, ev.RunResumed), "RunResumed in the log")
+        await until(pilot, lambda: app.main.view.state == "running", "running again")
+
+
+async def test_pause_and_resume_selected_branch(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        select(app, branch="b2")
+        await pilot.pause()
+        await pilot.press("b")
+        await until(pilot, lambda: logged(run, ev.BranchPaused), "BranchPaused in the log")
+        assert logged(run, ev.BranchPaused)[0].branch_id == "b2"
+        await until(pilot, lambda: "b2 beta  paused" in tree_text(app), "paused on screen")
+        await pilot.press("b")
+        await until(pilot, lambda: logged(run, ev.BranchResumed), "BranchResumed in the log")
+        await until(pilot, lambda: "b2 beta  paused" not in tree_text(app), "resumed on screen")
+
+
+async def test_open_branch_from_selected_attempt(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        select(app, attempt=1)
+        await pilot.pause()
+        await pilot.press("o")
+        assert isinstance(app.screen, InputPrompt)
+        await pilot.press(*"wide rows", "enter")
+        await until(pilot, lambda: logged(run, ev.BranchOpened)[-1].by == "user", "BranchOpened")
+        opened = logged(run, ev.BranchOpened)[-1]
+        assert (opened.branch_id, opened.from_attempt, opened.strategy) == ("b3", 1, "wide rows")
+        await until(pilot, lambda: "b3 wide rows from #1" in tree_text(app), "new branch shown")
+        # nested under the attempt it was opened from
+        lines = app.main.screen_state()["tree"]
+        row = next(i for i, line in enumerate(lines) if "✓ #1 " in line)
+        assert lines[row + 1].startswith("    b3 wide rows")
+
+
+async def test_change_target_checks_input_then_records(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("t", *"fast", "enter")
+        assert isinstance(app.screen, InputPrompt)  # refused: not a number
+        assert "Not a number" in str(app.screen.query_one("#prompt-error").render())
+        await pilot.press(*["backspace"] * 4, *"2.5", "enter")
+        await until(pilot, lambda: logged(run, ev.TargetChanged), "TargetChanged in the log")
+        assert logged(run, ev.TargetChanged)[0].target == 2.5
+        await until(pilot, lambda: "target 2.50×" in app.main.screen_state()["header"], "header")
+
+
+async def test_stop_run_asks_then_finishes(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: logged(run, ev.RunFinished), "RunFinished in the log")
+        assert logged(run, ev.StopRequested)[0].by == "user"
+        await until(pilot, lambda: app.run_over, "the app saw the end")
+        assert "finished: user-stop" in app.main.screen_state()["header"]
+        # nothing left to steer: the bindings say so, the palette explains
+        assert app.main.check_action("prune_branch", ()) is None
+        await app.main.run_from_palette("prune_branch")
+        await pilot.pause()
+        assert any("finished" in n.message for n in app._notifications)
+
+
+async def test_export_best_kernel_writes_its_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        best = app.main.view.best_attempt
+        await pilot.press("e")
+        assert isinstance(app.screen, InputPrompt)
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        out = tmp_path / f"best_scripted_{best}.py"
+        assert out.read_text() == (run.run_dir / "attempts" / f"{best}.py").read_text()
+
+
+async def test_quit_while_running_asks_and_stops(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert not logged(run, ev.StopRequested)
+        await pilot.press("q", "y")
+        await until(pilot, lambda: not app.is_running, "the app exited", timeout=15)
+    assert logged(run, ev.StopRequested)
+    assert read_events(run.run_dir)[-1].kind == "run_finished"  # the log is complete
+
+
+async def test_help_lists_every_binding(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one("DataTable")
+        actions = {str(table.get_row_at(i)[1]) for i in range(table.row_count)}
+        for wanted in ("Prune", "Hints", "Approve", "Veto", "Pause run", "Target", "Stop"):
+            assert wanted in actions
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_palette_runs_steering_commands(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"pause / resume run")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: logged(run, ev.RunPaused), "RunPaused via the palette")
+
+
+@pytest.mark.parametrize("key", ["x", "h", "a", "v", "p", "o", "t", "s"])
+def test_every_steering_key_is_in_the_palette(key):
+    from kernelladder.app.app import STEERING_ACTIONS, MainScreen
+    from kernelladder.app.commands import PALETTE_COMMANDS
+
+    actions = {c.action for c in PALETTE_COMMANDS}
+    binding = next(b for b in MainScreen.BINDINGS if b.key == key and b.id.startswith("steer."))
+    assert binding.action in actions and binding.action in STEERING_ACTIONS
+    assert binding.tooltip and binding.id
