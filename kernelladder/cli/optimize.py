@@ -301,7 +301,10 @@ async def drive(run: Any, view: Any) -> Any:
     follower = asyncio.ensure_future(view.follow())
     try:
         state = await run.run()
-        await follower
+        try:
+            await follower
+        except Exception as exc:  # the view is a convenience: the run and its log stand
+            print(f"kernelladder: the progress view failed: {exc}", file=sys.stderr)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -386,6 +386,10 @@ class Run:
         self._wake()
         return stored
 
+    def _runner_notice(self, level: str, message: str) -> None:
+        if not self._closed:  # a runner may report after the run has ended
+            self._emit(ev.Notice(level=level, message=one_line(message)))
+
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for f in waiters:
@@ -457,7 +461,7 @@ class Run:
             self._emit(ev.Notice(level="warning", message=message))
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
         if callable(notice_sink):
-            notice_sink(lambda level, message: self._emit(ev.Notice(level=level, message=message)))
+            notice_sink(self._runner_notice)
         if runner_error:
             self._emit(ev.Notice(level="error", message=runner_error))
             self._stop_detail = runner_error
