@@ -241,10 +241,6 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
 
     notices: list[str] = []
     try:
-        from kernelladder.ops.registry import OpLoadError
-    except ImportError:  # pragma: no cover
-        OpLoadError = ValueError  # noqa: N806
-    try:
         if args.resume:
             recorded = read_meta(args.resume).get("options") or {}
             overrides = resume_overrides(args, recorded)
@@ -260,7 +256,8 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
         return create_run(options, notices=notices), notices
     except UsageError:
         raise
-    except (LogError, OpLoadError, ProposerError, ValueError, FileNotFoundError) as exc:
+    # OpLoadError is a ValueError (imported lazily: it would import torch)
+    except (LogError, ProposerError, ValueError, FileNotFoundError) as exc:
         raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
 
 
