@@ -91,3 +91,32 @@ async def test_terminal_gate_prompt_answers_through_the_run(tmp_path):
     assert state.gates["g1"].decision == "veto" and state.gates["g1"].by == "user"
     assert out.getvalue().count("approve or veto?") == 2  # "maybe" was asked again
     assert runner.calls == []
+
+
+async def test_reverify_reports_verdict_changes(tmp_path):
+    """A run recorded with the scripted runner double (which said attempt 2 failed) is
+    re-verified by the real CPU worker, which passes it: the change is reported."""
+    from test_engine_doubles import ScriptedProposer, ScriptedRunner
+
+    from kernelladder.engine.engine import create_run, load_op_info
+    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine.protocols import Proposal
+
+    op = load_op_info("rmsnorm")
+    start = op.starting_source
+
+    def real(outcome: str) -> Proposal:
+        return Proposal(source=start + f"\n# outcome: {outcome}\n", strategy="s",
+                        move=outcome, undo_cost="low", undo_reason="")  # fmt: skip
+
+    options = RunOptions(op="rmsnorm", device="cpu", branches=1, run_dir=str(tmp_path / "r"))
+    run = create_run(
+        options, runner=ScriptedRunner(device="cpu"),
+        proposer=ScriptedProposer([real("pass"), real("fail correctness made up")]), op=op,
+    )  # fmt: skip
+    await run.run()
+    out = _cli("replay", str(run.run_dir), "--reverify", "--json", "--device", "cpu")
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)["reverify"]
+    assert report["checked"] == 2 and report["errors"] == []
+    assert report["differences"] == [{"attempt": 2, "verdict": ["fail at correctness", "pass"]}]
