@@ -1,0 +1,87 @@
+"""The layer rule, proven in fresh interpreters: app -> engine -> verifier -> ops.
+
+ops and verifier run alone on a GPU box with only torch + triton: they never import
+rich, textual, networkx, anthropic, asyncssh or the engine/app layers. The engine never
+imports textual or the app.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = r"""
+import importlib, json, pkgutil, sys
+pkg = importlib.import_module(sys.argv[1])
+names = [sys.argv[1]]
+for info in pkgutil.walk_packages(pkg.__path__, sys.argv[1] + "."):
+    if ".candidates" in info.name or info.name.endswith("__main__"):
+        continue  # candidates are Triton sources, run by the worker, not imported
+    names.append(info.name)
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"imported": names, "modules": sorted(sys.modules)}))
+"""
+
+BELOW_APP = ("textual", "kernelladder.app")
+VERIFIER_FORBIDDEN = (
+    "rich",
+    "textual",
+    "networkx",
+    "anthropic",
+    "asyncssh",
+    "kernelladder.engine",
+    "kernelladder.app",
+    "kernelladder.cli",
+)
+
+LAYERS = {
+    "kernelladder.ops": VERIFIER_FORBIDDEN,
+    "kernelladder.verifier": VERIFIER_FORBIDDEN,
+    "kernelladder.engine": BELOW_APP,
+}
+
+
+def _imported(package: str) -> tuple[list[str], list[str]]:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, package],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["imported"], out["modules"]
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_layer_imports_nothing_above_it(package):
+    imported, modules = _imported(package)
+    assert len(imported) > 1  # the walk found the layer's modules
+    bad = sorted(m for m in modules for f in LAYERS[package] if m == f or m.startswith(f + "."))
+    assert not bad, f"{package} pulled in {bad[:10]}"
+
+
+def test_package_root_is_import_free():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kernelladder; print(len([m for m in sys.modules if m.startswith(('torch', 'rich', 'textual'))]))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "0"
