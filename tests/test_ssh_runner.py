@@ -231,3 +231,99 @@ def test_optimize_remote_end_to_end(sshd, tmp_path):  # noqa: F811
     started = json.loads((tmp_path / "run" / "events.jsonl").read_text().splitlines()[0])
     assert started["kind"] == "run_started" and started["runner"].startswith("ssh:")
     assert started["settings"]["remote"] is True
+
+
+_EAGER_SCRIPT = """
+import asyncio, json, sys
+from pathlib import Path
+from kernelladder.engine.protocols import RunnerLost, VerifyRequest
+from kernelladder.engine.remote_config import HostConfig, SSHTarget
+from kernelladder.engine.ssh import SSHRunner
+
+cfg = json.loads(sys.argv[1])
+host = HostConfig(
+    target=SSHTarget("127.0.0.1", cfg["user"], cfg["port"]), key=Path(cfg["key"]),
+    known_hosts=Path(cfg["known_hosts"]), python=cfg["python"], remote_dir=cfg["remote_dir"],
+)
+source = Path(cfg["candidate"]).read_text()
+slow_source = Path(cfg["slow_candidate"]).read_text()
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    runner = SSHRunner(host, device="cpu", reconnect_delays_s=(0.2, 0.5))
+    out = []
+    await runner.start()
+    request = VerifyRequest(op="rmsnorm", source=source, device="cpu", timeout_s=120)
+    out.append((await runner.verify(request)).verdict)
+    progressed = asyncio.Event()
+    slow = VerifyRequest(op="rmsnorm", source=slow_source, device="cpu", timeout_s=120)
+    task = asyncio.ensure_future(runner.verify(slow, lambda g, m: progressed.set()))
+    await progressed.wait()
+    print("DROP", flush=True)
+    sys.stdin.readline()  # the test has cut the link
+    try:
+        out.append((await task).verdict)
+    except RunnerLost:
+        out.append("lost")
+    out.append((await runner.verify(request)).verdict)
+    await runner.close()
+    print(json.dumps(out), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def _python312_with_asyncssh() -> str | None:
+    import glob
+    import shutil
+
+    candidates = [
+        shutil.which("python3.12"),
+        *glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12"),
+    ]
+    for python in filter(None, candidates):
+        ok = subprocess.run([python, "-c", "import asyncssh"], capture_output=True, timeout=60)
+        if ok.returncode == 0:
+            return python
+    return None
+
+
+def test_runner_under_python312_eager_tasks(sshd, tmp_path):  # noqa: F811
+    # Textual's run_async installs asyncio's eager task factory on Python >= 3.12; the SSH
+    # runner must work under it (connect, verify, a dropped link, reconnect).
+    python = _python312_with_asyncssh()
+    if python is None:
+        pytest.skip("no python3.12 with asyncssh here (python3.12 -m pip install asyncssh)")
+    candidate = tmp_path / "cand.py"
+    candidate.write_text(RMSNORM)
+    slow_candidate = tmp_path / "slow.py"
+    slow_candidate.write_text(SLOW_RMSNORM)
+    cfg = {
+        "user": sshd.user,
+        "port": sshd.port,
+        "key": str(sshd.client_key_path),
+        "known_hosts": str(sshd.known_hosts_path),
+        "python": sys.executable,  # the worker's side keeps this machine's torch
+        "remote_dir": str(tmp_path / "remote"),
+        "candidate": str(candidate),
+        "slow_candidate": str(slow_candidate),
+    }
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [python, "-c", _EAGER_SCRIPT, json.dumps(cfg)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "DROP"
+        assert sshd.drop_connections() >= 1
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert json.loads(stdout.strip().splitlines()[-1]) == ["pass", "lost", "pass"]
