@@ -246,6 +246,7 @@ class MainScreen(Screen):
             id="replay.end",
             key_display="G",
             tooltip="Jump to the end of the run",
+            priority=True,  # before the tree's own end key; off outside a replay
         ),
         Binding(
             "home",
@@ -254,6 +255,7 @@ class MainScreen(Screen):
             id="replay.start",
             show=False,
             tooltip="Jump to the start of the run",
+            priority=True,
         ),
         Binding(
             "plus,equals_sign",

@@ -24,8 +24,10 @@ from typing import Any, Protocol
 from kernelladder.engine.events import Event
 
 DEFAULT_INTERVAL_S = 0.066  # ~15 batches a second
-# After the run returns, how long the pump may take to drain its channel.
+# After the run returns, how long the pump may take to drain its channel (the engine
+# closes it at the end; after a crash it may not).
 DRAIN_GRACE_S = 5.0
+DRAIN_GRACE_AFTER_ERROR_S = 0.5
 
 Deliver = Callable[[tuple[Event, ...], bool], None]  # (batch, stream finished)
 
@@ -83,12 +85,14 @@ class EngineBridge:
         self._engine_loop = asyncio.get_running_loop()
         pump = asyncio.create_task(self._pump(), name="kernelladder-bridge-pump")
         await asyncio.sleep(0)  # let the subscription open before the first event
+        grace = DRAIN_GRACE_AFTER_ERROR_S
         try:
             self._engine_task = asyncio.current_task()
             result = await self.run.run()
+            grace = DRAIN_GRACE_S
         finally:
             try:
-                await asyncio.wait_for(asyncio.shield(pump), DRAIN_GRACE_S)
+                await asyncio.wait_for(asyncio.shield(pump), grace)
             except TimeoutError:
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -28,7 +28,7 @@ def _positive(text: str) -> float:
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `kernelladder optimize`: shared when cli/optimize.py offers them."""
+    """The options of `kernelladder optimize` (its own definitions, OP included)."""
     try:
         from kernelladder.cli.optimize import add_run_arguments  # type: ignore[attr-defined]
     except (ImportError, AttributeError):
@@ -36,6 +36,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     if add_run_arguments is not None:
         add_run_arguments(parser)
         return
+    # Only while cli/optimize.py is missing (a partial checkout): the same options.
+    parser.add_argument(
+        "op",
+        nargs="?",
+        metavar="OP|PROBLEM.py",
+        help="a built-in op (kernelladder ops) or a KernelBench problem file",
+    )
     run = parser.add_argument_group("the run (as `kernelladder optimize`)")
     run.add_argument("--proposer", choices=("search", "api", "code", "replay"), default="search")
     run.add_argument("--model", default=None, help="model for the api/code proposers")
@@ -66,12 +73,6 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="Watch and steer a kernel optimization run, or replay a saved one.",
     )
-    parser.add_argument(
-        "op",
-        nargs="?",
-        metavar="OP|PROBLEM.py",
-        help="a built-in op (kernelladder ops) or a KernelBench problem file",
-    )
     view = parser.add_argument_group("the app")
     view.add_argument("--replay", metavar="RUN_DIR", default=None, help="play a saved run")
     view.add_argument(
@@ -98,14 +99,7 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def options_from_args(args: argparse.Namespace) -> Any:
-    """RunOptions from the parsed options (optimize's own conversion when it has one)."""
-    try:
-        from kernelladder.cli.optimize import options_from_args as shared  # type: ignore
-    except (ImportError, AttributeError):
-        shared = None
-    if shared is not None:
-        return shared(args)
+def _fallback_options(args: argparse.Namespace) -> Any:
     from kernelladder.engine.options import RunOptions
 
     hints = ""
@@ -115,57 +109,79 @@ def options_from_args(args: argparse.Namespace) -> Any:
             raise UsageError(f"no hints file {args.hints}")
         hints = path.read_text(encoding="utf-8")
     return RunOptions(
-        op=args.op,
-        proposer=args.proposer,
-        model=args.model,
-        target=args.target,
-        max_attempts=args.max_attempts,
-        branches=args.branches,
-        stagnation=args.stagnation,
-        budget_usd=args.budget_usd,
-        time_limit_s=args.time_limit,
-        hints=hints,
-        gate=args.gate,
-        gate_timeout_s=args.gate_timeout,
-        run_dir=args.run_dir,
-        device=args.device,
+        op=args.op, proposer=args.proposer, model=args.model, target=args.target,
+        max_attempts=args.max_attempts, branches=args.branches, stagnation=args.stagnation,
+        budget_usd=args.budget_usd, time_limit_s=args.time_limit, hints=hints, gate=args.gate,
+        gate_timeout_s=args.gate_timeout, run_dir=args.run_dir, device=args.device,
         timeout_s=args.timeout,
-    )
+    )  # fmt: skip
 
 
 def _make_live_run(args: argparse.Namespace) -> Any:
+    """create_run / resume_run exactly as `kernelladder optimize` builds them; the app
+    answers ask-gates, so the gate policy stays as given."""
+    if not args.op and not args.resume:
+        raise UsageError("give an op (e.g. rmsnorm), --replay RUN_DIR or --resume RUN_DIR")
+    try:
+        from kernelladder.cli.optimize import build_run  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        build_run = None
+    if build_run is not None:
+        run, _ = build_run(args, interactive=True)
+        return run
     from kernelladder.engine.engine import create_run, resume_run
 
-    runner = None
     try:
-        from kernelladder.cli.common import make_runner, remote_requested
-    except ImportError:
-        remote_requested = None
-    if remote_requested is not None and remote_requested(args):
-        runner = make_runner(args, "cuda")
-    if args.resume:
-        return resume_run(args.resume, runner=runner)
-    if not args.op:
-        raise UsageError("give an op (e.g. rmsnorm), --replay RUN_DIR or --resume RUN_DIR")
-    return create_run(options_from_args(args), runner=runner)
+        if args.resume:
+            return resume_run(args.resume)
+        return create_run(_fallback_options(args))
+    except (ValueError, OSError) as exc:
+        raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
 
 
-def _headless(args: argparse.Namespace, argv: list[str]) -> int:
+def _headless(args: argparse.Namespace) -> int:
+    """Without the app: a live run through `kernelladder optimize`'s headless view, or a
+    saved run's events printed through the same view's lines."""
+    if args.replay:
+        return _headless_replay(Path(args.replay))
+    from kernelladder.cli import optimize
+
+    args.json = False
+    return int(optimize.run(args) or 0)
+
+
+def _headless_replay(run_dir: Path) -> int:
+    from rich.console import Console
+
+    from kernelladder.app.headless import event_line, render_state
+    from kernelladder.engine.state import apply, new_state
+
+    state = new_state()
+    for event in _load(run_dir):
+        apply(state, event)
+        line = event_line(event, state)
+        if line:
+            print(line, flush=True)
+    Console(highlight=False).print(render_state(state))
+    return 0
+
+
+def _load(run_dir: Path) -> list:
+    from kernelladder.app.replay import load_events
+
+    if not (run_dir / "events.jsonl").is_file():
+        raise UsageError(f"{run_dir} holds no run (no events.jsonl)")
     try:
-        from kernelladder.app import headless
-    except ImportError:
-        raise UsageError("--headless is not available in this build") from None
-    entry = getattr(headless, "main", None) or getattr(headless, "run_headless", None)
-    if entry is None:
-        raise UsageError("--headless is not available in this build")
-    return int(entry(args) or 0)
+        return load_events(run_dir)
+    except Exception as exc:  # a damaged log: one line, not a traceback
+        raise UsageError(f"cannot read {run_dir}: {' '.join(str(exc).split())}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        return _main(args, argv)
+        return _main(args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -174,42 +190,23 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _main(args: argparse.Namespace, argv: list[str]) -> int:
+def _main(args: argparse.Namespace) -> int:
     if args.replay and (args.op or args.resume):
         raise UsageError("--replay plays a saved run: give no op and no --resume with it")
     if args.headless:
-        return _headless(args, argv)
+        return _headless(args)
     from kernelladder.app.app import KernelLadderApp  # textual only for the app
 
     if args.replay:
-        from kernelladder.app.replay import load_events
-
         run_dir = Path(args.replay)
-        if not (run_dir / "events.jsonl").is_file():
-            raise UsageError(f"{run_dir} holds no run (no events.jsonl)")
-        try:
-            events = load_events(run_dir)
-        except Exception as exc:  # a damaged log: one line, not a traceback
-            raise UsageError(f"cannot read {run_dir}: {exc}") from None
         kwargs: dict[str, Any] = {
-            "events": events,
-            "run_dir": run_dir,
-            "speed": args.speed,
+            "events": _load(run_dir), "run_dir": run_dir, "speed": args.speed,
             "at_end": args.end,
-        }
+        }  # fmt: skip
     else:
-        try:
-            run = _make_live_run(args)
-        except UsageError:
-            raise
-        except (ValueError, OSError) as exc:
-            raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-        except Exception as exc:  # OpLoadError, ProposerError, LogError: one line each
-            if type(exc).__name__ in ("OpLoadError", "ProposerError", "LogError", "RemoteError"):
-                raise UsageError(str(exc).splitlines()[0]) from None
-            raise
+        run = _make_live_run(args)
         own_loop = args.engine_thread or (
-            sys.version_info >= (3, 12) and bool(getattr(args, "remote", False))
+            sys.version_info >= (3, 12) and bool(getattr(run.options, "remote", False))
         )
         kwargs = {"run": run, "own_loop": own_loop}
     try:
@@ -220,3 +217,7 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     if app.return_code not in (None, 0):
         return int(app.return_code)
     return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,7 +34,7 @@ class BranchTrend(Horizontal):
     """
 
     def __init__(self, branch_id: str, strategy: str) -> None:
-        super().__init__(id=f"trend-{branch_id}")
+        super().__init__(classes="branch-trend")
         self.branch_id = branch_id
         self.strategy = strategy
         self._data: tuple[float, ...] | None = None

@@ -194,7 +194,11 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             grid[r] = [(BAND, "band")] * plot_w
     if data.target is not None and lo <= data.target <= hi:
         r = row_of(data.target)
-        grid[r] = [(TARGET, "target")] * plot_w
+        if grid[r][0][0] == BAND:
+            # target inside the noise band: show both, alternating
+            grid[r] = [(TARGET, "target") if c % 2 else (BAND, "band") for c in range(plot_w)]
+        else:
+            grid[r] = [(TARGET, "target")] * plot_w
     # Best so far per branch: a step line from its first point on.
     best: dict[int, float] = {}
     by_col: dict[int, list[ChartPoint]] = {}

@@ -88,7 +88,10 @@ class StrategyTree(Tree[NodeRef]):
         self._attempt_seen: dict[int, v.AttemptView] = {}
         self._speed_measured = False
         self.follow = True  # keep the newest attempt highlighted until the person moves
-        self._auto_node: TreeNode[NodeRef] | None = None  # where the code (not a person) moved
+        self._auto_node: TreeNode[NodeRef] | None = None
+        self._styles: dict[str, Style] | None = (
+            None  # component styles, per theme  # where the code (not a person) moved
+        )
 
     # --- updates ---------------------------------------------------------------------
 
@@ -155,7 +158,12 @@ class StrategyTree(Tree[NodeRef]):
     def _style(self, part: str) -> Style:
         if not part:
             return Style()
-        return self.get_component_rich_style(f"strategy-tree--{part}", partial=True)
+        styles = self._styles
+        if styles is None:
+            styles = self._styles = {
+                p: self.get_component_rich_style(f"strategy-tree--{p}", partial=True) for p in PARTS
+            }
+        return styles[part]
 
     def _text(self, *parts: tuple[str, str] | str) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -204,6 +212,13 @@ class StrategyTree(Tree[NodeRef]):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        # The component styles settle after this call: look at them once they have.
+        self.call_after_refresh(self._restyle)
+
+    def _restyle(self) -> None:
+        before, self._styles = self._styles, None
+        if before is None or before == {p: self._style(p) for p in PARTS}:
+            return
         # A new theme: labels hold resolved styles, so draw them again.
         for branch_id, node in self._branch_nodes.items():
             node.set_label(self._branch_label(self._branch_seen[branch_id]))
