@@ -81,14 +81,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: Any) -> int:
+    remote = bool(args.remote or args.ssh_target or args.remote_config)
+    if args.trust and not remote:
+        raise UsageError("--trust applies to --remote")
+    config = load_remote(args) if remote else None  # UsageError (one line) on a bad setting
     checks = local_checks()
-    if args.remote or args.ssh_target or args.remote_config:
-        config = load_remote(args)  # UsageError (one line) on a bad setting
+    if config is not None:
         checks += asyncio.run(
             remote_checks(config, trust=args.trust, interactive=_tty(), device=args.device)
         )
-    elif args.trust:
-        raise UsageError("--trust applies to --remote")
     if args.json:
         print(json.dumps({"ok": all_ok(checks), "checks": [asdict(c) for c in checks]}, indent=1))
     else:
