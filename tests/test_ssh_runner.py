@@ -94,7 +94,7 @@ def test_check_with_an_unknown_host_key_is_one_line(sshd, tmp_path):  # noqa: F8
     assert sshd.host_key.get_fingerprint("sha256") in result.stderr
 
 
-async def test_hung_candidate_is_killed_on_the_box(sshd, tmp_path):  # noqa: F811
+async def test_hung_or_cancelled_candidate_is_killed_on_the_box(sshd, tmp_path):  # noqa: F811
     runner = SSHRunner(sshd.host_config(remote_dir=str(tmp_path / "remote")), device="cpu")
     await runner.start()
     try:
@@ -105,13 +105,30 @@ async def test_hung_candidate_is_killed_on_the_box(sshd, tmp_path):  # noqa: F81
             VerifyRequest(op="rmsnorm", source=HANGS, device="cpu", timeout_s=4)
         )
         assert verdict.kind == "timeout" and verdict.gate == "timeout"
-        for _ in range(50):  # the kill runs over a second exec on the box
-            if not process_alive(pgid):
-                break
-            await asyncio.sleep(0.1)
-        assert not process_alive(pgid)
+        await gone(pgid)
+
+        # a cancelled attempt (the run was stopped) leaves no candidate running either
+        started = asyncio.Event()
+        hanging = VerifyRequest(op="rmsnorm", source=HANGS, device="cpu", timeout_s=120)
+        task = asyncio.ensure_future(runner.verify(hanging, lambda g, m: started.set()))
+        await asyncio.wait_for(started.wait(), 60)
+        pgid = runner._hosts[0].slots[0].transport.pgid
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await gone(pgid)
+        request = VerifyRequest(op="rmsnorm", source=RMSNORM, device="cpu", timeout_s=120)
+        assert (await runner.verify(request)).verdict == "pass"  # on a fresh worker
     finally:
         await runner.close()
+
+
+async def gone(pgid: int) -> None:
+    for _ in range(100):  # the kill runs over a second exec on the box
+        if not process_alive(pgid):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"worker group {pgid} still runs on the box")
 
 
 async def test_dropped_connection_mid_attempt_is_retried_and_recorded(sshd, tmp_path):  # noqa: F811

@@ -337,9 +337,21 @@ class PoolRunner:
             if self._lost_during(slot):
                 raise self._lost(slot) from None
             raise RunnerLost(f"{host.config.label}: {_one_line(exc)}") from None
+        except asyncio.CancelledError:
+            # the attempt was cancelled: its candidate must not keep the GPU busy
+            asyncio.ensure_future(self._abandon(slot))
+            raise
         if verdict.kind in ("crash", "timeout") and self._lost_during(slot):
             raise self._lost(slot)
         return verdict
+
+    async def _abandon(self, slot: _Slot) -> None:
+        """Kill the slot's worker on the box; the next verify starts a fresh one."""
+        transport = slot.transport
+        with contextlib.suppress(Exception):
+            if transport is not None:
+                await transport.kill()
+            await slot.client.close()
 
     def _lost_during(self, slot: _Slot) -> bool:
         transport = slot.transport
