@@ -179,11 +179,10 @@ async def latency(runner: Any, op: str, device: str, repeats: int) -> dict[str, 
 
 
 def _starting_source(spec: Any, op: str) -> str:
-    for attr in ("starting_source", "start_source", "starting_candidate"):
-        value = getattr(spec, attr, None)
-        value = value() if callable(value) else value
-        if isinstance(value, str) and "def kernel" in value:
-            return value
+    """The op's starting candidate (OpSpec.starting_candidate is its path)."""
+    path = getattr(spec, "starting_candidate", None)
+    if path and Path(path).is_file():
+        return Path(path).read_text()
     return (REPO / "kernelladder" / "ops" / "candidates" / f"{op}.py").read_text()
 
 
