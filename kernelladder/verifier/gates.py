@@ -145,11 +145,26 @@ def _index_str(index: Sequence[int]) -> str:
 class Verifier:
     """Judges candidates in this process (the worker's one instance)."""
 
-    def __init__(self, device: str, scratch_dir: str, environment: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        device: str,
+        scratch_dir: str,
+        environment: dict[str, Any] | None = None,
+        timer: Any = None,
+    ):
         self.device = device
         self.scratch_dir = scratch_dir
         self.environment = dict(environment or {})
-        self._timer: Any = None
+        # A timer supplied by the caller (tests on a machine without a GPU) makes the
+        # speed gate run; otherwise it runs only on CUDA with the GpuTimer.
+        self._timer: Any = timer
+        self.timer_supplied = timer is not None
+        # The first op under a dispatch mode imports torch._dynamo, which rebinds
+        # torch.manual_seed & co.: do both now, before any integrity snapshot.
+        import torch._dynamo  # noqa: F401
+
+        with fence.FenceRecorder(frozenset(), builtin=True):
+            TRUSTED.empty(1)
         self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
 
@@ -464,7 +479,7 @@ class _Run:
         args = [inputs[name] for name in spec.arg_names]
         pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
         expected = spec.expected_outputs(shape)
-        poison.poison_before_call(expected, self.device)
+        spacers = poison.poison_before_call(expected, self.device)
         stream = fence._current_stream_handle() if self.cuda else None
         state.expected_stream = stream
         launches0, side0, other0 = (
@@ -501,6 +516,7 @@ class _Run:
             raise _Stop from None
         finally:
             state.watch_streams = False
+            del spacers
         launches = state.launches - launches0
         self.obs.launches += launches
         if self.cuda and not self._device_healthy():
@@ -807,7 +823,7 @@ class _Run:
 
     # --- speed --------------------------------------------------------------------------
     def _speed_gate(self) -> None:
-        if not self.cuda:
+        if not self.cuda and not self.v.timer_supplied:
             self._set(
                 "speed", SKIPPED, "no GPU (Triton interpreter on the CPU): speed not measured"
             )

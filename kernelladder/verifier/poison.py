@@ -1,9 +1,10 @@
 """Poisoned memory: an output the candidate allocates but never writes holds garbage.
 
-GPU: just before each call the verifier allocates blocks of each expected output's size
-(and a few larger), fills them with 0xFF bytes (NaN for floats, -1 for ints) and frees
-them; the caching allocator hands those blocks back to the candidate's torch.empty
-(best fit, same pool), so an unwritten element reads as NaN / -1.
+GPU: just before each call the verifier empties the allocator's cache, allocates blocks
+of each expected output's size (twice, and once double), fills them with 0xFF bytes (NaN
+for floats, -1 for ints) and frees them, with small live spacers between them so they do
+not coalesce; the caching allocator hands those exact-fit blocks back to the candidate's
+torch.empty (best fit, same pool), so an unwritten element reads as NaN / -1.
 
 CPU: torch allocates with glibc's malloc. The worker sets M_PERTURB so every heap
 allocation starts as 0xFF bytes, and raises the mmap threshold to its maximum (32 MiB)
@@ -38,31 +39,43 @@ def setup_cpu_malloc() -> str:
     return "glibc M_PERTURB=0xFF" + ("" if ok_mmap == 1 else " (mmap threshold unchanged)")
 
 
-def poison_before_call(outputs: Sequence[tuple[tuple[int, ...], torch.dtype]], device: str) -> None:
-    """Leave 0xFF-filled free blocks where the candidate's outputs will be allocated."""
+def poison_before_call(
+    outputs: Sequence[tuple[tuple[int, ...], torch.dtype]], device: str
+) -> list[torch.Tensor]:
+    """Leave 0xFF-filled free blocks where the candidate's outputs will be allocated.
+
+    Returns spacer blocks the caller keeps alive until the call returns: they sit between
+    the freed poison blocks so those cannot coalesce into one larger free block, and each
+    stays an exact (best) fit for an output-sized request.
+    """
     if not device.startswith("cuda"):
-        return  # CPU: glibc's perturb byte does it on every allocation
-    blocks = []
+        return []  # CPU: glibc's perturb byte does it on every allocation
+    torch.cuda.empty_cache()  # no stale unpoisoned cached blocks left to hand out
+    poisoned, spacers = [], []
     for shape, dtype in outputs:
         numel = 1
         for d in shape:
             numel *= int(d)
         nbytes = max(1, numel * torch.empty((), dtype=dtype).element_size())
+        spacer_bytes = 512 if nbytes <= (1 << 20) else (1 << 20) + 512  # same pool
         for factor in (1, 1, 2):
             block = torch.empty(nbytes * factor, dtype=torch.uint8, device=device)
             block.fill_(0xFF)
-            blocks.append(block)
-    del blocks  # back to the caching allocator, still holding 0xFF
+            poisoned.append(block)
+            spacers.append(torch.empty(spacer_bytes, dtype=torch.uint8, device=device))
+    del poisoned  # back to the caching allocator, still holding 0xFF
+    return spacers
 
 
 def poison_check(device: str) -> str:
     """'verified' when an unwritten torch.empty output reads as NaN after poisoning."""
     try:
-        shape, dtype = (37, 129), torch.float32
-        poison_before_call([(shape, dtype)], device)
-        probe = torch.empty(shape, dtype=dtype, device=device)
-        if bool(torch.isnan(probe).all()):
-            return "verified"
-        return "not verified: an unwritten allocation did not read as NaN"
+        for shape in ((37, 129), (1024, 1024)):  # the small and the large pool
+            keep = poison_before_call([(shape, torch.float32)], device)
+            probe = torch.empty(shape, dtype=torch.float32, device=device)
+            del keep
+            if not bool(torch.isnan(probe).all()):
+                return f"not verified: an unwritten {list(shape)} allocation did not read as NaN"
+        return "verified"
     except Exception as exc:
         return f"not verified ({type(exc).__name__})"

@@ -1,0 +1,111 @@
+"""The speed gate's arithmetic and report, on a machine without a GPU.
+
+Test double (says so): CUDA events cannot run here, so the GpuTimer is replaced by a
+timer that returns the time each function takes by a fixed table (reference, library,
+torch.compile, candidate), with measured "ceilings" of our choosing. Everything else is
+the real verifier: real candidate calls through the Triton interpreter, real gates, real
+geometric means, floors, min-speedup gate and the over-10x flag. Runs in a fresh
+interpreter with the worker's interpreter patches, as the worker does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = r"""
+import json, os, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton
+from kernelladder.verifier import fence, interp_patch, poison
+interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
+from kernelladder.verifier.gates import Verifier, VerifyOptions
+from kernelladder.verifier.timing import Timing
+
+CAND_MS = 1.0
+TABLE = {"reference": 2.0, "F.rms_norm": 0.5, "torch.compile": 0.6}
+
+class TableTimer:
+    # Times by who is being timed: the candidate's kernel(), the reference, a baseline.
+    def time(self, fn, target_ms=100.0):
+        fn()
+        code = getattr(fn, "__code__", None)
+        names = (code.co_names + code.co_freevars) if code else ()
+        if "call" in names:
+            ms = CAND_MS
+        elif "reference" in names:
+            ms = TABLE["reference"]
+        else:
+            ms = TABLE.get(getattr(fn, "baseline_name", ""), 0.55)
+        return Timing(ms, 0.01, 10)
+    def rates(self):
+        return {"copy": 1e9, "fp32": 1e12}  # bytes/ms and ops/ms
+    def floor_ms(self, nbytes, flops, unit):
+        return max(nbytes / 1e9, flops / 1e12)
+
+v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
+def baseline_ms(spec, shape, inputs):  # name the baseline closures for the table
+    return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
+v.baseline_ms = baseline_ms
+src = open(sys.argv[1]).read()
+verdicts = []
+for scenario in json.loads(sys.argv[2]):
+    CAND_MS = scenario[0]
+    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=scenario[1], seeds=(0,))
+    verdicts.append(v.verify(opts).verdict.to_dict())
+print(json.dumps(verdicts))
+"""
+
+
+SCENARIOS = [
+    (1.0, 1.0, "pass", None),
+    (1.0, 3.0, "fail", "speed"),
+    (0.04, 1.0, "fail", "anti-cheat"),
+]
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cand = ROOT / "tests" / "cheats" / "honest_rmsnorm.py"
+    runs = json.dumps([s[:2] for s in SCENARIOS])
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", PROBE, str(cand), runs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("index", range(len(SCENARIOS)))
+def test_speed_gate(verdicts, index):
+    cand_ms, _min_speedup, status, gate = SCENARIOS[index]
+    v = verdicts[index]
+    assert v["verdict"] == status and v["gate"] == gate, v["gates"]
+    assert v["speedup"] == pytest.approx(2.0 / cand_ms)
+    assert v["speedup_vs"] == {
+        "F.rms_norm": pytest.approx(0.5 / cand_ms),
+        "torch.compile": pytest.approx(0.6 / cand_ms),
+    }
+    assert len(v["timings"]) == 3 and all(t["candidate_ms"] == cand_ms for t in v["timings"])
+    largest = max(v["timings"], key=lambda t: t["floor_ms"])
+    assert v["floor_fraction"] == pytest.approx(largest["floor_ms"] / cand_ms)
+    speed = v["gates"]["speed"]
+    assert speed["status"] == ("fail" if gate == "speed" else "pass")
+    assert speed["evidence"]["per_shape"][0]["reference_ms"] == 2.0
+    if gate == "anti-cheat":  # 0.5 / 0.04 = 12.5x over the best library baseline
+        assert "speedup-over-10x-best-library" in v["flags"]
+        assert "suspicious" in v["gates"]["anti-cheat"]["detail"]
+    else:
+        assert v["flags"] == []
+    assert "time to beat" in v["feedback"]["expected"]
