@@ -310,7 +310,7 @@ async def test_help_lists_every_binding(tmp_path):
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one("DataTable")
         actions = {str(table.get_row_at(i)[1]) for i in range(table.row_count)}
-        for wanted in ("Prune", "Hints", "Approve", "Veto", "Pause run", "Target", "Stop"):
+        for wanted in ("Prune", "Hints", "Approve", "Veto", "Pause", "Br.hints", "Target", "Stop"):
             assert wanted in actions
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)

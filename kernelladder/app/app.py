@@ -96,7 +96,7 @@ class MainScreen(Screen):
         Binding(
             "H",
             "edit_branch_hints",
-            "Branch hints",
+            "Br.hints",
             id="steer.branch_hints",
             tooltip="Edit the selected branch's hints",
         ),
@@ -125,21 +125,21 @@ class MainScreen(Screen):
         Binding(
             "p",
             "toggle_run_pause",
-            "Pause run",
+            "Pause",
             id="steer.pause",
             tooltip="Pause or resume the whole run",
         ),
         Binding(
             "b",
             "toggle_branch_pause",
-            "Pause branch",
+            "Pause br.",
             id="steer.branch_pause",
             tooltip="Pause or resume the selected branch",
         ),
         Binding(
             "o",
             "open_branch",
-            "Branch here",
+            "Branch",
             id="steer.open_branch",
             tooltip="Open a new branch from the selected attempt",
         ),
@@ -219,7 +219,7 @@ class MainScreen(Screen):
         Binding(
             "p",
             "replay_toggle",
-            "Play/pause",
+            "Play",
             id="replay.toggle",
             tooltip="Play or pause the replay",
         ),
@@ -309,6 +309,8 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(StrategyTree).focus()
+        # The footer fills itself on a bindings refresh it was there to hear.
+        self.call_after_refresh(self.refresh_bindings)
 
     # --- updates ---------------------------------------------------------------------
 

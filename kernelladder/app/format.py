@@ -54,7 +54,9 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
             if a.speedup is not None:
                 return speedup(a.speedup)
             return "pass" if not speed_measured else "pass, no speed"
-        return f"{a.verdict_kind} at {a.gate}" if a.gate else (a.verdict_kind or "fail")
+        if a.gate and a.gate != a.verdict_kind:
+            return f"{a.verdict_kind} at {a.gate}"
+        return a.verdict_kind or "fail"
     return a.state
 
 

@@ -25,7 +25,7 @@ class HelpScreen(ModalScreen[None]):
         align: center middle;
     }
     HelpScreen > Vertical {
-        width: 100;
+        width: 110;
         height: auto;
         max-height: 90%;
         border: thick $primary 80%;
@@ -41,7 +41,7 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen DataTable {
         height: auto;
-        max-height: 32;
+        max-height: 36;
     }
     """
     BINDINGS = [
@@ -66,7 +66,7 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("key", "action", "what it does")
         for title, bindings in self.sections:
-            table.add_row(Content.styled(title, "bold $accent"), "", "")
+            table.add_row("", Content.styled(title, "bold $accent"), "")
             for b in bindings:
                 table.add_row(key_label(b), b.description, b.tooltip)
 

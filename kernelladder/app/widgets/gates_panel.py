@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Label
 
 from kernelladder.app import view as v
 
@@ -23,17 +24,29 @@ def countdown(gate: v.GateView, now: float, after_policy: str) -> str:
     return f"{action} in {left}s"
 
 
-class GatesPanel(DataTable):
+class GatesPanel(Vertical):
     DEFAULT_CSS = """
     GatesPanel {
         height: auto;
-        max-height: 9;
+        max-height: 10;
         background: $surface;
-        border-top: solid $warning 60%;
-    }
-    GatesPanel.-empty {
         border-top: solid $panel;
-        max-height: 3;
+    }
+    GatesPanel.-waiting {
+        border-top: solid $warning 70%;
+    }
+    GatesPanel > .gates-title {
+        padding: 0 1;
+        color: $text-muted;
+    }
+    GatesPanel.-waiting > .gates-title {
+        color: $warning;
+        text-style: bold;
+    }
+    GatesPanel > DataTable {
+        height: auto;
+        max-height: 8;
+        background: $surface;
     }
     """
 
@@ -45,20 +58,28 @@ class GatesPanel(DataTable):
             self.gate_id = gate_id
 
     def __init__(self, *, clock: Callable[[], float], replay: bool = False, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(**kwargs)
         self._clock = clock
         self._replay = replay
         self._view: v.RunView = v.EMPTY_VIEW
         self._gates: tuple[v.GateView, ...] = ()
+        self._title = Label("no pending gates", classes="gates-title")
+        self._table: DataTable = DataTable(cursor_type="row", zebra_stripes=False)
+        self._table.display = False
+
+    def compose(self):
+        yield self._title
+        yield self._table
 
     def on_mount(self) -> None:
-        self.add_column("gate", key="gate")
-        self.add_column("branch", key="branch")
-        self.add_column("#", key="attempt")
-        self.add_column("undo", key="undo")
-        self.add_column("move", key="move")
-        self.add_column("reason", key="reason")
-        self.add_column("decides", key="countdown")
+        table = self._table
+        table.add_column("gate", key="gate")
+        table.add_column("branch", key="branch")
+        table.add_column("#", key="attempt")
+        table.add_column("undo", key="undo")
+        table.add_column("move", key="move")
+        table.add_column("reason", key="reason")
+        table.add_column("decides", key="countdown")
         self.set_interval(1.0, self._tick, name="gate-countdown")
         self._rebuild()
 
@@ -71,8 +92,12 @@ class GatesPanel(DataTable):
     def selected_gate(self) -> str | None:
         if not self._gates:
             return None
-        row = min(max(self.cursor_row, 0), len(self._gates) - 1)
+        row = min(max(self._table.cursor_row, 0), len(self._gates) - 1)
         return self._gates[row].gate_id
+
+    @property
+    def row_count(self) -> int:
+        return len(self._gates)
 
     def show(self, view: v.RunView) -> None:
         self._view = view
@@ -86,17 +111,24 @@ class GatesPanel(DataTable):
         return str((self._view.settings or {}).get("gate_timeout_policy", "policy"))
 
     def _rebuild(self) -> None:
-        if not self.columns:
+        table = self._table
+        if not table.columns:
             return
-        keep = self.selected_gate
-        self.clear()
-        self.set_class(not self._gates, "-empty")
-        if not self._gates:
-            self.add_row("", "", "", "", Content.styled("no pending gates", "$text-muted"), "", "")
+        keep = self.selected_gate if table.row_count else None
+        table.clear()
+        waiting = bool(self._gates)
+        self.set_class(waiting, "-waiting")
+        table.display = waiting
+        if not waiting:
+            self._title.update("no pending gates")
             return
+        n = len(self._gates)
+        self._title.update(
+            f"{n} pending gate{'s' if n > 1 else ''}: a approve · v veto · enter or g for the prompt"
+        )
         now = self.now()
         for g in self._gates:
-            self.add_row(
+            table.add_row(
                 Content.styled(g.gate_id, "bold"),
                 g.branch_id,
                 f"#{g.attempt}",
@@ -108,18 +140,20 @@ class GatesPanel(DataTable):
             )
         ids = [g.gate_id for g in self._gates]
         if keep in ids:
-            self.move_cursor(row=ids.index(keep), animate=False)
+            table.move_cursor(row=ids.index(keep), animate=False)
 
     def _tick(self) -> None:
         now = self.now()
         for g in self._gates:
             if g.timeout_s is not None:
-                self.update_cell(g.gate_id, "countdown", countdown(g, now, self._after_policy()))
+                self._table.update_cell(
+                    g.gate_id, "countdown", countdown(g, now, self._after_policy())
+                )
 
     def select_gate(self, gate_id: str) -> None:
         ids = [g.gate_id for g in self._gates]
         if gate_id in ids:
-            self.move_cursor(row=ids.index(gate_id), animate=False)
+            self._table.move_cursor(row=ids.index(gate_id), animate=False)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -27,7 +27,7 @@ class ReplayBar(Widget):
     def render(self) -> Content:
         total = max(self.total, 1)
         filled = round(BAR_WIDTH * self.position / total)
-        state = ("▶ playing", "bold $success") if self.playing else ("⏸ paused", "bold $warning")
+        state = ("▶ playing", "bold $success") if self.playing else ("■ paused", "bold $warning")
         return Content.assemble(
             ("REPLAY ", "bold $secondary"),
             state,
