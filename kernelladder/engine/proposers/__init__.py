@@ -1,0 +1,37 @@
+"""Proposers: who writes the next candidate (engine/protocols.py: Proposer).
+
+search  built-in local search over kernel templates (no key, no network; default)
+api     Claude through the Anthropic Messages API
+code    Claude through the `claude -p` CLI, tools off, in an empty directory
+replay  the sources of a saved run, again
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelladder.engine.protocols import Proposer
+
+PROPOSERS: tuple[str, ...] = ("search", "api", "code", "replay")
+
+
+def get_proposer(name: str, **cfg: Any) -> Proposer:
+    """A proposer by name; cfg: model, api_key, base_url (api); executable (code);
+    run_dir or replay_from (replay). Unknown keys are ignored."""
+    if name == "search":
+        from kernelladder.engine.proposers.search import SearchProposer
+
+        return SearchProposer(**cfg)
+    if name == "api":
+        from kernelladder.engine.proposers.api import ApiProposer
+
+        return ApiProposer(**cfg)
+    if name == "code":
+        from kernelladder.engine.proposers.code import CodeProposer
+
+        return CodeProposer(**cfg)
+    if name == "replay":
+        from kernelladder.engine.proposers.replay import ReplayProposer
+
+        return ReplayProposer(**cfg)
+    raise ValueError(f"unknown proposer {name!r} (known: {', '.join(PROPOSERS)})")

@@ -1,0 +1,131 @@
+"""`replay`: re-proposes the candidate sources of a saved run, to verify them again on
+another machine. Reads RUN_DIR/events.jsonl itself (a torn last line is skipped) and
+RUN_DIR/attempts/<n>.py; each branch label gets that label's proposals in attempt order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelladder.engine.protocols import (
+    Proposal,
+    ProposalContext,
+    ProposerError,
+    ProposerExhausted,
+)
+
+NAME = "replay"
+
+
+@dataclass(frozen=True)
+class SavedProposal:
+    attempt: int
+    branch_id: str
+    strategy: str
+    move: str
+    undo_cost: str
+    undo_reason: str
+    model: str | None
+    source_hash: str
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events of a log, in order; a line that does not parse (a torn tail) is skipped."""
+    events = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+class ReplayProposer:
+    name = NAME
+
+    def __init__(self, *, run_dir: str | None = None, replay_from: str | None = None, **_: Any):
+        where = run_dir or replay_from
+        if not where:
+            raise ValueError("the replay proposer needs the saved run's directory (run_dir)")
+        self.run_dir = Path(where)
+        log = self.run_dir / "events.jsonl"
+        if not log.is_file():
+            raise ValueError(f"no saved run at {self.run_dir}: {log} not found")
+        events = read_events(log)
+        self.labels: list[str] = []
+        self._queues: dict[str, deque[SavedProposal]] = {}
+        for e in events:
+            if e.get("kind") == "branch_opened" and e.get("strategy"):
+                self._label(str(e["strategy"]))
+        saved = [_saved(e) for e in events if e.get("kind") == "proposal_received"]
+        for p in sorted((p for p in saved if p is not None), key=lambda p: p.attempt):
+            self._label(p.strategy).append(p)
+
+    def _label(self, label: str) -> deque[SavedProposal]:
+        if label not in self._queues:
+            self._queues[label] = deque()
+            self.labels.append(label)
+        return self._queues[label]
+
+    def strategies(self, op: dict[str, Any], k: int) -> list[str]:
+        """The saved run's branch labels, in the order they were opened (all of them:
+        fewer branches would leave sources unreplayed)."""
+        return [label for label in self.labels if self._queues[label]] or list(self.labels)
+
+    def remaining(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        queue = self._queues.get(ctx.strategy)
+        if not queue:
+            raise ProposerExhausted(f"replay: no saved proposal left for {ctx.strategy!r}")
+        saved = queue.popleft()
+        path = self.run_dir / "attempts" / f"{saved.attempt}.py"
+        try:
+            source = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProposerError(
+                f"replay: cannot read {path}: {exc.strerror or exc}", retryable=False
+            ) from None
+        digest = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+        if saved.source_hash and digest != saved.source_hash:
+            raise ProposerError(
+                f"replay: {path} does not match the hash the log recorded", retryable=False
+            )
+        return Proposal(
+            source=source,
+            strategy=ctx.strategy,
+            move=f"replay of #{saved.attempt}: {saved.move}",
+            undo_cost=saved.undo_cost,
+            undo_reason=saved.undo_reason,
+            model=saved.model,
+            meta={"replayed_attempt": saved.attempt, "replayed_branch": saved.branch_id},
+        )
+
+
+def _saved(e: dict[str, Any]) -> SavedProposal | None:
+    try:
+        attempt = int(e["attempt"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return SavedProposal(
+        attempt=attempt,
+        branch_id=str(e.get("branch_id", "")),
+        strategy=str(e.get("strategy") or "replay"),
+        move=str(e.get("move") or ""),
+        undo_cost=str(e.get("undo_cost") or "low"),
+        undo_reason=str(e.get("undo_reason") or "replayed from a saved run"),
+        model=e.get("model"),
+        source_hash=str(e.get("source_hash") or ""),
+    )

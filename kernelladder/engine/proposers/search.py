@@ -1,0 +1,529 @@
+"""`search`: the built-in proposer. No key, no network: a deterministic, feedback-driven
+local search over the parameterized kernel templates of the five built-in ops.
+
+Per branch it remembers every grid point it proposed and what the verifier said about it.
+The next proposal is the first untried point nearest (in grid steps) to the branch's best
+verified point: single-parameter moves first (the last improving move repeated first, the
+parameters the feedback points at next), then pairs, then farther rings. When a family's
+grid is used up it moves to the next family (a high-undo-cost move), and when every
+family is used up it raises ProposerExhausted. On the CPU there are no speed numbers: the
+base stays the first verified point and the rings around it are walked in a fixed order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.engine.proposers.templates import (
+    FOCUS_ALL,
+    FOCUS_LARGE,
+    FOCUS_SMALL,
+    Family,
+    Param,
+    catalog,
+    config_key,
+    parse_header,
+)
+from kernelladder.engine.protocols import (
+    Proposal,
+    ProposalContext,
+    ProposerError,
+    ProposerExhausted,
+)
+
+NAME = "search"
+KERNELBENCH_MESSAGE = (
+    "the search proposer supports the built-in ops (softmax, rmsnorm, attention, "
+    "int8_matmul, kv_quant); use --proposer api or code for KernelBench problems"
+)
+# Gates whose failure usually means the kernel asked for too much (shared memory,
+# registers, compile time): move resource-hungry parameters down first.
+RESOURCE_GATES = frozenset({"load", "crash", "timeout"})
+_RESOURCE_WORDS = ("out of resource", "shared memory", "registers", "too many resources")
+LARGE_FLOOR_TARGET = 0.9  # below this fraction of the floor on the largest shape: focus there
+PASS, FAIL, PENDING, VETOED = "pass", "fail", "pending", "vetoed"
+_SUFFIX = re.compile(r"^(.*?)(?:#(\d+))?$")
+
+
+@dataclass
+class Trial:
+    """One grid point proposed on a branch, and what became of it (the search's memory)."""
+
+    key: str
+    family: str
+    params: dict[str, Any]
+    order: int
+    status: str = PENDING
+    attempt: int | None = None
+    speedup: float | None = None
+    floor_fraction: float | None = None
+    gate: str | None = None
+    detail: str = ""
+    timings: list[dict[str, Any]] = field(default_factory=list)
+    base_key: str | None = None
+    moved: tuple[tuple[str, int], ...] = ()  # (parameter, +1/-1 grid step) against the base
+    move: str = ""
+
+
+@dataclass
+class BranchMemory:
+    trials: dict[str, Trial] = field(default_factory=dict)
+    family: str | None = None
+    dead_moves: set[str] = field(default_factory=set)
+
+    def add(self, trial: Trial) -> Trial:
+        self.trials.setdefault(trial.key, trial)
+        return self.trials[trial.key]
+
+    def next_order(self) -> int:
+        return len(self.trials)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A chosen grid point and how it was reached."""
+
+    family: Family
+    params: dict[str, Any]
+    base: Trial | None
+    moved: tuple[tuple[str, int], ...]
+    switched_from: str | None = None  # a family change
+
+
+class SearchProposer:
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        cross_family: bool = True,
+        families: Mapping[str, Sequence[Family]] | None = None,
+        **_: Any,
+    ):
+        self._families = {k: tuple(v) for k, v in (families or catalog()).items()}
+        self._cross_family = cross_family
+        self._branches: dict[str, BranchMemory] = {}
+
+    # --- protocol -------------------------------------------------------------------
+    def strategies(self, op: dict[str, Any], k: int) -> list[str]:
+        families = self._op_families(op)
+        labels = [f.name for f in families]
+        out: list[str] = []
+        for i in range(max(0, k)):
+            round_, index = divmod(i, len(labels))
+            out.append(labels[index] if round_ == 0 else f"{labels[index]}#{round_ + 1}")
+        return out
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        families = self._op_families(ctx.op)
+        by_name = {f.name: f for f in families}
+        memory = self._branches.setdefault(ctx.branch_id, BranchMemory())
+        parent = _ingest(memory, ctx, by_name)
+        label_family, rotation = _resolve_label(ctx.strategy, by_name)
+        if memory.family is None:
+            memory.family = label_family or (parent.family if parent else None) or families[0].name
+        dims = _suite_dims(ctx.op, ctx.device)
+        step = _next_step(memory, by_name, families, dims, rotation, ctx, self._cross_family)
+        if step is None:
+            raise ProposerExhausted(
+                f"search: every {ctx.op.get('name')} grid point in reach was tried on "
+                f"branch {ctx.branch_id}"
+            )
+        return _proposal(memory, step, parent, ctx)
+
+    # --- helpers --------------------------------------------------------------------
+    def _op_families(self, op: Mapping[str, Any]) -> tuple[Family, ...]:
+        if op.get("kind") == "kernelbench":
+            raise ProposerError(KERNELBENCH_MESSAGE, fatal=True)
+        families = self._families.get(str(op.get("name")))
+        if not families:
+            raise ProposerError(
+                f"the search proposer has no templates for op {op.get('name')!r}; "
+                "use --proposer api or code",
+                fatal=True,
+            )
+        return families
+
+
+# --- reading the context -------------------------------------------------------------------
+
+
+def _resolve_label(strategy: str, by_name: Mapping[str, Family]) -> tuple[str | None, int]:
+    """("multi-row#2") -> ("multi-row", 1): the family and how far to rotate its parameters."""
+    m = _SUFFIX.match(strategy.strip())
+    base = m.group(1) if m else strategy
+    copy = int(m.group(2)) if m and m.group(2) else 1
+    return (base if base in by_name else None), copy - 1
+
+
+def _suite_dims(op: Mapping[str, Any], device: str) -> list[Mapping[str, int]]:
+    shapes = op.get("gpu_shapes" if str(device).startswith("cuda") else "cpu_shapes") or []
+    return [s.get("dims") or {} for s in shapes if isinstance(s, Mapping)]
+
+
+def _verdict_fields(verdict: Any) -> dict[str, Any]:
+    """status/speedup/floor_fraction/gate/detail/timings from a Verdict dict or a summary."""
+    if isinstance(verdict, str):
+        return {"status": PASS if verdict == PASS else FAIL}
+    if not isinstance(verdict, Mapping):
+        return {}
+    status = verdict.get("verdict")
+    out: dict[str, Any] = {}
+    if status in (PASS, FAIL):
+        out["status"] = status
+    for name in ("speedup", "floor_fraction", "gate"):
+        if verdict.get(name) is not None:
+            out[name] = verdict[name]
+    gate = verdict.get("gate")
+    gates = verdict.get("gates") or {}
+    if gate and isinstance(gates.get(gate), Mapping):
+        out["detail"] = str(gates[gate].get("detail") or "")
+    if verdict.get("timings"):
+        out["timings"] = [dict(t) for t in verdict["timings"] if isinstance(t, Mapping)]
+    return out
+
+
+def _apply(trial: Trial, fields: Mapping[str, Any]) -> None:
+    for name, value in fields.items():
+        setattr(trial, name, value)
+
+
+def _trial_from_source(
+    memory: BranchMemory, source: str | None, op: str, by_name: Mapping[str, Family]
+) -> Trial | None:
+    header = parse_header(source)
+    if not header or header["op"] != op or header["family"] not in by_name:
+        return None
+    family = by_name[header["family"]]
+    params = {**family.start, **header["params"]}
+    key = config_key(op, family.name, params)
+    return memory.add(Trial(key, family.name, params, memory.next_order()))
+
+
+def _ingest(
+    memory: BranchMemory, ctx: ProposalContext, by_name: Mapping[str, Family]
+) -> Trial | None:
+    """Fold what the context says (parent verdict, history, dead ends) into the memory;
+    returns the parent's trial when the parent is a search source."""
+    op = str(ctx.op.get("name"))
+    for entry in ctx.history:
+        if not isinstance(entry, Mapping):
+            continue
+        trial = None
+        meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
+        if meta.get("family") in by_name and isinstance(meta.get("params"), Mapping):
+            params = {**by_name[meta["family"]].start, **meta["params"]}
+            key = config_key(op, meta["family"], params)
+            trial = memory.add(Trial(key, meta["family"], params, memory.next_order()))
+        elif entry.get("source"):
+            trial = _trial_from_source(memory, entry.get("source"), op, by_name)
+        elif entry.get("move"):
+            # our own proposal, known by its move line, judged since
+            trial = next(
+                (
+                    t
+                    for t in memory.trials.values()
+                    if t.move == entry["move"] and t.status == PENDING
+                ),
+                None,
+            )
+        if trial is None:
+            continue
+        if trial.attempt is None and isinstance(entry.get("attempt"), int):
+            trial.attempt = entry["attempt"]
+        fields = _verdict_fields(entry.get("verdict"))
+        if entry.get("speedup") is not None:
+            fields.setdefault("speedup", entry["speedup"])
+        _apply(trial, fields)
+    parent = _trial_from_source(memory, ctx.parent_source, op, by_name)
+    if parent is not None:
+        if parent.attempt is None:
+            parent.attempt = ctx.parent_attempt
+        _apply(parent, _verdict_fields(ctx.parent_verdict))
+    for move in ctx.dead_ends:
+        memory.dead_moves.add(_bare_move(move))
+        for trial in memory.trials.values():
+            if trial.move == move and trial.status == PENDING:
+                trial.status = VETOED
+    return parent
+
+
+# --- choosing the next point -------------------------------------------------------------------
+
+
+def _best(trials: Sequence[Trial]) -> Trial | None:
+    passed = [t for t in trials if t.status == PASS]
+    if not passed:
+        return None
+    timed = [t for t in passed if t.speedup is not None]
+    if timed:
+        return max(timed, key=lambda t: (t.speedup, -t.order))
+    return min(passed, key=lambda t: t.order)
+
+
+def _focus(trial: Trial | None) -> str | None:
+    """Which shapes hold the candidate back: "large" (floor not reached on the largest
+    shape) or "small" (a smaller shape is the one slowest against the best baseline)."""
+    if trial is None or not trial.timings:
+        return None
+    timed = [t for t in trial.timings if t.get("candidate_ms")]
+    if not timed:
+        return None
+    largest = max(timed, key=lambda t: t.get("floor_ms") or t.get("reference_ms") or 0.0)
+    if (largest.get("floor_fraction") or 0.0) < LARGE_FLOOR_TARGET:
+        return FOCUS_LARGE
+
+    def against_best(t: Mapping[str, Any]) -> float:
+        baselines = [
+            v for v in (t.get("baselines_ms") or {}).values() if isinstance(v, (int, float))
+        ]
+        best = min(baselines) if baselines else t.get("reference_ms") or t["candidate_ms"]
+        return best / t["candidate_ms"]
+
+    worst = min(timed, key=against_best)
+    if against_best(worst) >= 1.0:
+        return None
+    return FOCUS_LARGE if worst is largest else FOCUS_SMALL
+
+
+def _resource_trouble(trial: Trial | None) -> bool:
+    if trial is None or trial.status != FAIL:
+        return False
+    detail = trial.detail.lower()
+    return trial.gate in RESOURCE_GATES or any(w in detail for w in _RESOURCE_WORDS)
+
+
+def _ordered_moves(
+    family: Family,
+    params: Sequence[Param],
+    base: Trial,
+    rotation: int,
+    focus: str | None,
+    shrink: bool,
+) -> list[tuple[Param, int]]:
+    """Single-parameter grid steps from the base, most promising first."""
+    if rotation and params:
+        r = rotation % len(params)
+        params = [*params[r:], *params[:r]]
+    if focus:
+        rank = {focus: 0, FOCUS_ALL: 1}
+        params = sorted(params, key=lambda p: rank.get(p.focus, 2))
+    moves: list[tuple[Param, int]] = []
+    for p in params:
+        directions = (-1, +1) if (shrink and p.resource) else (+1, -1)
+        moves += [(p, d) for d in directions]
+    if shrink:
+        moves.sort(key=lambda m: 0 if (m[0].resource and m[1] < 0) else 1)
+    # the move that made the base better than its own base, once more first
+    momentum = [(name, d) for name, d in base.moved]
+    if momentum and base.speedup is not None:
+        first = [m for m in moves if (m[0].name, m[1]) in momentum]
+        moves = first + [m for m in moves if m not in first]
+    return moves
+
+
+def _rings(
+    family: Family,
+    base_params: Mapping[str, Any],
+    moves: Sequence[tuple[Param, int]],
+    params: Sequence[Param],
+) -> Iterator[tuple[dict[str, Any], tuple[tuple[str, int], ...]]]:
+    """Grid points by distance from the base: ring 1 in `moves` order, then farther rings
+    (every combination of steps whose sizes add up to the ring's distance)."""
+    index = {
+        p.name: p.values.index(base_params[p.name])
+        for p in params
+        if base_params[p.name] in p.values
+    }
+    params = [p for p in params if p.name in index]
+    for p, d in moves:
+        if p.name not in index:
+            continue
+        j = index[p.name] + d
+        if 0 <= j < len(p.values):
+            point = dict(base_params)
+            point[p.name] = p.values[j]
+            yield point, ((p.name, d),)
+    max_distance = sum(len(p.values) - 1 for p in params)
+    for distance in range(2, max_distance + 1):
+        yield from _ring(base_params, params, index, distance, 0, (), {})
+
+
+def _ring(
+    base_params: Mapping[str, Any],
+    params: Sequence[Param],
+    index: Mapping[str, int],
+    remaining: int,
+    start: int,
+    moved: tuple[tuple[str, int], ...],
+    changes: dict[str, Any],
+) -> Iterator[tuple[dict[str, Any], tuple[tuple[str, int], ...]]]:
+    if remaining == 0:
+        if len(moved) >= 1:
+            yield {**base_params, **changes}, moved
+        return
+    for i in range(start, len(params)):
+        p = params[i]
+        here = index[p.name]
+        for size in range(1, remaining + 1):
+            for d in (+1, -1):
+                j = here + d * size
+                if 0 <= j < len(p.values):
+                    yield from _ring(
+                        base_params,
+                        params,
+                        index,
+                        remaining - size,
+                        i + 1,
+                        (*moved, (p.name, d)),
+                        {**changes, p.name: p.values[j]},
+                    )
+
+
+def _untried(memory: BranchMemory, op: str, family: Family, point: Mapping[str, Any]) -> bool:
+    return family.valid(point) and config_key(op, family.name, point) not in memory.trials
+
+
+def _next_step(
+    memory: BranchMemory,
+    by_name: Mapping[str, Family],
+    families: Sequence[Family],
+    dims: list[Mapping[str, int]],
+    rotation: int,
+    ctx: ProposalContext,
+    cross_family: bool,
+) -> Step | None:
+    op = str(ctx.op.get("name"))
+    order = [memory.family] + [f.name for f in families if f.name != memory.family]
+    if not cross_family:
+        order = order[:1]
+    for position, name in enumerate(order):
+        family = by_name[name]
+        step = _step_in_family(memory, family, dims, rotation if position == 0 else 0, op)
+        if step is None:
+            continue
+        if position > 0:
+            step = Step(
+                step.family, step.params, step.base, step.moved, switched_from=memory.family
+            )
+            memory.family = name
+        return step
+    return None
+
+
+def _step_in_family(
+    memory: BranchMemory, family: Family, dims: list[Mapping[str, int]], rotation: int, op: str
+) -> Step | None:
+    trials = [t for t in memory.trials.values() if t.family == family.name]
+    start = {p.name: family.start[p.name] for p in family.params}
+    if _untried(memory, op, family, start) and not any(t.status == PASS for t in trials):
+        return Step(family, start, None, ())
+    base = _best(trials)
+    if base is None:
+        # nothing in this family verified yet: search around its start (or the latest try)
+        base = memory.trials.get(config_key(op, family.name, start)) or (
+            trials[-1] if trials else None
+        )
+        if base is None:
+            return None
+    relevant = [p for p in family.params if p.matters(dims)]
+    latest = max(trials, key=lambda t: t.order) if trials else None
+    moves = _ordered_moves(
+        family, relevant, base, rotation, _focus(base), _resource_trouble(latest)
+    )
+    for point, moved in _rings(family, base.params, moves, relevant):
+        if not _untried(memory, op, family, point):
+            continue
+        if _describe(base.params, point) in memory.dead_moves:
+            continue
+        return Step(family, point, base, moved)
+    return None
+
+
+# --- the proposal ------------------------------------------------------------------------------
+
+
+def _value(v: Any) -> str:
+    return '""' if v == "" else str(v)
+
+
+def _describe(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The move line: "ROWS 1->4, EPT 16->8"."""
+    return ", ".join(
+        f"{name} {_value(old.get(name))}->{_value(value)}"
+        for name, value in new.items()
+        if old.get(name) != value
+    )
+
+
+def _bare_move(move: str) -> str:
+    return move.split(" (from #", 1)[0]
+
+
+def _proposal(
+    memory: BranchMemory, step: Step, parent: Trial | None, ctx: ProposalContext
+) -> Proposal:
+    family = step.family
+    op = str(ctx.op.get("name"))
+    key = config_key(op, family.name, step.params)
+    base = step.base
+    if step.switched_from is not None:
+        move = f"family {step.switched_from} -> {family.name}: {family.summary}"
+        undo, reason = (
+            "high",
+            f"changes algorithm family from {step.switched_from} to {family.name}",
+        )
+    elif base is None:
+        if parent is not None and parent.family != family.name:
+            move = f"family {parent.family} -> {family.name}: {family.summary}"
+            undo, reason = "high", f"changes algorithm family from {parent.family} to {family.name}"
+        else:
+            move = f"rewrite as {family.name}: {family.summary}"
+            undo = "medium"
+            reason = (
+                f"structural rewrite of the parent into the {family.name} family of this branch"
+            )
+    else:
+        move = _describe(base.params, step.params)
+        if base.attempt is not None and base.attempt != ctx.parent_attempt:
+            move += f" (from #{base.attempt})"
+        structural = [name for name, _ in step.moved if family.param(name).structural]
+        if base.status != PASS:
+            undo = "medium"
+            reason = f"{family.name}: a change of an attempt that did not pass ({base.status})"
+        elif structural:
+            undo = "medium"
+            reason = f"structural rewrite within {family.name}: {', '.join(structural)}"
+        else:
+            undo = "low"
+            where = f"#{base.attempt}" if base.attempt is not None else "the branch's best"
+            reason = f"parameter change of verified attempt {where} ({family.name})"
+    memory.add(
+        Trial(
+            key,
+            family.name,
+            dict(step.params),
+            memory.next_order(),
+            base_key=base.key if base else None,
+            moved=step.moved,
+            move=move,
+        )
+    )
+    return Proposal(
+        source=family.render(step.params),
+        strategy=ctx.strategy,
+        move=move,
+        undo_cost=undo,
+        undo_reason=reason,
+        meta={
+            "family": family.name,
+            "params": dict(step.params),
+            "key": key,
+            "op": op,
+            "base_attempt": base.attempt if base else None,
+            "from_family": step.switched_from,
+        },
+    )
