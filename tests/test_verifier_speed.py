@@ -35,7 +35,8 @@ TABLE = {"reference": 2.0, "F.rms_norm": 0.5, "torch.compile": 0.6}
 class TableTimer:
     # Times by who is being timed: the candidate's kernel(), the reference, a baseline.
     def time(self, fn, target_ms=100.0):
-        fn()
+        for _ in range(3):  # warm-up and trials, as the GPU timer calls it
+            fn()
         code = getattr(fn, "__code__", None)
         names = (code.co_names + code.co_freevars) if code else ()
         if "call" in names:
@@ -54,30 +55,30 @@ v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
 def baseline_ms(spec, shape, inputs):  # name the baseline closures for the table
     return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
 v.baseline_ms = baseline_ms
-src = open(sys.argv[1]).read()
 verdicts = []
-for scenario in json.loads(sys.argv[2]):
-    CAND_MS = scenario[0]
-    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=scenario[1], seeds=(0,))
+for CAND_MS, min_speedup, path in json.loads(sys.argv[1]):
+    src = open(path).read()
+    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,))
     verdicts.append(v.verify(opts).verdict.to_dict())
 print(json.dumps(verdicts))
 """
 
 
+CHEATS = ROOT / "tests" / "cheats"
+HONEST = str(CHEATS / "honest_rmsnorm.py")
 SCENARIOS = [
-    (1.0, 1.0, "pass", None),
-    (1.0, 3.0, "fail", "speed"),
-    (0.04, 1.0, "fail", "anti-cheat"),
+    (1.0, 1.0, HONEST, "pass", None),
+    (1.0, 3.0, HONEST, "fail", "speed"),
+    (0.04, 1.0, HONEST, "fail", "anti-cheat"),
 ]
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cand = ROOT / "tests" / "cheats" / "honest_rmsnorm.py"
-    runs = json.dumps([s[:2] for s in SCENARIOS])
+    runs = json.dumps([s[:3] for s in SCENARIOS] + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))])
     proc = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", PROBE, str(cand), runs],
+        [sys.executable, "-W", "ignore", "-c", PROBE, runs],
         capture_output=True,
         text=True,
         env=env,
@@ -89,7 +90,7 @@ def verdicts() -> list[dict]:
 
 @pytest.mark.parametrize("index", range(len(SCENARIOS)))
 def test_speed_gate(verdicts, index):
-    cand_ms, _min_speedup, status, gate = SCENARIOS[index]
+    cand_ms, _min_speedup, _source, status, gate = SCENARIOS[index]
     v = verdicts[index]
     assert v["verdict"] == status and v["gate"] == gate, v["gates"]
     assert v["speedup"] == pytest.approx(2.0 / cand_ms)
@@ -109,3 +110,11 @@ def test_speed_gate(verdicts, index):
     else:
         assert v["flags"] == []
     assert "time to beat" in v["feedback"]["expected"]
+
+
+def test_timed_calls_must_be_the_checked_calls(verdicts):
+    v = verdicts[len(SCENARIOS)]  # tests/cheats/timing_cache.py: caches once being timed
+    assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
+    assert v["gates"]["correctness"]["status"] == "pass"
+    assert "behaves differently when timed" in v["gates"]["anti-cheat"]["detail"]
+    assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]

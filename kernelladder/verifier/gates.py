@@ -842,9 +842,20 @@ class _Run:
             inputs = spec.make_inputs(shape, self.seeds[0], self.device)
             args = [inputs[n] for n in spec.arg_names]
             ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
-            cand = timer.time(lambda args=args: call(*args))
+            pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+            last: list[Any] = [None, 0]  # the latest timed call's result, calls made
+
+            def timed(args: list[Any] = args, last: list[Any] = last) -> None:
+                last[0] = call(*args)
+                last[1] += 1
+
+            launches0 = fence.STATE.launches
+            cand = timer.time(timed)
+            launched = fence.STATE.launches - launches0
             if not self._check_integrity("being timed"):
                 raise _Stop
+            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+            del pristine, last
             fl = spec.flops(shape)
             floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
             baselines: dict[str, float | str] = {}
@@ -857,6 +868,50 @@ class _Run:
             )
             del inputs, args
         self._speed_results(rows)
+
+    def _check_timed_calls(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        result: Any,
+        calls: int,
+        launched: int,
+    ) -> None:
+        """The calls being timed must be the calls that were checked: each launches
+        Triton, leaves the inputs alone, and the last one's outputs are right."""
+        where = f"shape '{shape.label}' while being timed"
+        if self.cuda:
+            TRUSTED.cuda_synchronize()
+        problem = ""
+        if launched < calls:
+            problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
+        elif any(not _same_bits(t, pristine[n]) for n, t in inputs.items()):
+            problem = f"the inputs changed on {where}"
+        else:
+            outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            expected = self.spec.expected_outputs(shape)
+            ok = len(outs) == len(expected) and all(
+                type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
+                for o, (s, d) in zip(outs, expected, strict=False)
+            )
+            if not ok:
+                problem = f"the last timed call returned outputs of the wrong kind on {where}"
+            else:
+                m = self.spec.compare(outs, self.spec.reference_hp(pristine), pristine, shape)
+                if m is not None:
+                    problem = (
+                        f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "
+                        f"expected {m.expected:.6g} on {where}"
+                    )
+        if problem:
+            self._fail(
+                "anti-cheat",
+                f"the candidate behaves differently when timed: {problem}",
+                expected="timed calls compute the same checked result",
+                saw=problem,
+            )
+            raise _Stop
 
     def _speed_results(self, rows: list[dict[str, Any]]) -> None:
         timings: list[ShapeTiming] = []
