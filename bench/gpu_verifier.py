@@ -73,8 +73,9 @@ def show_verdict(label: str, v: Verdict) -> None:
 
 
 class Bench:
-    def __init__(self, device: str, dry: bool, timeout_s: float):
+    def __init__(self, device: str, dry: bool, timeout_s: float, baselines: bool = True):
         self.device = device
+        self.baselines = baselines
         self.dry = dry
         self.timeout_s = timeout_s
         self.stderr_tail: list[str] = []
@@ -90,6 +91,7 @@ class Bench:
 
         timeout = max(30.0, min(self.timeout_s, remaining()))
         request = {"op": op, "source": source, "device": self.device, "suite": self.suite}
+        request["baselines"] = self.baselines
         v = await self.client.verify(request, on_progress=progress, timeout_s=timeout)
         RESULTS.setdefault("verdicts", {}).setdefault(label, []).append(v.to_dict())
         return v
@@ -209,12 +211,12 @@ def table(verdicts: dict[str, Verdict]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    bench = Bench(args.device, args.dry, args.timeout)
-    parts = [
+    bench = Bench(args.device, args.dry, args.timeout, baselines=not args.no_baselines)
+    parts = [  # the side-stream check first: it is quick and must not be starved
         ("hello", bench.part_hello),
+        ("c", bench.part_c),
         ("a", bench.part_a),
         ("b+d", bench.part_b_d),
-        ("c", bench.part_c),
     ]
     try:
         for name, part in parts:
@@ -264,7 +266,14 @@ async def main_async(args: argparse.Namespace) -> None:
         (OUT / "gpu_verifier.json").write_text(json.dumps(RESULTS, indent=1, default=str))
         (OUT / "gpu_verifier.log").write_text("\n".join(LOG_LINES) + "\n")
         (OUT / "table.md").write_text(md + "\n")
-    print(f"\n## verifier benchmark ({args.device}, {time.monotonic() - STARTED:.0f}s)\n")
+    hello = RESULTS.get("hello") or {}
+    where = ", ".join(
+        f"{k} {hello.get(k)}" for k in ("gpu", "torch", "triton", "python") if hello.get(k)
+    )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(
+        f"\n## verifier benchmark: {where or args.device}; {stamp}; {time.monotonic() - STARTED:.0f}s\n"
+    )
     print(md)
 
 
@@ -274,6 +283,9 @@ def main() -> int:
     parser.add_argument("--dry", action="store_true", help="CPU suites (script check; no speed)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per verification")
     parser.add_argument("--no-cli", action="store_true", help="skip part f (the CLI run)")
+    parser.add_argument(
+        "--no-baselines", action="store_true", help="skip library and torch.compile baselines"
+    )
     args = parser.parse_args()
     if args.device == "cpu" and not args.dry:
         args.dry = True  # the GPU suites are far too big for the interpreter
