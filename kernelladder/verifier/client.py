@@ -111,7 +111,11 @@ class LocalTransport:
         path = self.environ.get("PYTHONPATH", "")
         extra["PYTHONPATH"] = root + (os.pathsep + path if path else "")
         if self.cuda_device is not None:
-            extra["CUDA_VISIBLE_DEVICES"] = str(self.cuda_device)
+            # index into the caller's visible GPUs, if it restricted them
+            visible = [v.strip() for v in self.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+            visible = [v for v in visible if v]
+            index = self.cuda_device
+            extra["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env = worker_env(self._home, self.environ, extra)
         args = [self.python, "-m", WORKER_MODULE, "--device", self.device]
         args += ["--scratch", self._home]
