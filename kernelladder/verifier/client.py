@@ -354,8 +354,8 @@ class WorkerClient:
         self, req: dict[str, Any], on_progress: ProgressFn | None, timeout: float, fence_text: str
     ) -> Verdict:
         loop = asyncio.get_running_loop()
+        await self._ensure_started()  # bounded by start_timeout_s, not the candidate's time
         started = loop.time()
-        await self._ensure_started()
         transport = self._transport
         assert transport is not None
         source = str(req.get("source") or "")
