@@ -159,3 +159,52 @@ def test_problem_file_without_model_is_a_usage_error(capsys, tmp_path):
     problem = tmp_path / "problem.py"
     problem.write_text("def get_inputs():\n    return []\n")
     assert "missing Model" in _main_usage_error(capsys, str(problem), str(CHEATS / "no_triton.py"))
+
+
+def test_report_shows_times_speedups_floor_and_evidence():
+    from rich.console import Console
+
+    from kernelladder.app.verdict_report import render
+    from kernelladder.verifier.verdict import Feedback, GateResult, ShapeTiming, Verdict
+
+    timing = ShapeTiming(
+        "4096x4096 bf16", 0.5, 0.07, 0.012, 7.14, 0.0159, 0.227, {"F.rms_norm": 0.06}
+    )
+    gates = {g: GateResult("pass", f"{g} ok") for g in ("load", "fence", "correctness")}
+    gates["anti-cheat"] = GateResult(
+        "fail", "speedup 12.0x over the best library baseline", {"problems": {"a": "b"}}
+    )
+    verdict = Verdict(
+        "fail",
+        "fail",
+        "anti-cheat",
+        gates,
+        "rmsnorm",
+        "cuda",
+        "h",
+        feedback=Feedback("time to beat 0.5 ms", "0.07 ms", "- rules", ("tried BLOCK=64",)),
+        speedup=7.14,
+        speedup_vs={"F.rms_norm": 0.86},
+        floor_fraction=0.227,
+        timings=(timing,),
+        flags=("speedup-over-10x-best-library",),
+        environment={"gpu": "NVIDIA H200", "torch": "2.11"},
+    )
+    console = Console(record=True, width=160)
+    render(verdict, console)
+    text = console.export_text()
+    for expected in (
+        "FAIL",
+        "failed at anti-cheat",
+        "7.140x",
+        "0.86x vs F.rms_norm",
+        "23% of floor",
+        "4096x4096 bf16",
+        "0.0700",
+        "F.rms_norm",
+        "NVIDIA H200",
+        "tried BLOCK=64",
+        "speedup-over-10x-best-library",
+        "anti-cheat evidence",
+    ):
+        assert expected in text, expected
