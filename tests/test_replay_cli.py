@@ -60,7 +60,7 @@ async def test_headless_plain_lines_and_live_panel(tmp_path):
     await asyncio.wait_for(task, 10)
     lines = plain.getvalue().splitlines()
     assert lines[0].startswith("run ") and lines[-1].startswith("finished: all-branches-done")
-    assert "#1 b1 pass: 1.2x, 50% of floor" in lines
+    assert "#1 b1 pass: 1.2x, 50% of floor" in lines, lines
     assert "#2 b1 FAIL at load: no kernel" in lines
     assert view.state == state  # the view's own fold equals the engine's
     panel = io.StringIO()

@@ -39,6 +39,10 @@ def _speed(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}x"
 
 
+def _pass_text(summary: str) -> str:
+    return summary if summary.startswith("passed") else f"pass: {summary}"
+
+
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -88,7 +92,7 @@ def render_state(state: RunState, *, now: float | None = None) -> Group:
     for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
         a = state.attempts[n]
         if a.verdict == "pass":
-            result = Text(f"pass {a.summary}", style="green")
+            result = Text(_pass_text(a.summary), style="green")
         elif a.verdict is not None:
             result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
         else:
@@ -124,7 +128,7 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         return f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]"
     if isinstance(e, ev.VerdictReady):
         if e.verdict == "pass":
-            return f"#{e.attempt} {e.branch_id} pass: {e.summary}"
+            return f"#{e.attempt} {e.branch_id} {_pass_text(e.summary)}"
         return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
     if isinstance(e, ev.BestImproved) and e.overall:
         return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
@@ -145,7 +149,12 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
     if isinstance(e, ev.StopRequested):
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):
-        best = f"best #{e.best_attempt} {_speed(e.best_speedup)}" if e.best_attempt else "no pass"
+        if e.best_attempt is None:
+            best = "no attempt passed"
+        elif e.best_speedup is None:
+            best = f"best #{e.best_attempt} (speed not measured)"
+        else:
+            best = f"best #{e.best_attempt} {_speed(e.best_speedup)}"
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
 

@@ -136,7 +136,7 @@ def verdict_line(verdict: Any) -> str:
             line += f", {verdict.floor_fraction:.0%} of floor"
         return line
     speed = verdict.gates.get("speed")
-    return one_line("passed; speed not measured" + (f" ({speed.detail})" if speed else ""))
+    return one_line("passed; " + (speed.detail if speed and speed.detail else "speed not measured"))
 
 
 class Run:
