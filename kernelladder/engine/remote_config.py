@@ -157,7 +157,7 @@ def parse_target(text: str, *, setting: str = "KL_SSH_TARGET") -> SSHTarget:
         raise RemoteConfigError(f"{setting} is empty: expected user@host[:port]")
     user, sep, rest = text.rpartition("@")
     if not sep:
-        user, rest = getpass.getuser(), text
+        user, rest = _local_user(), text
     if not _USER_RE.fullmatch(user):
         raise RemoteConfigError(f"{setting}: bad user name {user!r} in {text!r}")
     port_text = ""
@@ -183,6 +183,13 @@ def parse_target(text: str, *, setting: str = "KL_SSH_TARGET") -> SSHTarget:
             raise RemoteConfigError(f"{setting}: bad port {port_text!r} (1-65535) in {text!r}")
         port = int(port_text)
     return SSHTarget(host=host, user=user, port=port)
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers): the user must say
+        return ""
 
 
 def check_remote_path(value: str, *, setting: str) -> str:
