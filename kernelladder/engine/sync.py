@@ -135,9 +135,19 @@ async def sync_tree(
         for d in dirs:  # parents first: sorted order puts a parent before its children
             await sftp.makedirs(d, exist_ok=True)
 
+        copied: list[int] = []
+
         async def place(rel: str, sha: str) -> None:
             async with gate:
-                await sftp.link(posixpath.join(blobs_dir, sha), posixpath.join(staging, rel))
+                dest = posixpath.join(staging, rel)
+                try:
+                    await sftp.link(posixpath.join(blobs_dir, sha), dest)
+                except (asyncssh.SFTPOpUnsupported, asyncssh.SFTPFailure):
+                    # no hard links there (server or filesystem): send the file itself
+                    data = (root / rel.removeprefix("kernelladder/")).read_bytes()
+                    async with sftp.open(dest, "wb") as f:
+                        await f.write(data)
+                    copied.append(len(data))
 
         await asyncio.gather(*(place(rel, sha) for rel, sha in manifest.items()))
         await _write_json(
@@ -156,8 +166,8 @@ async def sync_tree(
         tree_path=final,
         files_total=len(manifest),
         files_sent=len(missing),
-        bytes_sent=sent_bytes,
-        files_linked=len(manifest),
+        bytes_sent=sent_bytes + sum(copied),
+        files_linked=len(manifest) - len(copied),
         elapsed_s=time.monotonic() - started,
     )
 
