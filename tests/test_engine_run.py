@@ -176,3 +176,15 @@ async def test_branches_run_concurrently_within_slots(tmp_path):
     assert runner.max_concurrent == 2
     assert sorted(len(b.attempts) for b in state.branches.values())[0] >= 1
     assert state.attempts_used == 9
+
+
+async def test_history_carries_meta_and_sources_to_the_proposer(tmp_path):
+    meta = {"family": "one-pass", "params": {"BLOCK": 128}}
+    run, _, proposer = make_run(tmp_path, [move("pass 1.2", meta=meta), move("pass 1.3")])
+    state = await run.run()
+    entry = proposer.contexts[1].history[0]
+    assert entry["meta"] == meta and entry["attempt"] == 1 and entry["verdict"] == "pass"
+    assert entry["source"] == (run.run_dir / "attempts" / "1.py").read_text()
+    assert state.attempts[1].family == "one-pass"
+    assert proposer.contexts[1].parent_source == entry["source"]
+    assert proposer.contexts[1].parent_verdict["verdict"] == "pass"

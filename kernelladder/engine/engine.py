@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import secrets
 import threading
@@ -685,6 +686,7 @@ class Run:
                     tokens_out=int(proposal.tokens_out or 0),
                     cost_usd=float(proposal.cost_usd or 0.0),
                     family=_family(proposal),
+                    meta=_jsonable_meta(proposal),
                 )
             )
         finally:
@@ -916,7 +918,7 @@ class Run:
             feedback=feedback,
             dead_ends=tuple(b.dead_ends),
             hints=s.hints_for(bid),
-            history=tuple(s.history(bid)),
+            history=tuple({**h, "source": self._source(h["attempt"])} for h in s.history(bid)),
             best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
             device=self.device,
         )
@@ -927,6 +929,14 @@ _RULES = {
     ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
     ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
 }  # fmt: skip
+
+
+def _jsonable_meta(proposal: Proposal) -> dict[str, Any]:
+    """The proposal's meta as plain JSON (it goes into the log)."""
+    try:
+        return json.loads(json.dumps(dict(proposal.meta or {}), default=str))
+    except (TypeError, ValueError):
+        return {}
 
 
 def _family(proposal: Proposal) -> str | None:

@@ -257,6 +257,7 @@ class ProposalReceived(Event):
     tokens_out: int = 0
     cost_usd: float = 0.0
     family: str | None = None  # algorithm family (Proposal.meta["family"]), when known
+    meta: dict[str, Any] = field(default_factory=dict)  # Proposal.meta (e.g. search parameters)
 
 
 @_register

@@ -46,6 +46,7 @@ class AttemptState:
     proposer: str
     model: str | None = None
     family: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # the proposal's meta (search params)
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
@@ -276,6 +277,9 @@ class RunState:
                     "gate": a.failed_gate,
                     "speedup": a.speedup,
                     "summary": a.summary,
+                    "strategy": a.strategy,
+                    "undo_cost": a.undo_cost,
+                    "meta": a.meta,
                 }
             )
         return out
@@ -422,6 +426,7 @@ def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
         proposer=e.proposer,
         model=e.model,
         family=e.family,
+        meta=dict(e.meta),
         tokens_in=e.tokens_in,
         tokens_out=e.tokens_out,
         cost_usd=e.cost_usd,
