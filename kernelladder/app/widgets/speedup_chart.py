@@ -87,8 +87,11 @@ class SpeedupChart(Widget):
         background: $surface;
         border-bottom: solid $panel;
     }
+    SpeedupChart.-unmeasured {
+        height: 3;  /* no speed on this machine: only the note, room for the attempt */
+    }
     SpeedupChart > .speedup-chart--title { color: $foreground; text-style: bold; }
-    SpeedupChart > .speedup-chart--axis { color: $text-muted; }
+    SpeedupChart > .speedup-chart--axis { color: $foreground-muted; }
     SpeedupChart > .speedup-chart--target { color: $error; }
     SpeedupChart > .speedup-chart--band { color: $primary 40%; }
     SpeedupChart > .speedup-chart--note { color: $warning; }
@@ -122,6 +125,7 @@ class SpeedupChart(Widget):
             return
         data = chart_data(self._pending)
         self._pending = None
+        self.set_class(not data.measured, "-unmeasured")
         self._drawn_at = time.monotonic()
         if data != self._data:
             self._data = data

@@ -61,8 +61,8 @@ class StrategyTree(Tree[NodeRef]):
     StrategyTree > .strategy-tree--fail { color: $error; }
     StrategyTree > .strategy-tree--crash { color: $error; text-style: bold; }
     StrategyTree > .strategy-tree--gated { color: $warning; text-style: bold; }
-    StrategyTree > .strategy-tree--muted { color: $text-muted; }
-    StrategyTree > .strategy-tree--pruned { color: $text-muted; text-style: strike; }
+    StrategyTree > .strategy-tree--muted { color: $foreground-muted; }
+    StrategyTree > .strategy-tree--pruned { color: $foreground-muted; text-style: strike; }
     StrategyTree > .strategy-tree--running { color: $success; }
     StrategyTree > .strategy-tree--paused { color: $warning; }
     StrategyTree > .strategy-tree--strategy { color: $primary; }

@@ -151,7 +151,7 @@ def _ms(x: float | None) -> str:
 
 
 def _evidence(evidence: dict) -> str:
-    text = json.dumps(evidence, separators=(", ", "="), default=str)
+    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in evidence.items())
     return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 1] + "…"
 
 
