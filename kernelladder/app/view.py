@@ -52,7 +52,6 @@ class AttemptView:
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
-    seq: int = -1  # the event that last changed it
 
     @property
     def passed(self) -> bool:

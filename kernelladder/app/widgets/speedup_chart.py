@@ -173,8 +173,9 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             if not data.measured
             else "no passing attempt with a speed yet"
         )
+        at = max(0, plot_h // 2)
         for i in range(height - 1):
-            rows.append([(note.center(width)[:width], "note")] if i == plot_h // 2 else [])
+            rows.append([(note.center(width)[:width], "note")] if i == at else [])
         return rows
 
     values = [p.speedup for p in data.points]
