@@ -17,10 +17,11 @@ from typing import Any
 from kernelladder.engine.protocols import ProposerError
 
 UNDO_COSTS = ("low", "medium", "high")
-_BLOCK = re.compile(r"```[ \t]*(python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_MOVE = re.compile(r"^[ \t>*_`#-]*MOVE[*_`]*\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*$")
+_PYTHON_TAGS = frozenset({"python", "py", "python3"})
+_MOVE = re.compile(r"^[ \t>*_`#-]*MOVE[*_`]*\s*:[*_`]*\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 _UNDO = re.compile(
-    r"^[ \t>*_`#-]*UNDO[*_`]*\s*:\s*[*_`]*(low|medium|high)\b[*_`]*[\s:;,.\-–—()]*(.*?)\s*$",
+    r"^[ \t>*_`#-]*UNDO[*_`]*\s*:[*_`]*\s*[*_`]*(low|medium|high)\b[*_`]*[\s:;,.\-–—()]*(.*?)\s*$",
     re.MULTILINE | re.IGNORECASE,
 )
 _SIGNATURE = re.compile(r"kernel\s*\(([^)]*)\)")
@@ -52,7 +53,7 @@ def is_kernelbench(op: Mapping[str, Any]) -> bool:
 def extract_reply(text: str, op: Mapping[str, Any]) -> Extracted:
     source = _code_block(text)
     _validate(source, op)
-    outside = _BLOCK.sub("", text)
+    outside = _prose(text)
     move_m = _MOVE.search(outside)
     undo_m = _UNDO.search(outside)
     move = _one_line(move_m.group(1)) if move_m else "(the reply gave no MOVE line)"
@@ -70,13 +71,48 @@ def _one_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+@dataclass(frozen=True)
+class _Block:
+    tag: str
+    body: str
+    start: int  # line numbers of the fences, to cut the blocks out of the prose
+    end: int
+
+
+def _blocks(text: str) -> list[_Block]:
+    """Fenced blocks, line by line (an unclosed last block runs to the end)."""
+    lines = (text or "").splitlines()
+    blocks: list[_Block] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, tag = m.group(1), m.group(2).lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence[0] * len(fence)):
+            j += 1
+        blocks.append(_Block(tag, "\n".join(lines[i + 1 : j]), i, j))
+        i = j + 1
+    return blocks
+
+
+def _prose(text: str) -> str:
+    lines = (text or "").splitlines()
+    for b in reversed(_blocks(text)):
+        del lines[b.start : b.end + 1]
+    return "\n".join(lines)
+
+
 def _code_block(text: str) -> str:
-    blocks = list(_BLOCK.finditer(text or ""))
-    if not blocks:
+    blocks = _blocks(text)
+    chosen = next((b for b in blocks if b.tag in _PYTHON_TAGS), None)
+    if chosen is None:
+        chosen = next((b for b in blocks if not b.tag), None)
+    if chosen is None:
         raise ProposerError("the reply has no ```python code block", retryable=True)
-    tagged = [b for b in blocks if b.group(1)]
-    chosen = (tagged or blocks)[0]
-    source = chosen.group(2).strip("\n") + "\n"
+    source = chosen.body.strip("\n") + "\n"
     if not source.strip():
         raise ProposerError("the reply's ```python block is empty", retryable=True)
     return source

@@ -12,6 +12,7 @@ base stays the first verified point and the rings around it are walked in a fixe
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -254,14 +255,42 @@ def _ingest(
 # --- choosing the next point -------------------------------------------------------------------
 
 
+def score(trial: Trial) -> float | None:
+    """The geomean over shapes of the best library time over the candidate's time, when
+    the verdict's per-shape times are known (baselines are timed once per worker, so this
+    ranks candidates by their own times, unlike the speedup over a freshly timed reference)."""
+    ratios = []
+    for t in trial.timings:
+        cand = t.get("candidate_ms")
+        if not isinstance(cand, (int, float)) or cand <= 0:
+            continue
+        base = [v for v in (t.get("baselines_ms") or {}).values() if isinstance(v, (int, float))]
+        ref = min(base) if base else t.get("reference_ms")
+        if isinstance(ref, (int, float)) and ref > 0:
+            ratios.append(math.log(ref / cand))
+    return math.exp(sum(ratios) / len(ratios)) if ratios else None
+
+
+def _better(a: Trial, b: Trial) -> bool:
+    """Is a faster than b? By per-shape times when both have them, else by the verdict's
+    speedup (the history carries only that); ties keep the earlier trial."""
+    sa, sb = score(a), score(b)
+    if sa is None or sb is None:
+        sa, sb = a.speedup, b.speedup
+    if sa is None or sb is None:
+        return sa is not None and sb is None
+    return sa > sb or (sa == sb and a.order < b.order)
+
+
 def _best(trials: Sequence[Trial]) -> Trial | None:
-    passed = [t for t in trials if t.status == PASS]
+    passed = sorted((t for t in trials if t.status == PASS), key=lambda t: t.order)
     if not passed:
         return None
-    timed = [t for t in passed if t.speedup is not None]
-    if timed:
-        return max(timed, key=lambda t: (t.speedup, -t.order))
-    return min(passed, key=lambda t: t.order)
+    best = passed[0]
+    for t in passed[1:]:
+        if _better(t, best):
+            best = t
+    return best
 
 
 def _focus(trial: Trial | None) -> str | None:
@@ -319,7 +348,7 @@ def _ordered_moves(
         moves.sort(key=lambda m: 0 if (m[0].resource and m[1] < 0) else 1)
     # the move that made the base better than its own base, once more first
     momentum = [(name, d) for name, d in base.moved]
-    if momentum and base.speedup is not None:
+    if momentum and (score(base) is not None or base.speedup is not None):
         first = [m for m in moves if (m[0].name, m[1]) in momentum]
         moves = first + [m for m in moves if m not in first]
     return moves

@@ -56,6 +56,14 @@ class Family:
     valid: Callable[[Params], bool] = field(default=lambda p: True)
     fixed: Mapping[str, Any] = field(default_factory=dict)  # constants of the family
 
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.params]
+        missing = [n for n in names if n not in self.start]
+        if missing:
+            raise ValueError(f"{self.op}/{self.name}: no start value for {missing}")
+        # shared start dicts may carry other families' parameters: keep this grid's only
+        object.__setattr__(self, "start", {n: self.start[n] for n in names})
+
     def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:

@@ -341,23 +341,6 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         op="rmsnorm",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles",
-        params=(
-            Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
-            Param("PREFETCH", (False, True), structural=True, resource=True),
-            Param("ROWS", (1, 2, 4), resource=True, focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
-            *_TAIL,
-        ),
-        start={**_COMMON_START, "PROGRAMS_PER_SM": 4, "PREFETCH": True, "ROWS": 1},
-        body=_PERSISTENT,
-        valid=_warp_bounds,
-    ),
-    Family(
-        op="rmsnorm",
         name="two-pass",
         summary="rows in chunks: a sum-of-squares pass that keeps the row in L2, then a "
         "normalize pass (short rows stay in registers)",
@@ -372,8 +355,33 @@ FAMILIES: tuple[Family, ...] = (
             _W_EVICT,
             _Y_CACHE,
         ),
-        start={**_COMMON_START, "CHUNK": 2048, "MAX_BLOCK": 4096, "EPT": 8, "X_EVICT": ""},
+        # like inductor's looped reduction: 2048-element chunks, 16 warps, L2-hinted passes
+        start={
+            **_COMMON_START,
+            "CHUNK": 2048,
+            "MAX_BLOCK": 4096,
+            "EPT": 4,
+            "X_EVICT": "evict_first",
+            "W_EVICT": "evict_last",
+        },
         body=_ONE_ROW,
+        valid=_warp_bounds,
+    ),
+    Family(
+        op="rmsnorm",
+        name="persistent",
+        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles",
+        params=(
+            Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
+            Param("PREFETCH", (False, True), structural=True, resource=True),
+            Param("ROWS", (1, 2, 4), resource=True, focus=FOCUS_SMALL),
+            _EPT,
+            _MAX_WARPS,
+            _MIN_WARPS,
+            *_TAIL,
+        ),
+        start={**_COMMON_START, "PROGRAMS_PER_SM": 4, "PREFETCH": True, "ROWS": 1},
+        body=_PERSISTENT,
         valid=_warp_bounds,
     ),
 )
