@@ -90,14 +90,16 @@ async def ready(pilot, app, run) -> None:
     await until(pilot, lambda: app.main.view.attempts_judged >= 2, "two verdicts")
 
 
-def select(app, attempt: int | None = None, branch: str | None = None) -> None:
+async def select(pilot, app, attempt: int | None = None, branch: str | None = None) -> None:
+    """Move the tree's cursor as a person would, and wait until the screen follows."""
     tree = app.main.query_one(StrategyTree)
     tree.follow = False
     if attempt is not None:
         assert tree.select_attempt(attempt)
+        await until(pilot, lambda: app.main.selected_attempt == attempt, f"#{attempt} selected")
     else:
-        node = tree._branch_nodes[branch]
-        tree.move_cursor(node, animate=False)
+        tree.move_cursor(tree._branch_nodes[branch], animate=False)
+        await until(pilot, lambda: app.main.selected_branch == branch, f"{branch} selected")
 
 
 def tree_text(app) -> str:
@@ -108,8 +110,7 @@ async def test_prune_asks_then_prunes_the_branch(tmp_path):
     app, run = live_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, run)
-        select(app, branch="b2")
-        await pilot.pause()
+        await select(pilot, app, branch="b2")
         await pilot.press("x")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
@@ -137,8 +138,7 @@ async def test_branch_hints_editor_records_hint_for_selected_branch(tmp_path):
     app, run = live_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, run)
-        select(app, branch="b2")
-        await pilot.pause()
+        await select(pilot, app, branch="b2")
         await pilot.press("H")
         assert isinstance(app.screen, HintsEditor) and app.screen.scope == "b2"
         await pilot.press(*"no atomics", "ctrl+s")
@@ -214,8 +214,7 @@ async def test_pause_and_resume_selected_branch(tmp_path):
     app, run = live_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, run)
-        select(app, branch="b2")
-        await pilot.pause()
+        await select(pilot, app, branch="b2")
         await pilot.press("b")
         await until(pilot, lambda: logged(run, ev.BranchPaused), "BranchPaused in the log")
         assert logged(run, ev.BranchPaused)[0].branch_id == "b2"
@@ -229,8 +228,7 @@ async def test_open_branch_from_selected_attempt(tmp_path):
     app, run = live_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, run)
-        select(app, attempt=1)
-        await pilot.pause()
+        await select(pilot, app, attempt=1)
         await pilot.press("o")
         assert isinstance(app.screen, InputPrompt)
         await pilot.press(*"wide rows", "enter")
@@ -336,3 +334,33 @@ def test_every_steering_key_is_in_the_palette(key):
     binding = next(b for b in MainScreen.BINDINGS if b.key == key and b.id.startswith("steer."))
     assert binding.action in actions and binding.action in STEERING_ACTIONS
     assert binding.tooltip and binding.id
+
+
+@pytest.mark.slow
+async def test_real_cpu_search_run_steered_from_the_app(tmp_path):
+    """No doubles at all: the built-in search proposer and the real verifier on the CPU
+    (Triton's interpreter; no speed is measured). A branch opened from an attempt changes
+    algorithm family, so it waits at a gate; the person approves it, then stops."""
+    options = RunOptions(op="rmsnorm", device="cpu", branches=2, max_attempts=30, gate="ask",
+                         run_dir=str(tmp_path / "run"))  # fmt: skip
+    run = create_run(options)
+    app = KernelLadderApp(run=run, frozen=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.main.view.attempts_judged >= 1, "a verdict", timeout=120)
+        assert "speed not measured (no GPU)" in app.main.screen_state()["header"]
+        await select(pilot, app, attempt=1)
+        await pilot.press("o", *"persistent", "enter")
+        await until(pilot, lambda: app.main.view.gates, "a gate", timeout=120)
+        gate = app.main.view.gates[0]
+        assert gate.undo_cost == "high" and "family" in gate.reason
+        await pilot.press("a")
+        await until(pilot, lambda: logged(run, ev.GateResolved), "the approval")
+        await pilot.press("s", "y")
+        await until(pilot, lambda: app.run_over, "the end of the run", timeout=120)
+        assert "finished: user-stop" in app.main.screen_state()["header"]
+    events = read_events(run.run_dir)
+    opened = [e for e in events if isinstance(e, ev.BranchOpened) and e.by == "user"]
+    resolved = [e for e in events if isinstance(e, ev.GateResolved)]
+    assert opened and opened[0].from_attempt == 1
+    assert (resolved[0].decision, resolved[0].by) == ("approve", "user")
+    assert events[-1].kind == "run_finished"

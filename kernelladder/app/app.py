@@ -8,6 +8,7 @@ action is an event in the log and shows up in replays.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -932,8 +933,6 @@ class KernelLadderApp(App[int]):
         except ValueError:
             pass  # already stopping or stopped
         deadline = time.monotonic() + QUIT_WAIT_S
-        import asyncio
-
         while not bridge.finished and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.exit(0)

@@ -159,7 +159,9 @@ class EngineBridge:
             raise ValueError(f"unknown command {command!r}")
         method = getattr(self.run, command)
         loop = self._engine_loop
-        if loop is None or loop is asyncio.get_running_loop() or not self.own_loop:
+        if not self.own_loop or loop is asyncio.get_running_loop():
             return await method(*args, **kwargs)
+        if loop is None:
+            raise ValueError("the run has not started yet")
         future = asyncio.run_coroutine_threadsafe(method(*args, **kwargs), loop)
         return await asyncio.wrap_future(future)
