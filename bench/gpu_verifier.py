@@ -38,7 +38,7 @@ from kernelladder.ops.registry import BUILTIN_OPS, get_op  # noqa: E402
 from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
 from kernelladder.verifier.verdict import Verdict  # noqa: E402
 
-BUDGET_S = 400.0  # the whole script; parts are skipped when it runs out
+BUDGET_S = float(os.environ.get("KL_BENCH_BUDGET_S", "400"))  # the whole script; parts are skipped when it runs out
 STARTED = time.monotonic()
 OUT = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
 LOG_LINES: list[str] = []

@@ -162,7 +162,11 @@ class LocalTransport:
     async def wait(self) -> int | None:
         if self._proc is None:
             return None
-        return await self._proc.wait()
+        code = await self._proc.wait()
+        if self._home:  # the worker is gone: its scratch directory goes with it
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+        return code
 
     def describe(self) -> str:
         where = f"cuda:{self.cuda_device}" if self.cuda_device is not None else self.device

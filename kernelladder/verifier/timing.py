@@ -21,6 +21,12 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50
 TARGET_MS = 100.0  # of trials per function and shape
 MIN_TRIALS = 10
 MAX_TRIALS = 2000
+# Cycles of GPU busy-wait queued before each trial's start event, so the host enqueues the
+# timed launches while the GPU waits: the events then bracket GPU work, not Python launch
+# latency (which made launch-bound shapes vary by tens of percent between checks).
+_GPU_SLEEP = getattr(torch.cuda, "_sleep", None)  # bound at import, before any candidate
+SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
+MAX_SLEEP_CYCLES = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -71,13 +77,15 @@ class GpuTimer:
     def _sync(self) -> None:
         TRUSTED.cuda_synchronize()  # device-wide: side-stream work is waited for too
 
-    def _measure(self, fn: Callable[[], Any], trials: int) -> list[float]:
+    def _measure(self, fn: Callable[[], Any], trials: int, sleep_cycles: int = 0) -> list[float]:
         event = TRUSTED.cuda_event
         starts = [event(enable_timing=True) for _ in range(trials)]
         ends = [event(enable_timing=True) for _ in range(trials)]
         self._sync()
         for i in range(trials):
             self._flush()
+            if sleep_cycles and _GPU_SLEEP is not None:
+                _GPU_SLEEP(sleep_cycles)
             TRUSTED.event_record(starts[i])
             fn()
             TRUSTED.event_record(ends[i])
@@ -88,10 +96,19 @@ class GpuTimer:
         """Median of enough flushed trials to fill about `target_ms` (at least 10)."""
         fn()  # warm-up (compiles and autotunes happened in the correctness gate already)
         self._sync()
-        probe = statistics.median(self._measure(fn, 3))
-        per_trial = max(probe + self.flush_ms, 1e-3)
+        host_ms = []
+        for _ in range(3):  # how long the host takes to enqueue one call
+            self._sync()
+            t0 = TRUSTED.perf_counter()
+            fn()
+            host_ms.append((TRUSTED.perf_counter() - t0) * 1e3)
+        self._sync()
+        sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
+        sleep_cycles = int(min(MAX_SLEEP_CYCLES, sleep_ms * SLEEP_CYCLES_PER_MS))
+        probe = statistics.median(self._measure(fn, 3, sleep_cycles))
+        per_trial = max(probe + self.flush_ms + sleep_ms, 1e-3)
         trials = int(min(MAX_TRIALS, max(MIN_TRIALS, target_ms / per_trial)))
-        return summarize(self._measure(fn, trials))
+        return summarize(self._measure(fn, trials, sleep_cycles))
 
     # --- measured ceilings ------------------------------------------------------------
     def rates(self) -> dict[str, float]:

@@ -12,7 +12,9 @@ Imports only the standard library at module level: the device decides how triton
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -105,7 +107,10 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         skipped = {k: v for k, v in applied.items() if v != "applied"}
         if skipped:
             env["interp_patches_skipped"] = skipped
-    scratch = args.scratch or tempfile.mkdtemp(prefix="kl-worker-")
+    scratch = args.scratch
+    if not scratch:  # a remote worker started by hand: its own scratch, removed at exit
+        scratch = tempfile.mkdtemp(prefix="kl-worker-")
+        atexit.register(shutil.rmtree, scratch, True)
     return {**extras, **env}, Verifier(device, scratch, env)
 
 
