@@ -78,3 +78,20 @@ def test_help_screen(snap_compare):
         await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+
+
+def test_speedup_chart_with_speeds(snap_compare):
+    """The chart with points, best-so-far lines, target and noise band. This machine has
+    no GPU, so the speedups here are scripted test data (demo_script, "scripted GPU"),
+    not measurements; the H200 example run under examples/ shows real ones."""
+    from dataclasses import replace
+
+    from kernelladder.app.scripted import demo_script
+
+    events = [replace(e, seq=i, ts=1_700_000_000.0 + i) for i, e in enumerate(demo_script())]
+    app = KernelLadderApp(events=events, frozen=True, at_end=True)
+
+    async def ready(pilot):
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready)

@@ -843,7 +843,10 @@ class KernelLadderApp(App[int]):
                 where = f" ({e.branch_id})" if e.branch_id else ""
                 notes.append((e.message, f"notice{where}", severity))
             elif isinstance(e, ev.ProposalFailed):
-                notes.append((e.error, f"proposer failed on {e.branch_id}", "warning"))
+                # the engine often says the same in a Notice: show it once
+                said = any(isinstance(n, ev.Notice) and e.error in n.message for n in events)
+                if not said:
+                    notes.append((e.error, f"proposer failed on {e.branch_id}", "warning"))
             elif isinstance(e, ev.GateRaised) and e.policy == "ask":
                 notes.append(
                     (f"{e.move} — press g to decide", f"gate {e.gate_id} waits for you", "warning")

@@ -123,9 +123,11 @@ class GatesPanel(Vertical):
             self._title.update("no pending gates")
             return
         n = len(self._gates)
-        self._title.update(
-            f"{n} pending gate{'s' if n > 1 else ''}: a approve · v veto · enter or g for the prompt"
-        )
+        gates = f"{n} pending gate{'s' if n > 1 else ''}"
+        if self._replay:
+            self._title.update(f"{gates} at this point of the replay")
+        else:
+            self._title.update(f"{gates}: a approve · v veto · enter or g for the prompt")
         now = self.now()
         for g in self._gates:
             table.add_row(
