@@ -792,6 +792,9 @@ class KernelLadderApp(App[int]):
         else:
             self.call_after_refresh(self._start_replay)
 
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what was kept off the collector may go now
+
     def _start_bridge(self, bridge: EngineBridge) -> None:
         if bridge.own_loop:
             self.run_worker(
