@@ -18,6 +18,9 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events, read_log
 
 
+EXAMPLE_PROBLEM = Path(__file__).resolve().parents[1] / "examples/kernelbench/relu_bias_scale.py"
+
+
 def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "kernelladder", *args]
 
@@ -54,6 +57,7 @@ def _received(events) -> list[int]:
         (["optimize", "rmsnorm", "--hints", "/nonexistent/hints.txt"], "cannot read hints"),
         (["optimize", "--resume", "/nonexistent/run"], "not a run directory"),
         (["optimize", "missing_problem.py"], "problem file not found"),
+        (["optimize", str(EXAMPLE_PROBLEM), "--device", "cpu"], "use --proposer api or code"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(args, message):

@@ -996,6 +996,8 @@ def create_run(
         raise ValueError(f"{run_dir} already holds a run (use --resume {run_dir})")
     options = replace(options, run_dir=str(run_dir))
     proposer = proposer or _default_proposer(options)
+    # a proposer that cannot work on this op says so now, before any worker starts
+    proposer.strategies(info.description, options.branches)
     runner = runner or _default_runner(options, device)
     return Run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer, run_id=run_id,
