@@ -17,7 +17,6 @@ import pytest
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events, read_log
 
-
 EXAMPLE_PROBLEM = Path(__file__).resolve().parents[1] / "examples/kernelbench/relu_bias_scale.py"
 
 
