@@ -38,7 +38,9 @@ from kernelladder.ops.registry import BUILTIN_OPS, get_op  # noqa: E402
 from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
 from kernelladder.verifier.verdict import Verdict  # noqa: E402
 
-BUDGET_S = float(os.environ.get("KL_BENCH_BUDGET_S", "400"))  # the whole script; parts are skipped when it runs out
+BUDGET_S = float(
+    os.environ.get("KL_BENCH_BUDGET_S", "400")
+)  # the whole script; parts are skipped when it runs out
 STARTED = time.monotonic()
 OUT = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
 LOG_LINES: list[str] = []
@@ -220,6 +222,8 @@ async def main_async(args: argparse.Namespace) -> None:
     ]
     try:
         for name, part in parts:
+            if args.parts and name != "hello" and not set(name.split("+")) & set(args.parts):
+                continue
             if remaining() < 20:
                 log(f"part {name}: skipped, out of time")
                 continue
@@ -283,6 +287,7 @@ def main() -> int:
     parser.add_argument("--dry", action="store_true", help="CPU suites (script check; no speed)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per verification")
     parser.add_argument("--no-cli", action="store_true", help="skip part f (the CLI run)")
+    parser.add_argument("--parts", nargs="*", default=None, help="only these parts (a b c d)")
     parser.add_argument(
         "--no-baselines", action="store_true", help="skip library and torch.compile baselines"
     )
