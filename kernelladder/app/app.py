@@ -9,6 +9,7 @@ action is an event in the log and shows up in replays.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -27,12 +28,13 @@ from kernelladder.app import view as v
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
 from kernelladder.app.folding import AttemptLogs, RunFold
-from kernelladder.app.messages import EventsArrived
+from kernelladder.app.messages import EventsArrived, HostKeyQuestion
 from kernelladder.app.modals.confirm import ConfirmScreen
 from kernelladder.app.modals.gate_prompt import GateDecision, GatePrompt
 from kernelladder.app.modals.help_screen import HelpScreen
 from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
 from kernelladder.app.replay import ReplayController
 from kernelladder.app.run_files import RunFiles
 from kernelladder.app.widgets.attempt_panel import AttemptPanel
@@ -768,11 +770,14 @@ class KernelLadderApp(App[int]):
         self.commands_sent: list[tuple[str, tuple[Any, ...]]] = []
         self.bridge: EngineBridge | None = None
         self.player: ReplayController | None = None
+        self._trust_answers: list[concurrent.futures.Future[bool]] = []
         self._at_end = at_end
         self._last_tick = time.monotonic()
         if run is not None:
             kwargs = {} if batch_interval is None else {"interval": batch_interval}
             self.bridge = EngineBridge(run, own_loop=own_loop, **kwargs)
+            if getattr(getattr(run, "options", None), "remote", False):
+                self.bridge.prepare = self._start_remote_runner
         else:
             self.player = ReplayController(events or (), speed=speed)
         logs = self.player.timeline.logs if self.player else self.fold.logs
@@ -794,6 +799,9 @@ class KernelLadderApp(App[int]):
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # what was kept off the collector may go now
+        for answer in self._trust_answers:  # quitting with a host key question open: no
+            if not answer.done():
+                answer.set_result(False)
 
     def _start_bridge(self, bridge: EngineBridge) -> None:
         if bridge.own_loop:
@@ -819,6 +827,48 @@ class KernelLadderApp(App[int]):
             group="bridge",
             description="the event pump",
             exit_on_error=False,
+        )
+
+    async def _start_remote_runner(self) -> None:
+        """On the engine's loop, before the run: start the remote runner; for an UNKNOWN
+        host key, show its fingerprint and, when the person trusts it, record it and try
+        again. A changed key is never offered. Any failure (or a refusal) is left to the
+        run, whose own start then fails and records the runner's one-line error."""
+        from kernelladder.engine.ssh_link import HostKeyError, trust_host_key
+
+        assert self.bridge is not None
+        runner = getattr(self.bridge.run, "runner", None)
+        if runner is None:
+            return
+        while True:
+            try:
+                await runner.start()
+                return
+            except HostKeyError as exc:
+                if exc.changed or exc.key is None or exc.known_hosts is None:
+                    return
+                if not await self._ask_trust(exc):
+                    return
+                trust_host_key(exc.known_hosts, exc.host, exc.port, exc.key)
+            except Exception:  # the run's own start reports it, in its log and on screen
+                return
+
+    async def _ask_trust(self, error: Any) -> bool:
+        """From the engine's loop (maybe another thread): the person's answer."""
+        answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._trust_answers.append(answer)
+        self.post_message(HostKeyQuestion(error, answer))
+        return await asyncio.wrap_future(answer)
+
+    def on_host_key_question(self, message: HostKeyQuestion) -> None:
+        e, answer = message.error, message.answer
+
+        def dismissed(yes: bool | None) -> None:
+            if not answer.done():
+                answer.set_result(bool(yes))
+
+        self.push_screen(
+            TrustHostKeyScreen(e.host, e.port, e.fingerprint, e.known_hosts), dismissed
         )
 
     def _deliver(self, batch: tuple[ev.Event, ...], finished: bool) -> None:

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from kernelladder.engine.events import Event
@@ -63,8 +63,12 @@ class EngineBridge:
         interval: float = DEFAULT_INTERVAL_S,
         own_loop: bool = False,
         maxsize: int = 10_000,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.run = run
+        # awaited on the engine's loop before the run starts (the app's host-key check);
+        # it reports its own errors and never raises them
+        self.prepare = prepare
         self.interval = interval
         self.own_loop = own_loop
         self.maxsize = maxsize
@@ -88,6 +92,8 @@ class EngineBridge:
         grace = DRAIN_GRACE_AFTER_ERROR_S
         try:
             self._engine_task = asyncio.current_task()
+            if self.prepare is not None:
+                await self.prepare()
             result = await self.run.run()
             grace = DRAIN_GRACE_S
         finally:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from typing import Any
+
 from textual.message import Message
 
 from kernelladder.engine.events import Event
@@ -14,3 +17,14 @@ class EventsArrived(Message):
         super().__init__()
         self.events = events
         self.finished = finished  # the event stream ended (the run is over)
+
+
+class HostKeyQuestion(Message):
+    """The engine's side asks whether to trust an unknown host key (any thread may post
+    it); the answer goes to `answer` (a concurrent future: the engine may have its own
+    loop)."""
+
+    def __init__(self, error: Any, answer: Future[bool]) -> None:
+        super().__init__()
+        self.error = error  # kernelladder.engine.ssh_link.HostKeyError, changed False
+        self.answer = answer
