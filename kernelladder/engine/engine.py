@@ -402,7 +402,8 @@ class Run:
         f = self._loop.create_future()
         self._waiters.append(f)
         try:
-            await asyncio.wait_for(f, timeout)
+            async with asyncio.timeout(timeout):  # never swallows a cancel, unlike 3.11's wait_for
+                await f
         except TimeoutError:
             pass
 

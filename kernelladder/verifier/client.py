@@ -38,6 +38,13 @@ STDOUT_LIMIT = 64 * 1024 * 1024  # a verdict line with evidence can be long
 CPU_ADDRESS_SPACE = 24 * 1024**3  # RLIMIT_AS for CPU workers (CUDA needs far more VA)
 
 
+async def _within(awaitable: Any, timeout: float) -> Any:
+    """Await with a deadline. Unlike asyncio.wait_for on Python 3.11, a cancellation that
+    lands as the awaited read completes is never swallowed (a stopped run must stop)."""
+    async with asyncio.timeout(timeout):
+        return await awaitable
+
+
 class WorkerUnavailable(Exception):
     """The worker could not be started or answered nonsense: not the candidate's fault."""
 
@@ -154,7 +161,7 @@ class LocalTransport:
                 proc.kill()
         if proc is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 10)
+                await _within(proc.wait(), 10)
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
@@ -242,7 +249,7 @@ class WorkerClient:
         transport = self._factory()
         self._stderr_tail.clear()
         try:
-            await asyncio.wait_for(transport.start(), self.start_timeout_s)
+            await _within(transport.start(), self.start_timeout_s)
         except Exception as exc:
             with contextlib.suppress(Exception):
                 await transport.kill()
@@ -254,7 +261,7 @@ class WorkerClient:
         self.workers_started += 1
         try:
             while True:
-                line = await asyncio.wait_for(transport.stdout.readline(), self.start_timeout_s)
+                line = await _within(transport.stdout.readline(), self.start_timeout_s)
                 if not line:
                     code = await self._exit_code()
                     raise WorkerUnavailable(
@@ -309,7 +316,7 @@ class WorkerClient:
         if self._transport is None:
             return None
         try:
-            return await asyncio.wait_for(self._transport.wait(), 5)
+            return await _within(self._transport.wait(), 5)
         except Exception:
             return None
 
@@ -321,7 +328,7 @@ class WorkerClient:
         if self._drain_task is not None:
             task, self._drain_task = self._drain_task, None
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 2)
+                await _within(task, 2)
             task.cancel()
 
     async def close(self) -> None:
@@ -329,8 +336,8 @@ class WorkerClient:
             if self._transport is not None and self._hello is not None:
                 with contextlib.suppress(Exception):
                     self._transport.stdin.write(encode({"type": "shutdown"}))
-                    await asyncio.wait_for(self._transport.stdin.drain(), 2)
-                    await asyncio.wait_for(self._transport.wait(), 5)
+                    await _within(self._transport.stdin.drain(), 2)
+                    await _within(self._transport.wait(), 5)
             await self._discard()
 
     async def __aenter__(self) -> WorkerClient:
@@ -388,7 +395,7 @@ class WorkerClient:
 
         try:
             transport.stdin.write(encode(message))
-            await asyncio.wait_for(transport.stdin.drain(), 30)
+            await _within(transport.stdin.drain(), 30)
         except Exception:
             code = await self._exit_code()
             await self._discard()
@@ -402,7 +409,7 @@ class WorkerClient:
             try:
                 if remaining <= 0:
                     raise TimeoutError
-                line = await asyncio.wait_for(transport.stdout.readline(), remaining)
+                line = await _within(transport.stdout.readline(), remaining)
             except TimeoutError:
                 await self._discard()
                 where = f" during {gate}" + (f" ({last})" if last else "")
@@ -472,13 +479,11 @@ class WorkerClient:
         ping_id = uuid.uuid4().hex
         try:
             transport.stdin.write(encode({"type": "ping", "id": ping_id}))
-            await asyncio.wait_for(transport.stdin.drain(), PONG_TIMEOUT_S)
+            await _within(transport.stdin.drain(), PONG_TIMEOUT_S)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + PONG_TIMEOUT_S
             while True:
-                line = await asyncio.wait_for(
-                    transport.stdout.readline(), max(0.01, deadline - loop.time())
-                )
+                line = await _within(transport.stdout.readline(), max(0.01, deadline - loop.time()))
                 if not line:
                     return "the worker exited right after its verdict"
                 with contextlib.suppress(ValueError):
