@@ -125,6 +125,8 @@ class _Slot:
     gpu: int
     client: WorkerClient
     transport: SSHTransport | None = None
+    # killing a cancelled attempt's worker; the slot's next verify waits for it
+    abandoning: asyncio.Future[None] | None = None
 
     @property
     def label(self) -> str:
@@ -258,6 +260,10 @@ class PoolRunner:
         while True:
             slot = await self._acquire()
             try:
+                if slot.abandoning is not None:
+                    abandoning, slot.abandoning = slot.abandoning, None
+                    with contextlib.suppress(Exception):
+                        await abandoning
                 ready = await self._ensure_host(slot.host)
                 if not ready:
                     continue  # that host left the pool: take a slot of another one
@@ -339,7 +345,7 @@ class PoolRunner:
             raise RunnerLost(f"{host.config.label}: {_one_line(exc)}") from None
         except asyncio.CancelledError:
             # the attempt was cancelled: its candidate must not keep the GPU busy
-            asyncio.ensure_future(self._abandon(slot))
+            slot.abandoning = asyncio.ensure_future(self._abandon(slot))
             raise
         if verdict.kind in ("crash", "timeout") and self._lost_during(slot):
             raise self._lost(slot)
