@@ -125,8 +125,6 @@ class _Slot:
     gpu: int
     client: WorkerClient
     transport: SSHTransport | None = None
-    # killing a cancelled attempt's worker; the slot's next verify waits for it
-    abandoning: asyncio.Future[None] | None = None
 
     @property
     def label(self) -> str:
@@ -260,10 +258,6 @@ class PoolRunner:
         while True:
             slot = await self._acquire()
             try:
-                if slot.abandoning is not None:
-                    abandoning, slot.abandoning = slot.abandoning, None
-                    with contextlib.suppress(Exception):
-                        await abandoning
                 ready = await self._ensure_host(slot.host)
                 if not ready:
                     continue  # that host left the pool: take a slot of another one
@@ -343,21 +337,9 @@ class PoolRunner:
             if self._lost_during(slot):
                 raise self._lost(slot) from None
             raise RunnerLost(f"{host.config.label}: {_one_line(exc)}") from None
-        except asyncio.CancelledError:
-            # the attempt was cancelled: its candidate must not keep the GPU busy
-            slot.abandoning = asyncio.ensure_future(self._abandon(slot))
-            raise
         if verdict.kind in ("crash", "timeout") and self._lost_during(slot):
             raise self._lost(slot)
         return verdict
-
-    async def _abandon(self, slot: _Slot) -> None:
-        """Kill the slot's worker on the box; the next verify starts a fresh one."""
-        transport = slot.transport
-        with contextlib.suppress(Exception):
-            if transport is not None:
-                await transport.kill()
-            await slot.client.close()
 
     def _lost_during(self, slot: _Slot) -> bool:
         transport = slot.transport

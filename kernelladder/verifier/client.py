@@ -359,7 +359,13 @@ class WorkerClient:
         req.pop("timeout_s", None)
         fence_text = str(req.pop("fence", "") or "")
         async with self._lock:
-            return await self._verify_locked(req, on_progress, timeout, fence_text)
+            try:
+                return await self._verify_locked(req, on_progress, timeout, fence_text)
+            except asyncio.CancelledError:
+                # the worker may still be running this candidate: it cannot serve the next
+                # one, so it goes (killed, with its process group) before the lock is freed
+                await self._discard()
+                raise
 
     async def _verify_locked(
         self, req: dict[str, Any], on_progress: ProgressFn | None, timeout: float, fence_text: str
