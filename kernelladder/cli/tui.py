@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import ArgumentParser, UsageError
+from kernelladder.cli.optimize import add_run_arguments, build_run
 
 PROG = "kernelladder-tui"
 
@@ -25,47 +26,6 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
     return value
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `kernelladder optimize` (its own definitions, OP included)."""
-    try:
-        from kernelladder.cli.optimize import add_run_arguments  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        add_run_arguments = None
-    if add_run_arguments is not None:
-        add_run_arguments(parser)
-        return
-    # Only while cli/optimize.py is missing (a partial checkout): the same options.
-    parser.add_argument(
-        "op",
-        nargs="?",
-        metavar="OP|PROBLEM.py",
-        help="a built-in op (kernelladder ops) or a KernelBench problem file",
-    )
-    run = parser.add_argument_group("the run (as `kernelladder optimize`)")
-    run.add_argument("--proposer", choices=("search", "api", "code", "replay"), default="search")
-    run.add_argument("--model", default=None, help="model for the api/code proposers")
-    run.add_argument("--target", type=_positive, default=None, help="target speedup")
-    run.add_argument("--max-attempts", type=int, default=40)
-    run.add_argument("--branches", type=int, default=3)
-    run.add_argument("--stagnation", type=int, default=8)
-    run.add_argument("--budget-usd", type=float, default=None)
-    run.add_argument("--time-limit", type=float, default=None, metavar="S")
-    run.add_argument("--hints", default=None, metavar="FILE", help="global hints file")
-    run.add_argument("--gate", choices=("ask", "approve", "veto"), default="ask")
-    run.add_argument("--gate-timeout", type=float, default=None, metavar="S")
-    run.add_argument("--run-dir", default=None, metavar="DIR")
-    run.add_argument("--resume", default=None, metavar="DIR", help="continue a stopped run")
-    run.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    run.add_argument(
-        "--timeout", type=float, default=300.0, metavar="S", help="per-candidate verifier timeout"
-    )
-    try:
-        from kernelladder.cli.common import add_runner_arguments
-    except ImportError:
-        return
-    add_runner_arguments(parser)
 
 
 def build_parser() -> ArgumentParser:
@@ -95,26 +55,8 @@ def build_parser() -> ArgumentParser:
         help="run or replay without the app (plain/rich progress)",
     )
     view.add_argument("--engine-thread", action="store_true", help=argparse.SUPPRESS)
-    _add_run_arguments(parser)
+    add_run_arguments(parser)  # the options of `kernelladder optimize`, OP included
     return parser
-
-
-def _fallback_options(args: argparse.Namespace) -> Any:
-    from kernelladder.engine.options import RunOptions
-
-    hints = ""
-    if args.hints:
-        path = Path(args.hints)
-        if not path.is_file():
-            raise UsageError(f"no hints file {args.hints}")
-        hints = path.read_text(encoding="utf-8")
-    return RunOptions(
-        op=args.op, proposer=args.proposer, model=args.model, target=args.target,
-        max_attempts=args.max_attempts, branches=args.branches, stagnation=args.stagnation,
-        budget_usd=args.budget_usd, time_limit_s=args.time_limit, hints=hints, gate=args.gate,
-        gate_timeout_s=args.gate_timeout, run_dir=args.run_dir, device=args.device,
-        timeout_s=args.timeout,
-    )  # fmt: skip
 
 
 def _make_live_run(args: argparse.Namespace) -> Any:
@@ -122,21 +64,8 @@ def _make_live_run(args: argparse.Namespace) -> Any:
     answers ask-gates, so the gate policy stays as given."""
     if not args.op and not args.resume:
         raise UsageError("give an op (e.g. rmsnorm), --replay RUN_DIR or --resume RUN_DIR")
-    try:
-        from kernelladder.cli.optimize import build_run  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        build_run = None
-    if build_run is not None:
-        run, _ = build_run(args, interactive=True)
-        return run
-    from kernelladder.engine.engine import create_run, resume_run
-
-    try:
-        if args.resume:
-            return resume_run(args.resume)
-        return create_run(_fallback_options(args))
-    except (ValueError, OSError) as exc:
-        raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
+    run, _ = build_run(args, interactive=True)
+    return run
 
 
 def _headless(args: argparse.Namespace) -> int:
