@@ -17,16 +17,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op
 from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape, aten_name
+from kernelladder.verifier import interp_patch
 
 SEEDS = (0, 1)
 
 
 def _interp_patch_status() -> str | None:
-    """Apply the verifier's bf16 interpreter patch when it exists; None when it does not."""
-    try:
-        from kernelladder.verifier import interp_patch
-    except ImportError:
-        return None
+    """Apply the verifier's bf16 interpreter patches; None when this Triton takes none."""
     status = interp_patch.apply()
     return "applied" if any(v == "applied" for v in status.values()) else None
 
@@ -61,7 +58,7 @@ def candidates():
 def test_starting_candidate_matches_reference_hp_in_interpreter(op, shape, candidates):
     # bf16 tl.dot in the unpatched interpreter multiplies raw bit patterns (FACTS.md).
     if op.name == "attention" and shape.dtype == "bfloat16" and _interp_patch_status() is None:
-        pytest.xfail("bf16 tl.dot is wrong in Triton's interpreter and no interp_patch exists yet")
+        pytest.xfail("bf16 tl.dot is wrong in Triton's interpreter and this Triton takes no patch")
     if op.name not in candidates:
         candidates[op.name] = _load_candidate(op)
     for seed in SEEDS:

@@ -90,16 +90,7 @@ def test_replay_in_a_real_terminal(tmp_path):
         term.close()
 
 
-def _search_proposer_built() -> bool:
-    try:
-        from kernelladder.engine.proposers import get_proposer  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _search_proposer_built(), reason="the search proposer is not built yet")
 def test_live_cpu_run_in_a_real_terminal(tmp_path):
     """A real run: search proposer, CPU verifier (Triton interpreter), no API key."""
     env_note = "" if not os.environ.get("ANTHROPIC_API_KEY") else "env -u ANTHROPIC_API_KEY "

@@ -12,37 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelladder.app.folding import ReplayTimeline
-from kernelladder.engine.events import Event, event_from_dict
+from kernelladder.engine.events import Event
+from kernelladder.engine.log import read_events
 
 MAX_GAP_S = 2.0  # run time between two events, at most, before the speed applies
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 
 
 def load_events(run_dir: str | Path) -> list[Event]:
-    """The run's events; the engine's reader when present (it repairs a torn tail)."""
-    try:
-        from kernelladder.engine.state import read_events  # type: ignore[attr-defined]
-    except ImportError:
-        read_events = None
-    if read_events is not None:
-        return list(read_events(run_dir))
-    return list(_read_jsonl(Path(run_dir) / "events.jsonl"))
-
-
-def _read_jsonl(path: Path) -> list[Event]:
-    import json
-
-    events = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                events.append(event_from_dict(json.loads(line)))
-            except (ValueError, TypeError):
-                break  # a torn last line: the log ends at the last whole event
-    return events
+    """The run's events, read as the engine reads them (a torn last line left out)."""
+    return read_events(run_dir)
 
 
 class ReplayController:

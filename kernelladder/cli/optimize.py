@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
+from kernelladder.cli.common import add_runner_arguments, remote_options, remote_requested
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -151,10 +152,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="proposer replay: the run whose sources to re-propose",
     )
-    try:
-        from kernelladder.cli.common import add_runner_arguments
-    except ImportError:  # the SSH runner is optional
-        return
     add_runner_arguments(p)
 
 
@@ -179,10 +176,6 @@ def _read_hints(path: str | None) -> str | None:
 
 
 def _remote(args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
-    try:
-        from kernelladder.cli.common import remote_options, remote_requested
-    except ImportError:
-        return False, {}
     return remote_requested(args), remote_options(args)
 
 
