@@ -43,6 +43,12 @@ _MAX_BLOCK = Param(
 _CHUNK = Param(
     "CHUNK", (2048, 4096, 8192), resource=True, focus=FOCUS_LARGE, relevant=any_row_longer(8192)
 )
+_CONST_N = Param(
+    "CONST_N",
+    (False, True),
+    focus=FOCUS_SMALL,
+    doc="compile the row length in (one kernel per N): masks known, loads vectorized",
+)
 _STATS_EVICT = Param(
     "STATS_EVICT",
     ("evict_last", ""),
@@ -101,9 +107,15 @@ def _launch_chunked(x, weight, y, M, N):
 _ONE_ROW = (
     """
 @triton.jit
-def _rmsnorm_row(X, W, Y, N, sxm, sxn, sym, syn, eps,
+def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
                  BLOCK: tl.constexpr, EVEN: tl.constexpr, WIDE: tl.constexpr,
                  X_EVICT: tl.constexpr, W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is known when compiling, so the mask is too and the
+    # loads of a row like 1000 fp32 are vectorized (a runtime N not divisible by 16 is not)
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
     row = tl.program_id(0)
     if WIDE:
         row = row.to(tl.int64)
@@ -136,7 +148,8 @@ def kernel(x, weight):
         return y
     _rmsnorm_row[(M,)](
         x, weight, y, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        BLOCK=block, EVEN=block == N, WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT,
+        N_CONST=N if CONST_N else 0, BLOCK=block, EVEN=block == N, WIDE=_wide(x, y),
+        X_EVICT=X_EVICT, W_EVICT=W_EVICT,
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
     return y
@@ -336,9 +349,9 @@ FAMILIES: tuple[Family, ...] = (
         op="rmsnorm",
         name="one-row-per-program",
         summary="one program per row, the whole row in registers (grid = M)",
-        params=(_EPT, _MAX_WARPS, _MIN_WARPS, *_TAIL),
+        params=(_EPT, _MAX_WARPS, _MIN_WARPS, _CONST_N, *_TAIL),
         # 8 warps and an L2-kept weight: the fastest points of this grid on an H200
-        start={**_COMMON_START, "MAX_WARPS": 8, "W_EVICT": "evict_last"},
+        start={**_COMMON_START, "MAX_WARPS": 8, "W_EVICT": "evict_last", "CONST_N": True},
         body=_ONE_ROW,
         valid=_warp_bounds,
     ),
@@ -357,6 +370,7 @@ FAMILIES: tuple[Family, ...] = (
             _MIN_WARPS,
             _W_EVICT,
             _Y_CACHE,
+            _CONST_N,
         ),
         # like inductor's looped reduction: 2048-element chunks, 16 warps, L2-hinted passes
         start={
@@ -366,6 +380,7 @@ FAMILIES: tuple[Family, ...] = (
             "EPT": 4,
             "X_EVICT": "evict_first",
             "W_EVICT": "evict_last",
+            "CONST_N": True,
         },
         body=_ONE_ROW,
         valid=_warp_bounds,
