@@ -73,7 +73,11 @@ def main() -> int:
     record: list[dict] = []
     lines: list[str] = []
     for run_dir in args.run_dirs:
-        meta = json.loads((run_dir / "meta.json").read_text()) if (run_dir / "meta.json").exists() else {}
+        meta = (
+            json.loads((run_dir / "meta.json").read_text())
+            if (run_dir / "meta.json").exists()
+            else {}
+        )
         op_name = summarize(fold(read_events(run_dir)))["op"]
         spec = get_op(op_name)
         compiled = torch.compile(spec.reference, dynamic=False)
@@ -93,10 +97,10 @@ def main() -> int:
                 if bad is not None:
                     lines.append(f"| {shape.label} | WRONG: {bad} | | | | | |")
                     continue
-                fns = {"kernel": lambda a=args_: loaded.call(*a)}
+                fns = {"kernel": lambda a=args_, c=loaded.call: c(*a)}
                 for name, fn in spec.library_baselines().items():
                     fns[name] = lambda fn=fn, i=inputs: fn(i)
-                fns["torch.compile"] = lambda i=inputs: compiled(dict(i))
+                fns["torch.compile"] = lambda i=inputs, c=compiled: c(dict(i))
                 names = list(fns)
                 samples: dict[str, list[float]] = {n: [] for n in names}
                 for r in range(args.rounds):

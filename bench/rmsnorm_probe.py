@@ -142,7 +142,7 @@ def main() -> int:
         else:
             log(label, r)
     results.sort(key=lambda t: t[0])
-    for ms, label, fam, params in results[:8]:
+    for _ms, label, fam, params in results[:8]:
         if time.monotonic() - STARTED > args.budget * 0.9:
             break
         res = run_point(label, fam, params, shapes)
