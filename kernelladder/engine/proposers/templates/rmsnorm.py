@@ -89,6 +89,12 @@ def _warps(elements):
     return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
 
 
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense; a family
+    # without the CONST_N parameter never compiles the length in
+    return bool(globals().get("CONST_N")) and x.is_contiguous() and y.is_contiguous()
+
+
 def _wide(*tensors):
     # 64-bit offsets only when an element offset can pass 2**31
     return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
@@ -108,10 +114,11 @@ _ONE_ROW = (
     """
 @triton.jit
 def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
-                 BLOCK: tl.constexpr, EVEN: tl.constexpr, WIDE: tl.constexpr,
+                 CONTIG: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, WIDE: tl.constexpr,
                  X_EVICT: tl.constexpr, W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    # N_CONST > 0: the row length is known when compiling, so the mask is too and the
-    # loads of a row like 1000 fp32 are vectorized (a runtime N not divisible by 16 is not)
+    # N_CONST > 0: the row length is known when compiling, so the mask is too; with
+    # CONTIG (dense rows) a row starts at row * N_CONST, whose alignment is known as well,
+    # so the loads of a row like 1000 fp32 are vectorized (a runtime 1000 is not)
     if N_CONST > 0:
         N = N_CONST
     else:
@@ -120,7 +127,12 @@ def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
     if WIDE:
         row = row.to(tl.int64)
     cols = tl.arange(0, BLOCK)
-    x_ptrs = X + row * sxm + cols * sxn
+    if CONTIG:
+        x_ptrs = X + row * N + cols
+        y_ptrs = Y + row * N + cols
+    else:
+        x_ptrs = X + row * sxm + cols * sxn
+        y_ptrs = Y + row * sym + cols * syn
     # EVEN: the row is exactly one block, so no mask at all
     if EVEN:
         x = tl.load(x_ptrs, eviction_policy=X_EVICT).to(tl.float32)
@@ -130,7 +142,6 @@ def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
         w = tl.load(W + cols, mask=cols < N, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
     rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
     y = (x * rstd * w).to(Y.dtype.element_ty)
-    y_ptrs = Y + row * sym + cols * syn
     if EVEN:
         tl.store(y_ptrs, y, cache_modifier=Y_CACHE)
     else:
@@ -148,9 +159,9 @@ def kernel(x, weight):
         return y
     _rmsnorm_row[(M,)](
         x, weight, y, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        N_CONST=N if CONST_N else 0, BLOCK=block, EVEN=block == N, WIDE=_wide(x, y),
-        X_EVICT=X_EVICT, W_EVICT=W_EVICT,
-        Y_CACHE=Y_CACHE, num_warps=_warps(block),
+        N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), BLOCK=block, EVEN=block == N,
+        WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE,
+        num_warps=_warps(block),
     )
     return y
 """
@@ -199,21 +210,30 @@ _TILE_KERNEL = (
     + """
 
 @triton.jit
-def _rmsnorm_tile(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
-                  ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+def _rmsnorm_tile(X, W, Y, M, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
                   EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
                   W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    if N_CONST > 0:  # as in the one-row kernel: masks and row alignment known
+        N = N_CONST
+    else:
+        N = N_ARG
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     if WIDE:
         rows = rows.to(tl.int64)
-    x = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
-                   EVEN_M, EVEN_N, X_EVICT).to(tl.float32)
+    if CONTIG:
+        x_off = rows[:, None] * N + cols[None, :]
+        y_off = rows[:, None] * N + cols[None, :]
+    else:
+        x_off = rows[:, None] * sxm + cols[None, :] * sxn
+        y_off = rows[:, None] * sym + cols[None, :] * syn
+    x = _load_tile(X + x_off, rows, cols, M, N, EVEN_M, EVEN_N, X_EVICT).to(tl.float32)
     w = _load_weight(W, cols, N, EVEN_N, W_EVICT)
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     y = x * rstd[:, None] * w[None, :]
-    _store_tile(Y + rows[:, None] * sym + cols[None, :] * syn, y.to(Y.dtype.element_ty),
-                rows, cols, M, N, EVEN_M, EVEN_N, Y_CACHE)
+    _store_tile(Y + y_off, y.to(Y.dtype.element_ty), rows, cols, M, N, EVEN_M, EVEN_N,
+                Y_CACHE)
 """
 )
 
@@ -241,7 +261,8 @@ def kernel(x, weight):
     rows = _rows_per_program(M, block, _num_sms(x.device))
     _rmsnorm_tile[(triton.cdiv(M, rows),)](
         x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N,
+        N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), ROWS=rows, BLOCK=block,
+        EVEN_M=M % rows == 0, EVEN_N=block == N,
         WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE,
         num_warps=_warps(rows * block),
     )
@@ -339,9 +360,16 @@ FAMILIES: tuple[Family, ...] = (
             Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True),
             _MAX_WARPS,
             _MIN_WARPS,
+            _CONST_N,
             *_TAIL,
         ),
-        start={**_COMMON_START, "ROWS": 4, "MIN_PROGRAMS_PER_SM": 2, "TILE_MAX": 16384},
+        start={
+            **_COMMON_START,
+            "ROWS": 4,
+            "MIN_PROGRAMS_PER_SM": 2,
+            "TILE_MAX": 16384,
+            "CONST_N": True,
+        },
         body=_MULTI_ROW,
         valid=_warp_bounds,
     ),
