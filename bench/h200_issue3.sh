@@ -14,9 +14,9 @@ for op in ${OPS:-rmsnorm softmax}; do
     --run-dir /tmp/runs/$op --json > /tmp/runs/$op.json 2> /tmp/runs/$op.log
   echo "optimize $op exit $?"
   python3 bench/search_bar.py /tmp/runs/$op | tee $OUT/bar-$op.md
-  timeout ${H2H_LIMIT:-150} python3 bench/head_to_head.py /tmp/runs/$op --attempts ${H2H_ATTEMPTS:-2} \
-    --json $OUT/h2h-$op.json > $OUT/h2h-$op.log 2>&1
+  timeout ${H2H_LIMIT:-150} python3 bench/head_to_head.py /tmp/runs/$op --attempts ${H2H_ATTEMPTS:-4} \
+    --rounds 11 --win 10 --target-ms 20 --confirm 25 --json $OUT/h2h-$op.json > $OUT/h2h-$op.log 2>&1
   echo "head_to_head $op exit $?"
 done
 tar czf $OUT/runs.tgz -C /tmp runs
-for op in ${OPS:-rmsnorm softmax}; do cat $OUT/bar-$op.md | tail -12; grep -A14 "^$op #" $OUT/h2h-$op.log | tail -30; done
+for op in ${OPS:-rmsnorm softmax}; do cat $OUT/bar-$op.md | tail -12; grep -A13 "confirmation" $OUT/h2h-$op.log | tail -14; done
