@@ -96,6 +96,7 @@ CHEAT_GATES = {
     "patch_timer": "anti-cheat",
     "patch_sync": "anti-cheat",
     "background_thread": "anti-cheat",
+    "fake_compile_timer": "anti-cheat",
     "nondeterministic": "determinism",
     "raise_on_import": "load",
     "import_error": "load",

@@ -30,6 +30,14 @@ from kernelladder.ops.spec import BaselineNotApplicable, Mismatch, OpSpec, Shape
 from kernelladder.verifier import candidate as candidate_mod
 from kernelladder.verifier import fence, integrity, poison
 from kernelladder.verifier.integrity import TRUSTED
+
+try:  # torch.compile's compile-worker pool and its idle timer (see _compile_pool_timer)
+    from torch._inductor.compile_worker.subproc_pool import SubprocPool as _POOL_CLS
+    from torch._inductor.compile_worker.timer import Timer as _TIMER_CLS
+
+    _TIMER_CHECK = _TIMER_CLS.check
+except Exception:  # another torch layout: no exemption
+    _POOL_CLS = _TIMER_CLS = _TIMER_CHECK = None
 from kernelladder.verifier.verdict import (
     FAIL,
     GATES,
@@ -114,6 +122,27 @@ def _storage_range(t: torch.Tensor) -> tuple[int, int]:
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]
+
+
+def _compile_pool_timer(thread: threading.Thread) -> bool:
+    """Whether `thread` is the idle timer of torch.compile's own compile-worker pool.
+
+    Inductor starts it (named "subproc_worker_timer") whenever its pool gets work, e.g.
+    for the torch.compile baseline, and it can appear while a later candidate runs: an
+    H200 check flagged an honest rmsnorm candidate for it. Only that timer is exempt: its
+    target must be the original Timer.check (bound at import, before any candidate) of a
+    Timer whose expiry calls a SubprocPool's own method. A thread merely named like it, or
+    such a Timer that calls anything else, still counts; a pool the candidate started
+    itself shows up as child processes.
+    """
+    if _TIMER_CHECK is None:
+        return False
+    target = getattr(thread, "_target", None)
+    timer = getattr(target, "__self__", None)
+    if type(timer) is not _TIMER_CLS or getattr(target, "__func__", None) is not _TIMER_CHECK:
+        return False
+    owner = getattr(getattr(timer, "call", None), "__self__", None)
+    return type(owner) is _POOL_CLS
 
 
 def _children() -> set[int]:
@@ -645,7 +674,9 @@ class _Run:
 
     def _anti_cheat_after_call(self, outs, inputs, pristine, where: str) -> None:
         new_threads = [
-            t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()
+            t
+            for t in threading.enumerate()
+            if t not in self.threads_before and t.is_alive() and not _compile_pool_timer(t)
         ]
         if new_threads:
             self.recycle = True
