@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":4,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
+# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":4,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
 """softmax, search family "one-pass": a [ROWS, N] tile per program in registers: one read, one write
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -15,6 +15,7 @@ ROWS = 1
 MIN_WARPS = 4
 MIN_PROGRAMS_PER_SM = 2
 TILE_MAX = 16384
+CONST_N = True
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
@@ -133,10 +134,16 @@ def _softmax_rows(x, EXP2: tl.constexpr):
 
 
 @triton.jit
-def _softmax_tile(X, Y, M, N, sxm, sxn, sym, syn,
-                  ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
                   EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
                   X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
+    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     # rows past M re-read the last row (no NaN from all-padding rows); never stored
@@ -144,10 +151,15 @@ def _softmax_tile(X, Y, M, N, sxm, sxn, sym, syn,
     if WIDE:
         rows = rows.to(tl.int64)
         src = src.to(tl.int64)
-    x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
-    y = _softmax_rows(x, EXP2)
-    _store_rows(Y, y.to(Y.dtype.element_ty), rows, cols, M, N, sym, syn, EVEN_M, EVEN_N,
-                Y_CACHE)
+    if CONTIG:
+        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
+    else:
+        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
+    if CONTIG:
+        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
+    else:
+        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
 
 _SM_COUNT = {}
 
@@ -180,9 +192,10 @@ def kernel(x):
         _launch_online(x, y, M, N, CHUNK, "evict_last")
         return y
     rows = _rows_per_program(M, block, _num_sms(x.device))
+    contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
     _softmax_tile[(triton.cdiv(M, rows),)](
         x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-        ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N, WIDE=_wide(x, y),
+        N_CONST=N if CONST_N else 0, CONTIG=contig, ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N, WIDE=_wide(x, y),
         EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y

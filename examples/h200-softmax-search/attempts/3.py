@@ -133,10 +133,16 @@ def _softmax_rows(x, EXP2: tl.constexpr):
 
 
 @triton.jit
-def _softmax_tile(X, Y, M, N, sxm, sxn, sym, syn,
-                  ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
                   EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
                   X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
+    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     # rows past M re-read the last row (no NaN from all-padding rows); never stored
@@ -144,10 +150,15 @@ def _softmax_tile(X, Y, M, N, sxm, sxn, sym, syn,
     if WIDE:
         rows = rows.to(tl.int64)
         src = src.to(tl.int64)
-    x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
-    y = _softmax_rows(x, EXP2)
-    _store_rows(Y, y.to(Y.dtype.element_ty), rows, cols, M, N, sym, syn, EVEN_M, EVEN_N,
-                Y_CACHE)
+    if CONTIG:
+        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
+    else:
+        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
+    if CONTIG:
+        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
+    else:
+        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
 
 @triton.jit
 def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
