@@ -66,3 +66,25 @@ def branch_status(b: v.BranchView) -> str:
     if b.is_best and b.state == v.BRANCH_RUNNING:
         return "best, running"
     return BRANCH_WORDS.get(b.state, b.state)
+
+
+def versus_fastest_baseline(
+    candidate_ms: float | None, baselines_ms: dict[str, float], noise: float | None
+) -> tuple[str, float, str] | None:
+    """(fastest baseline's name, its time / the candidate's, "faster" | "tie" | "slower")
+    at one shape. A margin inside the candidate's own timing noise (IQR / median) is a
+    tie: at a hardware limit two kernels differ by less than the drift between timings."""
+    times = {k: x for k, x in baselines_ms.items() if isinstance(x, int | float) and x > 0}
+    if not candidate_ms or candidate_ms <= 0 or not times:
+        return None
+    name = min(times, key=lambda k: times[k])
+    base = times[name]
+    margin = 1.0 + (noise or 0.0)
+    word = (
+        "faster"
+        if candidate_ms * margin < base
+        else "slower"
+        if candidate_ms > base * margin
+        else "tie"
+    )
+    return name, base / candidate_ms, word

@@ -10,9 +10,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from kernelladder.app.format import versus_fastest_baseline
 from kernelladder.verifier.verdict import FAIL, PASS, Verdict
 
 _STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
+_VERSUS_STYLE = {"faster": "green", "tie": "yellow", "slower": "red"}
 
 
 def _ms(value: float | None) -> str:
@@ -55,7 +57,15 @@ def timings_table(verdict: Verdict) -> Table | None:
     table.add_column("noise", justify="right")
     table.add_column("floor", justify="right")
     table.add_column("of floor", justify="right")
+    if baseline_names:
+        table.add_column("vs fastest baseline")
     for t in verdict.timings:
+        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
+        vs_cell = (
+            [Text(f"{versus[1]:.2f}x {versus[2]} ({versus[0]})", style=_VERSUS_STYLE[versus[2]])]
+            if versus
+            else ["-"]
+        )
         table.add_row(
             t.label,
             _ms(t.reference_ms),
@@ -65,6 +75,7 @@ def timings_table(verdict: Verdict) -> Table | None:
             _pct(t.noise),
             _ms(t.floor_ms),
             _pct(t.floor_fraction),
+            *(vs_cell if baseline_names else []),
         )
     return table
 

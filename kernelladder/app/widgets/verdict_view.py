@@ -15,6 +15,7 @@ from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict
 
 GATE_MARKS = {PASS: ("✓", "$success"), FAIL: ("✗", "bold $error")}
 EVIDENCE_CHARS = 160
+_VERSUS = {"faster": "$success", "tie": "$warning", "slower": "$error"}
 
 
 class VerdictView(VerticalScroll):
@@ -131,16 +132,23 @@ def _speed_lines(verdict: Verdict) -> list[Content]:
     if verdict.timings:
         lines.append(
             Content.styled(
-                f"  {'shape':<24} {'ref ms':>9} {'cand ms':>9} {'speedup':>8} {'floor':>6} {'noise':>6}",
+                f"  {'shape':<24} {'ref ms':>9} {'cand ms':>9} {'speedup':>8} {'floor':>6} "
+                f"{'noise':>6}  vs fastest baseline",
                 "$text-muted",
             )
         )
         for t in verdict.timings:
+            versus = fmt.versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
             lines.append(
-                Content(
+                Content.assemble(
                     f"  {t.label[:24]:<24} {_ms(t.reference_ms):>9} {_ms(t.candidate_ms):>9} "
                     f"{fmt.speedup(t.speedup):>8} {fmt.percent(t.floor_fraction):>6} "
-                    f"{fmt.percent(t.noise):>6}"
+                    f"{fmt.percent(t.noise):>6}  ",
+                    (
+                        (f"{fmt.speedup(versus[1])} {versus[2]} ({versus[0]})", _VERSUS[versus[2]])
+                        if versus
+                        else ("—", "$text-muted")
+                    ),
                 )
             )
     return lines
