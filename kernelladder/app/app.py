@@ -832,25 +832,38 @@ class KernelLadderApp(App[int]):
     async def _start_remote_runner(self) -> None:
         """On the engine's loop, before the run: start the remote runner; for an UNKNOWN
         host key, show its fingerprint and, when the person trusts it, record it and try
-        again. A changed key is never offered. Any failure (or a refusal) is left to the
-        run, whose own start then fails and records the runner's one-line error."""
+        again. A changed key is never offered. A start that succeeds is the run's (the
+        runner starts once); a failure (or a refusal) is handed to the run, which
+        records it as its own start failure without connecting again."""
         from kernelladder.engine.ssh_link import HostKeyError, trust_host_key
 
         assert self.bridge is not None
-        runner = getattr(self.bridge.run, "runner", None)
+        run = self.bridge.run
+        runner = getattr(run, "runner", None)
         if runner is None:
             return
+
+        def hand_over(error: Exception) -> None:
+            failed = getattr(run, "runner_start_failed", None)
+            if failed is not None:  # else (not an engine Run) its own start tries again
+                failed(error)
+
         while True:
             try:
                 await runner.start()
                 return
             except HostKeyError as exc:
-                if exc.changed or exc.key is None or exc.known_hosts is None:
+                offered = not exc.changed and exc.key is not None and exc.known_hosts is not None
+                if not offered or not await self._ask_trust(exc):
+                    hand_over(exc)
                     return
-                if not await self._ask_trust(exc):
+                try:
+                    trust_host_key(exc.known_hosts, exc.host, exc.port, exc.key)
+                except OSError as err:  # e.g. known_hosts not writable: the run says so
+                    hand_over(err)
                     return
-                trust_host_key(exc.known_hosts, exc.host, exc.port, exc.key)
-            except Exception:  # the run's own start reports it, in its log and on screen
+            except Exception as exc:  # the run records it, in its log and on screen
+                hand_over(exc)
                 return
 
     async def _ask_trust(self, error: Any) -> bool:

@@ -192,6 +192,7 @@ class Run:
         self._run_called = False
         self._closed = False
         self._stop_detail = ""
+        self._early_runner_error: Exception | None = None  # see runner_start_failed
         self._cancel_inflight = False
         self._finished = asyncio.Event()
         self.internal_error: BaseException | None = None
@@ -215,6 +216,14 @@ class Run:
     @property
     def device(self) -> str:
         return self.state.device or self.options.device or "cpu"
+
+    def runner_start_failed(self, error: Exception) -> None:
+        """The runner was started before run() (the app does so to ask about an unknown
+        SSH host key) and failed: run() records this error as its own runner start
+        failure instead of connecting a second time."""
+        if self._run_called:
+            raise RuntimeError("the runner's start failure must be handed over before run()")
+        self._early_runner_error = error
 
     def subscribe(self, maxsize: int = 10_000, from_seq: int = 0) -> Subscription:
         """Every event from `from_seq` (default: the whole log) in order, then live ones,
@@ -423,11 +432,15 @@ class Run:
 
     # --- the main loop ------------------------------------------------------------------
     async def _start(self) -> bool:
-        try:
-            await self.runner.start()
-            runner_error = None
-        except Exception as exc:
-            runner_error = f"the runner did not start: {one_line(exc)}"
+        failure = self._early_runner_error
+        if failure is None:
+            try:
+                await self.runner.start()
+            except Exception as exc:
+                failure = exc
+        runner_error = None
+        if failure is not None:
+            runner_error = f"the runner did not start: {one_line(failure)}"
         # after start(): a runner may learn its slot count (GPUs) only then
         self._slots = asyncio.Semaphore(max(1, int(self.runner.slots or 1)))
         info = self.runner.describe()
