@@ -29,12 +29,15 @@ KEEPALIVE_COUNT_MAX = 3
 # Runs on the box with the login environment, before anything of the candidate's:
 # a new session (so pid == pgid and the whole group can be killed), the same scrubbed
 # environment as a local worker (verifier/env.py, synced with the tree), then the
-# worker itself. Values arrive as argv, never as code.
+# worker itself. Its scratch dir names this pid as owner (the worker keeps the pid and
+# start time across execve), first sweeping the dirs of workers killed on the box, and
+# the worker removes it as it exits. Values arrive as argv, never as code.
 WORKER_BOOTSTRAP = """\
 import os, sys, tempfile
 tree, gpu, device = sys.argv[1:4]
 sys.path.insert(0, tree)
 from kernelladder.verifier.env import worker_env
+from kernelladder.verifier.scratch import make_scratch
 try:
     os.setsid()
 except OSError:
@@ -44,9 +47,10 @@ sys.stdout.flush()
 extra = {"PYTHONPATH": tree, "CUDA_VISIBLE_DEVICES": gpu}
 if device == "cpu":
     extra["TRITON_INTERPRET"] = "1"
-home = tempfile.mkdtemp(prefix="kl-worker-")
+home = make_scratch(tempfile.gettempdir())
 env = worker_env(home, os.environ, extra)
 argv = [sys.executable, "-m", "@MODULE@", "--device", device, "--scratch", home]
+argv.append("--remove-scratch")
 os.execve(sys.executable, argv, env)
 """.replace("@MODULE@", WORKER_MODULE)
 

@@ -21,13 +21,13 @@ import resource
 import shutil
 import signal
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kernelladder.verifier.env import Redactor, secret_values, worker_env
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, WORKER_MODULE, decode, encode
+from kernelladder.verifier.scratch import add_owner, make_scratch, sweep_stale
 from kernelladder.verifier.verdict import FAIL, Feedback, GateResult, Verdict, fault_verdict
 
 ProgressFn = Callable[[str, str], None]
@@ -111,8 +111,15 @@ class LocalTransport:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def home(self) -> str | None:
+        """The worker's scratch directory (its HOME, TMPDIR and cwd) while it runs."""
+        return self._home
+
     async def start(self) -> None:
-        self._home = tempfile.mkdtemp(prefix="kl-worker-")
+        # the dirs of workers (or callers) killed with SIGKILL go before this one is made
+        await asyncio.to_thread(sweep_stale)
+        self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         extra = dict(self.extra_env)
         root = _package_root()
         path = self.environ.get("PYTHONPATH", "")
@@ -146,6 +153,7 @@ class LocalTransport:
             preexec_fn=_limits,
             limit=STDOUT_LIMIT,
         )
+        add_owner(self._home, self._proc.pid)  # kept while either of us lives
         self.stdin, self.stdout, self.stderr = (
             self._proc.stdin,
             self._proc.stdout,

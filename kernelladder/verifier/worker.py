@@ -12,15 +12,17 @@ Imports only the standard library at module level: the device decides how triton
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import shutil
 import sys
-import tempfile
 import traceback
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
+from kernelladder.verifier.scratch import make_scratch
+
+# scratch directories this worker removes as it exits (os._exit skips atexit handlers)
+_owned_scratch: list[str] = []
 
 
 class _Channel:
@@ -57,6 +59,14 @@ def _flush_std() -> None:
             pass
 
 
+def _exit(code: int) -> NoReturn:
+    """Leave now: a non-daemon thread a candidate started must not keep us alive."""
+    _flush_std()
+    for path in _owned_scratch:
+        shutil.rmtree(path, ignore_errors=True)
+    os._exit(code)
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kernelladder.verifier.worker")
     parser.add_argument("--device", choices=("cuda", "cpu", "auto"), default="auto")
@@ -67,6 +77,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="cap this process's share of GPU memory (torch's caching allocator)",
     )
     parser.add_argument("--scratch", default=None, help="directory for candidate files")
+    parser.add_argument(
+        "--remove-scratch",
+        action="store_true",
+        help="remove the --scratch directory when the worker exits (the remote bootstrap's)",
+    )
     return parser.parse_args(argv)
 
 
@@ -107,11 +122,17 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         skipped = {k: v for k, v in applied.items() if v != "applied"}
         if skipped:
             env["interp_patches_skipped"] = skipped
-    scratch = args.scratch
-    if not scratch:  # a remote worker started by hand: its own scratch, removed at exit
-        scratch = tempfile.mkdtemp(prefix="kl-worker-")
-        atexit.register(shutil.rmtree, scratch, True)
-    return {**extras, **env}, Verifier(device, scratch, env)
+    return {**extras, **env}, Verifier(device, args.scratch, env)
+
+
+def _claim_scratch(args: argparse.Namespace) -> str:
+    """The candidate files' directory; the ones this worker must remove as it exits."""
+    if not args.scratch:  # a remote worker started by hand: its own scratch
+        _owned_scratch.append(make_scratch())
+        return _owned_scratch[-1]
+    if args.remove_scratch:
+        _owned_scratch.append(args.scratch)
+    return args.scratch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
+        args.scratch = _claim_scratch(args)  # before setup, so a failed setup removes it too
         extras, verifier = _setup(device, args)
     except Exception as exc:
         channel.send({"type": "error", "id": None, "message": f"worker setup failed: {exc!r}"})
@@ -193,13 +215,10 @@ def main(argv: list[str] | None = None) -> int:
                 {"type": "verdict", "id": req_id, "verdict": verdict.to_dict(), "recycle": recycle}
             )
             if recycle:
-                _flush_std()
-                os._exit(0)  # threads or patches a candidate left behind die with us
+                _exit(0)  # threads or patches a candidate left behind die with us
         else:
             channel.send({"type": "error", "id": req_id, "message": f"unknown type {kind!r}"})
 
 
 if __name__ == "__main__":
-    code = main()
-    _flush_std()
-    os._exit(code)  # a non-daemon thread a candidate started must not keep us alive
+    _exit(main())
