@@ -58,8 +58,9 @@ def run_status(state: RunState) -> str:
     return "running" if state.started_ts is not None else "starting"
 
 
-def render_state(state: RunState, *, now: float | None = None) -> Group:
-    """The whole panel for one state (also used by `kernelladder replay`)."""
+def render_state(state: RunState, *, now: float | None = None, notices_from: int = 0) -> Group:
+    """The whole panel for one state (also used by `kernelladder replay`); only notices
+    logged at or after seq `notices_from` (a resumed session's own) are shown."""
     speed_note = "" if state.speed_measured else "  [yellow]speed not measured (no GPU)[/]"
     header = Text.from_markup(
         f"[bold]{state.op}[/] on {state.device}{' (' + state.gpu + ')' if state.gpu else ''}"
@@ -107,7 +108,7 @@ def render_state(state: RunState, *, now: float | None = None) -> Group:
                 f"({g.undo_cost}: {g.reason})"
             )
         )
-    for notice in state.notices[-3:]:
+    for notice in [n for n in state.notices if n.seq >= notices_from][-3:]:
         style = {"error": "red", "warning": "yellow"}.get(notice.level, "")
         parts.append(Text(f"{notice.level}: {notice.message}", style=style))
     return Group(*parts)
@@ -120,7 +121,7 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         speed = "" if e.speed_measured else " (speed not measured: no GPU)"
         return f"run {e.run_id}: {e.op} on {e.device}{speed}, proposer {e.proposer}"
     if isinstance(e, ev.RunReopened):
-        return f"run resumed; re-running attempts {list(e.requeued_attempts) or 'none'}"
+        return resume_line(e, state)
     if isinstance(e, ev.BranchOpened):
         origin = f" from #{e.from_attempt}" if e.from_attempt is not None else ""
         return f"{e.branch_id} opened: {e.strategy}{origin}"
@@ -157,6 +158,33 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
             best = f"best #{e.best_attempt} {_speed(e.best_speedup)}"
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def resume_line(event: ev.RunReopened, state: RunState, where: str | None = None) -> str:
+    """One line saying what a resume picks up, from the fold's state at RunReopened."""
+    if state.best_attempt is None:
+        best = "no attempt passed yet"
+    elif state.best_speedup is None:
+        best = f"best #{state.best_attempt} (speed not measured)"
+    else:
+        best = f"best #{state.best_attempt} {_speed(state.best_speedup)}"
+    parts = [
+        f"resumed {where or 'run ' + state.run_id}: {_count(state.attempts_used, 'attempt')} "
+        f"so far, {state.passed} passed, {best}"
+    ]
+    if event.requeued_attempts:
+        parts.append("re-running " + ", ".join(f"#{n}" for n in event.requeued_attempts))
+    if state.pending_gates:
+        parts.append(f"{_count(len(state.pending_gates), 'gate')} pending")
+    if event.settings:
+        parts.append("now " + ", ".join(f"{k} {v}" for k, v in sorted(event.settings.items())))
+    if event.repaired_tail:
+        parts.append("a torn last log line was dropped")
+    return "; ".join(parts)
 
 
 class TerminalGatePrompt:
@@ -227,7 +255,11 @@ class TerminalGatePrompt:
 
 class HeadlessView:
     """Follows a run's events until it finishes: a rich Live panel when `live`, plain
-    lines otherwise. `prompt` answers ask-gates on the terminal when given."""
+    lines otherwise. `prompt` answers ask-gates on the terminal when given.
+
+    A resumed run's earlier sessions are folded quietly: one line says what is resumed,
+    then only this session's events are printed (the live panel shows the whole state,
+    but only this session's notices)."""
 
     def __init__(
         self,
@@ -246,6 +278,16 @@ class HeadlessView:
         self._gates: asyncio.Queue[ev.GateRaised] = asyncio.Queue()
         self._asking: asyncio.Future[None] | None = None
         self._live_display: Live | None = None
+        # events below this seq are earlier sessions' (Run.session_start_seq; 0: a new run)
+        self.session_start = int(getattr(run, "session_start_seq", 0) or 0)
+
+    def _session_line(self, event: ev.Event) -> str | None:
+        """This session's line for an event (None for earlier sessions' events)."""
+        if event.seq < self.session_start:
+            return None
+        if isinstance(event, ev.RunReopened):
+            return resume_line(event, self.state, where=str(getattr(self.run, "run_dir", "")))
+        return event_line(event, self.state)
 
     async def follow(self) -> RunState:
         sub = self.run.subscribe()
@@ -254,11 +296,11 @@ class HeadlessView:
         else:
             async for event in sub:
                 apply(self.state, event)
-                line = event_line(event, self.state)
+                line = self._session_line(event)
                 if line:
                     print(line, file=self.stream, flush=True)
                 self._maybe_queue_gate(event)
-                self._answer_gates()
+                self._answer_gates(event)
         if self._asking is not None:
             self._asking.cancel()  # the run ended while a question was open
         return self.state
@@ -267,9 +309,12 @@ class HeadlessView:
         if self.prompt and isinstance(event, ev.GateRaised) and event.policy == "ask":
             self._gates.put_nowait(event)
 
-    def _answer_gates(self) -> None:
-        # answered in a task so the event stream keeps flowing while a person thinks
+    def _answer_gates(self, event: ev.Event) -> None:
+        # answered in a task so the event stream keeps flowing while a person thinks; a
+        # gate left pending by an earlier session waits until this session has started
         if self.prompt is None or self._gates.empty() or self._asking is not None:
+            return
+        if event.seq < self.session_start:
             return
         self._asking = asyncio.ensure_future(self._drain_gates())
 
@@ -294,23 +339,33 @@ class HeadlessView:
         async def consume() -> None:
             async for event in sub:
                 apply(self.state, event)
+                if isinstance(event, ev.RunReopened):
+                    line = self._session_line(event)
+                    if line:
+                        self.console.print(line)  # above the live panel, once
                 self._maybe_queue_gate(event)
-                self._answer_gates()
+                self._answer_gates(event)
             done.set()
 
         consumer = asyncio.ensure_future(consume())
         with Live(
-            render_state(self.state), console=self.console, auto_refresh=False, transient=False
+            render_state(self.state, notices_from=self.session_start),
+            console=self.console,
+            auto_refresh=False,
+            transient=False,
         ) as live:
             self._live_display = live
             try:
                 while not done.is_set():
-                    live.update(render_state(self.state, now=time.time()), refresh=True)
+                    panel = render_state(
+                        self.state, now=time.time(), notices_from=self.session_start
+                    )
+                    live.update(panel, refresh=True)
                     try:
                         await asyncio.wait_for(done.wait(), 1 / REFRESH_HZ)
                     except TimeoutError:
                         pass
-                live.update(render_state(self.state), refresh=True)
+                live.update(render_state(self.state, notices_from=self.session_start), refresh=True)
             finally:
                 self._live_display = None
         await consumer

@@ -13,7 +13,6 @@ import asyncio
 import json
 import signal
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -227,34 +226,42 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
 
 
 def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
-    """create_run / resume_run from the command line; UsageError for bad input."""
+    """create_run / resume_run from the command line; UsageError for bad input. Without a
+    terminal (`interactive` False) an ask-gate policy gives way to an unattended one for
+    this session only: the saved options keep "ask", so a resume on a terminal asks."""
     from kernelladder.engine.engine import create_run, resume_run
     from kernelladder.engine.log import LogError, read_meta
+    from kernelladder.engine.options import RunOptions, unattended_gate_policy
     from kernelladder.engine.protocols import ProposerError
 
     notices: list[str] = []
+
+    def session_gate(options: Any) -> str | None:
+        if interactive:
+            return None
+        policy, why = unattended_gate_policy(options)
+        if why:
+            notices.append(why)
+        return policy
+
     try:
         if args.resume:
             recorded = read_meta(args.resume).get("options") or {}
             overrides = resume_overrides(args, recorded)
-            gate = overrides.get("gate", recorded.get("gate", "ask"))
-            if gate == "ask" and not interactive:
-                overrides["gate"] = "veto"
-                notices.append(_NO_TTY_GATE)
-            return resume_run(args.resume, overrides=overrides, notices=notices), notices
+            # the options this session runs with (resume_run itself says if meta is bad)
+            in_force = RunOptions.from_dict({"op": "", **recorded, **overrides})
+            gate = session_gate(in_force)
+            return resume_run(
+                args.resume, overrides=overrides, notices=notices, gate_policy=gate
+            ), notices
         options = options_from_args(args)
-        if options.gate == "ask" and not interactive:
-            options = replace(options, gate="veto")
-            notices.append(_NO_TTY_GATE)
-        return create_run(options, notices=notices), notices
+        gate = session_gate(options)
+        return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
         raise
     # OpLoadError is a ValueError (imported lazily: it would import torch)
     except (LogError, ProposerError, ValueError, FileNotFoundError) as exc:
         raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
-
-
-_NO_TTY_GATE = "--gate ask needs a terminal on stdin to ask; using the veto policy"
 
 
 async def drive(run: Any, view: Any) -> Any:
@@ -309,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
     the_run, _ = build_run(args, interactive=interactive)
     progress = sys.stderr if args.json else sys.stdout
-    prompt = interactive and the_run.options.gate == "ask"
+    prompt = interactive and the_run.gate_policy == "ask"
     view = HeadlessView(the_run, stream=progress, prompt_gates=prompt)
     print(f"run dir: {the_run.run_dir}", file=sys.stderr if args.json else progress, flush=True)
     state = asyncio.run(drive(the_run, view))

@@ -158,13 +158,17 @@ class Run:
         repaired_tail: bool = False,
         overrides: dict[str, Any] | None = None,
         notices: Sequence[str] = (),
+        gate_policy: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if options.gate not in GATE_POLICIES:
+        if options.gate not in GATE_POLICIES or gate_policy not in (None, *GATE_POLICIES):
             raise ValueError(f"gate policy must be one of {', '.join(GATE_POLICIES)}")
         if options.gate_timeout_policy not in ("approve", "veto"):
             raise ValueError("gate timeout policy must be approve or veto")
         self.options = options
+        # the policy in force for this session only (never saved): options.gate, or an
+        # unattended one when no one can answer an ask-gate (options.unattended_gate_policy)
+        self.gate_policy: str = gate_policy or options.gate
         self.run_dir = Path(run_dir)
         self.op = op
         self.runner = runner
@@ -174,6 +178,8 @@ class Run:
         self.state: RunState = fold(self.log.read_from(0)) if resumed else new_state()
         self.run_id = run_id or self.state.run_id or self.run_dir.name
         self._resumed = resumed and self.state.started_ts is not None
+        # events below this seq were logged by earlier sessions (0 for a new run)
+        self.session_start_seq: int = self.log.next_seq if resumed else 0
         self._repaired_tail = repaired_tail
         self._overrides = dict(overrides or {})
         self._startup_notices = list(notices)
@@ -617,7 +623,7 @@ class Run:
             a = self.state.attempts[n]
             go = True
             if a.status == GATED and a.gate_id is not None:
-                go = await self._await_gate(bid, a.gate_id) == "approve"
+                go = await self._await_resumed_gate(bid, a.gate_id) == "approve"
             if go:
                 if not await self._ready(bid):
                     return
@@ -753,7 +759,7 @@ class Run:
 
     async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
         gid = self.state.next_gate_id
-        policy = self.options.gate
+        policy = self.gate_policy
         timeout = self.options.gate_timeout_s if policy == "ask" else None
         self._emit(
             ev.GateRaised(
@@ -764,6 +770,22 @@ class Run:
         if policy != "ask":
             self._emit(ev.GateResolved(gate_id=gid, decision=policy, by="policy"))
             return policy
+        return await self._await_gate(bid, gid)
+
+    async def _await_resumed_gate(self, bid: str, gid: str) -> str:
+        """A gate an earlier session left pending: this session's policy decides it when
+        that policy is unattended (no one here may be able to answer), else it waits."""
+        g = self.state.gates[gid]
+        if g.pending and self.gate_policy != "ask":
+            self._emit(
+                ev.GateResolved(
+                    gate_id=gid,
+                    decision=self.gate_policy,
+                    by="policy",
+                    note=f"left pending by an earlier session; this session's policy is "
+                    f"{self.gate_policy}",
+                )
+            )
         return await self._await_gate(bid, gid)
 
     async def _await_gate(self, bid: str, gid: str) -> str:
@@ -996,11 +1018,13 @@ def create_run(
     *,
     op: OpInfo | None = None,
     notices: Sequence[str] = (),
+    gate_policy: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Run:
     """A new run in options.run_dir (default runs/<id>). Builds the local (or SSH) runner
     and the proposer when not given. Raises OpLoadError / ProposerError / ValueError with
-    one line for bad input."""
+    one line for bad input. `gate_policy`: this session's policy when it is not
+    options.gate (which is what is saved), e.g. veto when no one can answer ask-gates."""
     info = op or load_op_info(options.op)
     device = _pick_device(options)
     options = replace(options, device=device)
@@ -1015,7 +1039,7 @@ def create_run(
     runner = runner or _default_runner(options, device)
     return Run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer, run_id=run_id,
-        notices=notices, clock=clock,
+        notices=notices, gate_policy=gate_policy, clock=clock,
     )  # fmt: skip
 
 
@@ -1033,11 +1057,13 @@ def resume_run(
     *,
     overrides: dict[str, Any] | None = None,
     notices: Sequence[str] = (),
+    gate_policy: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Run:
     """Continue a killed or stopped run: a torn last line is cut, the log is folded,
     attempts left without a verdict are re-run under their own numbers, numbering goes
-    on without reuse. `overrides` may change RESUMABLE_OPTIONS (recorded in RunReopened)."""
+    on without reuse. `overrides` may change RESUMABLE_OPTIONS (recorded in RunReopened
+    and saved); `gate_policy` is this session's only, as in create_run."""
     run_dir = Path(run_dir)
     meta = read_meta(run_dir)
     try:
@@ -1059,7 +1085,7 @@ def resume_run(
     run = Run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer,
         run_id=meta.get("run_id"), resumed=True, repaired_tail=repaired, overrides=changed,
-        notices=notices, clock=clock,
+        notices=notices, gate_policy=gate_policy, clock=clock,
     )  # fmt: skip
     if run._resumed:
         run.log.write_meta(

@@ -36,3 +36,19 @@ class RunOptions:
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+def unattended_gate_policy(options: RunOptions) -> tuple[str, str]:
+    """The gate policy for a session in which no one can answer an ask-gate, and why
+    (one line; empty when options.gate is not "ask"). Applies to that session only:
+    options.gate stays the person's choice, so a later session that can ask, asks.
+    An ask-gate would go unanswered until its timeout, so a given --gate-timeout's
+    policy applies at once; without a timeout it is veto (nothing risky runs unseen)."""
+    if options.gate != "ask":
+        return options.gate, ""
+    if options.gate_timeout_s is not None:
+        policy = options.gate_timeout_policy
+        because = f"--gate-timeout-policy {policy} applies at once"
+    else:
+        policy, because = "veto", "using the veto policy"
+    return policy, f"--gate ask needs a terminal on stdin to ask; {because} (this session only)"
