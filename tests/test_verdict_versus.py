@@ -41,3 +41,40 @@ def test_the_check_report_says_tie_where_the_margin_is_inside_the_noise():
     rows = {line.split()[0]: line for line in console.export_text().splitlines() if line.strip()}
     assert "tie (torch.compile)" in rows["32768x8192"]
     assert "faster (torch.compile)" in rows["4096x4096"]
+
+
+def test_replay_prints_the_best_attempts_standing_per_shape(tmp_path):
+    import subprocess
+    import sys
+
+    root = H200_VERDICT.parents[3]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelladder",
+            "replay",
+            str(root / "examples/h200-rmsnorm-search"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if "against the fastest library baseline" in line)
+    assert lines[head].startswith("best #23 ")
+    shapes = {line.split()[0]: line for line in lines[head + 1 : head + 6]}
+    assert "tie (torch.compile)" in shapes["32768x8192"]
+    assert "faster (torch.compile)" in shapes["4096x4096"]
+
+
+def test_no_line_without_timings_or_verdict(tmp_path):
+    from kernelladder.app.verdict_report import best_versus_line
+
+    cpu_run = H200_VERDICT.parents[3] / "examples/cpu-rmsnorm-run"
+    assert best_versus_line(cpu_run, 1) is None  # speed not measured on the CPU
+    assert best_versus_line(tmp_path, 3) is None  # no attempts/3.json
+    assert best_versus_line(tmp_path, None) is None

@@ -156,3 +156,34 @@ def render(verdict: Verdict, console: Console | None = None) -> None:
         bits = [f"{k} {env[k]}" for k in ("gpu", "torch", "triton", "python") if env.get(k)]
         out.print(Text(" · ".join(bits), style="dim"))
     out.print(feedback_panel(verdict))
+
+
+def versus_line(verdict: Verdict) -> str | None:
+    """The candidate against the fastest library baseline at each shape, one indented
+    line per shape ("  32768x8192 bf16   1.00x tie (torch.compile)"); None when speed
+    was not measured or no baseline ran."""
+    rows = []
+    for t in verdict.timings:
+        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
+        if versus is not None:
+            rows.append((t.label, f"{versus[1]:.2f}x {versus[2]} ({versus[0]})"))
+    if not rows:
+        return None
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"  {label:<{width}}  {text}" for label, text in rows)
+
+
+def best_versus_line(run_dir: Any, attempt: int | None) -> str | None:
+    """versus_line of a run's attempt, read from RUN_DIR/attempts/<n>.json, under a
+    heading (None when the file is missing or unreadable: the summary stands without)."""
+    if attempt is None:
+        return None
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads((Path(run_dir) / "attempts" / f"{attempt}.json").read_text())
+        lines = versus_line(Verdict.from_dict(data))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return f"best #{attempt} against the fastest library baseline:\n{lines}" if lines else None

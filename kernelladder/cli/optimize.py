@@ -324,6 +324,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(summarize(state)) + "\n")
         sys.stdout.flush()
     else:
+        from kernelladder.app.verdict_report import best_versus_line
+
+        versus = best_versus_line(the_run.run_dir, state.best_attempt)
+        if versus:
+            print(versus, file=progress, flush=True)
         print(f"log: {the_run.run_dir / 'events.jsonl'}", file=progress, flush=True)
     if the_run.internal_error is not None:
         err = the_run.internal_error

@@ -123,9 +123,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from kernelladder.app.headless import render_state
+    from kernelladder.app.verdict_report import best_versus_line
 
     console = Console(highlight=False)
     console.print(render_state(state))
+    versus = best_versus_line(args.run_dir, state.best_attempt)
+    if versus:
+        console.print(versus, markup=False)
     if torn:
         console.print("[yellow]the log ends in a torn line (the run was killed); `optimize "
                       "--resume` repairs it[/]")  # fmt: skip
