@@ -140,8 +140,8 @@ def relayed_app(
 
 
 def start_errors(app) -> list[str]:
-    """The error toasts that say the runner did not start (the run's end, which repeats
-    its detail in a "run finished" toast as every run does, is not one of them)."""
+    """The error toasts that say the runner did not start. The run's end repeats that
+    error as its detail, so the app shows one toast for both: "run finished: error"."""
     return [
         n.message
         for n in app._notifications
@@ -161,6 +161,7 @@ async def failed_once(app, run, endpoint: CountingEndpoint) -> str:
         await until(pilot, lambda: start_errors(app), "the error on screen", 10)
         await pilot.pause(0.2)
         shown, ended = start_errors(app), finish_toasts(app)
+        all_toasts = [n.message for n in app._notifications]
         assert app.screen is app.main
     assert endpoint.connections == 1
     assert len(shown) == 1, shown
@@ -169,6 +170,7 @@ async def failed_once(app, run, endpoint: CountingEndpoint) -> str:
     assert len(said) == 1 and said[0].level == "error"
     error = said[0].message
     assert "\n" not in error and shown == [error] and ended == [error]
+    assert all_toasts.count(error) == 1  # the Notice and the run's end: one toast
     assert any(isinstance(e, ev.RunStarted) and e.runner.startswith("ssh:") for e in events)
     assert not any(isinstance(e, ev.AttemptStarted) for e in events)
     finished = events[-1]

@@ -903,7 +903,11 @@ class KernelLadderApp(App[int]):
 
     def _notify_events(self, events: Sequence[ev.Event]) -> None:
         notes: list[tuple[str, str, str]] = []  # (message, title, severity)
+        # a run that ends on an error repeats that error's Notice as its detail: one toast
+        ending = {e.detail for e in events if isinstance(e, ev.RunFinished) and e.detail}
         for e in events:
+            if isinstance(e, ev.Notice) and e.level == "error" and e.message in ending:
+                continue
             if isinstance(e, ev.Notice):
                 severity = {"warning": "warning", "error": "error"}.get(e.level, "information")
                 where = f" ({e.branch_id})" if e.branch_id else ""
@@ -922,7 +926,8 @@ class KernelLadderApp(App[int]):
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
                 )
             elif isinstance(e, ev.RunFinished):
-                notes.append((e.detail or e.reason, f"run finished: {e.reason}", "information"))
+                severity = "error" if e.reason == ev.RULE_ERROR else "information"
+                notes.append((e.detail or e.reason, f"run finished: {e.reason}", severity))
         for message, title, severity in notes[:NOTICES_PER_BATCH]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
         if len(notes) > NOTICES_PER_BATCH:
