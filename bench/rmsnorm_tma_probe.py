@@ -95,7 +95,7 @@ def main() -> int:
         k_ms, c_ms = [], []
         for r in range(11):
             pair = [
-                ("k", lambda: fn(inputs["x"], inputs["weight"])),
+                ("k", lambda fn=fn: fn(inputs["x"], inputs["weight"])),
                 ("c", lambda: compiled(dict(inputs))),
             ]
             for tag, f in pair if r % 2 == 0 else pair[::-1]:
