@@ -1,0 +1,55 @@
+"""RunView (app/view.py) repeats RunState's fields (engine/state.py) as a frozen snapshot
+for the widgets: a field added to RunState must get a RunView counterpart (and a line in
+app/folding.py build_view), or be listed below as deliberately not shown. Runs under
+Python 3.12 without torch, like the other app tests."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from kernelladder.app.view import RunView
+from kernelladder.engine.state import RunState
+
+# RunState field -> the RunView field that shows it under another name or shape.
+RENAMED = {
+    "judged": "attempts_judged",
+    "paused": "state",  # paused / stopping / finished fold into the run's one state word
+    "stopping": "state",
+    "finished": "state",
+    "pending_gates": "gates",  # the pending ones, as GateViews, oldest first
+}
+
+# RunState fields the screen deliberately does not show (say why when adding one).
+NOT_SHOWN = {
+    "seq": "the fold's own bookkeeping (last event folded); `events` is shown",
+    "reopened": "resume count: the elapsed time already spans the sessions",
+    "stop_reason": "shown through finish_reason / finish_detail once the run ends",
+    "notices": "notices reach the screen as toasts and the log, not through the view",
+    "passed_sources": "dedup set of passing sources, engine-internal",
+    "passed": "the attempts table shows each attempt's verdict",
+    "proposal_failures": "engine-internal counter for the exit rules",
+    "retries": "per-attempt retries are shown on AttemptView.retries",
+}
+
+
+def test_every_run_state_field_is_shown_or_listed():
+    state_fields = {f.name for f in fields(RunState)}
+    view_fields = {f.name for f in fields(RunView)}
+    missing = sorted(
+        name
+        for name in state_fields
+        if name not in view_fields and name not in RENAMED and name not in NOT_SHOWN
+    )
+    assert not missing, (
+        f"RunState field(s) {missing} have no RunView counterpart: add them to RunView and "
+        "app/folding.py build_view, or to NOT_SHOWN in this test with the reason"
+    )
+
+
+def test_the_lists_name_real_fields():
+    """A stale entry would hide a field that was renamed; a shown field needs no entry."""
+    state_fields = {f.name for f in fields(RunState)}
+    view_fields = {f.name for f in fields(RunView)}
+    assert not (set(RENAMED) | set(NOT_SHOWN)) - state_fields
+    assert set(RENAMED.values()) <= view_fields
+    assert not set(NOT_SHOWN) & view_fields
