@@ -42,7 +42,13 @@ REMOTE_OPTIONS = (
         "FILE",
         "TOML file listing several hosts and their GPUs (env KL_REMOTE_CONFIG)",
     ),
-    ("--gpus", "remote_gpus", "LIST", "GPU indices on the box, e.g. 0,1 (default 0)"),
+    (
+        "--gpus",
+        "remote_gpus",
+        "LIST",
+        "GPU indices on the box, e.g. 0,1 (default 0); they index the box's own "
+        "CUDA_VISIBLE_DEVICES when its login sets one",
+    ),
 )
 
 

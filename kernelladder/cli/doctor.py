@@ -26,8 +26,9 @@ REMOTE_MIN_PYTHON = (3, 10)  # the verifier alone (ops + verifier) runs on older
 # Run by the interpreter being checked (here, or on the box with its login environment);
 # prints one JSON object. The same code for both, so both are judged alike.
 PROBE = """\
-import json, platform, sys
+import json, os, platform, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "gpus": []}
+out["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 for name in ("torch", "triton", "numpy"):
     try:
         out[name] = getattr(__import__(name), "__version__", "?")
@@ -187,6 +188,23 @@ def probe_checks(
     return checks
 
 
+def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
+    """The box's CUDA_VISIBLE_DEVICES and the devices the configured GPU indices become
+    (workers get the same mapping: remote_config.physical_gpus)."""
+    from kernelladder.engine.remote_config import RemoteConfigError, physical_gpus
+
+    visible = visible if isinstance(visible, str) else None
+    shown = "CUDA_VISIBLE_DEVICES not set" if visible is None else f"CUDA_VISIBLE_DEVICES={visible}"
+    indices = ",".join(map(str, host.gpus))
+    try:
+        mapped = physical_gpus(host.gpus, visible, where=host.label)
+    except RemoteConfigError as exc:
+        # a CPU run uses no GPU, so a bad index only matters to a cuda run
+        return Check(host.label, "gpu map", FAIL if device == "cuda" else WARN, str(exc))
+    detail = f"{shown}; gpus {indices} -> physical {','.join(mapped)}"
+    return Check(host.label, "gpu map", OK, detail)
+
+
 # --- remote -----------------------------------------------------------------------------
 
 
@@ -260,6 +278,7 @@ async def host_checks(
                 min_python=REMOTE_MIN_PYTHON,
                 gpus_needed=host.gpus if device == "cuda" else None,
             )
+            checks.append(gpu_map_check(host, probe.get("cuda_visible_devices"), device))
         state = await link.sync_state()
         if not state["exists"]:
             detail = f"{state['remote_dir']} absent: the first run creates it and sends {state['would_send']} files"

@@ -112,7 +112,9 @@ class HostConfig:
     container: str | None = None  # run the worker through `docker exec` in it
     python: str = DEFAULT_REMOTE_PYTHON  # the interpreter on the box (or in the container)
     remote_dir: str = DEFAULT_REMOTE_DIR
-    gpus: tuple[int, ...] = (0,)  # CUDA device indices: one worker (slot) each
+    # CUDA device indices, one worker (slot) each; into the box's CUDA_VISIBLE_DEVICES
+    # when its login environment sets one (physical_gpus), else physical
+    gpus: tuple[int, ...] = (0,)
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S
     worker_start_timeout_s: float = DEFAULT_WORKER_START_TIMEOUT_S
@@ -251,6 +253,32 @@ def check_gpus(value: Any, *, setting: str) -> tuple[int, ...]:
     if len(set(value)) != len(value):
         raise RemoteConfigError(f"{setting}: GPU indices repeat in {list(value)}")
     return tuple(value)
+
+
+# Prints the box's own CUDA_VISIBLE_DEVICES (JSON; null when unset), run by the remote
+# Python with the login environment (inside the container when one is set), as a worker.
+VISIBLE_DEVICES_PROBE = 'import json, os; print(json.dumps(os.environ.get("CUDA_VISIBLE_DEVICES")))'
+
+
+def physical_gpus(gpus: tuple[int, ...], visible: str | None, *, where: str) -> tuple[str, ...]:
+    """The CUDA_VISIBLE_DEVICES value each worker gets for the configured GPU indices.
+
+    When the box's login environment sets CUDA_VISIBLE_DEVICES (a shared box giving this
+    user, say, 4,5,6,7), an index picks from that list, as torch's own numbering there
+    would; without it an index is the physical device. RemoteConfigError (one line) for an
+    index outside the list."""
+    if visible is None:
+        return tuple(str(g) for g in gpus)
+    exposed = [part.strip() for part in visible.split(",") if part.strip()]
+    outside = [g for g in gpus if g >= len(exposed)]
+    if outside:
+        which = f"GPU index {outside[0]} is" if len(outside) == 1 else f"GPU indices {outside} are"
+        if not exposed:
+            why = f"the box's CUDA_VISIBLE_DEVICES is {visible!r}: no GPU for this login"
+        else:
+            why = f"the box's CUDA_VISIBLE_DEVICES={visible} exposes 0-{len(exposed) - 1}"
+        raise RemoteConfigError(f"{where}: {which} outside the GPUs this login may use ({why})")
+    return tuple(exposed[g] for g in gpus)
 
 
 def check_timeout(value: Any, *, setting: str) -> float:

@@ -27,8 +27,14 @@ from typing import Any
 import asyncssh
 
 from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
-from kernelladder.engine.remote_config import HostConfig, RemoteConfig
-from kernelladder.engine.ssh_link import HostKeyError, HostLink, RemoteError
+from kernelladder.engine.remote_config import (
+    VISIBLE_DEVICES_PROBE,
+    HostConfig,
+    RemoteConfig,
+    RemoteConfigError,
+    physical_gpus,
+)
+from kernelladder.engine.ssh_link import HostKeyError, HostLink, RemoteError, python_command
 from kernelladder.verifier.client import WorkerClient, WorkerUnavailable
 from kernelladder.verifier.verdict import Verdict
 
@@ -64,9 +70,10 @@ class _GroupReader:
 class SSHTransport:
     """A worker on the box over one SSH channel (the verifier's Transport protocol)."""
 
-    def __init__(self, link: HostLink, *, gpu: int, device: str):
+    def __init__(self, link: HostLink, *, gpu: int, device: str, physical: str | None = None):
         self.link = link
         self.gpu = gpu
+        self.physical = str(gpu) if physical is None else physical  # its CUDA_VISIBLE_DEVICES
         self.device = device
         self.pgid: int | None = None
         self.link_lost = False  # the channel closed with no exit status: the link dropped
@@ -79,7 +86,7 @@ class SSHTransport:
     async def start(self) -> None:
         if not self.link.connected or self.link.conn is None:
             raise RemoteError(f"{self.link.host.target}: not connected")
-        command = self.link.worker_command(gpu=str(self.gpu), device=self.device).command
+        command = self.link.worker_command(gpu=self.physical, device=self.device).command
         self._process = await asyncio.wait_for(
             self.link.conn.create_process(command, encoding=None),
             self.link.host.command_timeout_s,
@@ -140,6 +147,7 @@ class _Host:
     hello: dict[str, Any] = field(default_factory=dict)
     reconnect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconnects: int = 0
+    physical: dict[int, str] = field(default_factory=dict)  # index -> CUDA_VISIBLE_DEVICES
 
 
 class PoolRunner:
@@ -178,7 +186,8 @@ class PoolRunner:
         slot: _Slot
 
         def factory() -> SSHTransport:
-            slot.transport = SSHTransport(host.link, gpu=gpu, device=self.device)
+            physical = host.physical.get(gpu)
+            slot.transport = SSHTransport(host.link, gpu=gpu, device=self.device, physical=physical)
             return slot.transport
 
         client = WorkerClient(factory, start_timeout_s=host.config.worker_start_timeout_s)
@@ -239,6 +248,7 @@ class PoolRunner:
     async def _start_host(self, host: _Host) -> None:
         await host.link.connect()
         await host.link.sync()
+        host.physical = await self._map_gpus(host)
         try:
             hellos = await asyncio.gather(*(s.client.hello() for s in host.slots))
         except WorkerUnavailable as exc:
@@ -249,6 +259,29 @@ class PoolRunner:
                 f"{host.config.label}: the worker sees no CUDA device "
                 "(check the driver, CUDA_VISIBLE_DEVICES and --gpus; `kernelladder doctor --remote`)"
             )
+
+    async def _map_gpus(self, host: _Host) -> dict[int, str]:
+        """The configured GPU indices, read into the box's own CUDA_VISIBLE_DEVICES when
+        its login environment sets one (remote_config.physical_gpus)."""
+        link = host.link
+        command = python_command(
+            host.config, python=link.python or host.config.python, code=VISIBLE_DEVICES_PROBE
+        )
+        result = await link.run(command)
+        try:
+            visible = json.loads(str(result.stdout).strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            visible = None  # that Python does not run: the worker's start says why
+        if not isinstance(visible, str):
+            visible = None
+        gpus = host.config.gpus
+        try:
+            mapped = physical_gpus(gpus, visible, where=host.config.label)
+        except RemoteConfigError as exc:
+            if self.device == "cuda":
+                raise RemoteError(str(exc)) from None
+            return {}  # a CPU run uses no GPU: the indices stay as given
+        return dict(zip(gpus, mapped, strict=True))
 
     async def verify(
         self, request: VerifyRequest, on_progress: ProgressFn | None = None
@@ -369,6 +402,7 @@ class PoolRunner:
                     "name": h.config.label,
                     "target": str(h.config.target),
                     "gpus": list(h.config.gpus),
+                    "physical_gpus": [h.physical.get(g, str(g)) for g in h.config.gpus],
                     "container": h.config.container,
                     "gpu": h.hello.get("gpu"),
                     "tree": h.link.last_sync.tree if h.link.last_sync else None,
