@@ -1,10 +1,13 @@
-"""The `replay` proposer re-proposes a saved run's sources, per branch, in attempt order."""
+"""The `replay` proposer re-proposes a saved run's sources, per branch, in attempt order;
+with fewer branches than the saved run, every source is still re-proposed."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -76,7 +79,7 @@ def ctx(strategy: str) -> ProposalContext:
 
 def test_replays_each_branch_in_attempt_order_then_is_exhausted(run_dir):
     replay = get_proposer("replay", replay_from=str(run_dir))
-    assert replay.strategies({"name": "softmax"}, 1) == ["one-pass", "online"]
+    assert replay.strategies({"name": "softmax"}, 3) == ["one-pass", "online"]
     got = [asyncio.run(replay.propose(ctx("one-pass"))) for _ in range(3)]
     assert [p.source for p in got] == [_source(1), _source(3), _source(4)]
     assert [p.undo_cost for p in got] == ["low", "high", "low"]
@@ -85,6 +88,23 @@ def test_replays_each_branch_in_attempt_order_then_is_exhausted(run_dir):
         asyncio.run(replay.propose(ctx("one-pass")))
     assert asyncio.run(replay.propose(ctx("online"))).source == _source(2)
     assert replay.remaining() == 0
+
+
+def test_fewer_branches_fold_the_extra_labels_in_attempt_order(run_dir):
+    replay = ReplayProposer(run_dir=str(run_dir))
+    replay.strategies({"name": "softmax"}, 1)  # prepare, then start: asked twice
+    assert replay.strategies({"name": "softmax"}, 1) == ["one-pass"]
+    assert (
+        replay.left_over()
+        == f"replay: 4 saved source(s) of {run_dir} were not re-verified (#1, #2, #3, #4)"
+    )
+    got = [asyncio.run(replay.propose(ctx("one-pass"))) for _ in range(4)]
+    assert [p.meta["replayed_attempt"] for p in got] == [1, 2, 3, 4]
+    assert got[1].move == "replay of #2 (online): move 2" and got[1].strategy == "one-pass"
+    assert got[1].meta["replayed_branch"] == "b2"
+    assert replay.remaining() == 0 and replay.left_over() is None
+    with pytest.raises(ProposerExhausted):
+        asyncio.run(replay.propose(ctx("one-pass")))
 
 
 def test_a_source_that_changed_since_the_run_is_refused(run_dir):
@@ -99,3 +119,50 @@ def test_a_missing_run_is_bad_usage(tmp_path):
         ReplayProposer(run_dir=str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="needs the saved run"):
         ReplayProposer()
+
+
+def _optimize(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernelladder", "optimize", "rmsnorm", "--device", "cpu", *args],
+        capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _log(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_three_branch_run_replayed_on_one_branch_reverifies_every_source(tmp_path):
+    saved_dir, again_dir, short_dir = tmp_path / "saved", tmp_path / "again", tmp_path / "short"
+    out = _optimize("--branches", "3", "--max-attempts", "4", "--run-dir", str(saved_dir))
+    assert out.returncode == 0, out.stderr[-2000:]
+    saved = [e for e in _log(saved_dir) if e["kind"] == "proposal_received"]
+    assert len({e["branch_id"] for e in saved}) == 3 and len(saved) == 4
+
+    out = _optimize(
+        "--proposer", "replay", "--replay-from", str(saved_dir), "--branches", "1",
+        "--run-dir", str(again_dir),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = _log(again_dir)
+    assert [e["branch_id"] for e in events if e["kind"] == "branch_opened"] == ["b1"]
+    received = {e["attempt"]: e for e in events if e["kind"] == "proposal_received"}
+    verified = {e["attempt"] for e in events if e["kind"] == "verdict_ready"}
+    # every saved source, in the saved order, proposed again and verified
+    assert [received[n]["source_hash"] for n in sorted(received)] == [
+        e["source_hash"] for e in sorted(saved, key=lambda e: e["attempt"])
+    ]
+    assert verified == set(received)
+    assert not any(e["kind"] == "notice" and "not re-verified" in e["message"] for e in events)
+
+    # a budget too small for the saved run: the sources left out are named, once
+    out = _optimize(
+        "--proposer", "replay", "--replay-from", str(saved_dir), "--branches", "1",
+        "--max-attempts", "2", "--run-dir", str(short_dir),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    notices = [e["message"] for e in _log(short_dir) if e["kind"] == "notice"]
+    left = [m for m in notices if "not re-verified" in m]
+    assert left == [f"replay: 2 saved source(s) of {saved_dir} were not re-verified (#3, #4)"]
+    assert left[0] in out.stdout

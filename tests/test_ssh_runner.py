@@ -188,6 +188,7 @@ async def test_dropped_connection_mid_attempt_is_retried_and_recorded(sshd, tmp_
     attempt = retried[0]["attempt"]
     starts = [e for e in events if e["kind"] == "attempt_started" and e["attempt"] == attempt]
     assert [e["retry"] for e in starts] == [0, 1]
+    assert {e["slot"] for e in starts} == {runner._hosts[0].slots[0].label}  # "host:gpu"
     verdicts = [e for e in events if e["kind"] == "verdict_ready"]
     assert {e["attempt"] for e in verdicts} == {1, 2} and all(
         e["verdict"] == "pass" for e in verdicts

@@ -141,7 +141,8 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
         return event.attempt, f"{t}gate {event.gate_id} raised: waiting ({event.policy})"
     if isinstance(event, ev.AttemptStarted):
         retry = f" (retry {event.retry})" if event.retry else ""
-        return event.attempt, f"{t}started on {event.runner}{retry}"
+        slot = f" ({event.slot})" if event.slot else ""
+        return event.attempt, f"{t}started on {event.runner}{slot}{retry}"
     if isinstance(event, ev.AttemptProgress):
         gate = f"[{event.gate}] " if event.gate else ""
         return event.attempt, f"{t}{gate}{event.message}"

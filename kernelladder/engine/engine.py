@@ -550,6 +550,10 @@ class Run:
         try:
             if self._run_called and self._started:
                 await self._drain_tasks()
+                left_over = getattr(self.proposer, "left_over", None)  # replay: unproposed
+                line = left_over() if callable(left_over) and not self.state.finished else None
+                if line:
+                    self._emit(ev.Notice(level="warning", message=one_line(line)))
                 if not self.state.finished:
                     self._emit(
                         ev.RunFinished(
@@ -824,15 +828,21 @@ class Run:
             )
             retry = 0
             while True:
-                self._emit(
-                    ev.AttemptStarted(
-                        attempt=n, branch_id=bid, runner=self.runner.name, retry=retry
-                    )
-                )
+                started = self._start_attempt(bid, n, retry)
                 try:
-                    verdict = await self.runner.verify(request, on_progress=self._progress_sink(n))
+                    if getattr(self.runner, "reports_slot", False):
+                        verdict = await self.runner.verify(
+                            request, on_progress=self._progress_sink(n), on_slot=started
+                        )
+                    else:
+                        started("")
+                        verdict = await self.runner.verify(
+                            request, on_progress=self._progress_sink(n)
+                        )
+                    started("")  # a runner that never named its slot: recorded anyway
                     break
                 except asyncio.CancelledError:
+                    started("")
                     self._emit(
                         ev.AttemptCancelled(attempt=n, branch_id=bid, reason="the run was stopped")
                     )
@@ -841,6 +851,7 @@ class Run:
                     why = one_line(exc) or "the runner was lost"
                 except Exception as exc:
                     why = f"the runner failed: {type(exc).__name__}: {one_line(exc)}"
+                started("")  # lost before a slot was taken: started, then retried
                 if retry >= MAX_RUNNER_RETRIES:
                     line = f"attempt {n}: runner lost {retry + 1} times ({why}); stopping"
                     self._emit(ev.Notice(level="error", message=line, branch_id=bid))
@@ -850,6 +861,23 @@ class Run:
                 self._emit(ev.AttemptRetried(attempt=n, reason=why))
                 await asyncio.sleep(self.retry_backoff_s * retry)
         self._record_verdict(bid, n, verdict)
+
+    def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
+        """AttemptStarted for one try, emitted once: by the runner's on_slot when it has
+        taken a slot (so the event says where it runs), else before the outcome."""
+        done = [False]
+
+        def started(slot: str) -> None:
+            if done[0] or self._closed:
+                return
+            done[0] = True
+            self._emit(
+                ev.AttemptStarted(
+                    attempt=n, branch_id=bid, runner=self.runner.name, slot=slot, retry=retry
+                )
+            )
+
+        return started
 
     def _record_verdict(self, bid: str, n: int, verdict: Any) -> None:
         b = self.state.branches[bid]

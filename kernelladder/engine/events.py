@@ -301,8 +301,9 @@ class AttemptStarted(Event):
     kind: ClassVar[str] = "attempt_started"
     attempt: int
     branch_id: str
-    runner: str = "local"  # runner slot name, e.g. "local:cpu0", "ssh:gpu-box:1"
+    runner: str = "local"  # the runner's name, e.g. "local", "ssh:user@box", "pool:2"
     retry: int = 0  # >0 when re-run after a lost connection
+    slot: str = ""  # where it ran: "cuda:1", "cpu:0", "gpu-box:1"; "" in older logs
 
 
 @_register

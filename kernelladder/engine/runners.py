@@ -9,6 +9,8 @@ engine may retry the attempt.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from kernelladder.engine.options import RunOptions
@@ -40,6 +42,7 @@ class LocalRunner:
     on the CPU), each started once and reused for many candidates."""
 
     name = "local"
+    reports_slot = True  # verify() names the slot it took through on_slot
 
     def __init__(self, device: str = "cpu", slots: int | None = None, **pool_options: Any):
         self.device = device
@@ -47,6 +50,7 @@ class LocalRunner:
         self._pool_options = pool_options
         self._pool: Any = None
         self._hello: dict[str, Any] = {}
+        self._free: asyncio.Queue[tuple[str, Any]] | None = None  # (slot, worker client)
 
     @property
     def slots(self) -> int:
@@ -64,20 +68,35 @@ class LocalRunner:
         self._hello = dict(hellos[0]) if hellos else {}
 
     async def verify(
-        self, request: VerifyRequest, on_progress: ProgressFn | None = None
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: Callable[[str], None] | None = None,
     ) -> Verdict:
         from kernelladder.verifier.client import WorkerUnavailable
 
         if self._pool is None:
             await self.start()
+        if self._free is None:
+            # the pool's worker i runs on cuda:i (or is the i-th CPU interpreter worker)
+            self._free = asyncio.Queue()
+            for i, client in enumerate(self._pool.clients):
+                self._free.put_nowait((f"{self.device}:{i}", client))
+        free = self._free
+        slot, client = await free.get()
         try:
-            return await self._pool.verify(
+            if on_slot is not None:
+                on_slot(slot)
+            return await client.verify(
                 request, on_progress=on_progress, timeout_s=request.timeout_s
             )
         except WorkerUnavailable as exc:
             raise RunnerLost(str(exc)) from None
+        finally:
+            free.put_nowait((slot, client))
 
     async def close(self) -> None:
+        self._free = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()

@@ -153,6 +153,8 @@ class _Host:
 class PoolRunner:
     """The engine's Runner over one or more SSH hosts; one slot per configured GPU."""
 
+    reports_slot = True  # verify() names the slot it took ("host:gpu") through on_slot
+
     def __init__(
         self,
         config: RemoteConfig,
@@ -284,7 +286,10 @@ class PoolRunner:
         return dict(zip(gpus, mapped, strict=True))
 
     async def verify(
-        self, request: VerifyRequest, on_progress: ProgressFn | None = None
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: Callable[[str], None] | None = None,
     ) -> Verdict:
         if not self._started:
             await self.start()
@@ -294,6 +299,8 @@ class PoolRunner:
                 ready = await self._ensure_host(slot.host)
                 if not ready:
                     continue  # that host left the pool: take a slot of another one
+                if on_slot is not None:
+                    on_slot(slot.label)  # "host:gpu", where this attempt runs
                 return await self._verify_on(slot, request, on_progress)
             finally:
                 self._release(slot)

@@ -64,6 +64,7 @@ class AttemptState:
     elapsed_s: float = 0.0
     retries: int = 0
     runner: str = ""
+    slot: str = ""  # where it ran ("cuda:1", "host:gpu"); "" in older logs
     received_ts: float = 0.0
     started_ts: float | None = None
     judged_ts: float | None = None
@@ -498,6 +499,7 @@ def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:
     if a is not None:
         a.status = RUNNING_ATTEMPT
         a.runner = e.runner
+        a.slot = e.slot
         a.started_ts = e.ts
         a.retries = max(a.retries, e.retry)
     b = s.branches.get(e.branch_id)

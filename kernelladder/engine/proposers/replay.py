@@ -1,6 +1,9 @@
 """`replay`: re-proposes the candidate sources of a saved run, to verify them again on
 another machine. Reads RUN_DIR/events.jsonl itself (a torn last line is skipped) and
 RUN_DIR/attempts/<n>.py; each branch label gets that label's proposals in attempt order.
+With fewer branches than the saved run had, the extra labels' proposals are folded into
+the opened ones (label i into label i mod k, merged in attempt order), so every saved
+source is still proposed; left_over() names those a run ended without proposing.
 """
 
 from __future__ import annotations
@@ -64,27 +67,52 @@ class ReplayProposer:
             raise ValueError(f"no saved run at {self.run_dir}: {log} not found")
         events = read_events(log)
         self.labels: list[str] = []
-        self._queues: dict[str, deque[SavedProposal]] = {}
+        self._by_label: dict[str, list[SavedProposal]] = {}  # per saved label, attempt order
         for e in events:
             if e.get("kind") == "branch_opened" and e.get("strategy"):
                 self._label(str(e["strategy"]))
         saved = [_saved(e) for e in events if e.get("kind") == "proposal_received"]
         for p in sorted((p for p in saved if p is not None), key=lambda p: p.attempt):
             self._label(p.strategy).append(p)
+        self._queues: dict[str, deque[SavedProposal]] = {
+            label: deque(ps) for label, ps in self._by_label.items()
+        }
 
-    def _label(self, label: str) -> deque[SavedProposal]:
-        if label not in self._queues:
-            self._queues[label] = deque()
+    def _label(self, label: str) -> list[SavedProposal]:
+        if label not in self._by_label:
+            self._by_label[label] = []
             self.labels.append(label)
-        return self._queues[label]
+        return self._by_label[label]
 
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
-        """The saved run's branch labels, in the order they were opened (all of them:
-        fewer branches would leave sources unreplayed)."""
-        return [label for label in self.labels if self._queues[label]] or list(self.labels)
+        """The saved labels (those with proposals), in the order they were opened, at
+        most k of them: with fewer branches, label i's proposals go to label i mod k."""
+        filled = [label for label in self.labels if self._by_label[label]]
+        if not filled:
+            return list(self.labels)
+        opened = filled[: max(1, k)]
+        merged: dict[str, list[SavedProposal]] = {label: [] for label in opened}
+        for i, label in enumerate(filled):
+            merged[opened[i % len(opened)]].extend(self._by_label[label])
+        # called again (prepare, then start) before any proposal: rebuilt, never doubled
+        self._queues = {
+            label: deque(sorted(ps, key=lambda p: p.attempt)) for label, ps in merged.items()
+        }
+        return opened
 
     def remaining(self) -> int:
         return sum(len(q) for q in self._queues.values())
+
+    def left_over(self) -> str | None:
+        """One line naming the saved sources not proposed yet (the run ends with them
+        unverified: a budget, a stop or a branch rule came first); None when all were."""
+        left = sorted(p.attempt for q in self._queues.values() for p in q)
+        if not left:
+            return None
+        shown = ", ".join(f"#{n}" for n in left[:12]) + (", ..." if len(left) > 12 else "")
+        return (
+            f"replay: {len(left)} saved source(s) of {self.run_dir} were not re-verified ({shown})"
+        )
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
         queue = self._queues.get(ctx.strategy)
@@ -103,10 +131,11 @@ class ReplayProposer:
             raise ProposerError(
                 f"replay: {path} does not match the hash the log recorded", retryable=False
             )
+        was = f" ({saved.strategy})" if saved.strategy != ctx.strategy else ""
         return Proposal(
             source=source,
             strategy=ctx.strategy,
-            move=f"replay of #{saved.attempt}: {saved.move}",
+            move=f"replay of #{saved.attempt}{was}: {saved.move}",
             undo_cost=saved.undo_cost,
             undo_reason=saved.undo_reason,
             model=saved.model,
