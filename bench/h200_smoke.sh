@@ -6,11 +6,14 @@
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 200 python3 bench/gpu_search_smoke.py --budget 170 2>&1 | grep -v Warning | tail -25
+if [ -z "$SKIP_TEMPLATES" ]; then
+  timeout 200 python3 bench/gpu_search_smoke.py --budget 170 2>&1 | grep -v Warning | tail -25
+fi
 timeout 120 python3 -m kernelladder optimize rmsnorm --device cuda --max-attempts 4 --branches 2 \
   --gate approve --run-dir /tmp/runs/smoke > /tmp/smoke1.log 2>&1; echo "optimize exit $?"; tail -3 /tmp/smoke1.log
 timeout 120 python3 -m kernelladder optimize --resume /tmp/runs/smoke --max-attempts 6 \
   > /tmp/smoke2.log 2>&1; echo "resume exit $?"; head -4 /tmp/smoke2.log; tail -2 /tmp/smoke2.log
+grep -o '"kind": *"attempt_started"[^}]*' /tmp/runs/smoke/events.jsonl | grep -o '"slot": *"[^"]*"' | sort | uniq -c
 python3 - <<'PY'
 import asyncio, os, subprocess, sys
 from kernelladder.verifier.client import LocalTransport
@@ -32,3 +35,10 @@ async def main():
     await t.kill()
 asyncio.run(main())
 PY
+if [ -n "$REMOTE" ]; then  # the SSH runner end to end through an SSH server on loopback
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=$PWD:/tmp/site
+  timeout 150 python3 bench/remote_rate.py --op rmsnorm --attempts 3 --repeats 2 --out /tmp/remote \
+    > /tmp/remote.log 2>&1; echo "remote_rate exit $?"; tail -18 /tmp/remote.log
+  grep -rho '"slot": *"[^"]*"' /tmp/remote 2>/dev/null | sort | uniq -c | head
+fi
