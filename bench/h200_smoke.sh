@@ -35,6 +35,7 @@ async def main():
     await t.kill()
 asyncio.run(main())
 PY
+# REMOTE=1 needs the wheels of .whl/ (git-ignored): run the device call with carry [".whl"].
 if [ -n "$REMOTE" ]; then  # the SSH runner end to end through an SSH server on loopback
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=$PWD:/tmp/site
