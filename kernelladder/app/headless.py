@@ -150,14 +150,17 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
     if isinstance(e, ev.StopRequested):
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):
-        if e.best_attempt is None:
-            best = "no attempt passed"
-        elif e.best_speedup is None:
-            best = f"best #{e.best_attempt} (speed not measured)"
-        else:
-            best = f"best #{e.best_attempt} {_speed(e.best_speedup)}"
+        best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
+
+
+def _best(attempt: int | None, speedup: float | None, none: str) -> str:
+    if attempt is None:
+        return none
+    if speedup is None:
+        return f"best #{attempt} (speed not measured)"
+    return f"best #{attempt} {_speed(speedup)}"
 
 
 def _count(n: int, word: str) -> str:
@@ -166,12 +169,7 @@ def _count(n: int, word: str) -> str:
 
 def resume_line(event: ev.RunReopened, state: RunState, where: str | None = None) -> str:
     """One line saying what a resume picks up, from the fold's state at RunReopened."""
-    if state.best_attempt is None:
-        best = "no attempt passed yet"
-    elif state.best_speedup is None:
-        best = f"best #{state.best_attempt} (speed not measured)"
-    else:
-        best = f"best #{state.best_attempt} {_speed(state.best_speedup)}"
+    best = _best(state.best_attempt, state.best_speedup, "no attempt passed yet")
     parts = [
         f"resumed {where or 'run ' + state.run_id}: {_count(state.attempts_used, 'attempt')} "
         f"so far, {state.passed} passed, {best}"
