@@ -829,16 +829,16 @@ class Run:
             retry = 0
             while True:
                 started = self._start_attempt(bid, n, retry)
+                # a runner that names its slot emits AttemptStarted when it takes one
+                slot_kw = (
+                    {"on_slot": started} if getattr(self.runner, "reports_slot", False) else {}
+                )
+                if not slot_kw:
+                    started("")
                 try:
-                    if getattr(self.runner, "reports_slot", False):
-                        verdict = await self.runner.verify(
-                            request, on_progress=self._progress_sink(n), on_slot=started
-                        )
-                    else:
-                        started("")
-                        verdict = await self.runner.verify(
-                            request, on_progress=self._progress_sink(n)
-                        )
+                    verdict = await self.runner.verify(
+                        request, on_progress=self._progress_sink(n), **slot_kw
+                    )
                     started("")  # a runner that never named its slot: recorded anyway
                     break
                 except asyncio.CancelledError:
