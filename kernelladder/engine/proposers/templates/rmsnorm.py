@@ -89,12 +89,6 @@ def _warps(elements):
     return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
 
 
-def _contig(x, y):
-    # rows addressed as row * N (a compile-time N) when both tensors are dense; a family
-    # without the CONST_N parameter never compiles the length in
-    return bool(globals().get("CONST_N")) and x.is_contiguous() and y.is_contiguous()
-
-
 def _wide(*tensors):
     # 64-bit offsets only when an element offset can pass 2**31
     return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
@@ -108,6 +102,14 @@ def _launch_chunked(x, weight, y, M, N):
         CHUNK=block, STATS_EVICT=STATS_EVICT, X_EVICT=X_EVICT, W_EVICT=W_EVICT,
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
+"""
+
+# In the families with CONST_N (their bodies include it; the persistent one has none).
+_CONTIG = """
+
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense
+    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
 """
 
 _ONE_ROW = (
@@ -148,6 +150,7 @@ def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
         tl.store(y_ptrs, y, mask=cols < N, cache_modifier=Y_CACHE)
 """
     + _CHUNKED
+    + _CONTIG
     + """
 
 def kernel(x, weight):
@@ -240,6 +243,7 @@ def _rmsnorm_tile(X, W, Y, M, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.conste
 _MULTI_ROW = (
     _TILE_KERNEL
     + _CHUNKED
+    + _CONTIG
     + SM_COUNT_HELPER
     + """
 
