@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from search_bar import faster_everywhere  # noqa: E402  (bench/, beside this script)
 
 from kernelladder.engine.log import read_events  # noqa: E402
 from kernelladder.engine.state import fold  # noqa: E402
@@ -46,14 +47,9 @@ def picks(run_dir: Path, limit: int) -> list[int]:
     summary = summarize(fold(read_events(run_dir)))
     best = (summary.get("best") or {}).get("attempt")
     winners = []
-    for path in (run_dir / "attempts").glob("*.json"):
-        v = json.loads(path.read_text())
-        ts = v.get("timings") or []
-        if v.get("verdict") != "pass" or not ts:
-            continue
-        if all(all(t["candidate_ms"] < ms for ms in t["baselines_ms"].values()) for t in ts):
-            largest = max(ts, key=lambda t: t.get("floor_ms") or 0)
-            winners.append((largest["candidate_ms"], int(path.stem)))
+    for attempt, ts in faster_everywhere(run_dir):
+        largest = max(ts, key=lambda t: t.get("floor_ms") or 0)
+        winners.append((largest["candidate_ms"], attempt))
     out = [best] if best else []
     out += [n for _, n in sorted(winners) if n not in out]
     return out[:limit]
