@@ -64,8 +64,16 @@ def check(run_dir: Path, floor_bar: float) -> bool:
 
 
 def _beats(timing: dict, margin: float = 1.0) -> bool:
-    """The candidate's median (times `margin`) is below every baseline's at this shape."""
-    return all(timing["candidate_ms"] * margin < ms for ms in timing["baselines_ms"].values())
+    """The candidate's median (times `margin`) is below every baseline's at this shape; a
+    baseline the verifier timed back to back with it (`paired`) must have lost every round."""
+    paired = timing.get("paired") or {}
+    if paired and paired.get("verdict") != "faster":
+        return False
+    return all(
+        timing["candidate_ms"] * margin < ms
+        for name, ms in timing["baselines_ms"].items()
+        if name != paired.get("baseline")
+    )
 
 
 def faster_everywhere(run_dir: Path) -> list[tuple[int, list[dict]]]:

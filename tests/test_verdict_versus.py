@@ -78,3 +78,41 @@ def test_no_line_without_timings_or_verdict(tmp_path):
     assert best_versus_line(cpu_run, 1) is None  # speed not measured on the CPU
     assert best_versus_line(tmp_path, 3) is None  # no attempts/3.json
     assert best_versus_line(tmp_path, None) is None
+
+
+def test_rounds_timed_back_to_back_decide_over_two_medians():
+    from kernelladder.app.format import versus_timing
+    from kernelladder.verifier.verdict import ShapeTiming
+
+    base = {"F.rms_norm": 0.40, "torch.compile": 0.25}
+    # 1 % faster in the medians, well beyond 0.1 % noise; but back to back it won 3 of 7
+    paired = {"baseline": "torch.compile", "rounds": 7, "won": 3, "lost": 4, "ratio": 0.999}
+    paired["verdict"] = "tie"
+    assert versus_fastest_baseline(0.2475, base, 0.001, paired) == ("torch.compile", 0.999, "tie")
+    assert versus_fastest_baseline(0.2475, base, 0.001)[2] == "faster"
+    t = ShapeTiming("s", 1.0, 0.2475, 0.001, 4.0, None, None, base, paired)
+    assert versus_timing(t) == ("torch.compile", 0.999, "tie", "torch.compile, 3/7 rounds")
+    old = ShapeTiming("s", 1.0, 0.2475, 0.001, 4.0, None, None, base)  # saved before rounds
+    assert versus_timing(old)[2:] == ("faster", "torch.compile")
+    # a paired record naming a baseline this timing does not have is not trusted
+    odd = dict(paired, baseline="cuBLAS")
+    assert versus_fastest_baseline(0.2475, base, 0.001, odd)[2] == "faster"
+
+
+def test_which_baseline_is_close_enough_to_time_back_to_back():
+    from kernelladder.verifier.gates import close_rival, paired_result
+    from kernelladder.verifier.timing import Timing
+
+    base = {"F.rms_norm": 0.40, "torch.compile": 0.25, "sdpa": "not applicable: ..."}
+    assert close_rival(Timing(0.252, 0.01, 100), base) == "torch.compile"
+    assert close_rival(Timing(0.20, 0.01, 100), base) is None  # 25 % faster: believed
+    assert close_rival(Timing(0.21, 0.15, 100), base) == "torch.compile"  # noisy: twice 15 %
+    assert close_rival(Timing(0.10, 0.9, 100), base) is None  # the band stops at 25 %
+    assert close_rival(Timing(0.25, 0.01, 100), {"sdpa": "failed: x"}) is None
+    won = paired_result("torch.compile", [1.0] * 7, [1.01] * 7)
+    assert (won["won"], won["lost"], won["verdict"]) == (7, 0, "faster")
+    assert won["ratio"] == 1.01 and won["baseline_ms"] == 1.01
+    split = paired_result("torch.compile", [1.0] * 7, [1.01] * 6 + [0.99])
+    assert (split["won"], split["verdict"]) == (6, "tie")  # p = 8/128: not a result
+    lost = paired_result("torch.compile", [1.0] * 7, [0.9] * 7)
+    assert lost["verdict"] == "slower"

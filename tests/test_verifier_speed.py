@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
-import json, os, sys, tempfile
+import itertools, json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 from kernelladder.verifier import fence, interp_patch, poison
@@ -34,13 +34,14 @@ TABLE = {"reference": 2.0, "F.rms_norm": 0.5, "torch.compile": 0.6}
 
 class TableTimer:
     # Times by who is being timed: the candidate's kernel(), the reference, a baseline.
+    # The candidate's times come from CAND_MS in turn (one value, or a list to cycle).
     def time(self, fn, target_ms=100.0):
         for _ in range(3):  # warm-up and trials, as the GPU timer calls it
             fn()
         code = getattr(fn, "__code__", None)
         names = (code.co_names + code.co_freevars) if code else ()
         if "call" in names:
-            ms = CAND_MS
+            ms = next(CAND)
         elif "reference" in names:
             ms = TABLE["reference"]
         else:
@@ -55,8 +56,14 @@ v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
 def baseline_ms(spec, shape, inputs):  # name the baseline closures for the table
     return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
 v.baseline_ms = baseline_ms
+def named(name):
+    fn = lambda: None
+    fn.baseline_name = name
+    return fn
+v.baseline_fns = lambda spec, shape, inputs: {n: named(n) for n in TABLE if n != "reference"}
 verdicts = []
 for CAND_MS, min_speedup, path in json.loads(sys.argv[1]):
+    CAND = itertools.cycle(CAND_MS if isinstance(CAND_MS, list) else [CAND_MS])
     src = open(path).read()
     opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,))
     verdicts.append(v.verify(opts).verdict.to_dict())
@@ -73,10 +80,24 @@ SCENARIOS = [
 ]
 
 
+# The fastest baseline (F.rms_norm, 0.5 ms) close to the candidate: the two are timed back
+# to back in rounds, and the rounds decide. Candidate times cycle through the list.
+PAIRED = [
+    ([0.49], HONEST, "faster"),  # every round won
+    ([0.52], HONEST, "slower"),  # every round lost
+    ([0.49, 0.51], HONEST, "tie"),  # rounds split: a 2 % margin on one timing is not a win
+    ([0.49], str(CHEATS / "late_timing_cache.py"), "anti-cheat"),
+]
+
+
 @pytest.fixture(scope="module")
 def verdicts() -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    runs = json.dumps([s[:3] for s in SCENARIOS] + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))])
+    runs = json.dumps(
+        [s[:3] for s in SCENARIOS]
+        + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))]
+        + [(cand, 1.0, path) for cand, path, _word in PAIRED]
+    )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
         capture_output=True,
@@ -117,4 +138,31 @@ def test_timed_calls_must_be_the_checked_calls(verdicts):
     assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
     assert v["gates"]["correctness"]["status"] == "pass"
     assert "behaves differently when timed" in v["gates"]["anti-cheat"]["detail"]
+    assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]
+
+
+@pytest.mark.parametrize("index", range(len(PAIRED) - 1))
+def test_a_close_baseline_is_timed_back_to_back(verdicts, index):
+    from kernelladder.verifier.gates import PAIRED_ROUNDS
+
+    _cand, _path, word = PAIRED[index]
+    v = verdicts[len(SCENARIOS) + 1 + index]
+    assert v["verdict"] == "pass", v["gates"]
+    for t in v["timings"]:
+        paired = t["paired"]
+        assert paired["baseline"] == "F.rms_norm" and paired["rounds"] == PAIRED_ROUNDS
+        assert paired["verdict"] == word
+        assert paired["won"] + paired["lost"] == PAIRED_ROUNDS
+        assert paired["baseline_ms"] == 0.5
+    assert v["gates"]["speed"]["evidence"]["per_shape"][0]["paired"]["verdict"] == word
+
+
+def test_a_distant_baseline_is_not_timed_again(verdicts):
+    v = verdicts[0]  # 1.0 ms against 0.5 ms: no rounds needed to believe "slower"
+    assert all(t["paired"] is None for t in v["timings"])
+
+
+def test_the_back_to_back_calls_are_checked_too(verdicts):
+    v = verdicts[len(SCENARIOS) + len(PAIRED)]  # honest until the rounds start, then caches
+    assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
     assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelladder.app import view as v
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
@@ -68,12 +70,41 @@ def branch_status(b: v.BranchView) -> str:
     return BRANCH_WORDS.get(b.state, b.state)
 
 
+VERSUS_WORDS = ("faster", "tie", "slower")
+
+
+def versus_timing(timing: Any) -> tuple[str, float, str, str] | None:
+    """versus_fastest_baseline of one ShapeTiming, and the text to put in brackets after
+    it: the baseline's name, with the rounds won when the verifier timed the two back to
+    back ("torch.compile, 3/7 rounds")."""
+    paired = getattr(timing, "paired", None)
+    versus = versus_fastest_baseline(timing.candidate_ms, timing.baselines_ms, timing.noise, paired)
+    if versus is None:
+        return None
+    name, ratio, word = versus
+    if paired and paired.get("baseline") == name and paired.get("rounds"):
+        return name, ratio, word, f"{name}, {paired.get('won', 0)}/{paired['rounds']} rounds"
+    return name, ratio, word, name
+
+
 def versus_fastest_baseline(
-    candidate_ms: float | None, baselines_ms: dict[str, float], noise: float | None
+    candidate_ms: float | None,
+    baselines_ms: dict[str, float],
+    noise: float | None,
+    paired: dict[str, Any] | None = None,
 ) -> tuple[str, float, str] | None:
     """(fastest baseline's name, its time / the candidate's, "faster" | "tie" | "slower")
-    at one shape. A margin inside the candidate's own timing noise (IQR / median) is a
-    tie: at a hardware limit two kernels differ by less than the drift between timings."""
+    at one shape. When the verifier timed the candidate and that baseline back to back
+    (`paired`), its rounds decide. Otherwise a margin inside the candidate's own timing
+    noise (IQR / median) is a tie: at a hardware limit two kernels differ by less than the
+    drift between timings."""
+    if (
+        paired
+        and paired.get("verdict") in VERSUS_WORDS
+        and isinstance(paired.get("ratio"), int | float)
+        and paired.get("baseline") in baselines_ms
+    ):
+        return str(paired["baseline"]), float(paired["ratio"]), str(paired["verdict"])
     times = {k: x for k, x in baselines_ms.items() if isinstance(x, int | float) and x > 0}
     if not candidate_ms or candidate_ms <= 0 or not times:
         return None

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kernelladder.app.format import versus_fastest_baseline
+from kernelladder.app.format import versus_timing
 from kernelladder.verifier.verdict import FAIL, PASS, Verdict
 
 _STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
@@ -60,9 +60,9 @@ def timings_table(verdict: Verdict) -> Table | None:
     if baseline_names:
         table.add_column("vs fastest baseline")
     for t in verdict.timings:
-        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
+        versus = versus_timing(t)
         vs_cell = (
-            [Text(f"{versus[1]:.2f}x {versus[2]} ({versus[0]})", style=_VERSUS_STYLE[versus[2]])]
+            [Text(f"{versus[1]:.2f}x {versus[2]} ({versus[3]})", style=_VERSUS_STYLE[versus[2]])]
             if versus
             else ["-"]
         )
@@ -164,9 +164,9 @@ def versus_line(verdict: Verdict) -> str | None:
     was not measured or no baseline ran."""
     rows = []
     for t in verdict.timings:
-        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
+        versus = versus_timing(t)
         if versus is not None:
-            rows.append((t.label, f"{versus[1]:.2f}x {versus[2]} ({versus[0]})"))
+            rows.append((t.label, f"{versus[1]:.2f}x {versus[2]} ({versus[3]})"))
     if not rows:
         return None
     width = max(len(label) for label, _ in rows)

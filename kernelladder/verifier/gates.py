@@ -49,6 +49,12 @@ from kernelladder.verifier.verdict import (
     Verdict,
 )
 
+# Back-to-back rounds with the fastest baseline when the two are this close (relative):
+# at a hardware limit they differ by less than the drift between separate timings.
+PAIRED_BAND = 0.05
+PAIRED_BAND_MAX = 0.25
+PAIRED_ROUNDS = 7
+PAIRED_TARGET_MS = 10.0  # of trials per timing in a round
 SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
 FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
@@ -242,13 +248,9 @@ class Verifier:
         self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
     ) -> dict[str, float | str]:
         """Median ms (or a reason it was skipped) of each library baseline at this shape."""
-        spec_key = spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
+        spec_key = _spec_key(spec)
         out: dict[str, float | str] = {}
-        fns: dict[str, Callable[[], Any]] = {}
-        for name, fn in spec.library_baselines().items():
-            fns[name] = lambda fn=fn: fn(inputs)
-        fns["torch.compile"] = self._compiled_reference(spec, spec_key, shape, inputs)
-        for name, fn in fns.items():
+        for name, fn in self.baseline_fns(spec, shape, inputs).items():
             key = (spec_key, shape.label, name)
             if key not in self._baseline_ms:
                 try:
@@ -260,10 +262,20 @@ class Verifier:
             out[name] = self._baseline_ms[key]
         return out
 
+    def baseline_fns(
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, Callable[[], Any]]:
+        """Each library baseline, and torch.compile of the reference, as a call on `inputs`."""
+        fns: dict[str, Callable[[], Any]] = {}
+        for name, fn in spec.library_baselines().items():
+            fns[name] = lambda fn=fn: fn(inputs)
+        fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
+        return fns
+
     def _compiled_reference(
-        self, spec: OpSpec, spec_key: str, shape: Shape, inputs: Mapping[str, torch.Tensor]
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
     ) -> Callable[[], Any]:
-        key = (spec_key, shape.label)
+        key = (_spec_key(spec), shape.label)
         if key not in self._compiled:
             import torch._dynamo
 
@@ -276,6 +288,51 @@ class Verifier:
             self._compiled[key] = torch.compile(spec.reference, dynamic=False)
         compiled = self._compiled[key]
         return lambda: compiled(dict(inputs))
+
+
+def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
+    """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
+    up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
+    back-to-back rounds to be believed."""
+    times = {k: v for k, v in baselines.items() if isinstance(v, float) and v > 0}
+    if not times or not cand.median_ms or cand.median_ms <= 0:
+        return None
+    name = min(times, key=lambda k: times[k])
+    band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * (cand.noise or 0.0)))
+    return name if abs(times[name] / cand.median_ms - 1.0) <= band else None
+
+
+def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
+    """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
+    "faster" or "slower" only when every round went that way (a one-sided sign test,
+    p = 2**-rounds: 0.008 at 7 rounds), else "tie"."""
+    pairs = list(zip(cand_ms, rival_ms, strict=True))
+    won = sum(1 for k, b in pairs if k < b)
+    lost = sum(1 for k, b in pairs if k > b)
+    rounds = len(pairs)
+    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
+    ratios = sorted(b / k for k, b in pairs if k > 0)
+    return {
+        "baseline": rival,
+        "rounds": rounds,
+        "won": won,
+        "lost": lost,
+        "ratio": _mid(ratios),
+        "candidate_ms": _mid(sorted(cand_ms)),
+        "baseline_ms": _mid(sorted(rival_ms)),
+        "verdict": word,
+    }
+
+
+def _mid(ordered: Sequence[float]) -> float:
+    n = len(ordered)
+    if n == 0:
+        return math.nan
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def _spec_key(spec: OpSpec) -> str:
+    return spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
 
 
 @dataclass
@@ -886,19 +943,64 @@ class _Run:
             if not self._check_integrity("being timed"):
                 raise _Stop
             self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
-            del pristine, last
             fl = spec.flops(shape)
             floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
             baselines: dict[str, float | str] = {}
+            paired: dict[str, Any] | None = None
             if self.opts.baselines:
                 self.report("speed", f"baselines {shape.label}")
                 baselines = self.v.baseline_ms(spec, shape, inputs)
                 self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
+                rival = close_rival(cand, baselines)
+                if rival is not None:
+                    self.report("speed", f"{shape.label}: back to back with {rival}")
+                    paired = self._paired(shape, inputs, pristine, timed, last, rival)
+            del pristine, last
             rows.append(
-                {"shape": shape, "ref": ref, "cand": cand, "floor": floor, "baselines": baselines}
+                {
+                    "shape": shape,
+                    "ref": ref,
+                    "cand": cand,
+                    "floor": floor,
+                    "baselines": baselines,
+                    "paired": paired,
+                }
             )
             del inputs, args
         self._speed_results(rows)
+
+    def _paired(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        timed: Callable[[], None],
+        last: list[Any],
+        rival: str,
+    ) -> dict[str, Any]:
+        """The candidate and its closest baseline timed back to back, PAIRED_ROUNDS times,
+        the order alternating: a margin smaller than the drift between the candidate's
+        timing and the (cached) baseline's is settled by rounds won, not by two medians
+        taken minutes apart. The candidate's calls here are checked as the others are."""
+        timer = self.v.timer()
+        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
+        cand_ms: list[float] = []
+        rival_ms: list[float] = []
+        calls = launched = 0
+        for r in range(PAIRED_ROUNDS):
+            for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
+                if who == "candidate":
+                    last[1] = 0
+                    launches0 = fence.STATE.launches
+                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
+                    launched += fence.STATE.launches - launches0
+                    calls += last[1]
+                else:
+                    rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+        if not self._check_integrity("being timed"):
+            raise _Stop
+        self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
+        return paired_result(rival, cand_ms, rival_ms)
 
     def _check_timed_calls(
         self,
@@ -965,6 +1067,7 @@ class _Run:
                     if floor and cand.median_ms > 0
                     else None,
                     baselines_ms=b_ms,
+                    paired=row.get("paired"),
                 )
             )
         speedup = _geomean([t.speedup or 0 for t in timings])
@@ -1007,6 +1110,7 @@ class _Run:
                     "floor_ms": t.floor_ms,
                     "floor_fraction": t.floor_fraction,
                     "baselines_ms": t.baselines_ms,
+                    "paired": t.paired,
                     "trials": rows[i]["cand"].trials,
                 }
                 for i, t in enumerate(timings)

@@ -6,7 +6,7 @@ app; it imports nothing but the standard library.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -46,6 +46,13 @@ class ShapeTiming:
     floor_ms: float | None  # bytes / copy bandwidth, or flops / matmul rate, the larger
     floor_fraction: float | None  # floor_ms / candidate_ms
     baselines_ms: dict[str, float] = field(default_factory=dict)  # name -> median ms
+    # When the fastest baseline was close: the candidate and it timed back to back in
+    # rounds ({"baseline", "rounds", "won", "lost", "ratio", "verdict", ...}); else None
+    paired: dict[str, Any] | None = None
+
+
+# a saved timing with a key this version does not know still loads
+_TIMING_FIELDS = frozenset(f.name for f in fields(ShapeTiming))
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,10 @@ class Verdict:
             speedup_vs=dict(d.get("speedup_vs") or {}),
             floor_fraction=d.get("floor_fraction"),
             noise=d.get("noise"),
-            timings=tuple(ShapeTiming(**t) for t in d.get("timings") or ()),
+            timings=tuple(
+                ShapeTiming(**{k: v for k, v in t.items() if k in _TIMING_FIELDS})
+                for t in d.get("timings") or ()
+            ),
             flags=tuple(d.get("flags") or ()),
             elapsed_s=float(d.get("elapsed_s") or 0.0),
             environment=dict(d.get("environment") or {}),

@@ -138,14 +138,14 @@ def _speed_lines(verdict: Verdict) -> list[Content]:
             )
         )
         for t in verdict.timings:
-            versus = fmt.versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise)
+            versus = fmt.versus_timing(t)
             lines.append(
                 Content.assemble(
                     f"  {t.label[:24]:<24} {_ms(t.reference_ms):>9} {_ms(t.candidate_ms):>9} "
                     f"{fmt.speedup(t.speedup):>8} {fmt.percent(t.floor_fraction):>6} "
                     f"{fmt.percent(t.noise):>6}  ",
                     (
-                        (f"{fmt.speedup(versus[1])} {versus[2]} ({versus[0]})", _VERSUS[versus[2]])
+                        (f"{fmt.speedup(versus[1])} {versus[2]} ({versus[3]})", _VERSUS[versus[2]])
                         if versus
                         else ("—", "$text-muted")
                     ),
