@@ -496,10 +496,26 @@ class Run:
                 return False
             for label in labels[: max(1, self.options.branches)] or ["default"]:
                 self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
+        else:
+            self._tell_proposer_resumed()
         for bid, b in self.state.branches.items():
             if not b.closed:
                 self._spawn(bid)
         return True
+
+    def _tell_proposer_resumed(self) -> None:
+        """A proposer that keeps its own place (replay: a queue of saved sources) learns
+        what this run already proposed: (branch label, source hash) in attempt order."""
+        resumed = getattr(self.proposer, "resumed", None)
+        if not callable(resumed):
+            return
+        s = self.state
+        label = {bid: b.strategy for bid, b in s.branches.items()}  # what propose() is asked for
+        proposed = [
+            (label.get(a.branch_id, a.strategy), a.source_hash)
+            for _, a in sorted(s.attempts.items())
+        ]
+        resumed(self.op.description, self.options.branches, proposed)
 
     def _plan_resume(self) -> list[int]:
         """Attempts a killed or stopped run left without a verdict, grouped by branch."""

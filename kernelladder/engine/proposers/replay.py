@@ -4,6 +4,8 @@ RUN_DIR/attempts/<n>.py; each branch label gets that label's proposals in attemp
 With fewer branches than the saved run had, the extra labels' proposals are folded into
 the opened ones (label i into label i mod k, merged in attempt order), so every saved
 source is still proposed; left_over() names those a run ended without proposing.
+A resumed run goes on where it stopped: resumed() drops from the queues the sources its
+log already holds a proposal of (by source hash, per label, one saved copy per proposal).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +103,28 @@ class ReplayProposer:
         }
         return opened
 
+    def resumed(self, op: dict[str, Any], k: int, proposed: Iterable[tuple[str, str]]) -> None:
+        """A resumed run of k branches: the queues as strategies(op, k) built them, less
+        what it already proposed, as (branch label, source hash) pairs. Each pair takes
+        the first queued source of that label with that hash: a source saved twice and
+        proposed once is proposed once more."""
+        self.strategies(op, k)
+        for label, digest in proposed:
+            queue = self._queues.get(label)
+            match = next((p for p in queue or () if self._hash(p) == digest), None)
+            if match is not None:
+                queue.remove(match)
+
+    def _hash(self, saved: SavedProposal) -> str:
+        """The saved source's hash; read from its file for a log that did not record it."""
+        if saved.source_hash:
+            return saved.source_hash
+        try:
+            source = (self.run_dir / "attempts" / f"{saved.attempt}.py").read_text(encoding="utf-8")
+        except (OSError, ValueError):  # unreadable: propose() says so when its turn comes
+            return ""
+        return _sha256(source)
+
     def remaining(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
@@ -126,7 +151,7 @@ class ReplayProposer:
             raise ProposerError(
                 f"replay: cannot read {path}: {exc.strerror or exc}", retryable=False
             ) from None
-        digest = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+        digest = _sha256(source)
         if saved.source_hash and digest != saved.source_hash:
             raise ProposerError(
                 f"replay: {path} does not match the hash the log recorded", retryable=False
@@ -141,6 +166,10 @@ class ReplayProposer:
             model=saved.model,
             meta={"replayed_attempt": saved.attempt, "replayed_branch": saved.branch_id},
         )
+
+
+def _sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def _saved(e: dict[str, Any]) -> SavedProposal | None:
