@@ -8,6 +8,7 @@ kernelladder-tui --headless ...        # the same without the app
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ def _positive(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+    if not math.isfinite(value) or not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0: {text!r}")
     return value
 
 
