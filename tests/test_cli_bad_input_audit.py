@@ -59,3 +59,22 @@ def test_tui_rejects_an_infinite_replay_speed(capsys):
     argv = ["--replay", str(CPU_RUN), "rmsnorm", "--speed", "inf"]
     line = _usage_line(capsys, *argv, entry=tui_cli.main)
     assert "--speed" in line and "finite" in line
+
+
+# --- hints files -------------------------------------------------------------------------
+
+
+def test_binary_or_special_hints_files_are_one_line(capsys, tmp_path):
+    binary = tmp_path / "hints.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x81 not text")
+    run_dir = str(tmp_path / "r")
+    # a binary file raised AttributeError ('UnicodeDecodeError' has no strerror)
+    line = _usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", str(binary))
+    assert "cannot read hints file" in line and "not UTF-8 text" in line
+    saved = _saved_run(tmp_path)
+    line = _usage_line(capsys, "optimize", "--resume", str(saved), "--hints", str(binary))
+    assert "cannot read hints file" in line and "not UTF-8 text" in line
+    # a device is not a hints file (reading /dev/zero would never end)
+    line = _usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", "/dev/zero")
+    assert "not a regular file" in line
+    assert not (tmp_path / "r").exists()

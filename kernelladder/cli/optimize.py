@@ -174,9 +174,14 @@ def add_parser(subparsers: Any) -> None:
 def _read_hints(path: str | None) -> str | None:
     if path is None:
         return None
+    hints = Path(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if hints.exists() and not hints.is_file():  # a directory, or /dev/zero read forever
+            raise UsageError(f"cannot read hints file {path}: not a regular file")
+        return hints.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read hints file {path}: not UTF-8 text") from None
+    except OSError as exc:
         raise UsageError(f"cannot read hints file {path}: {exc.strerror or exc}") from None
 
 
