@@ -78,3 +78,38 @@ def test_binary_or_special_hints_files_are_one_line(capsys, tmp_path):
     line = _usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", "/dev/zero")
     assert "not a regular file" in line
     assert not (tmp_path / "r").exists()
+
+
+# --- damaged or mistaken run directories -------------------------------------------------
+
+
+def _insert_line(run_dir: Path, index: int, line: str) -> None:
+    path = run_dir / "events.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(index, line)
+    path.write_text("".join(lines))
+
+
+def test_a_file_given_as_a_run_directory_is_one_line(capsys, tmp_path):
+    a_file = tmp_path / "cand.py"
+    a_file.write_text("x = 1\n")
+    # NotADirectoryError escaped both readers
+    assert "not a run directory" in _usage_line(capsys, "replay", str(a_file))
+    assert "not a run directory" in _usage_line(capsys, "optimize", "--resume", str(a_file))
+
+
+def test_a_json_line_that_is_not_an_object_is_a_corrupt_line(capsys, tmp_path):
+    run_dir = _saved_run(tmp_path)
+    _insert_line(run_dir, 3, "[1, 2, 3]\n")  # valid JSON, not an event: AttributeError before
+    before = (run_dir / "events.jsonl").read_bytes()
+    for argv in (["replay", str(run_dir)], ["optimize", "--resume", str(run_dir)]):
+        line = _usage_line(capsys, *argv)
+        assert "corrupt line" in line and "expected a JSON object" in line
+    assert (run_dir / "events.jsonl").read_bytes() == before  # nothing repaired or lost
+
+
+def test_meta_json_that_is_not_an_object_is_one_line(capsys, tmp_path):
+    run_dir = _saved_run(tmp_path)
+    (run_dir / "meta.json").write_text("[1, 2]\n")  # AttributeError ('list' has no .get)
+    line = _usage_line(capsys, "optimize", "--resume", str(run_dir))
+    assert "meta.json" in line and "expected a JSON object" in line

@@ -72,8 +72,10 @@ def read_log(run_dir: str | os.PathLike[str]) -> LogRead:
     path = Path(run_dir) / EVENTS_FILE
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise LogError(f"{run_dir}: no {EVENTS_FILE} (not a run directory)") from None
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read: {exc.strerror or exc}") from None
     events: list[Event] = []
     offsets: list[int] = []
     pos = 0
@@ -83,7 +85,7 @@ def read_log(run_dir: str | os.PathLike[str]) -> LogRead:
         last = end < 0
         line = data[pos:] if last else data[pos:end]
         try:
-            event = event_from_dict(json.loads(line))
+            event = event_from_dict(_json_object(line))
         except (ValueError, TypeError) as exc:
             if last or data[end + 1 :].strip() == b"":
                 torn = True
@@ -121,14 +123,24 @@ def repair_tail(run_dir: str | os.PathLike[str]) -> bool:
     return True
 
 
+def _json_object(text: str | bytes) -> dict[str, Any]:
+    """One JSON object; ValueError for anything else (a list or a number is not an event)."""
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def read_meta(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(run_dir) / META_FILE
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+        return _json_object(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         raise LogError(f"{run_dir}: no {META_FILE} (not a run directory)") from None
     except ValueError as exc:
         raise LogError(f"{path}: unreadable: {exc}") from None
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def read_attempt_source(run_dir: str | os.PathLike[str], attempt: int) -> str:
