@@ -6,7 +6,10 @@ permissions)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,31 @@ def _usage_line(capsys, *argv: str, entry=main) -> str:
     assert code == 2, captured.err
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     return lines[0]
+
+
+def _cli(*argv: str, cwd: Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "kernelladder", *argv],
+        capture_output=True, text=True, timeout=120, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == code, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def _without_root_powers() -> list[str]:
+    """A prefix under which file permissions apply (root ignores them)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file permissions cannot be tested")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
 def _saved_run(tmp_path: Path, name: str = "run") -> Path:
@@ -113,3 +141,58 @@ def test_meta_json_that_is_not_an_object_is_one_line(capsys, tmp_path):
     (run_dir / "meta.json").write_text("[1, 2]\n")  # AttributeError ('list' has no .get)
     line = _usage_line(capsys, "optimize", "--resume", str(run_dir))
     assert "meta.json" in line and "expected a JSON object" in line
+
+
+def test_run_dir_that_is_a_file_or_under_one_is_one_line(capsys, tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    # FileExistsError / NotADirectoryError from mkdir escaped as tracebacks
+    line = _usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", str(a_file))
+    assert "is not a directory" in line
+    under = str(a_file / "run")
+    line = _usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", under)
+    assert "cannot create or write the run directory" in line and "Not a directory" in line
+    assert a_file.read_text() == "mine\n"
+
+
+def test_run_dir_holding_a_runs_files_without_its_log_is_refused(capsys, tmp_path):
+    saved = _saved_run(tmp_path)
+    (saved / "events.jsonl").unlink()  # meta.json and attempts/ stay: a new run overwrote them
+    before = {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()}
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
+    line = _usage_line(capsys, *argv, str(saved))
+    assert "holds meta.json and attempts/ but no events.jsonl" in line
+    assert {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()} == before
+    assert not (saved / "events.jsonl").exists()
+
+
+def test_resume_of_an_emptied_log_beside_recorded_attempts_is_refused(capsys, tmp_path):
+    saved = _saved_run(tmp_path)
+    (saved / "events.jsonl").write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()}
+    # it used to start again at attempt 1 and overwrite attempts/1.py and 1.json
+    line = _usage_line(capsys, "optimize", "--resume", str(saved), "--max-attempts", "1")
+    assert "holds no events but attempts/ holds files" in line
+    assert {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()} == before
+    assert (saved / "events.jsonl").read_bytes() == b""
+
+
+def test_read_only_run_directories_are_one_line(tmp_path):
+    prefix = _without_root_powers()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    saved = _saved_run(tmp_path)
+    before = (saved / "events.jsonl").read_bytes()
+    for path in (locked, saved, saved / "attempts"):
+        path.chmod(0o555)
+    (saved / "events.jsonl").chmod(0o444)
+    try:
+        new_run = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1"]
+        line = _one_line(_cli(*new_run, "--run-dir", str(locked), cwd=tmp_path, prefix=prefix))
+        assert "cannot create or write the run directory" in line and "Permission denied" in line
+        resumed = _cli("optimize", "--resume", str(saved), cwd=tmp_path, prefix=prefix)
+        assert "Permission denied" in _one_line(resumed)
+    finally:
+        for path in (locked, saved, saved / "attempts"):
+            path.chmod(0o755)
+    assert (saved / "events.jsonl").read_bytes() == before

@@ -236,6 +236,56 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
     return overrides
 
 
+def _recorded_files(run_dir: Path) -> list[str]:
+    """What a run would overwrite in `run_dir`: meta.json and anything under attempts/."""
+    from kernelladder.engine.log import ATTEMPTS_DIR, META_FILE
+
+    found = [META_FILE] if (run_dir / META_FILE).exists() else []
+    try:
+        if any((run_dir / ATTEMPTS_DIR).iterdir()):
+            found.append(f"{ATTEMPTS_DIR}/")
+    except OSError:  # no attempts/ (or unreadable: creating the run says so)
+        pass
+    return found
+
+
+def _check_new_run_dir(run_dir: str | None) -> None:
+    """A new run needs a directory it can own: not a file, and not one holding a run's
+    files without its log (they were never this run's; create_run refuses a whole run)."""
+    from kernelladder.engine.log import EVENTS_FILE
+
+    if run_dir is None:
+        return
+    path = Path(run_dir)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--run-dir {run_dir} is not a directory")
+    if path.is_dir() and not (path / EVENTS_FILE).exists():
+        found = _recorded_files(path)
+        if found:
+            raise UsageError(
+                f"--run-dir {run_dir} holds {' and '.join(found)} but no {EVENTS_FILE}: "
+                "a new run would overwrite them; give another directory"
+            )
+
+
+def _check_resumable(run_dir: str) -> None:
+    """A log with no events beside recorded attempts lost its history: a resume would
+    start numbering at 1 again and overwrite those attempts."""
+    from kernelladder.engine.log import ATTEMPTS_DIR, read_log
+
+    path = Path(run_dir)
+    if not read_log(path).events and f"{ATTEMPTS_DIR}/" in _recorded_files(path):
+        raise UsageError(
+            f"{run_dir}: events.jsonl holds no events but attempts/ holds files; "
+            "resuming would overwrite them (the log was damaged)"
+        )
+
+
+def _os_error_line(exc: OSError) -> str:
+    what = f"{exc.filename}: {exc.strerror}" if exc.strerror and exc.filename else exc
+    return " ".join(f"cannot create or write the run directory: {what}".split())
+
+
 def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
     """create_run / resume_run from the command line; UsageError for bad input. Without a
     terminal (`interactive` False) an ask-gate policy gives way to an unattended one for
@@ -258,6 +308,9 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
     try:
         if args.resume:
             recorded = read_meta(args.resume).get("options") or {}
+            if not isinstance(recorded, dict):
+                raise UsageError(f"{args.resume}: meta.json options is not an object")
+            _check_resumable(args.resume)
             overrides = resume_overrides(args, recorded)
             # the options this session runs with (resume_run itself says if meta is bad)
             in_force = RunOptions.from_dict({"op": "", **recorded, **overrides})
@@ -266,13 +319,16 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
                 args.resume, overrides=overrides, notices=notices, gate_policy=gate
             ), notices
         options = options_from_args(args)
+        _check_new_run_dir(args.run_dir)
         gate = session_gate(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
         raise
     # OpLoadError is a ValueError (imported lazily: it would import torch)
-    except (LogError, ProposerError, ValueError, FileNotFoundError) as exc:
+    except (LogError, ProposerError, ValueError) as exc:
         raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
+    except OSError as exc:  # the run directory cannot be created or written
+        raise UsageError(_os_error_line(exc)) from None
 
 
 async def drive(run: Any, view: Any) -> Any:
