@@ -7,11 +7,11 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
-timeout ${PROBE_LIMIT:-200} python3 bench/attention_probe.py > $OUT/attention-probe.log 2>&1
+[ -n "$SKIP_PROBE" ] || timeout ${PROBE_LIMIT:-200} python3 bench/attention_probe.py > $OUT/attention-probe.log 2>&1
 echo "probe exit $?"
 mkdir -p /tmp/runs
 timeout $((${OPT_LIMIT:-240} + 30)) python3 -m kernelladder optimize attention --device cuda \
-  --max-attempts 40 --branches 4 --time-limit ${OPT_LIMIT:-240} --gate approve \
+  --max-attempts 40 --branches ${BRANCHES:-4} --time-limit ${OPT_LIMIT:-240} --gate approve \
   --run-dir /tmp/runs/attention --json > /tmp/runs/attention.json 2> /tmp/runs/attention.log
 echo "optimize attention exit $?"
 python3 -m kernelladder replay /tmp/runs/attention > $OUT/replay-attention.txt 2>&1
