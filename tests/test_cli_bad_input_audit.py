@@ -196,3 +196,38 @@ def test_read_only_run_directories_are_one_line(tmp_path):
         for path in (locked, saved, saved / "attempts"):
             path.chmod(0o755)
     assert (saved / "events.jsonl").read_bytes() == before
+
+
+_HOLD_THE_LOG = """
+import sys
+from kernelladder.engine.log import EventLog
+log = EventLog(sys.argv[1])
+log._file.write(b'{"kind":"notice","seq":')  # a line half written by the live run
+log._file.flush()
+print("writing", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_resume_of_a_run_another_process_is_writing_is_refused(tmp_path):
+    saved = _saved_run(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOG, str(saved)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "writing"
+        before = (saved / "events.jsonl").read_bytes()
+        # a second writer used to cut the live line as a torn tail, then log under the
+        # same seq numbers as the live run (and reuse its attempt numbers)
+        line = _one_line(_cli("optimize", "--resume", str(saved), cwd=tmp_path))
+        assert "another process is writing this run" in line
+        assert (saved / "events.jsonl").read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    from kernelladder.engine.log import EventLog, repair_tail
+
+    assert repair_tail(saved)  # the killed writer's lock is gone with it
+    EventLog(saved).close()

@@ -19,6 +19,11 @@ from typing import Any
 
 from kernelladder.engine.events import Event, event_from_dict
 
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 EVENTS_FILE = "events.jsonl"
 META_FILE = "meta.json"
 ATTEMPTS_DIR = "attempts"
@@ -56,6 +61,22 @@ def write_durable(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def _lock_for_writing(f: Any, run_dir: str | os.PathLike[str]) -> None:
+    """One writer per run: an exclusive lock on the open log, held until it is closed
+    (the kernel drops it when the process dies, so a killed run can be resumed)."""
+    if fcntl is None:  # not POSIX: keeping one writer is left to the user
+        return
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise LogError(
+            f"{run_dir}: another process is writing this run (still running?); "
+            "stop it before resuming"
+        ) from None
+    except OSError:  # a filesystem without locks: go on unlocked, as before
+        pass
 
 
 @dataclass(frozen=True)
@@ -117,6 +138,7 @@ def repair_tail(run_dir: str | os.PathLike[str]) -> bool:
         return False
     path = Path(run_dir) / EVENTS_FILE
     with open(path, "r+b") as f:
+        _lock_for_writing(f, run_dir)  # a torn tail may be a live run's line half written
         f.truncate(read.valid_bytes)
         f.flush()
         os.fsync(f.fileno())
@@ -167,16 +189,21 @@ class EventLog:
         self.path = self.run_dir / EVENTS_FILE
         self._clock = clock
         existed = self.path.exists()
-        if existed:
-            read = read_log(self.run_dir)
-            if read.torn:
-                raise LogError(f"{self.path}: torn last line; repair it before appending")
-            self._offsets = list(read.offsets)
-            self._last_ts = read.events[-1].ts if read.events else 0.0
-        else:
-            self._offsets = []
-            self._last_ts = 0.0
         self._file = open(self.path, "ab")  # noqa: SIM115 (held open for the run's life)
+        try:
+            _lock_for_writing(self._file, self.run_dir)  # before reading: a live writer moves on
+            if existed:
+                read = read_log(self.run_dir)
+                if read.torn:
+                    raise LogError(f"{self.path}: torn last line; repair it before appending")
+                self._offsets = list(read.offsets)
+                self._last_ts = read.events[-1].ts if read.events else 0.0
+            else:
+                self._offsets = []
+                self._last_ts = 0.0
+        except BaseException:
+            self._file.close()
+            raise
         self._size = self._file.tell()
         if not existed:
             _fsync_dir(self.run_dir)
