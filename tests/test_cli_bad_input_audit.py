@@ -231,3 +231,30 @@ def test_resume_of_a_run_another_process_is_writing_is_refused(tmp_path):
 
     assert repair_tail(saved)  # the killed writer's lock is gone with it
     EventLog(saved).close()
+
+
+# --- replay --reverify -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+def test_reverify_rejects_a_timeout_that_is_not_positive(capsys, timeout):
+    # it re-ran every attempt with that limit and reported each pass as "fail at timeout"
+    argv = ["replay", str(CPU_RUN), "--reverify", "--device", "cpu", "--timeout", timeout]
+    assert "--timeout must be a positive number" in _usage_line(capsys, *argv)
+
+
+def test_reverify_on_cuda_without_a_gpu_is_a_usage_error(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    # the worker's 'Torch not compiled with CUDA enabled' escaped as a RunnerLost traceback
+    line = _usage_line(capsys, "replay", str(CPU_RUN), "--reverify", "--device", "cuda")
+    assert "no CUDA GPU" in line
+
+
+def test_reverify_names_what_meta_json_lacks(capsys, tmp_path):
+    saved = _saved_run(tmp_path)
+    (saved / "meta.json").write_text('{"run_id": "x"}\n')
+    line = _usage_line(capsys, "replay", str(saved), "--reverify", "--device", "cpu")
+    assert "meta.json has no usable op" in line  # it said only "cannot re-verify: 'op'"

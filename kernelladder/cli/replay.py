@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from typing import Any
 
@@ -74,8 +75,13 @@ async def reverify(run_dir: str, state: Any, device: str | None, timeout_s: floa
 
     try:
         op = OpInfo.from_dict(read_meta(run_dir)["op"])
-    except (LogError, KeyError, TypeError) as exc:
-        raise UsageError(f"{run_dir}: cannot re-verify: {exc}") from None
+    except LogError as exc:
+        raise UsageError(f"cannot re-verify: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        raise UsageError(
+            f"{run_dir}: cannot re-verify: meta.json has no usable op ({why})"
+        ) from None
     device = device or default_device()
     runner = LocalRunner(device=device)
     report: dict[str, Any] = {"device": device, "checked": 0, "differences": [], "errors": []}
@@ -106,14 +112,35 @@ async def reverify(run_dir: str, state: Any, device: str | None, timeout_s: floa
     return report
 
 
+def _check_reverify_options(args: argparse.Namespace) -> None:
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        # a zero or negative limit turned every saved pass into a "fail at timeout" change
+        raise UsageError("--timeout must be a positive number of seconds")
+    if args.device == "cuda":
+        from kernelladder.engine.runners import default_device
+
+        if default_device() != "cuda":
+            raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+
+
 def run(args: argparse.Namespace) -> int:
+    from kernelladder.engine.protocols import RunnerLost
     from kernelladder.engine.summary import summarize
 
+    if args.reverify:
+        _check_reverify_options(args)
     state, torn = load_state(args.run_dir)
     summary = summarize(state)
     report = None
     if args.reverify:
-        report = asyncio.run(reverify(args.run_dir, state, args.device, args.timeout))
+        try:
+            report = asyncio.run(reverify(args.run_dir, state, args.device, args.timeout))
+        except RunnerLost as exc:  # the worker did not start: nothing was re-verified
+            line = " ".join(str(exc).split())
+            print(
+                f"kernelladder: error: the verifier worker did not start: {line}", file=sys.stderr
+            )
+            return 1
     if args.json:
         out = dict(summary)
         if report is not None:
