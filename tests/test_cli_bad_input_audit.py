@@ -258,3 +258,27 @@ def test_reverify_names_what_meta_json_lacks(capsys, tmp_path):
     (saved / "meta.json").write_text('{"run_id": "x"}\n')
     line = _usage_line(capsys, "replay", str(saved), "--reverify", "--device", "cpu")
     assert "meta.json has no usable op" in line  # it said only "cannot re-verify: 'op'"
+
+
+# --- the process edge --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "kernelladder", "ops", "--json"],
+        ["-m", "kernelladder.cli.tui", "--headless", "--replay", str(CPU_RUN)],
+    ],
+    ids=["ops", "tui-headless-replay"],
+)
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path, argv):
+    # `kernelladder ops --json | head -c 10` printed a BrokenPipeError traceback
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    proc.stdout.close()  # the reader is gone before the first write
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) != 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand -> module under kernelladder.cli
@@ -60,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kernelladder: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
+        stdout_to_devnull()
+        return 1
+
+
+def stdout_to_devnull() -> None:
+    """After a broken pipe: what is still buffered for stdout goes nowhere (else the
+    interpreter's final flush prints a BrokenPipeError of its own)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file here
+        pass
 
 
 def tui_main(argv: list[str] | None = None) -> int:

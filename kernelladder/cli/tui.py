@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelladder.cli import ArgumentParser, UsageError
+from kernelladder.cli import ArgumentParser, UsageError, stdout_to_devnull
 from kernelladder.cli.optimize import add_run_arguments, build_run
 
 PROG = "kernelladder-tui"
@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `--headless ... | head`: the reader left
+        stdout_to_devnull()
+        return 1
 
 
 def _main(args: argparse.Namespace) -> int:
