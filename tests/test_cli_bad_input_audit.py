@@ -282,3 +282,21 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path, argv):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) != 0
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+# --- empty settings ----------------------------------------------------------------------
+
+
+def test_an_empty_remote_setting_is_refused_not_dropped(capsys, tmp_path):
+    # `--ssh-target "$UNSET"` used to verify locally without a word
+    cand = str(ROOT / "tests" / "cheats" / "honest_rmsnorm.py")
+    # --device cuda: code that drops the empty target stops at once (no GPU) or at the
+    # runner's start, instead of verifying on this machine
+    check = ["check", "rmsnorm", cand, "--device", "cuda"]
+    assert "target is empty" in _usage_line(capsys, *check, "--ssh-target", "")
+    assert "--remote-config is empty" in _usage_line(capsys, *check, "--remote-config", "")
+    assert "target is empty" in _usage_line(capsys, "doctor", "--ssh-target", "")
+    run_dir = str(tmp_path / "r")
+    optimize = ["optimize", "rmsnorm", "--device", "cuda", "--run-dir", run_dir]
+    assert "target is empty" in _usage_line(capsys, *optimize, "--ssh-target", "")
+    assert not (tmp_path / "r").exists()

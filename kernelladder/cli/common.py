@@ -70,11 +70,11 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def remote_requested(args: Any) -> bool:
-    """--remote, or a host given explicitly (--ssh-target / --remote-config imply it)."""
-    return bool(
-        getattr(args, "remote", False)
-        or getattr(args, "ssh_target", None)
-        or getattr(args, "remote_config", None)
+    """--remote, or a host given explicitly (--ssh-target / --remote-config imply it). An
+    empty one counts too (`--ssh-target "$UNSET"`): its check says so, instead of the
+    run going local without a word."""
+    return bool(getattr(args, "remote", False)) or any(
+        getattr(args, dest, None) is not None for dest in ("ssh_target", "remote_config")
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.cli.common import add_remote_arguments, load_remote
+from kernelladder.cli.common import add_remote_arguments, load_remote, remote_requested
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_PYTHON = (3, 11)
@@ -82,7 +82,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: Any) -> int:
-    remote = bool(args.remote or args.ssh_target or args.remote_config)
+    remote = remote_requested(args)
     if args.trust and not remote:
         raise UsageError("--trust applies to --remote")
     config = load_remote(args) if remote else None  # UsageError (one line) on a bad setting
