@@ -300,3 +300,16 @@ def test_an_empty_remote_setting_is_refused_not_dropped(capsys, tmp_path):
     optimize = ["optimize", "rmsnorm", "--device", "cuda", "--run-dir", run_dir]
     assert "target is empty" in _usage_line(capsys, *optimize, "--ssh-target", "")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--run-dir", "--replay-from", "--hints"])
+def test_an_empty_path_option_is_refused(capsys, flag):
+    # `--resume ""` started a whole new run; `--run-dir ""` put it in runs/<id>;
+    # an unknown op stops code that lets the empty value through before any run
+    line = _usage_line(capsys, "optimize", "nosuchop", flag, "")
+    assert f"{flag} is empty" in line
+
+
+@pytest.mark.parametrize("flag", ["--replay", "--resume"])
+def test_tui_empty_run_directory_is_refused(capsys, flag):
+    assert f"{flag} is empty" in _usage_line(capsys, flag, "", entry=tui_cli.main)

@@ -295,6 +295,10 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
     from kernelladder.engine.options import RunOptions, unattended_gate_policy
     from kernelladder.engine.protocols import ProposerError
 
+    for flag in ("--resume", "--run-dir", "--replay-from", "--hints"):
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value is not None and not value.strip():  # `--resume "$UNSET"`: not a new run
+            raise UsageError(f"{flag} is empty")
     notices: list[str] = []
 
     def session_gate(options: Any) -> str | None:

@@ -65,7 +65,7 @@ def build_parser() -> ArgumentParser:
 def _make_live_run(args: argparse.Namespace) -> Any:
     """create_run / resume_run exactly as `kernelladder optimize` builds them; the app
     answers ask-gates, so the gate policy stays as given."""
-    if not args.op and not args.resume:
+    if not args.op and args.resume is None:
         raise UsageError("give an op (e.g. rmsnorm), --replay RUN_DIR or --resume RUN_DIR")
     run, _ = build_run(args, interactive=True)
     return run
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.replay is not None and not args.replay.strip():
+        raise UsageError("--replay is empty")
     if args.replay and (args.op or args.resume):
         raise UsageError("--replay plays a saved run: give no op and no --resume with it")
     if args.headless:
