@@ -313,3 +313,12 @@ def test_an_empty_path_option_is_refused(capsys, flag):
 @pytest.mark.parametrize("flag", ["--replay", "--resume"])
 def test_tui_empty_run_directory_is_refused(capsys, flag):
     assert f"{flag} is empty" in _usage_line(capsys, flag, "", entry=tui_cli.main)
+
+
+def test_tui_replay_of_a_log_without_events_is_refused(capsys, tmp_path):
+    saved = _saved_run(tmp_path)
+    (saved / "events.jsonl").write_bytes(b"")
+    # the headless replay printed an empty table with exit 0 (the app waited for ever);
+    # both read the log through the same loader
+    line = _usage_line(capsys, "--headless", "--replay", str(saved), entry=tui_cli.main)
+    assert "holds no events" in line

@@ -104,9 +104,12 @@ def _load(run_dir: Path) -> list:
     if not (run_dir / "events.jsonl").is_file():
         raise UsageError(f"{run_dir} holds no run (no events.jsonl)")
     try:
-        return load_events(run_dir)
+        events = load_events(run_dir)
     except Exception as exc:  # a damaged log: one line, not a traceback
         raise UsageError(f"cannot read {run_dir}: {' '.join(str(exc).split())}") from None
+    if not events:  # the app would wait for a run that is not coming
+        raise UsageError(f"{run_dir}: the log holds no events")
+    return events
 
 
 def main(argv: list[str] | None = None) -> int:
