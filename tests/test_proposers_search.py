@@ -367,3 +367,35 @@ def test_a_used_up_family_leads_to_a_high_cost_family_change():
 def test_unknown_branch_labels_start_from_the_first_family():
     p = propose(SearchProposer(), ctx(strategy="my own idea"))
     assert p.meta["family"] == "multi-row" and p.strategy == "my own idea"
+
+
+def test_linked_parameters_move_together_right_after_the_single_steps():
+    from kernelladder.engine.proposers.search import _rings
+
+    family = next(f for f in SearchProposer()._families["attention"] if f.name == "flash-tma")
+    assert ("BLOCK_M", "NUM_WARPS") in family.links
+    base = {**family.start, "BLOCK_M": 128, "NUM_WARPS": 8}
+    params = list(family.params)
+    moves = [(p, d) for p in params for d in (+1, -1)]
+    points = [(point, moved) for point, moved in _rings(family, base, moves, params)]
+    first_pair = next(i for i, (_, m) in enumerate(points) if len(m) == 2)
+    assert first_pair > 0 and all(len(m) == 1 for _, m in points[:first_pair])
+    point, moved = points[first_pair]
+    assert moved == (("BLOCK_M", -1), ("NUM_WARPS", -1))
+    assert (point["BLOCK_M"], point["NUM_WARPS"]) == (64, 4)
+    assert {k: v for k, v in point.items() if k not in ("BLOCK_M", "NUM_WARPS")} == {
+        k: v for k, v in base.items() if k not in ("BLOCK_M", "NUM_WARPS")
+    }
+
+
+def test_a_link_must_name_the_familys_parameters():
+    with pytest.raises(ValueError, match="links name no parameter"):
+        Family(
+            op="rmsnorm",
+            name="x",
+            summary="x",
+            params=(Param("A", (1, 2)),),
+            start={"A": 1},
+            body="",
+            links=(("A", "B"),),
+        )

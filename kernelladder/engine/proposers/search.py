@@ -360,8 +360,9 @@ def _rings(
     moves: Sequence[tuple[Param, int]],
     params: Sequence[Param],
 ) -> Iterator[tuple[dict[str, Any], tuple[tuple[str, int], ...]]]:
-    """Grid points by distance from the base: ring 1 in `moves` order, then farther rings
-    (every combination of steps whose sizes add up to the ring's distance)."""
+    """Grid points by distance from the base: ring 1 in `moves` order, then the family's
+    linked pairs moved together, then farther rings (every combination of steps whose
+    sizes add up to the ring's distance)."""
     index = {
         p.name: p.values.index(base_params[p.name])
         for p in params
@@ -376,6 +377,16 @@ def _rings(
             point = dict(base_params)
             point[p.name] = p.values[j]
             yield point, ((p.name, d),)
+    first_way = {p.name: d for p, d in reversed(moves)}  # the direction ring 1 tried first
+    for a, b in family.links:
+        if a not in index or b not in index:
+            continue
+        way = first_way.get(a, +1)
+        for d in (way, -way):
+            ja, jb = index[a] + d, index[b] + d
+            pa, pb = family.param(a), family.param(b)
+            if 0 <= ja < len(pa.values) and 0 <= jb < len(pb.values):
+                yield {**base_params, a: pa.values[ja], b: pb.values[jb]}, ((a, d), (b, d))
     max_distance = sum(len(p.values) - 1 for p in params)
     for distance in range(2, max_distance + 1):
         yield from _ring(base_params, params, index, distance, 0, (), {})

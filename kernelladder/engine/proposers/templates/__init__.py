@@ -55,12 +55,18 @@ class Family:
     body: str  # the kernel source after the parameter block
     valid: Callable[[Params], bool] = field(default=lambda p: True)
     fixed: Mapping[str, Any] = field(default_factory=dict)  # constants of the family
+    # Pairs of parameters also moved together, one step each in the same direction, right
+    # after the single steps (e.g. query rows and warps: the work per warp stays put)
+    links: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]
         missing = [n for n in names if n not in self.start]
         if missing:
             raise ValueError(f"{self.op}/{self.name}: no start value for {missing}")
+        unknown = [n for pair in self.links for n in pair if n not in names]
+        if unknown:
+            raise ValueError(f"{self.op}/{self.name}: links name no parameter {unknown}")
         # shared start dicts may carry other families' parameters: keep this grid's only
         object.__setattr__(self, "start", {n: self.start[n] for n in names})
 
