@@ -322,3 +322,22 @@ def test_tui_replay_of_a_log_without_events_is_refused(capsys, tmp_path):
     # both read the log through the same loader
     line = _usage_line(capsys, "--headless", "--replay", str(saved), entry=tui_cli.main)
     assert "holds no events" in line
+
+
+def test_a_local_cuda_run_without_a_gpu_is_refused_before_it_is_recorded(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run_dir = tmp_path / "new"
+    # it made the run directory, logged a run that ended on 'Torch not compiled with
+    # CUDA enabled' and exited 1; a resume appended that to a GPU run's log
+    argv = ["optimize", "rmsnorm", "--device", "cuda", "--max-attempts", "1"]
+    assert "no CUDA GPU" in _usage_line(capsys, *argv, "--run-dir", str(run_dir))
+    assert not run_dir.exists()
+    gpu_run = tmp_path / "h200"
+    shutil.copytree(ROOT / "examples" / "h200-rmsnorm-search", gpu_run)
+    before = (gpu_run / "events.jsonl").read_bytes()
+    line = _usage_line(capsys, "optimize", "--resume", str(gpu_run), "--max-attempts", "99")
+    assert "no CUDA GPU" in line
+    assert (gpu_run / "events.jsonl").read_bytes() == before

@@ -281,6 +281,17 @@ def _check_resumable(run_dir: str) -> None:
         )
 
 
+def _check_local_device(options: Any) -> None:
+    """A local cuda run on a machine without a GPU stops here, before its directory is
+    made or its log touched (as `check --device cuda` does); remote runs use the box's."""
+    if options.device != "cuda" or options.remote:
+        return
+    from kernelladder.engine.runners import default_device
+
+    if default_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+
+
 def _os_error_line(exc: OSError) -> str:
     what = f"{exc.filename}: {exc.strerror}" if exc.strerror and exc.filename else exc
     return " ".join(f"cannot create or write the run directory: {what}".split())
@@ -318,12 +329,14 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
             overrides = resume_overrides(args, recorded)
             # the options this session runs with (resume_run itself says if meta is bad)
             in_force = RunOptions.from_dict({"op": "", **recorded, **overrides})
+            _check_local_device(in_force)
             gate = session_gate(in_force)
             return resume_run(
                 args.resume, overrides=overrides, notices=notices, gate_policy=gate
             ), notices
         options = options_from_args(args)
         _check_new_run_dir(args.run_dir)
+        _check_local_device(options)
         gate = session_gate(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
