@@ -166,3 +166,13 @@ def test_the_back_to_back_calls_are_checked_too(verdicts):
     v = verdicts[len(SCENARIOS) + len(PAIRED)]  # honest until the rounds start, then caches
     assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
     assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]
+
+
+def test_the_int8_ceiling_is_the_higher_of_int_mm_and_twice_bf16():
+    from kernelladder.verifier.timing import with_int8_ceiling
+
+    h200 = {"copy": 4.1e9, "bf16": 7.89e11, "int8_int_mm": 9.52e11}  # ops/ms, as measured
+    assert with_int8_ceiling(h200)["int8"] == 2 * 7.89e11
+    assert with_int8_ceiling({"bf16": 1e11, "int8_int_mm": 3e11})["int8"] == 3e11
+    assert with_int8_ceiling({"int8_int_mm": 3e11})["int8"] == 3e11  # no bf16 measured
+    assert "int8" not in with_int8_ceiling({"copy": 1.0})  # nothing to go on: no floor
