@@ -341,3 +341,11 @@ def test_a_local_cuda_run_without_a_gpu_is_refused_before_it_is_recorded(capsys,
     line = _usage_line(capsys, "optimize", "--resume", str(gpu_run), "--max-attempts", "99")
     assert "no CUDA GPU" in line
     assert (gpu_run / "events.jsonl").read_bytes() == before
+
+
+def test_a_problem_file_with_a_null_byte_names_no_line_none(capsys, tmp_path):
+    problem = tmp_path / "nul.py"
+    problem.write_bytes(b"x = 1\x00\n")
+    line = _usage_line(capsys, "ops", str(problem))
+    assert "syntax error" in line and "null bytes" in line
+    assert "line None" not in line  # it said "syntax error at line None: ..."

@@ -216,8 +216,10 @@ def _exec_problem(source: str, name: str) -> types.ModuleType:
     module.__file__ = name
     try:
         code = compile(source, name, "exec")
-    except SyntaxError as exc:
-        raise OpLoadError(f"problem {name}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, on some Pythons
+        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        why = getattr(exc, "msg", None) or str(exc)
+        raise OpLoadError(f"problem {name}: syntax error{where}: {why}") from None
     sys.modules[module_name] = module
     try:
         exec(code, module.__dict__)
