@@ -35,7 +35,7 @@ def _usage_line(capsys, *argv: str, entry=main) -> str:
 
 
 def _cli(*argv: str, cwd: Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")  # no wrapped lines
     return subprocess.run(
         [*(prefix or []), sys.executable, "-m", "kernelladder", *argv],
         capture_output=True, text=True, timeout=120, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -349,3 +349,34 @@ def test_a_problem_file_with_a_null_byte_names_no_line_none(capsys, tmp_path):
     line = _usage_line(capsys, "ops", str(problem))
     assert "syntax error" in line and "null bytes" in line
     assert "line None" not in line  # it said "syntax error at line None: ..."
+
+
+_HOLD_OPEN = """
+import sys
+from kernelladder.engine.log import EventLog
+log = EventLog(sys.argv[1])
+print("writing", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_replay_of_a_live_run_does_not_tell_to_resume_it(tmp_path):
+    saved = _saved_run(tmp_path)
+    log = saved / "events.jsonl"
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-1]))  # unfinished
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_OPEN, str(saved)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "writing"
+        # it said "the run did not finish; `optimize --resume RUN_DIR` continues it"
+        out = _cli("replay", str(saved), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "still running" in out.stdout and "--resume" not in out.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    out = _cli("replay", str(saved), cwd=tmp_path)  # the writer is gone: resume it
+    assert "still running" not in out.stdout and "optimize --resume" in out.stdout

@@ -124,6 +124,7 @@ def _check_reverify_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelladder.engine.log import writer_active
     from kernelladder.engine.protocols import RunnerLost
     from kernelladder.engine.summary import summarize
 
@@ -157,11 +158,16 @@ def run(args: argparse.Namespace) -> int:
     versus = best_versus_line(args.run_dir, state.best_attempt)
     if versus:
         console.print(versus, markup=False)
-    if torn:
-        console.print("[yellow]the log ends in a torn line (the run was killed); `optimize "
-                      "--resume` repairs it[/]")  # fmt: skip
-    if not state.finished:
-        console.print("[yellow]the run did not finish; `optimize --resume RUN_DIR` continues it[/]")
+    if not state.finished and writer_active(args.run_dir):
+        console.print("[yellow]the run is still running (another process is writing its log)[/]")
+    else:
+        if torn:
+            console.print("[yellow]the log ends in a torn line (the run was killed); `optimize "
+                          "--resume` repairs it[/]")  # fmt: skip
+        if not state.finished:
+            console.print(
+                "[yellow]the run did not finish; `optimize --resume RUN_DIR` continues it[/]"
+            )
     if report is not None:
         console.print(f"re-verified {report['checked']} attempts on {report['device']}")
         for d in report["differences"]:

@@ -79,6 +79,22 @@ def _lock_for_writing(f: Any, run_dir: str | os.PathLike[str]) -> None:
         pass
 
 
+def writer_active(run_dir: str | os.PathLike[str]) -> bool:
+    """True while a process holds the run's log for writing (the run is live)."""
+    if fcntl is None:
+        return False
+    try:
+        with open(Path(run_dir) / EVENTS_FILE, "rb") as f:
+            try:  # a shared lock, let go at once: it only asks whether a writer holds one
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        pass
+    return False
+
+
 @dataclass(frozen=True)
 class LogRead:
     events: list[Event]
