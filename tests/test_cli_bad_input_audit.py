@@ -380,3 +380,12 @@ def test_replay_of_a_live_run_does_not_tell_to_resume_it(tmp_path):
         holder.wait()
     out = _cli("replay", str(saved), cwd=tmp_path)  # the writer is gone: resume it
     assert "still running" not in out.stdout and "optimize --resume" in out.stdout
+
+
+def test_tui_unknown_theme_stops_before_a_live_run_is_made(capsys, tmp_path):
+    run_dir = tmp_path / "r"
+    argv = ["rmsnorm", "--device", "cpu", "--theme", "nosuch", "--run-dir", str(run_dir)]
+    assert "unknown theme 'nosuch'" in _usage_line(capsys, *argv, entry=tui_cli.main)
+    # it left meta.json and an empty log behind: the same command then said
+    # "already holds a run (use --resume)" for a run that never started
+    assert not run_dir.exists()

@@ -128,6 +128,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _check_theme(name: str | None) -> None:
+    """The themes the app offers: Textual's own and the project's (the app checks again)."""
+    if name is None:
+        return
+    from textual.theme import BUILTIN_THEMES
+
+    from kernelladder.themes import PROJECT_THEMES
+
+    known = {*BUILTIN_THEMES, *(theme.name for theme in PROJECT_THEMES)}
+    if name not in known:
+        raise UsageError(f"unknown theme {name!r} (try: {', '.join(sorted(known))})")
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.replay is not None and not args.replay.strip():
         raise UsageError("--replay is empty")
@@ -144,6 +157,7 @@ def _main(args: argparse.Namespace) -> int:
             "at_end": args.end,
         }  # fmt: skip
     else:
+        _check_theme(args.theme)  # before the run makes its directory and log
         run = _make_live_run(args)
         own_loop = args.engine_thread or (
             sys.version_info >= (3, 12) and bool(getattr(run.options, "remote", False))
