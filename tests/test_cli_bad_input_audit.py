@@ -6,6 +6,7 @@ permissions)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -389,3 +390,27 @@ def test_tui_unknown_theme_stops_before_a_live_run_is_made(capsys, tmp_path):
     # it left meta.json and an empty log behind: the same command then said
     # "already holds a run (use --resume)" for a run that never started
     assert not run_dir.exists()
+
+
+def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkeypatch, tmp_path):
+    # no key for api, no claude CLI on PATH for code: one line, exit 2, no directory left
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    for proposer, words in (("api", "no Anthropic API key"), ("code", "claude CLI")):
+        run_dir = tmp_path / proposer
+        line = _usage_line(
+            capsys, "optimize", "rmsnorm", "--proposer", proposer, "--device", "cpu",
+            "--run-dir", str(run_dir),
+        )  # fmt: skip
+        assert words in line
+        assert not run_dir.exists()
+    # a resume of a saved api run without the key stops the same way, its log untouched
+    saved = tmp_path / "saved"
+    shutil.copytree(CPU_RUN, saved)
+    meta = json.loads((saved / "meta.json").read_text())
+    meta["options"]["proposer"] = "api"
+    (saved / "meta.json").write_text(json.dumps(meta))
+    before = (saved / "events.jsonl").read_bytes()
+    line = _usage_line(capsys, "optimize", "--resume", str(saved))
+    assert "no Anthropic API key" in line
+    assert (saved / "events.jsonl").read_bytes() == before
