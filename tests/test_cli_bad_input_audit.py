@@ -414,3 +414,13 @@ def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkey
     line = _usage_line(capsys, "optimize", "--resume", str(saved))
     assert "no Anthropic API key" in line
     assert (saved / "events.jsonl").read_bytes() == before
+
+
+def test_replay_from_a_run_of_another_op_is_refused(capsys, tmp_path):
+    run_dir = tmp_path / "replayed"
+    line = _usage_line(
+        capsys, "optimize", "softmax", "--replay-from", str(CPU_RUN), "--device", "cpu",
+        "--run-dir", str(run_dir),
+    )  # fmt: skip
+    assert "is a run of rmsnorm, not softmax" in line
+    assert not run_dir.exists()

@@ -69,6 +69,8 @@ class ReplayProposer:
         if not log.is_file():
             raise ValueError(f"no saved run at {self.run_dir}: {log} not found")
         events = read_events(log)
+        started = next((e for e in events if e.get("kind") == "run_started"), {})
+        self.saved_op = str(started.get("op") or "")  # "" when the log does not say
         self.labels: list[str] = []
         self._by_label: dict[str, list[SavedProposal]] = {}  # per saved label, attempt order
         for e in events:
@@ -89,7 +91,15 @@ class ReplayProposer:
 
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
         """The saved labels (those with proposals), in the order they were opened, at
-        most k of them: with fewer branches, label i's proposals go to label i mod k."""
+        most k of them: with fewer branches, label i's proposals go to label i mod k.
+        A saved run of another op is refused: none of its sources would load."""
+        name = str(op.get("name") or "")
+        if self.saved_op and name and name != self.saved_op:
+            raise ProposerError(
+                f"{self.run_dir} is a run of {self.saved_op}, not {name}: "
+                f"replay it with `optimize {self.saved_op} --replay-from {self.run_dir}`",
+                fatal=True,
+            )
         filled = [label for label in self.labels if self._by_label[label]]
         if not filled:
             return list(self.labels)
