@@ -116,3 +116,18 @@ def test_which_baseline_is_close_enough_to_time_back_to_back():
     assert (split["won"], split["verdict"]) == (6, "tie")  # p = 8/128: not a result
     lost = paired_result("torch.compile", [1.0] * 7, [0.9] * 7)
     assert lost["verdict"] == "slower"
+
+
+def test_the_apps_verdict_tab_shows_the_rounds_won():
+    from kernelladder.app.widgets.verdict_view import _speed_lines
+    from kernelladder.verifier.verdict import ShapeTiming
+
+    base = {"F.rms_norm": 0.40, "torch.compile": 0.2518}
+    paired = {"baseline": "torch.compile", "rounds": 7, "won": 2, "lost": 5, "ratio": 0.9996}
+    paired["verdict"] = "tie"
+    t = ShapeTiming("32768x8192 bf16", 3.45, 0.2518, 0.01, 13.7, 0.257, 1.02, base, paired)
+    verdict = Verdict.from_dict(json.loads(H200_VERDICT.read_text()))
+    from dataclasses import replace
+
+    lines = [c.plain for c in _speed_lines(replace(verdict, timings=(t,)))]
+    assert any("1.00× tie (torch.compile, 2/7 rounds)" in line for line in lines), lines
