@@ -977,16 +977,18 @@ class _Run:
         timed: Callable[[], None],
         last: list[Any],
         rival: str,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
         """The candidate and its closest baseline timed back to back, PAIRED_ROUNDS times,
         the order alternating: a margin smaller than the drift between the candidate's
         timing and the (cached) baseline's is settled by rounds won, not by two medians
-        taken minutes apart. The candidate's calls here are checked as the others are."""
+        taken minutes apart. The candidate's calls here are checked as the others are.
+        None when the baseline fails here (it ran before): the plain comparison stands."""
         timer = self.v.timer()
-        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
         cand_ms: list[float] = []
         rival_ms: list[float] = []
         calls = launched = 0
+        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
+        failed = False
         for r in range(PAIRED_ROUNDS):
             for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
                 if who == "candidate":
@@ -995,11 +997,20 @@ class _Run:
                     cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
                     launched += fence.STATE.launches - launches0
                     calls += last[1]
-                else:
+                    continue
+                try:
                     rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+                except Exception:  # the baseline's failure is not the candidate's: no rounds
+                    failed = True
+                    break
+            if failed:
+                break
         if not self._check_integrity("being timed"):
             raise _Stop
-        self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
+        if calls:
+            self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
+        if failed:
+            return None
         return paired_result(rival, cand_ms, rival_ms)
 
     def _check_timed_calls(
