@@ -29,7 +29,7 @@ from kernelladder.verifier.timing import GpuTimer  # noqa: E402
 
 STARTED = time.monotonic()
 
-# (family, BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES[, WARP_SPECIALIZE])
+# (family, BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES)
 POINTS = [
     ("flash-split", 128, 64, 8, 3),
     ("flash-split", 128, 128, 8, 2),
@@ -42,16 +42,6 @@ POINTS = [
     ("flash-tma", 64, 64, 4, 3),
     ("flash-tma", 64, 64, 4, 4),
 ]
-if os.environ.get("PROBE_POINTS") == "ws":  # the tensor-descriptor kernel, warp-specialized
-    POINTS = [
-        ("flash-tma", 64, 64, 4, 3, False),
-        ("flash-tma", 64, 64, 4, 3, True),
-        ("flash-tma", 64, 64, 4, 2, True),
-        ("flash-tma", 128, 64, 8, 3, True),
-        ("flash-tma", 128, 128, 8, 2, True),
-        ("flash-tma", 64, 32, 4, 3, False),
-        ("flash-tma", 64, 32, 4, 4, False),
-    ]
 
 
 def log(*parts) -> None:
@@ -73,14 +63,11 @@ def main() -> int:
     sdpa = spec.library_baselines()["sdpa"]
     record: dict = {}
     rows = []
-    for i, (fam, bm, bn, warps, stages, *ws) in enumerate(POINTS):
+    for i, (fam, bm, bn, warps, stages) in enumerate(POINTS):
         family = families[fam]
         point = {**family.start, "BLOCK_M": bm, "BLOCK_N": bn, "NUM_WARPS": warps}
         point["NUM_STAGES"] = stages
         label = f"{fam} m{bm} n{bn} w{warps} s{stages}"
-        if ws:
-            point["WARP_SPECIALIZE"] = ws[0]
-            label += " ws" if ws[0] else ""
         try:
             loaded = candidate.load(family.render(point), spec, scratch, "cuda", f"ap{i:04d}")
         except Exception as exc:

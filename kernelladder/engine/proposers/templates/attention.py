@@ -18,12 +18,6 @@ _STAGES = Param("NUM_STAGES", (1, 2, 3, 4), resource=True)
 # fewer query rows on fewer warps (or more on more) as one step: from 128 rows on 8 warps,
 # 64 on 4 takes 11 % less time with tensor descriptors on the H200; each alone is slower
 _LINKS = (("BLOCK_M", "NUM_WARPS"),)
-_WS = Param(
-    "WARP_SPECIALIZE",
-    (False, True),
-    structural=True,
-    doc="the compiler splits the unmasked loop into load and compute warp groups",
-)
 _EXP2 = Param("EXP2", (True, False), doc="exp2 with log2(e) folded into the scale")
 
 _KERNELS = """
@@ -170,7 +164,7 @@ def _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m, offs_n, 
 @triton.jit
 def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
                   D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, WS: tl.constexpr):
+                  BLOCK_N: tl.constexpr):
     # q, k, v seen as [B * H * S, D]: a (batch, head) is S consecutive rows from row0
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
@@ -184,7 +178,7 @@ def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for start_n in tl.range(0, start_m, BLOCK_N, warp_specialize=WS):
+    for start_n in range(0, start_m, BLOCK_N):
         acc, l_i, m_i = _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m,
                                    offs_n, S, qk_scale, False)
     for start_n in range(start_m, tl.minimum(start_m + BLOCK_M, S), BLOCK_N):
@@ -224,7 +218,7 @@ def kernel(q, k, v):
     ]
     _attn_fwd_tma[(triton.cdiv(S, block_m), B * H)](
         *descs, o, 1.0 / (D ** 0.5), H, S, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, WS=WARP_SPECIALIZE,
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
@@ -243,17 +237,11 @@ FAMILIES: tuple[Family, ...] = (
         name="flash-tma",
         summary="flash forward loading Q, K and V blocks through tensor descriptors (TMA), "
         "the scale folded into exp2",
-        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _WS),
+        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M),
         # one warpgroup on 64 query rows: 0.88x SDPA on the H200 at B4 H32 S2048 D128, where
         # 128 rows on 8 warps reach 0.78x (bench/attention_probe.py, 2026-11-30); from
         # there no single-parameter step gets to it
-        start={
-            "BLOCK_M": 64,
-            "BLOCK_N": 64,
-            "NUM_WARPS": 4,
-            "NUM_STAGES": 3,
-            "WARP_SPECIALIZE": False,
-        },
+        start={"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3},
         body=_TMA_BODY,
         valid=_fits,
         links=_LINKS,
