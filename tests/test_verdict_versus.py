@@ -131,3 +131,24 @@ def test_the_apps_verdict_tab_shows_the_rounds_won():
 
     lines = [c.plain for c in _speed_lines(replace(verdict, timings=(t,)))]
     assert any("1.00× tie (torch.compile, 2/7 rounds)" in line for line in lines), lines
+
+
+def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path):
+    """examples/h200-attention-search: a real H200 run whose verdicts carry the speed
+    gate's rounds; its replay --json equals the summary the live run printed."""
+    import os
+    import subprocess
+    import sys
+
+    root = H200_VERDICT.parents[3]
+    run = root / "examples/h200-attention-search"
+    env = {**os.environ, "COLUMNS": "200"}
+    cmd = [sys.executable, "-m", "kernelladder", "replay", str(run)]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ")}
+    assert "faster (sdpa, 7/7 rounds)" in lines["tail"]
+    assert "slower (sdpa, 0/7 rounds)" in lines["B1"]
+    live = root / "bench/results/2026-11-30-s3-h200-run2-attention-summary.json"
+    out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert json.loads(out.stdout) == json.loads(live.read_text())
