@@ -424,3 +424,24 @@ def test_replay_from_a_run_of_another_op_is_refused(capsys, tmp_path):
     )  # fmt: skip
     assert "is a run of rmsnorm, not softmax" in line
     assert not run_dir.exists()
+
+
+def test_a_reader_asking_whether_a_run_is_live_does_not_block_its_writer(tmp_path):
+    # writer_active holds a shared lock for an instant; a resume starting in that instant
+    # used to say "another process is writing this run"
+    import fcntl
+    import threading
+
+    from kernelladder.engine.log import EventLog, writer_active
+
+    saved = tmp_path / "saved"
+    shutil.copytree(CPU_RUN, saved)
+    reader = open(saved / "events.jsonl", "rb")  # noqa: SIM115
+    fcntl.flock(reader.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)  # the reader's instant...
+    threading.Timer(0.05, reader.close).start()  # ...stretched to 50 ms
+    log = EventLog(saved)  # waits the reader out
+    try:
+        assert writer_active(saved)
+    finally:
+        log.close()
+    assert not writer_active(saved)

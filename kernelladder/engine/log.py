@@ -63,20 +63,29 @@ def write_durable(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+LOCK_TRIES = 10
+LOCK_RETRY_S = 0.02
+
+
 def _lock_for_writing(f: Any, run_dir: str | os.PathLike[str]) -> None:
     """One writer per run: an exclusive lock on the open log, held until it is closed
     (the kernel drops it when the process dies, so a killed run can be resumed)."""
     if fcntl is None:  # not POSIX: keeping one writer is left to the user
         return
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise LogError(
-            f"{run_dir}: another process is writing this run (still running?); "
-            "stop it before resuming"
-        ) from None
-    except OSError:  # a filesystem without locks: go on unlocked, as before
-        pass
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            # a reader asking writer_active holds a shared lock for an instant; a live
+            # writer holds its lock for the whole run
+            if attempt + 1 < LOCK_TRIES:
+                time.sleep(LOCK_RETRY_S)
+        except OSError:  # a filesystem without locks: go on unlocked, as before
+            return
+    raise LogError(
+        f"{run_dir}: another process is writing this run (still running?); stop it before resuming"
+    )
 
 
 def writer_active(run_dir: str | os.PathLike[str]) -> bool:
