@@ -114,12 +114,6 @@ def _warps(elements):
     return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
 
 
-def _contig(x, y):
-    # rows addressed as row * N (a compile-time N) when both tensors are dense; a family
-    # without the CONST_N parameter never compiles the length in
-    return bool(globals().get("CONST_N")) and x.is_contiguous() and y.is_contiguous()
-
-
 def _wide(*tensors):
     # 64-bit offsets only when an element offset can pass 2**31
     return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
@@ -133,6 +127,11 @@ def _launch_chunked(x, weight, y, M, N):
         CHUNK=block, STATS_EVICT=STATS_EVICT, X_EVICT=X_EVICT, W_EVICT=W_EVICT,
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
+
+
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense
+    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
 
 _SM_COUNT = {}
 

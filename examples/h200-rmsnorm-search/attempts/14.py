@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"one-row-per-program","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":4,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_last","Y_CACHE":""}}
+# kernelladder-search: {"family":"one-row-per-program","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"","W_EVICT":"evict_last","X_EVICT":"evict_last","Y_CACHE":""}}
 """rmsnorm, search family "one-row-per-program": one program per row, the whole row in registers (grid = M)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -10,7 +10,7 @@ import triton.language as tl
 
 # search parameters
 EPT = 16
-MAX_WARPS = 4
+MAX_WARPS = 16
 MIN_WARPS = 4
 CONST_N = True
 X_EVICT = 'evict_last'
@@ -18,7 +18,7 @@ W_EVICT = 'evict_last'
 Y_CACHE = ''
 MAX_BLOCK = 16384
 CHUNK = 4096
-STATS_EVICT = 'evict_last'
+STATS_EVICT = ''
 
 @triton.jit
 def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
@@ -84,12 +84,6 @@ def _warps(elements):
     return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
 
 
-def _contig(x, y):
-    # rows addressed as row * N (a compile-time N) when both tensors are dense; a family
-    # without the CONST_N parameter never compiles the length in
-    return bool(globals().get("CONST_N")) and x.is_contiguous() and y.is_contiguous()
-
-
 def _wide(*tensors):
     # 64-bit offsets only when an element offset can pass 2**31
     return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
@@ -103,6 +97,11 @@ def _launch_chunked(x, weight, y, M, N):
         CHUNK=block, STATS_EVICT=STATS_EVICT, X_EVICT=X_EVICT, W_EVICT=W_EVICT,
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
+
+
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense
+    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
 
 
 def kernel(x, weight):

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":4,"MIN_WARPS":4,"ROWS":2,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
+# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":2,"ROWS":2,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
 """rmsnorm, search family "multi-row": a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -11,10 +11,10 @@ import triton.language as tl
 # search parameters
 ROWS = 2
 EPT = 16
-MIN_PROGRAMS_PER_SM = 4
+MIN_PROGRAMS_PER_SM = 2
 TILE_MAX = 16384
 MAX_WARPS = 8
-MIN_WARPS = 4
+MIN_WARPS = 2
 CONST_N = True
 X_EVICT = 'evict_last'
 W_EVICT = ''
@@ -114,12 +114,6 @@ def _warps(elements):
     return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
 
 
-def _contig(x, y):
-    # rows addressed as row * N (a compile-time N) when both tensors are dense; a family
-    # without the CONST_N parameter never compiles the length in
-    return bool(globals().get("CONST_N")) and x.is_contiguous() and y.is_contiguous()
-
-
 def _wide(*tensors):
     # 64-bit offsets only when an element offset can pass 2**31
     return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
@@ -133,6 +127,11 @@ def _launch_chunked(x, weight, y, M, N):
         CHUNK=block, STATS_EVICT=STATS_EVICT, X_EVICT=X_EVICT, W_EVICT=W_EVICT,
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
+
+
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense
+    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
 
 _SM_COUNT = {}
 
