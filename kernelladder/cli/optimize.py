@@ -12,8 +12,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -294,19 +292,6 @@ def _check_local_device(options: Any) -> None:
         raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
 
 
-def _check_proposer_ready(options: Any) -> None:
-    """A proposer that cannot write anything here (no API key, no claude CLI) stops the
-    command before the run's directory is made, with the line it would end the run on."""
-    if options.proposer == "api" and not os.environ.get("ANTHROPIC_API_KEY", "").strip():
-        from kernelladder.engine.proposers.api import NO_KEY_MESSAGE
-
-        raise UsageError(NO_KEY_MESSAGE)
-    if options.proposer == "code" and shutil.which("claude") is None:
-        from kernelladder.engine.proposers.code import MISSING_CLI_MESSAGE
-
-        raise UsageError(MISSING_CLI_MESSAGE)
-
-
 def _os_error_line(exc: OSError) -> str:
     what = f"{exc.filename}: {exc.strerror}" if exc.strerror and exc.filename else exc
     return " ".join(f"cannot create or write the run directory: {what}".split())
@@ -345,7 +330,6 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
             # the options this session runs with (resume_run itself says if meta is bad)
             in_force = RunOptions.from_dict({"op": "", **recorded, **overrides})
             _check_local_device(in_force)
-            _check_proposer_ready(in_force)
             gate = session_gate(in_force)
             return resume_run(
                 args.resume, overrides=overrides, notices=notices, gate_policy=gate
@@ -353,7 +337,6 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
         options = options_from_args(args)
         _check_new_run_dir(args.run_dir)
         _check_local_device(options)
-        _check_proposer_ready(options)
         gate = session_gate(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:

@@ -1044,6 +1044,15 @@ def _default_proposer(options: RunOptions) -> Proposer:
     return get_proposer(options.proposer, **cfg)
 
 
+def _check_ready(proposer: Proposer) -> None:
+    """A proposer that cannot write anything here (the api one without a key, the code
+    one without its CLI) raises its ProposerError now, before the run's directory is made
+    or its log touched; `check_ready` is optional, as `resumed` and `left_over` are."""
+    ready = getattr(proposer, "check_ready", None)
+    if callable(ready):
+        ready()
+
+
 def _pick_device(options: RunOptions) -> str:
     if options.device:
         return options.device
@@ -1080,6 +1089,7 @@ def create_run(
     proposer = proposer or _default_proposer(options)
     # a proposer that cannot work on this op says so now, before any worker starts
     proposer.strategies(info.description, options.branches)
+    _check_ready(proposer)
     runner = runner or _default_runner(options, device)
     return Run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer, run_id=run_id,
@@ -1123,8 +1133,9 @@ def resume_run(
             changed[key] = value
     options = replace(options, run_dir=str(run_dir), **changed)
     read_log(run_dir)  # a corrupt middle line stops here with LogError, before any change
-    repaired = repair_tail(run_dir)
     proposer = proposer or _default_proposer(options)
+    _check_ready(proposer)  # no key, no CLI: stops here too
+    repaired = repair_tail(run_dir)
     runner = runner or _default_runner(options, options.device or "cpu")
     run = Run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer,

@@ -92,6 +92,10 @@ class ApiProposer:
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
         return strategies_for(op, k)
 
+    def check_ready(self) -> None:
+        """Raises the ProposerError a first proposal would (no key), before a run starts."""
+        self._key()
+
     def _key(self) -> str:
         key = self._api_key or os.environ.get("ANTHROPIC_API_KEY", "")
         if not key.strip():

@@ -56,10 +56,18 @@ class CodeProposer:
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
         return strategies_for(op, k)
 
-    async def propose(self, ctx: ProposalContext) -> Proposal:
+    def check_ready(self) -> None:
+        """Raises the ProposerError a first proposal would (no CLI), before a run starts."""
+        self._executable()
+
+    def _executable(self) -> str:
         exe = shutil.which(self.executable)
         if exe is None:
             raise ProposerError(MISSING_CLI_MESSAGE, fatal=True)
+        return exe
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        exe = self._executable()
         system, user = build_prompt(ctx)
         prompt = f"{system}\n\n{user}"
         with tempfile.TemporaryDirectory(prefix="kl-claude-") as cwd:
