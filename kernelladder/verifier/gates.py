@@ -18,6 +18,7 @@ import hashlib
 import math
 import os
 import platform
+import statistics
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -311,24 +312,17 @@ def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float
     lost = sum(1 for k, b in pairs if k > b)
     rounds = len(pairs)
     word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
-    ratios = sorted(b / k for k, b in pairs if k > 0)
+    ratios = [b / k for k, b in pairs if k > 0]
     return {
         "baseline": rival,
         "rounds": rounds,
         "won": won,
         "lost": lost,
-        "ratio": _mid(ratios),
-        "candidate_ms": _mid(sorted(cand_ms)),
-        "baseline_ms": _mid(sorted(rival_ms)),
+        "ratio": statistics.median(ratios) if ratios else math.nan,
+        "candidate_ms": statistics.median(cand_ms),
+        "baseline_ms": statistics.median(rival_ms),
         "verdict": word,
     }
-
-
-def _mid(ordered: Sequence[float]) -> float:
-    n = len(ordered)
-    if n == 0:
-        return math.nan
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def _spec_key(spec: OpSpec) -> str:
