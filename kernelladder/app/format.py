@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.app import view as v
+from kernelladder.verifier.verdict import fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
 MARKS = {
@@ -105,11 +106,10 @@ def versus_fastest_baseline(
         and paired.get("baseline") in baselines_ms
     ):
         return str(paired["baseline"]), float(paired["ratio"]), str(paired["verdict"])
-    times = {k: x for k, x in baselines_ms.items() if isinstance(x, int | float) and x > 0}
-    if not candidate_ms or candidate_ms <= 0 or not times:
+    fastest = fastest_baseline(baselines_ms)
+    if not candidate_ms or candidate_ms <= 0 or fastest is None:
         return None
-    name = min(times, key=lambda k: times[k])
-    base = times[name]
+    name, base = fastest
     margin = 1.0 + (noise or 0.0)
     word = (
         "faster"

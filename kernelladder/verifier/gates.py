@@ -48,6 +48,7 @@ from kernelladder.verifier.verdict import (
     GateResult,
     ShapeTiming,
     Verdict,
+    fastest_baseline,
 )
 
 # Back-to-back rounds with the fastest baseline when the two are this close (relative):
@@ -295,12 +296,12 @@ def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
     """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
     up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
     back-to-back rounds to be believed."""
-    times = {k: v for k, v in baselines.items() if isinstance(v, float) and v > 0}
-    if not times or not cand.median_ms or cand.median_ms <= 0:
+    fastest = fastest_baseline(baselines)
+    if fastest is None or not cand.median_ms or cand.median_ms <= 0:
         return None
-    name = min(times, key=lambda k: times[k])
+    name, ms = fastest
     band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * (cand.noise or 0.0)))
-    return name if abs(times[name] / cand.median_ms - 1.0) <= band else None
+    return name if abs(ms / cand.median_ms - 1.0) <= band else None
 
 
 def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:

@@ -6,6 +6,7 @@ app; it imports nothing but the standard library.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -49,6 +50,16 @@ class ShapeTiming:
     # When the fastest baseline was close: the candidate and it timed back to back in
     # rounds ({"baseline", "rounds", "won", "lost", "ratio", "verdict", ...}); else None
     paired: dict[str, Any] | None = None
+
+
+def fastest_baseline(baselines_ms: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(name, ms) of the fastest baseline that ran; a baseline that could not run is
+    recorded as text ("not applicable: ...", "failed: ...") and left out."""
+    times = {k: float(x) for k, x in baselines_ms.items() if isinstance(x, int | float) and x > 0}
+    if not times:
+        return None
+    name = min(times, key=lambda k: times[k])
+    return name, times[name]
 
 
 # a saved timing with a key this version does not know still loads
