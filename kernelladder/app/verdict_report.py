@@ -17,6 +17,11 @@ _STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
 _VERSUS_STYLE = {"faster": "green", "tie": "yellow", "slower": "red"}
 
 
+def _versus_text(versus: tuple[str, float, str, str]) -> str:
+    """versus_timing's answer as text: "1.00x tie (torch.compile, 2/7 rounds)"."""
+    return f"{versus[1]:.2f}x {versus[2]} ({versus[3]})"
+
+
 def _ms(value: float | None) -> str:
     if value is None:
         return "-"
@@ -61,11 +66,7 @@ def timings_table(verdict: Verdict) -> Table | None:
         table.add_column("vs fastest baseline")
     for t in verdict.timings:
         versus = versus_timing(t)
-        vs_cell = (
-            [Text(f"{versus[1]:.2f}x {versus[2]} ({versus[3]})", style=_VERSUS_STYLE[versus[2]])]
-            if versus
-            else ["-"]
-        )
+        vs_cell = [Text(_versus_text(versus), style=_VERSUS_STYLE[versus[2]])] if versus else ["-"]
         table.add_row(
             t.label,
             _ms(t.reference_ms),
@@ -166,7 +167,7 @@ def versus_line(verdict: Verdict) -> str | None:
     for t in verdict.timings:
         versus = versus_timing(t)
         if versus is not None:
-            rows.append((t.label, f"{versus[1]:.2f}x {versus[2]} ({versus[3]})"))
+            rows.append((t.label, _versus_text(versus)))
     if not rows:
         return None
     width = max(len(label) for label, _ in rows)
