@@ -80,12 +80,6 @@ def _resolve_op(name_or_path: str) -> Any:
     return registry.op_to_wire(spec)
 
 
-def _default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _progress_printer(enabled: bool) -> Any:
     if not enabled:
         return None
@@ -157,15 +151,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     op_wire = _resolve_op(args.op)
     source = _read_text(args.candidate, "candidate file")
-    from kernelladder.cli.common import default_device, load_remote, remote_requested
+    from kernelladder.cli.common import (
+        default_device,
+        load_remote,
+        remote_requested,
+        require_local_gpu,
+    )
 
     if remote_requested(args):
         load_remote(args)  # a bad remote setting: one line, exit 2, before any work
         args.device = default_device(args)  # remote: the box's GPU unless --device cpu
-    elif args.device is None:
-        args.device = _default_device()
-    elif args.device == "cuda" and _default_device() != "cuda":
-        raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+    else:
+        require_local_gpu(args.device)
+        args.device = default_device(args)
 
     from kernelladder.verifier.client import WorkerUnavailable
 

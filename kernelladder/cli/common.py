@@ -112,6 +112,14 @@ def remote_options(args: Any) -> dict[str, Any]:
     }
 
 
+def require_local_gpu(device: str | None) -> None:
+    """`--device cuda` on a machine without a GPU: one line, before anything is done."""
+    from kernelladder.engine.runners import default_device as local_device
+
+    if device == "cuda" and local_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+
+
 def default_device(args: Any) -> str:
     """--device if given; remote runs default to cuda (the box's GPUs); local to cuda
     when this machine has one, else the CPU interpreter."""

@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.cli.common import add_runner_arguments, remote_options, remote_requested
+from kernelladder.cli.common import (
+    add_runner_arguments,
+    remote_options,
+    remote_requested,
+    require_local_gpu,
+)
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -284,12 +289,8 @@ def _check_resumable(run_dir: str) -> None:
 def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
     made or its log touched (as `check --device cuda` does); remote runs use the box's."""
-    if options.device != "cuda" or options.remote:
-        return
-    from kernelladder.engine.runners import default_device
-
-    if default_device() != "cuda":
-        raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+    if not options.remote:
+        require_local_gpu(options.device)
 
 
 def _os_error_line(exc: OSError) -> str:

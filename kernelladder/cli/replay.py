@@ -116,11 +116,9 @@ def _check_reverify_options(args: argparse.Namespace) -> None:
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         # a zero or negative limit turned every saved pass into a "fail at timeout" change
         raise UsageError("--timeout must be a positive number of seconds")
-    if args.device == "cuda":
-        from kernelladder.engine.runners import default_device
+    from kernelladder.cli.common import require_local_gpu
 
-        if default_device() != "cuda":
-            raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
+    require_local_gpu(args.device)
 
 
 def run(args: argparse.Namespace) -> int:
