@@ -9,6 +9,7 @@ shape of the suite, round by round (order alternating), as in head_to_head.py. N
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -48,11 +49,54 @@ def log(*parts) -> None:
     print(f"[{time.monotonic() - STARTED:6.1f}s]", *parts, flush=True)
 
 
+def _parse_point(text: str) -> tuple:
+    fam, bm, bn, warps, stages, *rest = text.split(",")
+    fixed = {}
+    for item in rest:
+        name, value = item.split("=", 1)
+        fixed[name] = {"True": True, "False": False}.get(value, value)
+    return fam, int(bm), int(bn), int(warps), int(stages), fixed
+
+
+def _time_backends(spec, shapes, inputs, timer, target_ms) -> None:
+    """Which SDPA backend the plain call picks: each backend timed alone at each shape."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    f = torch.nn.functional.scaled_dot_product_attention
+    for s in shapes:
+        call = functools.partial(f, *(inputs[s.label][n] for n in spec.arg_names), is_causal=True)
+        cells = []
+        for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", None):
+            name = backend or "default"
+            try:
+                if backend is None:
+                    ms = timer.time(call, target_ms).median_ms
+                else:
+                    with sdpa_kernel(getattr(SDPBackend, backend)):
+                        call()
+                        ms = timer.time(call, target_ms).median_ms
+                cells.append(f"{name} {ms:.4f}")
+            except Exception as exc:  # a backend that does not take this shape or dtype
+                cells.append(f"{name} n/a ({type(exc).__name__})")
+        log(f"sdpa backends {s.label:28s}", " | ".join(cells))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--target-ms", type=float, default=15.0)
+    parser.add_argument(
+        "--point",
+        action="append",
+        default=[],
+        help="FAMILY,BLOCK_M,BLOCK_N,WARPS,STAGES[,NAME=VALUE...] instead of the built-in "
+        "points; NAME=VALUE overrides a constant the family fixes (e.g. REVERSE=True)",
+    )
+    parser.add_argument(
+        "--backends", action="store_true", help="also time each SDPA backend at each shape"
+    )
     args = parser.parse_args()
+    points = [_parse_point(text) for text in args.point] or [(*p, {}) for p in POINTS]
     out_dir = Path(os.environ.get("OUT", "."))
     spec = get_op("attention")
     timer = GpuTimer("cuda")
@@ -63,13 +107,22 @@ def main() -> int:
     sdpa = spec.library_baselines()["sdpa"]
     record: dict = {}
     rows = []
-    for i, (fam, bm, bn, warps, stages) in enumerate(POINTS):
+    if args.backends:
+        _time_backends(spec, shapes, inputs, timer, args.target_ms)
+    for i, (fam, bm, bn, warps, stages, fixed) in enumerate(points):
         family = families[fam]
         point = {**family.start, "BLOCK_M": bm, "BLOCK_N": bn, "NUM_WARPS": warps}
         point["NUM_STAGES"] = stages
-        label = f"{fam} m{bm} n{bn} w{warps} s{stages}"
+        label = f"{fam} m{bm} n{bn} w{warps} s{stages}" + "".join(
+            f" {k}={v}" for k, v in fixed.items()
+        )
+        source = family.render(point)
+        for name, value in fixed.items():
+            line = f"{name} = {family.fixed[name]!r}  # fixed by the family"
+            assert line in source, f"{fam} fixes no {name}"
+            source = source.replace(line, f"{name} = {value!r}  # set by the probe")
         try:
-            loaded = candidate.load(family.render(point), spec, scratch, "cuda", f"ap{i:04d}")
+            loaded = candidate.load(source, spec, scratch, "cuda", f"ap{i:04d}")
         except Exception as exc:
             log(label, "LOAD FAILED", type(exc).__name__, str(exc).splitlines()[0][:160])
             continue
