@@ -51,7 +51,7 @@ def build_view(s: RunState) -> RunView:
             reason=g.reason,
             policy=g.policy,
             timeout_s=g.timeout_s,
-            raised_ts=g.raised_ts,
+            raised_ts=g.asked_ts,  # the countdown's start: a resume asks again
         )
         for gid in s.pending_gates
         if (g := s.gates.get(gid)) is not None

@@ -96,6 +96,9 @@ class GateState:
     decision: str | None = None  # "approve" | "veto" once resolved
     by: str | None = None
     note: str = ""
+    # when the person was last asked: the raise, or the resume that asked again (the
+    # time a killed or stopped run was down never counts against the person)
+    asked_ts: float = 0.0
 
     @property
     def pending(self) -> bool:
@@ -103,7 +106,7 @@ class GateState:
 
     @property
     def deadline(self) -> float | None:
-        return None if self.timeout_s is None else self.raised_ts + self.timeout_s
+        return None if self.timeout_s is None else self.asked_ts + self.timeout_s
 
 
 @dataclass(slots=True)
@@ -331,6 +334,12 @@ def _run_reopened(s: RunState, e: ev.RunReopened) -> None:
         a = s.attempts.get(n)
         if a is not None and a.status in (RUNNING_ATTEMPT, CANCELLED):
             a.status = PROPOSED
+    # a gate left pending is asked again: its timeout (as this session sets it) restarts
+    for gid in s.pending_gates:
+        g = s.gates[gid]
+        g.asked_ts = e.ts
+        if "gate_timeout_s" in e.settings:
+            g.timeout_s = e.settings["gate_timeout_s"]
 
 
 def _run_paused(s: RunState, e: ev.RunPaused) -> None:
@@ -459,7 +468,7 @@ def _proposal_failed(s: RunState, e: ev.ProposalFailed) -> None:
 def _gate_raised(s: RunState, e: ev.GateRaised) -> None:
     s.gates[e.gate_id] = GateState(
         e.gate_id, e.branch_id, e.attempt, e.move, e.undo_cost, e.reason, e.policy,
-        e.timeout_s, e.ts,
+        e.timeout_s, e.ts, asked_ts=e.ts,
     )  # fmt: skip
     s.pending_gates[e.gate_id] = None
     a = s.attempts.get(e.attempt)
