@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import time
 
+from test_cli_bad_input_audit import _insert_line, _saved_run, _usage_line
 from test_engine_doubles import ScriptedProposer, ScriptedRunner, move, scripted_op, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import GATE, create_run, resume_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
+from kernelladder.engine.proposers.replay import ReplayProposer
 from kernelladder.engine.state import fold
 from kernelladder.engine.summary import summarize
 
@@ -101,3 +103,29 @@ async def test_a_timeout_given_on_resume_applies_to_the_pending_gate(tmp_path):
     await resumed.veto("g1", "not now")
     state = await asyncio.wait_for(task, 10)
     assert state.gates["g1"].by == "user" and state.attempts[1].verdict is None
+
+
+# --- 2. --replay-from a damaged log ---------------------------------------------------------
+
+
+def test_replay_from_a_log_with_a_garbage_middle_line_is_one_line(capsys, tmp_path):
+    saved = _saved_run(tmp_path, "saved")
+    _insert_line(saved, 3, "this is not json\n")
+    log = saved / "events.jsonl"
+    new = tmp_path / "new"
+    # it used to be read without a word, the damaged line skipped
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--replay-from", str(saved)]
+    line = _usage_line(capsys, *argv, "--run-dir", str(new))
+    assert f"{log}: corrupt line 4 (byte " in line
+    assert not new.exists()
+    # `kernelladder replay` names the same line of the same file
+    assert f"{log}: corrupt line 4 (byte " in _usage_line(capsys, "replay", str(saved))
+
+
+def test_replay_from_a_log_with_a_torn_last_line_still_replays(tmp_path):
+    saved = _saved_run(tmp_path, "saved")
+    whole = ReplayProposer(run_dir=str(saved))
+    with open(saved / "events.jsonl", "ab") as f:
+        f.write(b'{"kind":"verdict_ready","seq":99,"attem')  # what a kill -9 leaves
+    torn = ReplayProposer(run_dir=str(saved))
+    assert torn.labels == whole.labels and torn.remaining() == whole.remaining() > 0

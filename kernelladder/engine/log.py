@@ -136,7 +136,8 @@ def read_log(run_dir: str | os.PathLike[str]) -> LogRead:
             if last or data[end + 1 :].strip() == b"":
                 torn = True
                 break
-            raise LogError(f"{path}: corrupt line at byte {pos}: {exc}") from None
+            line_no = data.count(b"\n", 0, pos) + 1
+            raise LogError(f"{path}: corrupt line {line_no} (byte {pos}): {exc}") from None
         if last:
             # a complete JSON object without its newline: the write was cut short
             torn = True

@@ -41,19 +41,26 @@ class SavedProposal:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The events of a log, in order; a line that does not parse (a torn tail) is skipped."""
+    """The events of a log, in order. A last line that is not a JSON object is a torn
+    tail (a killed run) and is skipped; such a line anywhere else means the log was
+    damaged: ValueError naming the file and line, as `kernelladder replay` says it."""
+    data = path.read_bytes()
     events = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
+    pos = 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        start, pos = pos, pos + len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+            if not isinstance(event, dict):
+                raise ValueError(f"expected a JSON object, got {type(event).__name__}")
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError too
+            if not data[pos:].strip():
+                break  # the torn last line
+            why = " ".join(str(exc).split())
+            raise ValueError(f"{path}: corrupt line {number} (byte {start}): {why}") from None
+        events.append(event)
     return events
 
 
@@ -68,7 +75,10 @@ class ReplayProposer:
         log = self.run_dir / "events.jsonl"
         if not log.is_file():
             raise ValueError(f"no saved run at {self.run_dir}: {log} not found")
-        events = read_events(log)
+        try:
+            events = read_events(log)
+        except OSError as exc:
+            raise ValueError(f"cannot read {log}: {exc.strerror or exc}") from None
         started = next((e for e in events if e.get("kind") == "run_started"), {})
         self.saved_op = str(started.get("op") or "")  # "" when the log does not say
         self.labels: list[str] = []
