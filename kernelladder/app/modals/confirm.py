@@ -16,10 +16,15 @@ class ConfirmScreen(ModalScreen[bool]):
     }
     ConfirmScreen > Vertical {
         width: 64;
+        max-width: 100%;  /* a narrow terminal: the question fits, its buttons show */
         height: auto;
+        max-height: 100%;
         border: thick $warning 80%;
         background: $panel;
         padding: 1 2;
+    }
+    ConfirmScreen Vertical > Label {
+        width: 1fr;  /* wrap the question: a Label of auto width is cut at the border */
     }
     ConfirmScreen .confirm-title {
         text-style: bold;

@@ -31,10 +31,15 @@ class GatePrompt(ModalScreen[GateDecision | None]):
     }
     GatePrompt > Vertical {
         width: 84;
+        max-width: 100%;
         height: auto;
+        max-height: 100%;
         border: thick $warning 80%;
         background: $panel;
         padding: 1 2;
+    }
+    GatePrompt Vertical > Label {
+        width: 1fr;  /* a long move or reason wraps, never cut */
     }
     GatePrompt .gate-title {
         text-style: bold;

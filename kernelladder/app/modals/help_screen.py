@@ -26,11 +26,15 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen > Vertical {
         width: 110;
+        max-width: 100%;
         height: auto;
         max-height: 90%;
         border: thick $primary 80%;
         background: $panel;
         padding: 1 2;
+    }
+    HelpScreen Vertical > Label {
+        width: 1fr;
     }
     HelpScreen .help-title {
         text-style: bold;

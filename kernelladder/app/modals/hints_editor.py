@@ -17,10 +17,15 @@ class HintsEditor(ModalScreen[str | None]):
     }
     HintsEditor > Vertical {
         width: 90;
+        max-width: 100%;
         height: 24;
+        max-height: 100%;
         border: thick $accent 80%;
         background: $panel;
         padding: 1 2;
+    }
+    HintsEditor Vertical > Label {
+        width: 1fr;
     }
     HintsEditor .hints-title {
         text-style: bold;

@@ -21,10 +21,15 @@ class InputPrompt(ModalScreen[str | None]):
     }
     InputPrompt > Vertical {
         width: 72;
+        max-width: 100%;
         height: auto;
+        max-height: 100%;
         border: thick $primary 80%;
         background: $panel;
         padding: 1 2;
+    }
+    InputPrompt Vertical > Label {
+        width: 1fr;  /* wrap, never cut */
     }
     InputPrompt .prompt-title {
         text-style: bold;

@@ -1,0 +1,86 @@
+"""A first-time user's audit of `kernelladder-tui` on small and large terminals: what was
+cut off, hidden or unreadable at 80x24, and that it now shows.
+
+Fed from the committed example runs (real runs: a CPU run of rmsnorm, an H200 search of
+rmsnorm) in replay mode, so every clock on screen is the log's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.containers import Vertical
+from textual.geometry import Region
+from textual.widgets import Button, Label
+
+from kernelladder.app.app import KernelLadderApp
+from kernelladder.app.modals.confirm import ConfirmScreen
+from kernelladder.app.modals.gate_prompt import GatePrompt
+from kernelladder.app.modals.help_screen import HelpScreen
+from kernelladder.app.modals.hints_editor import HintsEditor
+from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
+from kernelladder.app.replay import load_events
+from kernelladder.app.screenshots import gate_position, settle
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
+H200_RUN = EXAMPLES / "h200-rmsnorm-search"  # speeds, the speed gate's rounds
+SMALL, LARGE = (80, 24), (200, 50)
+
+
+def replay_app(run_dir: Path, **kwargs) -> KernelLadderApp:
+    return KernelLadderApp(
+        events=load_events(run_dir), run_dir=run_dir, frozen=True, at_end=True, **kwargs
+    )
+
+
+def modal_screens(app: KernelLadderApp) -> dict[str, object]:
+    gate = app.main.view.gates[0]
+    return {
+        "confirm": ConfirmScreen(
+            "Stop the run and quit?",
+            "The run is still going. Quitting stops it: in-flight attempts finish and are "
+            "recorded, and the log is complete either way.",
+            yes="Stop and quit",
+            no="Keep watching",
+        ),
+        "input": InputPrompt(
+            "Change the target speedup",
+            "A speedup over the reference, e.g. 1.5; empty or 'none' for no target.",
+        ),
+        "gate": GatePrompt(gate, now=lambda: gate.raised_ts),
+        "hints": HintsEditor("global", "prefer wide rows"),
+        "trust": TrustHostKeyScreen("gpu-box", 22, "SHA256:" + "A" * 43, "/tmp/known_hosts"),
+        "help": HelpScreen([], "Every action is also in the command palette (ctrl+p). " * 3),
+    }
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE])
+async def test_every_dialog_fits_the_terminal_and_wraps_its_text(size):
+    """Before: a dialog's text was one Label of its own width, cut at the border (the quit
+    question lost 'attempts finish and are recorded...'), and dialogs wider than 80
+    columns (gate 84, hints 90, trust 96, help 110) ran off the screen with their
+    Approve / Apply / Trust buttons."""
+    app = replay_app(CPU_RUN)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        app.replay_seek(gate_position(app.player.timeline.events))
+        await settle(app, pilot)
+        screen_box = Region(0, 0, *size)
+        for name, screen in modal_screens(app).items():
+            app.push_screen(screen)
+            await settle(app, pilot)
+            dialog = app.screen.query_one(Vertical)
+            assert screen_box.contains_region(dialog.region), (name, dialog.region)
+            inside = dialog.content_region
+            for widget in app.screen.query(Label).results():
+                assert inside.contains_region(widget.region), (name, str(widget.render()))
+            for button in app.screen.query(Button).results():
+                assert inside.contains_region(button.region), (name, str(button.label))
+            if name == "confirm":  # the long body wraps onto more lines
+                body = app.screen.query(Label)[1]
+                assert body.region.height >= 2
+            app.pop_screen()
+            await settle(app, pilot)
