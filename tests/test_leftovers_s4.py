@@ -129,3 +129,28 @@ def test_replay_from_a_log_with_a_torn_last_line_still_replays(tmp_path):
         f.write(b'{"kind":"verdict_ready","seq":99,"attem')  # what a kill -9 leaves
     torn = ReplayProposer(run_dir=str(saved))
     assert torn.labels == whole.labels and torn.remaining() == whole.remaining() > 0
+
+
+# --- 3. --known-hosts that cannot be read ---------------------------------------------------
+
+
+def test_known_hosts_that_is_a_directory_is_refused_with_the_arguments(capsys, tmp_path):
+    a_dir = tmp_path / "ssh"
+    a_dir.mkdir()
+    new = tmp_path / "new"
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--remote", "--ssh-target"]
+    argv += ["me@127.0.0.1:9", "--known-hosts", str(a_dir), "--run-dir", str(new)]
+    # it used to make the run directory and fail when the runner connected (exit 1)
+    line = _usage_line(capsys, *argv)
+    assert line.endswith(f"--known-hosts: {a_dir} is a directory, not a file")
+    assert not new.exists()
+
+
+def test_a_missing_known_hosts_file_is_still_allowed(tmp_path):
+    # missing means "trust nothing"; trusting a key (doctor --trust, the TUI) creates it
+    from kernelladder.engine.remote_config import RemoteSettings, load_remote_config
+
+    absent = tmp_path / "absent"
+    settings = RemoteSettings(target="me@127.0.0.1:9", known_hosts=str(absent))
+    config = load_remote_config(settings, environ={})
+    assert config.hosts[0].known_hosts == absent

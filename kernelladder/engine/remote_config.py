@@ -233,6 +233,12 @@ def check_local_file(value: str | Path, *, setting: str, must_exist: bool = True
             raise RemoteConfigError(f"{setting}: {path} is not a file")
         if not os.access(path, os.R_OK):
             raise RemoteConfigError(f"{setting}: {path} is not readable")
+    # one that may be missing (known_hosts: it then trusts nothing, and trusting a key
+    # creates it) is still refused now when it cannot be read, not when the run connects
+    elif path.is_dir():
+        raise RemoteConfigError(f"{setting}: {path} is a directory, not a file")
+    elif path.exists() and not os.access(path, os.R_OK):
+        raise RemoteConfigError(f"{setting}: {path} is not readable")
     return path
 
 
