@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_tui_steering import until
 from textual.containers import Vertical
 from textual.geometry import Region
 from textual.widgets import Button, Label
+from textual.widgets._footer import FooterKey
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.modals.confirm import ConfirmScreen
@@ -23,6 +25,7 @@ from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
 from kernelladder.app.replay import load_events
 from kernelladder.app.screenshots import gate_position, settle
+from kernelladder.app.scripted import ScriptedRun, demo_script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
@@ -84,3 +87,43 @@ async def test_every_dialog_fits_the_terminal_and_wraps_its_text(size):
                 assert body.region.height >= 2
             app.pop_screen()
             await settle(app, pilot)
+
+
+def footer_keys(app: KernelLadderApp) -> dict[str, tuple[str, bool, Region]]:
+    """What the footer shows: key -> (description, enabled, where on the screen)."""
+    return {
+        key.key: (key.description, not key.has_class("-disabled"), key.region)
+        for key in app.main.query(FooterKey).results()
+    }
+
+
+async def test_a_replay_footer_shows_its_play_step_keys_first():
+    """Before: the footer showed one binding per key in BINDINGS order, so in a replay `p`
+    read 'Pause' (the run's pause, disabled) instead of 'Play', and the replay keys came
+    after eleven disabled steering keys: off the footer even at 120 columns."""
+    app = replay_app(H200_RUN)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        keys = footer_keys(app)
+        assert keys["p"][:2] == ("Play", True)
+        visible = Region(0, 0, *SMALL)
+        for key, what in (("p", "Play"), ("comma", "Back"), ("full_stop", "Step"), ("end", "End")):
+            description, enabled, region = keys[key]
+            assert (description, enabled) == (what, True)
+            assert visible.contains_region(region), (what, region)
+        assert keys["x"][:2] == ("Prune", False)  # steering is still listed, disabled
+        at = app.player.position
+        await pilot.press("p")  # the key the footer names plays the replay
+        await pilot.pause(0.3)
+        assert app.player.playing or app.player.position != at
+
+
+async def test_a_live_footer_keeps_pause_on_p():
+    app = KernelLadderApp(run=ScriptedRun(demo_script(attempts=2)), frozen=True,
+                          batch_interval=0.02)  # fmt: skip
+    async with app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: app.main.view.attempts_judged >= 2, "verdicts")
+        await settle(app, pilot)
+        keys = footer_keys(app)
+        assert keys["p"][:2] == ("Pause", True)
+        assert not {"comma", "full_stop", "end"} & set(keys)  # no replay keys in a live run

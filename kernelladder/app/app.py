@@ -82,6 +82,68 @@ SECTIONS = (("steer", "Steering"), ("view", "View"), ("replay", "Replay"), ("app
 
 class MainScreen(Screen):
     BINDINGS = [
+        # Replay keys first: the footer lists keys in this order and shows one binding per
+        # key, so in a replay `p` reads Play (not a disabled Pause) and the replay keys are
+        # not pushed off a narrow footer by the disabled steering keys. Off in a live run.
+        Binding(
+            "p",
+            "replay_toggle",
+            "Play",
+            id="replay.toggle",
+            tooltip="Play or pause the replay",
+        ),
+        Binding(
+            "comma",
+            "replay_step(-1)",
+            "Back",
+            id="replay.back",
+            key_display=",",
+            tooltip="Step one event back",
+        ),
+        Binding(
+            "full_stop",
+            "replay_step(1)",
+            "Step",
+            id="replay.forward",
+            key_display=".",
+            tooltip="Step one event forward",
+        ),
+        Binding(
+            "G,end",
+            "replay_end",
+            "End",
+            id="replay.end",
+            key_display="G",
+            tooltip="Jump to the end of the run",
+            priority=True,  # before the tree's own end key; off outside a replay
+        ),
+        Binding(
+            "home",
+            "replay_start",
+            "Start",
+            id="replay.start",
+            show=False,
+            tooltip="Jump to the start of the run",
+            priority=True,
+        ),
+        Binding(
+            "plus,equals_sign",
+            "replay_faster",
+            "Faster",
+            id="replay.faster",
+            show=False,
+            key_display="+",
+            tooltip="Play faster",
+        ),
+        Binding(
+            "minus",
+            "replay_slower",
+            "Slower",
+            id="replay.slower",
+            show=False,
+            key_display="-",
+            tooltip="Play slower",
+        ),
         Binding(
             "x",
             "prune_branch",
@@ -218,65 +280,6 @@ class MainScreen(Screen):
             id="view.help",
             key_display="?",
             tooltip="Show the key map",
-        ),
-        Binding(
-            "p",
-            "replay_toggle",
-            "Play",
-            id="replay.toggle",
-            tooltip="Play or pause the replay",
-        ),
-        Binding(
-            "comma",
-            "replay_step(-1)",
-            "Back",
-            id="replay.back",
-            key_display=",",
-            tooltip="Step one event back",
-        ),
-        Binding(
-            "full_stop",
-            "replay_step(1)",
-            "Step",
-            id="replay.forward",
-            key_display=".",
-            tooltip="Step one event forward",
-        ),
-        Binding(
-            "G,end",
-            "replay_end",
-            "End",
-            id="replay.end",
-            key_display="G",
-            tooltip="Jump to the end of the run",
-            priority=True,  # before the tree's own end key; off outside a replay
-        ),
-        Binding(
-            "home",
-            "replay_start",
-            "Start",
-            id="replay.start",
-            show=False,
-            tooltip="Jump to the start of the run",
-            priority=True,
-        ),
-        Binding(
-            "plus,equals_sign",
-            "replay_faster",
-            "Faster",
-            id="replay.faster",
-            show=False,
-            key_display="+",
-            tooltip="Play faster",
-        ),
-        Binding(
-            "minus",
-            "replay_slower",
-            "Slower",
-            id="replay.slower",
-            show=False,
-            key_display="-",
-            tooltip="Play slower",
         ),
     ]
 
