@@ -88,13 +88,12 @@ def _attn_fwd(Q, K, V, O, sm_scale, H, S,
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     lo = 0
     if SPLIT_DIAG:
-        # key blocks entirely below the diagonal need no mask (a key block wider than the
-        # query block may reach past start_m: it starts the masked part)
-        lo = start_m // BLOCK_N * BLOCK_N
-        for start_n in range(0, lo, BLOCK_N):
+        # key blocks entirely below the diagonal need no mask
+        for start_n in range(0, start_m, BLOCK_N):
             acc, l_i, m_i = _attn_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m,
                                         offs_n, offs_d, S, sks, skd, svs, svd, qk_scale,
                                         D, EVEN_D, False, EXP2)
+        lo = start_m
     hi = tl.minimum(start_m + BLOCK_M, S)
     for start_n in range(lo, hi, BLOCK_N):
         acc, l_i, m_i = _attn_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m,
@@ -120,8 +119,7 @@ def _launch_pointers(q, k, v, o, block_m, block_n, block_d):
 def _blocks(S, D):
     # tl.dot needs 16 rows at least; tiny sequences do not need 128-row blocks
     block_m = min(BLOCK_M, max(16, triton.next_power_of_2(S)))
-    block_n = min(BLOCK_N, max(16, triton.next_power_of_2(S)))
-    return block_m, block_n, max(16, triton.next_power_of_2(D))
+    return block_m, min(BLOCK_N, block_m), max(16, triton.next_power_of_2(D))
 """
 
 _BODY = (
@@ -183,13 +181,10 @@ def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    # unmasked below the diagonal; a key block wider than the query block may reach past
-    # start_m, so it starts the masked part
-    lo = start_m // BLOCK_N * BLOCK_N
-    for start_n in range(0, lo, BLOCK_N):
+    for start_n in range(0, start_m, BLOCK_N):
         acc, l_i, m_i = _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m,
                                    offs_n, S, qk_scale, False)
-    for start_n in range(lo, tl.minimum(start_m + BLOCK_M, S), BLOCK_N):
+    for start_n in range(start_m, tl.minimum(start_m + BLOCK_M, S), BLOCK_N):
         acc, l_i, m_i = _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m,
                                    offs_n, S, qk_scale, True)
     out = acc / l_i[:, None]
