@@ -111,7 +111,7 @@ VARIANTS = {
         "flash-split": {"BLOCK_M": 64, "BLOCK_N": 32},
         "flash-masked": {"EXP2": False},
         "flash-lpt": {"BLOCK_M": 64},
-        "flash-tma": {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8},
+        "flash-tma": {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "REVERSE": True},
     },
     "int8_matmul": {
         "tiled": {"PAD": False, "GROUP_M": 1},

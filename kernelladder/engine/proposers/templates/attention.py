@@ -19,6 +19,9 @@ _STAGES = Param("NUM_STAGES", (1, 2, 3, 4), resource=True)
 # 64 on 4 takes 11 % less time with tensor descriptors on the H200; each alone is slower
 _LINKS = (("BLOCK_M", "NUM_WARPS"),)
 _EXP2 = Param("EXP2", (True, False), doc="exp2 with log2(e) folded into the scale")
+# a head's last query blocks first: on the H200 at B1 H8 S4096 D128 0.1037 ms against
+# 0.1055, no change at B4 H32 S2048 (bench/attention_probe.py, 2026-11-30)
+_REVERSE = Param("REVERSE", (False, True), doc="the longest query blocks of a head first")
 
 _KERNELS = """
 @triton.jit
@@ -240,16 +243,16 @@ FAMILIES: tuple[Family, ...] = (
         name="flash-tma",
         summary="flash forward loading Q, K and V blocks through tensor descriptors (TMA), "
         "the scale folded into exp2",
-        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M),
+        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _REVERSE),
         # one warpgroup on 64 query rows: 0.88x SDPA on the H200 at B4 H32 S2048 D128, where
         # 128 rows on 8 warps reach 0.78x (bench/attention_probe.py, 2026-11-30); from
         # there no single-parameter step gets to it
-        start={"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3},
+        start={"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3, "REVERSE": False},
         body=_TMA_BODY,
         valid=_fits,
         links=_LINKS,
         # the pointer kernel (for tensors a descriptor cannot take) runs as flash-split
-        fixed={"SPLIT_DIAG": True, "REVERSE": False, "EXP2": True},
+        fixed={"SPLIT_DIAG": True, "EXP2": True},
     ),
     Family(
         op="attention",
