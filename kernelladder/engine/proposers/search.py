@@ -34,6 +34,7 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
+from kernelladder.verifier.verdict import fastest_baseline
 
 NAME = "search"
 KERNELBENCH_MESSAGE = (
@@ -264,11 +265,17 @@ def score(trial: Trial) -> float | None:
         cand = t.get("candidate_ms")
         if not isinstance(cand, (int, float)) or cand <= 0:
             continue
-        base = [v for v in (t.get("baselines_ms") or {}).values() if isinstance(v, (int, float))]
-        ref = min(base) if base else t.get("reference_ms")
+        ref = _rival_ms(t)
         if isinstance(ref, (int, float)) and ref > 0:
             ratios.append(math.log(ref / cand))
     return math.exp(sum(ratios) / len(ratios)) if ratios else None
+
+
+def _rival_ms(t: Mapping[str, Any]) -> Any:
+    """The time a shape's candidate is measured against: the fastest library baseline
+    that ran, else the reference's (as recorded: may be missing)."""
+    fastest = fastest_baseline(t.get("baselines_ms") or {})
+    return fastest[1] if fastest else t.get("reference_ms")
 
 
 def _better(a: Trial, b: Trial) -> bool:
@@ -306,11 +313,7 @@ def _focus(trial: Trial | None) -> str | None:
         return FOCUS_LARGE
 
     def against_best(t: Mapping[str, Any]) -> float:
-        baselines = [
-            v for v in (t.get("baselines_ms") or {}).values() if isinstance(v, (int, float))
-        ]
-        best = min(baselines) if baselines else t.get("reference_ms") or t["candidate_ms"]
-        return best / t["candidate_ms"]
+        return (_rival_ms(t) or t["candidate_ms"]) / t["candidate_ms"]
 
     worst = min(timed, key=against_best)
     if against_best(worst) >= 1.0:
