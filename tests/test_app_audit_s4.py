@@ -17,6 +17,7 @@ from textual.widgets import Button, Label
 from textual.widgets._footer import FooterKey
 
 from kernelladder.app.app import KernelLadderApp
+from kernelladder.app.folding import ReplayTimeline
 from kernelladder.app.modals.confirm import ConfirmScreen
 from kernelladder.app.modals.gate_prompt import GatePrompt
 from kernelladder.app.modals.help_screen import HelpScreen
@@ -26,6 +27,7 @@ from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
 from kernelladder.app.replay import load_events
 from kernelladder.app.screenshots import gate_position, settle
 from kernelladder.app.scripted import ScriptedRun, demo_script
+from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
@@ -37,6 +39,12 @@ def replay_app(run_dir: Path, **kwargs) -> KernelLadderApp:
     return KernelLadderApp(
         events=load_events(run_dir), run_dir=run_dir, frozen=True, at_end=True, **kwargs
     )
+
+
+def replay_view(run_dir: Path):
+    """The view at the end of a saved run, folded as the app folds it."""
+    events = load_events(run_dir)
+    return ReplayTimeline(events).view_at(len(events))
 
 
 def modal_screens(app: KernelLadderApp) -> dict[str, object]:
@@ -127,3 +135,39 @@ async def test_a_live_footer_keeps_pause_on_p():
         keys = footer_keys(app)
         assert keys["p"][:2] == ("Pause", True)
         assert not {"comma", "full_stop", "end"} & set(keys)  # no replay keys in a live run
+
+
+@pytest.mark.parametrize(
+    ("run_dir", "state"),
+    [(CPU_RUN, "finished: max-attempts"), (H200_RUN, "finished: all-branches-done")],
+)
+async def test_the_header_keeps_the_run_state_and_attempts_at_80_columns(run_dir, state):
+    """Before: each header line was one Content in a 2-line widget, wrapped at the width;
+    on a CPU run at 80 columns the first line took both rows and the status line
+    (attempts, best, the run's state) was not shown at all, and on the H200 run the
+    state was cut off."""
+    app = replay_app(run_dir)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        header = app.main.query_one(RunHeader)
+        lines = header.render().plain.split("\n")
+        assert len(lines) == 2
+        assert all(len(line) <= header.size.width for line in lines), lines
+        assert "attempts " in lines[1] and "best #" in lines[1], lines
+        assert lines[1].endswith(state), lines
+        assert "target none" in lines[0], lines
+        if run_dir == CPU_RUN:
+            assert NO_GPU in lines[0]
+
+
+def test_a_status_line_leaves_out_floor_cost_then_elapsed_never_the_state():
+    view = replay_view(H200_RUN)
+    wide = status_line(view, 86.0).plain
+    assert "elapsed 01:26" in wide and "of floor" in wide and "cost $0.00" in wide
+    assert status_line(view, 86.0, len(wide)).plain == wide
+    shorter = status_line(view, 86.0, 90).plain
+    assert "of floor" not in shorter and "cost" not in shorter and "elapsed 01:26" in shorter
+    narrow = status_line(view, 86.0, 64).plain
+    assert narrow == "attempts 27/40  best #5 8.22×  finished: all-branches-done"
+    tiny = status_line(view, 86.0, 30).plain
+    assert tiny.endswith("finished: all-branches-done") and len(tiny) <= 30

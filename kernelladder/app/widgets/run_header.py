@@ -46,34 +46,57 @@ class RunHeader(Widget):
         view = self._view
         if not view.op:
             return Content.assemble(("KernelLadder", "bold $primary"), "  waiting for the run…")
-        first = header_line(view)
-        second = status_line(view, self.elapsed())
+        # Each line fits the width: two lines of height 2 must never wrap into a third
+        # that is cut off (on an 80-column terminal that hid the whole status line).
+        width = self.size.width or None
+        first = header_line(view, width)
+        second = status_line(view, self.elapsed(), width)
         return Content("\n").join([first, second])
 
 
-def header_line(view: v.RunView) -> Content:
+def fit(parts: list[Content], width: int | None, *, drop: tuple[int, ...] = ()) -> Content:
+    """Join `parts` and fit them in `width` cells: leave out the parts at the indices in
+    `drop`, in that order, until the line fits, then cut what is left with an ellipsis.
+    A part left empty is skipped."""
+    kept = list(parts)
+
+    def line() -> Content:
+        return Content("").join([p for p in kept if p])
+
+    for index in drop:
+        if width is None or line().cell_length <= width:
+            break
+        kept[index] = Content("")
+    joined = line()
+    if width is not None and joined.cell_length > width:
+        joined = joined.truncate(width, ellipsis=True)
+    return joined
+
+
+def header_line(view: v.RunView, width: int | None = None) -> Content:
     device = view.device or "?"
     if view.gpu:
         device = f"{device} {view.gpu}"
-    parts: list[tuple[str, str] | str] = [
-        ("KernelLadder", "bold $primary"),
-        "  ",
-        (view.op, "bold"),
-        f" ({view.op_kind})" if view.op_kind != "builtin" else "",
-        "  on ",
-        (device, "bold"),
-    ]
+    where = [(view.op, "bold"), f" ({view.op_kind})" if view.op_kind != "builtin" else ""]
+    where += ["  on ", (device, "bold")]
     if view.runner and view.runner != "local":
-        parts.append(f" via {view.runner}")
-    if not view.speed_measured:
-        parts += ["  ", (NO_GPU, "bold $warning")]
+        where.append(f" via {view.runner}")
+    no_gpu = Content("") if view.speed_measured else Content.styled(NO_GPU, "bold $warning")
     proposer = view.proposer + (f"/{view.model}" if view.model else "")
-    parts += ["  proposer ", (proposer, "bold")]
-    parts += ["  target ", (fmt.speedup(view.target, unmeasured="none"), "bold")]
-    return Content.assemble(*parts)
+    parts = [
+        Content.assemble(("KernelLadder", "bold $primary"), "  "),
+        Content.assemble(*where),
+        Content.assemble("  ", no_gpu) if no_gpu else no_gpu,
+        Content.assemble("  proposer ", (proposer, "bold")),
+        Content.assemble("  target ", (fmt.speedup(view.target, unmeasured="none"), "bold")),
+    ]
+    return fit(parts, width, drop=(0,))  # the name of the app goes first
 
 
-def status_line(view: v.RunView, elapsed: float | None) -> Content:
+def status_line(view: v.RunView, elapsed: float | None, width: int | None = None) -> Content:
+    """Elapsed time, attempts, best, cost, waiting gates and the run's state, which always
+    shows (at the end): when the width is short the floor fraction, the cost and the
+    elapsed time are left out, in that order."""
     settings = view.settings or {}
     max_attempts = settings.get("max_attempts")
     time_limit = settings.get("time_limit_s")
@@ -81,15 +104,16 @@ def status_line(view: v.RunView, elapsed: float | None) -> Content:
     attempts = f"{view.attempts_judged}" + (f"/{max_attempts}" if max_attempts else "")
     time_used = fmt.duration(elapsed) + (f"/{fmt.duration(time_limit)}" if time_limit else "")
     cost = fmt.usd(view.cost_usd) + (f"/{fmt.usd(budget_usd)}" if budget_usd else "")
+    floor = Content("")
     if view.best_attempt is None:
-        best: list[tuple[str, str] | str] = [("none yet", "$text-muted")]
+        best = Content.styled("none yet", "$text-muted")
     else:
         shown = (
             fmt.speedup(view.best_speedup) if view.speed_measured else "passes (speed not measured)"
         )
-        best = [(f"#{view.best_attempt} {shown}", "bold $success")]
+        best = Content.styled(f"#{view.best_attempt} {shown}", "bold $success")
         if view.best_floor_fraction is not None:
-            best.append(f" ({fmt.percent(view.best_floor_fraction)} of floor)")
+            floor = Content(f" ({fmt.percent(view.best_floor_fraction)} of floor)")
     state_style = {
         v.RUN_RUNNING: "bold $success",
         v.RUN_PAUSED: "bold $warning",
@@ -100,16 +124,14 @@ def status_line(view: v.RunView, elapsed: float | None) -> Content:
     if view.state == v.RUN_FINISHED and view.finish_reason:
         state = f"finished: {view.finish_reason}"
     gates = f"  gates {len(view.gates)} waiting" if view.gates else ""
-    return Content.assemble(
-        "elapsed ",
-        (time_used, "bold"),
-        "  attempts ",
-        (attempts, "bold"),
-        "  best ",
-        *best,
-        "  cost ",
-        (cost, "bold"),
-        (gates, "bold $warning"),
-        "  ",
-        (state, state_style),
-    )
+    state_part = Content.assemble("  ", (state, state_style))
+    parts = [
+        Content.assemble("elapsed ", (time_used, "bold"), "  "),
+        Content.assemble("attempts ", (attempts, "bold")),
+        Content.assemble("  best ", best),
+        floor,
+        Content.assemble("  cost ", (cost, "bold")),
+        Content.styled(gates, "bold $warning"),
+    ]
+    body_width = None if width is None else max(0, width - state_part.cell_length)
+    return Content("").join([fit(parts, body_width, drop=(3, 4, 0)), state_part])
