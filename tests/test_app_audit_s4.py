@@ -27,7 +27,9 @@ from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
 from kernelladder.app.replay import load_events
 from kernelladder.app.screenshots import gate_position, settle
 from kernelladder.app.scripted import ScriptedRun, demo_script
+from kernelladder.app.widgets.attempt_log import AttemptLog
 from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
+from kernelladder.app.widgets.speedup_chart import SpeedupChart
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
@@ -171,3 +173,19 @@ def test_a_status_line_leaves_out_floor_cost_then_elapsed_never_the_state():
     assert narrow == "attempts 27/40  best #5 8.22×  finished: all-branches-done"
     tiny = status_line(view, 86.0, 30).plain
     assert tiny.endswith("finished: all-branches-done") and len(tiny) <= 30
+
+
+@pytest.mark.parametrize("size", [SMALL, (120, 40), LARGE])
+async def test_the_selected_attempt_keeps_rows_on_a_short_terminal(size):
+    """Before: the speedup chart was 12 rows at any height, so at 80x24 the selected
+    attempt's log or verdict got 3 rows; and the strategy graph kept 44 of 80 columns."""
+    app = replay_app(H200_RUN)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        chart = app.main.query_one(SpeedupChart)
+        log = app.main.query_one(AttemptLog)
+        assert log.region.height >= 6, log.region
+        rows = ["".join(text for text, _ in row) for row in chart._layout(chart.size)]
+        assert any("●" in row for row in rows)  # the chart still draws the attempts
+        assert chart.outer_size.height == (12 if size != SMALL else 7)
+        assert app.main.query_one("#right").region.width >= 44

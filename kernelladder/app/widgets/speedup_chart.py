@@ -83,12 +83,15 @@ class SpeedupChart(Widget):
     }
     DEFAULT_CSS = """
     SpeedupChart {
-        height: 12;
+        height: 40%;  /* a short terminal keeps rows for the selected attempt below */
+        min-height: 7;
+        max-height: 12;
         background: $surface;
         border-bottom: solid $panel;
     }
     SpeedupChart.-unmeasured {
         height: 3;  /* no speed on this machine: only the note, room for the attempt */
+        min-height: 3;
     }
     SpeedupChart > .speedup-chart--title { color: $foreground; text-style: bold; }
     SpeedupChart > .speedup-chart--axis { color: $foreground-muted; }
