@@ -7,13 +7,15 @@ rmsnorm) in replay mode, so every clock on screen is the log's own.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_tui_steering import until
 from textual.containers import Vertical
 from textual.geometry import Region
-from textual.widgets import Button, Label
+from textual.widgets import Button, Label, Static
 from textual.widgets._footer import FooterKey
 
 from kernelladder.app.app import KernelLadderApp
@@ -30,6 +32,9 @@ from kernelladder.app.scripted import ScriptedRun, demo_script
 from kernelladder.app.widgets.attempt_log import AttemptLog
 from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
+from kernelladder.app.widgets.strategy_tree import StrategyTree
+from kernelladder.app.widgets.verdict_view import VerdictView, render_speed
+from kernelladder.verifier.verdict import Verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
@@ -189,3 +194,53 @@ async def test_the_selected_attempt_keeps_rows_on_a_short_terminal(size):
         assert any("●" in row for row in rows)  # the chart still draws the attempts
         assert chart.outer_size.height == (12 if size != SMALL else 7)
         assert app.main.query_one("#right").region.width >= 44
+
+
+def drawn_rows(widget) -> list[str]:
+    """The rows a widget draws, as text (what the screen shows of it, unscrolled)."""
+    width, height = widget.size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+STANDINGS = (  # best #5 of the H200 rmsnorm search, as `kernelladder replay` prints them
+    ("32768x8192 bf16", "0.98× slower (torch.compile, 0/7 rounds)"),
+    ("4096x4096 bf16", "1.15× faster (torch.compile)"),
+    ("tiny 1x1000 fp32", "1.00× tie (torch.compile, 4/7 rounds)"),
+)
+
+
+@pytest.mark.parametrize("size", [SMALL, (120, 40), LARGE])
+async def test_the_verdict_tab_shows_each_shapes_rounds_on_whole_rows(size):
+    """Before: the timings were lines of the wrapping verdict text, wider than the panel
+    at every size, so "(torch.compile, 0/7 rounds)" broke onto the next row under the
+    shape column, even at 200 columns."""
+    app = replay_app(H200_RUN)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        app.main.query_one(StrategyTree).select_attempt(5)
+        await pilot.press("2")
+        await settle(app, pilot)
+        view = app.main.query_one(VerdictView)
+        rows = [row for static in view.query(Static).results() for row in drawn_rows(static)]
+        for shape, standing in STANDINGS:
+            at = [i for i, row in enumerate(rows) if standing in row]
+            assert at, (standing, rows)
+            row = rows[at[0]]
+            assert shape in row or (shape in rows[at[0] - 1] and "↳" in row), (shape, row)
+        if size != SMALL:  # the whole block fits: nothing to scroll sideways for
+            block = view.query_one("#verdict-speed", Static)
+            assert block.outer_size.width <= view.scrollable_content_region.width
+
+
+def test_the_speed_block_puts_the_standing_under_its_shape_when_narrow():
+    verdict = Verdict.from_dict(json.loads((H200_RUN / "attempts" / "5.json").read_text()))
+    wide = render_speed(verdict).plain.splitlines()
+    assert any(
+        line.startswith("  32768x8192 bf16") and line.endswith("0/7 rounds)") for line in wide
+    )
+    narrow = render_speed(verdict, 66).plain.splitlines()
+    assert all(len(line) <= 66 for line in narrow), narrow
+    i = next(i for i, line in enumerate(narrow) if line.startswith("  32768x8192 bf16"))
+    assert narrow[i + 1] == "    ↳ 0.98× slower (torch.compile, 0/7 rounds)"
+    assert "1.68× vs F.rms_norm" in render_speed(verdict, 66).plain  # each baseline still
+    assert render_speed(replace(verdict, speedup=None), 66) is None  # said in the prose

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from textual.containers import VerticalScroll
+from textual.containers import HorizontalScroll, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
@@ -19,6 +19,10 @@ _VERSUS = {"faster": "$success", "tie": "$warning", "slower": "$error"}
 
 
 class VerdictView(VerticalScroll):
+    """The verdict's prose wraps to the width; the speed block (a table, one row per
+    shape) never wraps and scrolls sideways when it is wider than the panel: a wrapped
+    row put "rounds)" under the shape column, even at 200 columns."""
+
     DEFAULT_CSS = """
     VerdictView {
         background: $surface;
@@ -27,21 +31,47 @@ class VerdictView(VerticalScroll):
     VerdictView > Static {
         width: 1fr;
     }
+    VerdictView > HorizontalScroll {
+        height: auto;
+        scrollbar-size-horizontal: 1;
+    }
+    VerdictView > HorizontalScroll > Static {
+        width: auto;
+        text-wrap: nowrap;
+    }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._key: tuple | None = None
+        self._verdict: Verdict | None = None
+        self._speed_for: tuple | None = None  # (verdict, width) the speed block shows
 
     def compose(self):
         yield Static("no attempt selected", id="verdict-body")
+        with HorizontalScroll(id="verdict-speed-scroll"):
+            yield Static("", id="verdict-speed")
 
     def show(self, attempt: v.AttemptView | None, verdict: Verdict | None) -> None:
         key = (attempt, verdict is not None)
         if key == self._key:
             return
         self._key = key
+        self._verdict = verdict if attempt is not None else None
         self.query_one("#verdict-body", Static).update(render_verdict(attempt, verdict))
+        self._show_speed()
+
+    def on_resize(self) -> None:
+        self._show_speed()
+
+    def _show_speed(self) -> None:
+        width = self.scrollable_content_region.width or None
+        if (self._verdict, width) == self._speed_for:
+            return
+        self._speed_for = (self._verdict, width)
+        speed = render_speed(self._verdict, width)
+        self.query_one("#verdict-speed-scroll").display = speed is not None
+        self.query_one("#verdict-speed", Static).update(speed or "")
 
 
 def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Content:
@@ -101,11 +131,21 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         lines.append(_labelled(label, text or "—"))
     dead_ends = "\n".join(f"- {d}" for d in fb.dead_ends) if fb.dead_ends else "none"
     lines.append(_labelled("DEAD ENDS", dead_ends))
-    lines.append(Content(""))
-    lines.extend(_speed_lines(verdict))
+    if verdict.speedup is None:  # one line that says why: it wraps with the prose
+        lines.append(Content(""))
+        lines.extend(_speed_lines(verdict))
     if verdict.flags:
         lines.append(Content.assemble(("flags ", "bold $warning"), ", ".join(verdict.flags)))
     return Content("\n").join(lines)
+
+
+def render_speed(verdict: Verdict | None, width: int | None = None) -> Content | None:
+    """The speed block under the verdict: the speedups, then a row per shape (None when
+    speed was not measured or there is no verdict file to read it from). Narrower than
+    a row, each shape's standing against the fastest baseline goes on a line of its own."""
+    if verdict is None or verdict.speedup is None:
+        return None
+    return Content("\n").join([Content(""), *_speed_lines(verdict, width)])
 
 
 def _labelled(label: str, text: str) -> Content:
@@ -114,43 +154,55 @@ def _labelled(label: str, text: str) -> Content:
     return Content.assemble((f"{label:<10} ", "bold $accent"), body)
 
 
-def _speed_lines(verdict: Verdict) -> list[Content]:
+def _speed_lines(verdict: Verdict, width: int | None = None) -> list[Content]:
     if verdict.speedup is None:
         skipped = verdict.gates.get("speed")
         why = skipped.detail if skipped is not None and skipped.detail else "no timings"
         return [Content.assemble(("speed ", "bold"), ("not measured", "$warning"), f": {why}")]
-    lines = [
-        Content.assemble(
-            ("speed ", "bold"),
-            (fmt.speedup(verdict.speedup), "bold $success"),
-            " vs reference",
-            *(f"   {fmt.speedup(x)} vs {name}" for name, x in verdict.speedup_vs.items()),
-            f"   floor {fmt.percent(verdict.floor_fraction)}",
-            f"   noise {fmt.percent(verdict.noise)}",
-        )
+    against = [f"{fmt.speedup(x)} vs {name}" for name, x in verdict.speedup_vs.items()]
+    headline = [
+        ("speed ", "bold"),
+        (fmt.speedup(verdict.speedup), "bold $success"),
+        " vs reference",
+        f"   floor {fmt.percent(verdict.floor_fraction)}",
+        f"   noise {fmt.percent(verdict.noise)}",
     ]
-    if verdict.timings:
-        lines.append(
-            Content.styled(
-                f"  {'shape':<24} {'ref ms':>9} {'cand ms':>9} {'speedup':>8} {'floor':>6} "
-                f"{'noise':>6}  vs fastest baseline",
-                "$text-muted",
-            )
+    one_line = Content.assemble(*headline[:3], *(f"   {a}" for a in against), *headline[3:])
+    if width is None or one_line.cell_length <= width:
+        lines = [one_line]
+    else:  # the speedups against each library baseline under the headline
+        lines = [Content.assemble(*headline), *(Content(f"      {a}") for a in against)]
+    if not verdict.timings:
+        return lines
+    label_width = max(len("shape"), *(len(t.label) for t in verdict.timings))
+    rows = []
+    for t in verdict.timings:
+        versus = fmt.versus_timing(t)
+        numbers = (
+            f"  {t.label:<{label_width}} {_ms(t.reference_ms):>9} {_ms(t.candidate_ms):>9} "
+            f"{fmt.speedup(t.speedup):>8} {fmt.percent(t.floor_fraction):>6} "
+            f"{fmt.percent(t.noise):>6}"
         )
-        for t in verdict.timings:
-            versus = fmt.versus_timing(t)
-            lines.append(
-                Content.assemble(
-                    f"  {t.label[:24]:<24} {_ms(t.reference_ms):>9} {_ms(t.candidate_ms):>9} "
-                    f"{fmt.speedup(t.speedup):>8} {fmt.percent(t.floor_fraction):>6} "
-                    f"{fmt.percent(t.noise):>6}  ",
-                    (
-                        (f"{fmt.speedup(versus[1])} {versus[2]} ({versus[3]})", _VERSUS[versus[2]])
-                        if versus
-                        else ("—", "$text-muted")
-                    ),
-                )
+        standing = (
+            Content.styled(
+                f"{fmt.speedup(versus[1])} {versus[2]} ({versus[3]})", _VERSUS[versus[2]]
             )
+            if versus
+            else Content.styled("—", "$text-muted")
+        )
+        rows.append((numbers, standing))
+    columns = (
+        f"  {'shape':<{label_width}} {'ref ms':>9} {'cand ms':>9} {'speedup':>8} {'floor':>6} "
+        f"{'noise':>6}"
+    )
+    widest = max(len(numbers) + 2 + standing.cell_length for numbers, standing in rows)
+    if width is None or widest <= width:
+        lines.append(Content.styled(f"{columns}  vs fastest baseline", "$text-muted"))
+        lines.extend(Content.assemble(numbers, "  ", standing) for numbers, standing in rows)
+    else:  # too narrow for one row a shape: the standing under its shape
+        lines.append(Content.styled(f"{columns}\n    ↳ vs fastest baseline", "$text-muted"))
+        for numbers, standing in rows:
+            lines += [Content(numbers), Content.assemble("    ↳ ", standing)]
     return lines
 
 
