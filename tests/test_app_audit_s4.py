@@ -30,10 +30,12 @@ from kernelladder.app.replay import load_events
 from kernelladder.app.screenshots import gate_position, settle
 from kernelladder.app.scripted import ScriptedRun, demo_script
 from kernelladder.app.widgets.attempt_log import AttemptLog
+from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.app.widgets.verdict_view import VerdictView, render_speed
+from kernelladder.engine import events as ev
 from kernelladder.verifier.verdict import Verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -244,3 +246,26 @@ def test_the_speed_block_puts_the_standing_under_its_shape_when_narrow():
     assert narrow[i + 1] == "    ↳ 0.98× slower (torch.compile, 0/7 rounds)"
     assert "1.68× vs F.rms_norm" in render_speed(verdict, 66).plain  # each baseline still
     assert render_speed(replace(verdict, speedup=None), 66) is None  # said in the prose
+
+
+async def test_a_gates_countdown_is_on_screen_at_80_columns():
+    """Before: the countdown ('veto in 30s') was the last column, after the move and its
+    reason, off the panel's right edge at 80 and at 120 columns: a gate decided itself
+    with no visible warning."""
+    script = [  # the demo script's gate, given a 30 s timeout
+        ev.GateRaised(**{**e.__dict__, "timeout_s": 30.0}) if isinstance(e, ev.GateRaised) else e
+        for e in demo_script(gate_at=2, attempts=3)
+    ]
+    app = KernelLadderApp(run=ScriptedRun(script, clock=lambda: 0.0), frozen=True,
+                          clock=lambda: 0.0, batch_interval=0.02)  # fmt: skip
+    async with app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: app.main.view.gates, "the gate")
+        await settle(app, pilot)
+        table = app.main.query_one(GatesPanel)._table
+        keys = [column.key.value for column in table.ordered_columns]
+        left = sum(
+            table.columns[k].get_render_width(table) for k in keys[: keys.index("countdown")]
+        )
+        right = left + table.columns["countdown"].get_render_width(table)
+        assert right <= table.scrollable_content_region.width, (keys, right)
+        assert str(table.get_cell("g1", "countdown")) == "veto in 30s"

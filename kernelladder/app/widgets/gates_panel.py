@@ -77,9 +77,11 @@ class GatesPanel(Vertical):
         table.add_column("branch", key="branch")
         table.add_column("#", key="attempt")
         table.add_column("undo", key="undo")
+        # who decides, and when, before the long move and reason: a countdown that runs
+        # out on its own must not sit off the right edge of the panel
+        table.add_column("decides", key="countdown")
         table.add_column("move", key="move")
         table.add_column("reason", key="reason")
-        table.add_column("decides", key="countdown")
         self.set_interval(1.0, self._tick, name="gate-countdown")
         self._rebuild()
 
@@ -135,9 +137,9 @@ class GatesPanel(Vertical):
                 g.branch_id,
                 f"#{g.attempt}",
                 Content.styled(g.undo_cost, UNDO_STYLES.get(g.undo_cost, "")),
+                countdown(g, now, self._after_policy()),
                 g.move,
                 g.reason,
-                countdown(g, now, self._after_policy()),
                 key=g.gate_id,
             )
         ids = [g.gate_id for g in self._gates]
