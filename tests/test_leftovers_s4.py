@@ -12,6 +12,7 @@ import time
 from test_cli_bad_input_audit import _insert_line, _saved_run, _usage_line
 from test_engine_doubles import ScriptedProposer, ScriptedRunner, move, scripted_op, until
 
+from kernelladder.cli import main
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import GATE, create_run, resume_run
 from kernelladder.engine.log import read_events
@@ -154,3 +155,36 @@ def test_a_missing_known_hosts_file_is_still_allowed(tmp_path):
     settings = RemoteSettings(target="me@127.0.0.1:9", known_hosts=str(absent))
     config = load_remote_config(settings, environ={})
     assert config.hosts[0].known_hosts == absent
+
+
+# --- 4. --run-dir holding unrelated files ---------------------------------------------------
+
+
+def test_run_dir_holding_unrelated_files_is_refused(capsys, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
+    line = _usage_line(capsys, *argv, str(mine))  # it used to write the run in among them
+    assert line.endswith(
+        f"--run-dir {mine} is not empty and holds no run; pick an empty or new directory, "
+        "or --resume a run"
+    )
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert (mine / "notes.txt").read_text() == "mine\n"
+
+
+def test_run_dir_holding_a_run_still_points_to_resume(capsys, tmp_path):
+    saved = _saved_run(tmp_path)
+    before = (saved / "events.jsonl").read_bytes()
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
+    assert f"use --resume {saved}" in _usage_line(capsys, *argv, str(saved))
+    assert (saved / "events.jsonl").read_bytes() == before
+
+
+def test_an_empty_run_dir_is_used(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--branches", "1"]
+    assert main([*argv, "--gate", "veto", "--json", "--run-dir", str(empty)]) == 0
+    assert (empty / "events.jsonl").is_file() and (empty / "meta.json").is_file()

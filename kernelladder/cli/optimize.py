@@ -255,8 +255,9 @@ def _recorded_files(run_dir: Path) -> list[str]:
 
 
 def _check_new_run_dir(run_dir: str | None) -> None:
-    """A new run needs a directory it can own: not a file, and not one holding a run's
-    files without its log (they were never this run's; create_run refuses a whole run)."""
+    """A new run needs a directory it can own: new or empty; not a file, not one holding
+    a run's files without its log (they were never this run's), not one holding other
+    files (a run would be mixed into them). create_run refuses a whole run."""
     from kernelladder.engine.log import EVENTS_FILE
 
     if run_dir is None:
@@ -270,6 +271,15 @@ def _check_new_run_dir(run_dir: str | None) -> None:
             raise UsageError(
                 f"--run-dir {run_dir} holds {' and '.join(found)} but no {EVENTS_FILE}: "
                 "a new run would overwrite them; give another directory"
+            )
+        try:
+            holds_files = any(path.iterdir())
+        except OSError:  # unreadable: creating the run says so
+            holds_files = False
+        if holds_files:
+            raise UsageError(
+                f"--run-dir {run_dir} is not empty and holds no run; pick an empty or new "
+                "directory, or --resume a run"
             )
 
 
