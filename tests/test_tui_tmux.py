@@ -28,7 +28,12 @@ def tmux(*args: str) -> str:
 class Terminal:
     def __init__(self, command: str, cwd: Path) -> None:
         self.name = f"kl-{uuid.uuid4().hex[:8]}"
-        env = f"cd {cwd} && TERM=xterm-256color COLORTERM=truecolor exec {command}"
+        # COLUMNS/LINES can reach the pane from the test's environment (they did under
+        # pytest: 80x24); Textual would take them over the pane's 160x48
+        env = (
+            f"cd {cwd} && unset COLUMNS LINES && TERM=xterm-256color COLORTERM=truecolor "
+            f"exec {command}"
+        )
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", env],
             check=True, timeout=30,
