@@ -392,6 +392,17 @@ def test_tui_unknown_theme_stops_before_a_live_run_is_made(capsys, tmp_path):
     assert not run_dir.exists()
 
 
+def test_tui_replay_pacing_flags_without_a_replay_in_the_app_are_refused(capsys, tmp_path):
+    # --speed and --end were read by nothing without --replay (a live run started as if
+    # they were not there) and by nothing with --headless
+    run_dir = tmp_path / "r"
+    argv = ["rmsnorm", "--device", "cpu", "--speed", "4", "--run-dir", str(run_dir)]
+    assert "--speed: only with --replay" in _usage_line(capsys, *argv, entry=tui_cli.main)
+    assert not run_dir.exists()
+    line = _usage_line(capsys, "--replay", str(CPU_RUN), "--headless", "--end", entry=tui_cli.main)
+    assert "--end: not with --headless" in line
+
+
 def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkeypatch, tmp_path):
     # no key for api, no claude CLI on PATH for code: one line, exit 2, no directory left
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

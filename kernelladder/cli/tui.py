@@ -41,9 +41,9 @@ def build_parser() -> ArgumentParser:
     view.add_argument(
         "--speed",
         type=_positive,
-        default=1.0,
+        default=None,
         metavar="N",
-        help="replay speed (1: the run's own pace)",
+        help="replay speed (1, the default: the run's own pace)",
     )
     view.add_argument("--end", action="store_true", help="open a replay at its end")
     view.add_argument(
@@ -146,6 +146,13 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("--replay is empty")
     if args.replay and (args.op or args.resume):
         raise UsageError("--replay plays a saved run: give no op and no --resume with it")
+    paced = [
+        flag for flag, given in (("--speed", args.speed is not None), ("--end", args.end)) if given
+    ]
+    if paced and not args.replay:
+        raise UsageError(f"{' and '.join(paced)}: only with --replay RUN_DIR")
+    if paced and args.headless:
+        raise UsageError(f"{' and '.join(paced)}: not with --headless, which prints the whole run")
     if args.headless:
         return _headless(args)
     from kernelladder.app.app import KernelLadderApp  # textual only for the app
@@ -153,7 +160,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.replay:
         run_dir = Path(args.replay)
         kwargs: dict[str, Any] = {
-            "events": _load(run_dir), "run_dir": run_dir, "speed": args.speed,
+            "events": _load(run_dir), "run_dir": run_dir, "speed": args.speed or 1.0,
             "at_end": args.end,
         }  # fmt: skip
     else:
