@@ -375,3 +375,37 @@ async def test_real_cpu_search_run_steered_from_the_app(tmp_path):
     assert opened and opened[0].from_attempt == 1
     assert (resolved[0].decision, resolved[0].by) == ("approve", "user")
     assert events[-1].kind == "run_finished"
+
+
+class SlowStartRunner(ScriptedRunner):
+    """ScriptedRunner whose start waits until the test releases it, as a verifier worker
+    loading torch and Triton (or an SSH connection) keeps a real run waiting."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.release = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.release.wait()
+        await super().start()
+
+
+async def test_header_says_what_the_run_waits_for_before_its_first_event(tmp_path):
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=1, device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=1,
+    )  # fmt: skip
+    runner = SlowStartRunner(device="cuda")
+    proposer = HeldProposer({"b1": [move("pass 1.2", "BLOCK 256")]})
+    run = create_run(options, runner=runner, proposer=proposer, op=scripted_op())
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        header = str(app.main.query_one("#run-header").render())
+        # it said only "waiting for the run…" for the seconds a worker takes to start
+        assert "scripted on cuda: starting the verifier worker" in header
+        runner.release.set()
+        await until(pilot, lambda: app.main.view.op, "the run's first event")
+        await pilot.pause(0.1)
+        header = str(app.main.query_one("#run-header").render())
+        assert "starting the verifier" not in header and "scripted" in header

@@ -80,6 +80,21 @@ REPLAY_ACTIONS = frozenset(
 SECTIONS = (("steer", "Steering"), ("view", "View"), ("replay", "Replay"), ("app", "App"))
 
 
+def starting_line(run: Any) -> str:
+    """What the header says before a live run's first event: the runner is starting its
+    verifier worker (torch and Triton load, or an SSH connection opens), which takes
+    seconds."""
+    if run is None:
+        return ""
+    options = getattr(run, "options", None)
+    op = getattr(getattr(run, "op", None), "name", None) or "the run"
+    if getattr(options, "remote", False):
+        return f"{op}: connecting to the GPU box and starting its verifier worker…"
+    device = getattr(options, "device", None)
+    where = f" on {device}" if device else ""
+    return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"
+
+
 class MainScreen(Screen):
     BINDINGS = [
         # Replay keys first: the footer lists keys in this order and shows one binding per
@@ -284,10 +299,17 @@ class MainScreen(Screen):
     ]
 
     def __init__(
-        self, *, replay: bool, files: RunFiles, logs: AttemptLogs, clock: Callable[[], float]
+        self,
+        *,
+        replay: bool,
+        files: RunFiles,
+        logs: AttemptLogs,
+        clock: Callable[[], float],
+        starting: str = "",
     ) -> None:
         super().__init__()
         self.replay = replay
+        self.starting = starting  # the header's line until the run's first event
         self.files = files
         self.logs = logs
         self.clock = clock
@@ -300,7 +322,9 @@ class MainScreen(Screen):
     # --- layout ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield RunHeader(clock=self.clock, replay=self.replay, id="run-header")
+        yield RunHeader(
+            clock=self.clock, replay=self.replay, starting=self.starting, id="run-header"
+        )
         with Horizontal(id="body"):
             with Vertical(id="left"):
                 yield Label("strategy graph", id="strategy-title")
@@ -785,7 +809,11 @@ class KernelLadderApp(App[int]):
             self.player = ReplayController(events or (), speed=speed)
         logs = self.player.timeline.logs if self.player else self.fold.logs
         self.main = MainScreen(
-            replay=self.replay_mode, files=self.files, logs=logs, clock=self.clock
+            replay=self.replay_mode,
+            files=self.files,
+            logs=logs,
+            clock=self.clock,
+            starting=starting_line(run),
         )
 
     # --- start ------------------------------------------------------------------------

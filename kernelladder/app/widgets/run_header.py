@@ -23,10 +23,18 @@ class RunHeader(Widget):
     }
     """
 
-    def __init__(self, *, clock: Callable[[], float], replay: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        replay: bool = False,
+        starting: str = "",
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self._clock = clock
         self._replay = replay
+        self._starting = starting  # shown until the first event
         self._view: v.RunView = v.EMPTY_VIEW
 
     def on_mount(self) -> None:
@@ -45,7 +53,10 @@ class RunHeader(Widget):
     def render(self) -> Content:
         view = self._view
         if not view.op:
-            return Content.assemble(("KernelLadder", "bold $primary"), "  waiting for the run…")
+            waiting = self._starting or "waiting for the run…"
+            line = Content.assemble(("KernelLadder", "bold $primary"), "  ", waiting)
+            width = self.size.width or None
+            return line if width is None else line.truncate(width, ellipsis=True)
         # Each line fits the width: two lines of height 2 must never wrap into a third
         # that is cut off (on an 80-column terminal that hid the whole status line).
         width = self.size.width or None
