@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -174,17 +175,64 @@ def versus_line(verdict: Verdict) -> str | None:
     return "\n".join(f"  {label:<{width}}  {text}" for label, text in rows)
 
 
-def best_versus_line(run_dir: Any, attempt: int | None) -> str | None:
-    """versus_line of a run's attempt, read from RUN_DIR/attempts/<n>.json, under a
-    heading (None when the file is missing or unreadable: the summary stands without)."""
-    if attempt is None:
-        return None
+def _saved_verdict(run_dir: Any, attempt: int) -> Verdict | None:
+    """RUN_DIR/attempts/<n>.json, or None when it is missing or unreadable."""
     import json
     from pathlib import Path
 
     try:
         data = json.loads((Path(run_dir) / "attempts" / f"{attempt}.json").read_text())
-        lines = versus_line(Verdict.from_dict(data))
-    except (OSError, ValueError, TypeError, KeyError):
+        return Verdict.from_dict(data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+
+
+def best_versus_line(run_dir: Any, attempt: int | None) -> str | None:
+    """versus_line of a run's attempt, read from RUN_DIR/attempts/<n>.json, under a
+    heading (None when the file is missing or unreadable: the summary stands without)."""
+    verdict = None if attempt is None else _saved_verdict(run_dir, attempt)
+    lines = None if verdict is None else versus_line(verdict)
     return f"best #{attempt} against the fastest library baseline:\n{lines}" if lines else None
+
+
+STANDING_SHOWN = 3  # attempts named when none is faster everywhere
+
+
+def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
+    """Where a run's passing attempts stand against the fastest library baseline over the
+    whole suite: which are faster at every shape or, when none is, the few closest (never
+    slower first, then most shapes faster). The best by speedup over the reference can
+    lose to a baseline at one shape while another attempt ties there. None when no
+    attempt has a standing at every shape (speed not measured, or no baseline ran)."""
+    standings = []  # (attempt, words per shape label, speedup)
+    for n in attempts:
+        verdict = _saved_verdict(run_dir, n)
+        if verdict is None or not verdict.passed or not verdict.timings:
+            continue
+        words = {t.label: v[2] for t in verdict.timings if (v := versus_timing(t)) is not None}
+        if len(words) == len(verdict.timings):
+            standings.append((n, words, verdict.speedup or 0.0))
+    if not standings:
+        return None
+    judged = len(standings)
+    everywhere = [n for n, words, _ in standings if all(w == "faster" for w in words.values())]
+    if everywhere:
+        names = ", ".join(f"#{n}" for n in everywhere)
+        return f"faster than every baseline at every shape: {names} ({len(everywhere)} of {judged})"
+
+    def closeness(item: tuple[int, dict[str, str], float]) -> tuple[int, int, float]:
+        _, words, speedup = item  # then the higher speedup over the reference
+        values = list(words.values())
+        return (values.count("slower"), -values.count("faster"), -speedup)
+
+    lines = [f"none of {judged} attempts is faster than every baseline at every shape; closest:"]
+    for n, words, _ in sorted(standings, key=closeness)[:STANDING_SHOWN]:
+        parts = []
+        for word in ("faster", "tie", "slower"):
+            labels = [label for label, w in words.items() if w == word]
+            if word == "faster" and labels:
+                parts.append(f"faster at {len(labels)}")
+            elif labels:
+                parts.append(f"{word} at {', '.join(labels)}")
+        lines.append(f"  #{n}: {'; '.join(parts)}")
+    return "\n".join(lines)

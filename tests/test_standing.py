@@ -1,0 +1,62 @@
+"""Where a run's attempts stand against the fastest library baseline over the whole suite
+(verdict_report.standing_lines), printed by `replay` and at the end of `optimize`. Read
+from the H200 runs committed under examples/ (their verdicts carry the speed gate's
+rounds) and from copies of them with verdicts removed or damaged."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelladder.app.verdict_report import standing_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+RMSNORM = ROOT / "examples" / "h200-rmsnorm-search"
+SOFTMAX = ROOT / "examples" / "h200-softmax-search"
+CPU_RUN = ROOT / "examples" / "cpu-rmsnorm-run"
+
+
+def test_none_faster_everywhere_names_the_closest_not_the_best_by_speedup():
+    text = standing_lines(RMSNORM, range(1, 28))
+    lines = text.splitlines()
+    assert lines[0].startswith("none of 27 attempts is faster than every baseline")
+    # the run's best by speedup (#5) loses every round at 32768x8192: not among the closest
+    assert lines[1] == "  #13: faster at 3; tie at 32768x8192 bf16, tiny 1x1000 fp32"
+    assert len(lines) == 4 and not any(line.startswith("  #5:") for line in lines)
+
+
+def test_attempts_faster_everywhere_are_listed_with_their_count():
+    text = standing_lines(SOFTMAX, range(1, 28))
+    assert text.startswith("faster than every baseline at every shape: #1, #2, #4,")
+    assert text.endswith("(21 of 27)")
+
+
+def test_only_the_attempts_asked_for_and_readable_count(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RMSNORM, run)
+    (run / "attempts" / "13.json").write_text("{not json")
+    (run / "attempts" / "2.json").unlink()
+    text = standing_lines(run, [2, 5, 13, 22])
+    # #2 missing and #13 damaged leave #22 and #5 (which is slower at one shape)
+    assert text.splitlines() == [
+        "none of 2 attempts is faster than every baseline at every shape; closest:",
+        "  #22: faster at 3; tie at 32768x8192 bf16, tiny 1x1000 fp32",
+        "  #5: faster at 3; tie at tiny 1x1000 fp32; slower at 32768x8192 bf16",
+    ]
+
+
+def test_no_standing_without_measured_speed():
+    assert standing_lines(CPU_RUN, range(1, 13)) is None
+
+
+def test_replay_prints_the_standing_after_the_best():
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelladder", "replay", str(RMSNORM)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    best = out.stdout.index("best #5 against the fastest library baseline")
+    assert out.stdout.index("none of 27 attempts is faster", best) > best
