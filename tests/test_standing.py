@@ -60,3 +60,23 @@ def test_replay_prints_the_standing_after_the_best():
     assert out.returncode == 0, out.stderr
     best = out.stdout.index("best #5 against the fastest library baseline")
     assert out.stdout.index("none of 27 attempts is faster", best) > best
+
+
+def _verdict(run: Path, n: int):
+    import json
+
+    from kernelladder.verifier.verdict import Verdict
+
+    return Verdict.from_dict(json.loads((run / "attempts" / f"{n}.json").read_text()))
+
+
+def test_each_verdict_line_says_where_the_attempt_stands():
+    # the engine's one line per verdict (the live view, the app's tree and log, replay)
+    from kernelladder.engine.engine import verdict_line
+
+    assert verdict_line(_verdict(RMSNORM, 5)).endswith(
+        "; shapes vs baselines: 3 faster, 1 tie, 1 slower"
+    )
+    assert verdict_line(_verdict(RMSNORM, 13)).endswith("; shapes vs baselines: 3 faster, 2 tie")
+    line = verdict_line(_verdict(SOFTMAX, 16))
+    assert line.endswith("of floor; beats every baseline"), line

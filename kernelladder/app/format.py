@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.app import view as v
-from kernelladder.verifier.verdict import fastest_baseline
+from kernelladder.verifier.verdict import versus_fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
 MARKS = {
@@ -71,9 +71,6 @@ def branch_status(b: v.BranchView) -> str:
     return BRANCH_WORDS.get(b.state, b.state)
 
 
-VERSUS_WORDS = ("faster", "tie", "slower")
-
-
 def versus_timing(timing: Any) -> tuple[str, float, str, str] | None:
     """versus_fastest_baseline of one ShapeTiming, and the text to put in brackets after
     it: the baseline's name, with the rounds won when the verifier timed the two back to
@@ -86,36 +83,3 @@ def versus_timing(timing: Any) -> tuple[str, float, str, str] | None:
     if paired and paired.get("baseline") == name and paired.get("rounds"):
         return name, ratio, word, f"{name}, {paired.get('won', 0)}/{paired['rounds']} rounds"
     return name, ratio, word, name
-
-
-def versus_fastest_baseline(
-    candidate_ms: float | None,
-    baselines_ms: dict[str, float],
-    noise: float | None,
-    paired: dict[str, Any] | None = None,
-) -> tuple[str, float, str] | None:
-    """(fastest baseline's name, its time / the candidate's, "faster" | "tie" | "slower")
-    at one shape. When the verifier timed the candidate and that baseline back to back
-    (`paired`), its rounds decide. Otherwise a margin inside the candidate's own timing
-    noise (IQR / median) is a tie: at a hardware limit two kernels differ by less than the
-    drift between timings."""
-    if (
-        paired
-        and paired.get("verdict") in VERSUS_WORDS
-        and isinstance(paired.get("ratio"), int | float)
-        and paired.get("baseline") in baselines_ms
-    ):
-        return str(paired["baseline"]), float(paired["ratio"]), str(paired["verdict"])
-    fastest = fastest_baseline(baselines_ms)
-    if not candidate_ms or candidate_ms <= 0 or fastest is None:
-        return None
-    name, base = fastest
-    margin = 1.0 + (noise or 0.0)
-    word = (
-        "faster"
-        if candidate_ms * margin < base
-        else "slower"
-        if candidate_ms > base * margin
-        else "tie"
-    )
-    return name, base / candidate_ms, word

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.app.format import versus_timing
-from kernelladder.verifier.verdict import FAIL, PASS, Verdict
+from kernelladder.verifier.verdict import FAIL, PASS, Verdict, standing
 
 _STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
 _VERSUS_STYLE = {"faster": "green", "tie": "yellow", "slower": "red"}
@@ -209,7 +209,7 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
         verdict = _saved_verdict(run_dir, n)
         if verdict is None or not verdict.passed or not verdict.timings:
             continue
-        words = {t.label: v[2] for t in verdict.timings if (v := versus_timing(t)) is not None}
+        words = standing(verdict.timings)
         if len(words) == len(verdict.timings):
             standings.append((n, words, verdict.speedup or 0.0))
     if not standings:

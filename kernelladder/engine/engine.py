@@ -66,6 +66,7 @@ from kernelladder.engine.state import (
     improvement,
     new_state,
 )
+from kernelladder.verifier.verdict import standing, standing_text
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 RETRY_BACKOFF_S = 1.0
@@ -135,7 +136,10 @@ def verdict_line(verdict: Any) -> str:
         line = f"{verdict.speedup:.3g}x"
         if verdict.floor_fraction is not None:
             line += f", {verdict.floor_fraction:.0%} of floor"
-        return line
+        versus = standing_text(standing(verdict.timings))
+        if versus and not versus.startswith("beats"):
+            versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape
+        return f"{line}; {versus}" if versus else line
     speed = verdict.gates.get("speed")
     return one_line("passed; " + (speed.detail if speed and speed.detail else "speed not measured"))
 

@@ -6,7 +6,7 @@ app; it imports nothing but the standard library.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -60,6 +60,65 @@ def fastest_baseline(baselines_ms: Mapping[str, Any]) -> tuple[str, float] | Non
         return None
     name = min(times, key=lambda k: times[k])
     return name, times[name]
+
+
+VERSUS_WORDS = ("faster", "tie", "slower")
+
+
+def versus_fastest_baseline(
+    candidate_ms: float | None,
+    baselines_ms: dict[str, float],
+    noise: float | None,
+    paired: dict[str, Any] | None = None,
+) -> tuple[str, float, str] | None:
+    """(fastest baseline's name, its time / the candidate's, "faster" | "tie" | "slower")
+    at one shape. When the verifier timed the candidate and that baseline back to back
+    (`paired`), its rounds decide. Otherwise a margin inside the candidate's own timing
+    noise (IQR / median) is a tie: at a hardware limit two kernels differ by less than the
+    drift between timings."""
+    if (
+        paired
+        and paired.get("verdict") in VERSUS_WORDS
+        and isinstance(paired.get("ratio"), int | float)
+        and paired.get("baseline") in baselines_ms
+    ):
+        return str(paired["baseline"]), float(paired["ratio"]), str(paired["verdict"])
+    fastest = fastest_baseline(baselines_ms)
+    if not candidate_ms or candidate_ms <= 0 or fastest is None:
+        return None
+    name, base = fastest
+    margin = 1.0 + (noise or 0.0)
+    word = (
+        "faster"
+        if candidate_ms * margin < base
+        else "slower"
+        if candidate_ms > base * margin
+        else "tie"
+    )
+    return name, base / candidate_ms, word
+
+
+def standing(timings: Sequence[ShapeTiming]) -> dict[str, str]:
+    """Per shape label, the candidate against the fastest library baseline ("faster",
+    "tie" or "slower", as versus_fastest_baseline judges it); shapes with no baseline
+    that ran, or no candidate time, are left out."""
+    out = {}
+    for t in timings:
+        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise, t.paired)
+        if versus is not None:
+            out[t.label] = versus[2]
+    return out
+
+
+def standing_text(words: Mapping[str, str]) -> str:
+    """standing() in a few words: "beats every baseline", or the counts per word
+    ("3 faster, 2 tie"); "" when no shape has a standing."""
+    if not words:
+        return ""
+    values = list(words.values())
+    if all(w == "faster" for w in values):
+        return "beats every baseline"
+    return ", ".join(f"{values.count(w)} {w}" for w in VERSUS_WORDS if w in values)
 
 
 # a saved timing with a key this version does not know still loads
