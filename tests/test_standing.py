@@ -80,3 +80,61 @@ def test_each_verdict_line_says_where_the_attempt_stands():
     assert verdict_line(_verdict(RMSNORM, 13)).endswith("; shapes vs baselines: 3 faster, 2 tie")
     line = verdict_line(_verdict(SOFTMAX, 16))
     assert line.endswith("of floor; beats every baseline"), line
+
+
+def _demo_with_standing():
+    """The app's demo script with a standing on each passing verdict: #2 beats every
+    baseline, the others tie at two shapes."""
+    from dataclasses import replace
+
+    from kernelladder.app.scripted import demo_script
+    from kernelladder.engine import events as ev
+
+    script = []
+    for e in demo_script(attempts=3):
+        if isinstance(e, ev.VerdictReady) and e.verdict == "pass":
+            words = "beats every baseline" if e.attempt == 2 else "3 faster, 2 tie"
+            e = replace(e, standing=words)
+        script.append(e)
+    return script
+
+
+def test_the_standing_travels_in_the_verdict_event_and_folds_into_the_attempt():
+    from dataclasses import replace
+
+    from kernelladder.engine import events as ev
+    from kernelladder.engine.state import apply, new_state
+
+    script = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(_demo_with_standing())]
+    verdict = next(e for e in script if isinstance(e, ev.VerdictReady) and e.attempt == 2)
+    assert ev.event_from_dict(verdict.to_dict()).standing == "beats every baseline"
+    older = verdict.to_dict()
+    del older["standing"]  # a log written before the field existed
+    assert ev.event_from_dict(older).standing == ""
+    state = new_state()
+    for e in script:
+        apply(state, ev.event_from_dict(e.to_dict()))
+    assert state.attempts[2].standing == "beats every baseline"
+    assert {state.attempts[n].standing for n in state.attempts if n != 2} <= {
+        "3 faster, 2 tie",
+        "",
+    }
+
+
+async def test_the_tree_marks_attempts_that_beat_every_baseline():
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.app.scripted import ScriptedRun
+    from kernelladder.app.widgets.strategy_tree import BEATS_MARK, StrategyTree
+
+    app = KernelLadderApp(run=ScriptedRun(_demo_with_standing()), frozen=True, batch_interval=0.02)
+    async with app.run_test(size=(150, 44)) as pilot:
+        tree = app.main.query_one(StrategyTree)
+        for _ in range(200):
+            if len(tree._attempt_nodes) >= 3:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause(0.1)
+        labels = {n: str(node.label) for n, node in tree._attempt_nodes.items()}
+    passed = [n for n, label in labels.items() if "✓" in label]
+    assert 2 in passed and BEATS_MARK in labels[2], labels
+    assert not any(BEATS_MARK in labels[n] for n in labels if n != 2), labels

@@ -119,6 +119,7 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
         floor_fraction=a.floor_fraction,
         noise=a.noise,
         summary=a.summary,
+        standing=a.standing,
         source_hash=a.source_hash,
         elapsed_s=a.elapsed_s,
         retries=a.retries,

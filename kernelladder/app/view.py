@@ -49,6 +49,7 @@ class AttemptView:
     floor_fraction: float | None = None
     noise: float | None = None
     summary: str = ""
+    standing: str = ""  # against the fastest baseline per shape (VerdictReady.standing)
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0

@@ -66,7 +66,7 @@ from kernelladder.engine.state import (
     improvement,
     new_state,
 )
-from kernelladder.verifier.verdict import standing, standing_text
+from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE, standing, standing_text
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 RETRY_BACKOFF_S = 1.0
@@ -137,7 +137,7 @@ def verdict_line(verdict: Any) -> str:
         if verdict.floor_fraction is not None:
             line += f", {verdict.floor_fraction:.0%} of floor"
         versus = standing_text(standing(verdict.timings))
-        if versus and not versus.startswith("beats"):
+        if versus and versus != BEATS_EVERY_BASELINE:
             versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape
         return f"{line}; {versus}" if versus else line
     speed = verdict.gates.get("speed")
@@ -917,6 +917,9 @@ class Run:
                 summary=verdict_line(verdict),
                 verdict_hash=verdict_hash,
                 elapsed_s=float(verdict.elapsed_s or 0.0),
+                standing=standing_text(standing(verdict.timings))
+                if self.state.speed_measured and verdict.verdict == "pass"
+                else "",
             )
         )
         better_branch, better_run = improvement(self.state, n)

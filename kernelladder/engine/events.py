@@ -352,6 +352,9 @@ class VerdictReady(Event):
     summary: str = ""  # one line: the failing gate's detail, or the speed
     verdict_hash: str = ""  # sha256 of attempts/<attempt>.json
     elapsed_s: float = 0.0
+    # against the fastest library baseline per shape, in a few words ("3 faster, 2 tie",
+    # "beats every baseline"); "" when speed was not measured (and in older logs)
+    standing: str = ""
 
 
 @_register

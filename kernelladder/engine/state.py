@@ -60,6 +60,7 @@ class AttemptState:
     floor_fraction: float | None = None
     noise: float | None = None
     summary: str = ""
+    standing: str = ""  # VerdictReady.standing
     verdict_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
@@ -552,6 +553,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a.floor_fraction = e.floor_fraction
     a.noise = e.noise
     a.summary = e.summary
+    a.standing = e.standing
     a.verdict_hash = e.verdict_hash
     a.elapsed_s = e.elapsed_s
     a.judged_ts = e.ts

@@ -63,6 +63,7 @@ def fastest_baseline(baselines_ms: Mapping[str, Any]) -> tuple[str, float] | Non
 
 
 VERSUS_WORDS = ("faster", "tie", "slower")
+BEATS_EVERY_BASELINE = "beats every baseline"  # standing_text when every shape is faster
 
 
 def versus_fastest_baseline(
@@ -117,7 +118,7 @@ def standing_text(words: Mapping[str, str]) -> str:
         return ""
     values = list(words.values())
     if all(w == "faster" for w in values):
-        return "beats every baseline"
+        return BEATS_EVERY_BASELINE
     return ", ".join(f"{values.count(w)} {w}" for w in VERSUS_WORDS if w in values)
 
 

@@ -16,6 +16,10 @@ from textual.widgets.tree import TreeNode
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
+
+# after an attempt's speedup: faster than every library baseline at every shape
+BEATS_MARK = "▲"
 
 
 @dataclass(frozen=True)
@@ -201,11 +205,14 @@ class StrategyTree(Tree[NodeRef]):
         else:
             style = "muted"
         result = fmt.attempt_result(a, self._speed_measured)
+        # faster than the fastest library baseline at every shape of the suite
+        beats = a.standing == BEATS_EVERY_BASELINE
         return self._text(
             (f"{mark} ", style),
             (f"#{a.number}", "id"),
             " ",
             (result, style),
+            (f" {BEATS_MARK}", "best") if beats else "",
             "  ",
             (a.move, "muted"),
         )
