@@ -138,3 +138,19 @@ async def test_the_tree_marks_attempts_that_beat_every_baseline():
     passed = [n for n, label in labels.items() if "✓" in label]
     assert 2 in passed and BEATS_MARK in labels[2], labels
     assert not any(BEATS_MARK in labels[n] for n in labels if n != 2), labels
+
+
+def test_the_json_summary_names_the_attempts_that_beat_every_baseline():
+    from dataclasses import replace
+
+    from kernelladder.engine.log import read_events
+    from kernelladder.engine.state import fold
+    from kernelladder.engine.summary import summarize
+
+    script = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(_demo_with_standing())]
+    summary = summarize(fold(script))
+    assert summary["beats_every_baseline"] == [2]
+    assert summary["best"]["standing"] in ("beats every baseline", "3 faster, 2 tie")
+    # a log from before the field: its summary is what that run printed, unchanged
+    older = summarize(fold(read_events(RMSNORM)))
+    assert "beats_every_baseline" not in older and "standing" not in older["best"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.state import JUDGED, VETOED, RunState
+from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -20,7 +21,7 @@ def summarize(state: RunState) -> dict[str, Any]:
     judged = [a for a in attempts if a.status == JUDGED]
     best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
     gates = state.gates.values()
-    return {
+    out = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": state.run_id,
         "op": state.op,
@@ -88,3 +89,12 @@ def summarize(state: RunState) -> dict[str, Any]:
         "resumed": state.reopened,
         "events": state.events,
     }
+    # Where attempts stand against the fastest library baseline (VerdictReady.standing):
+    # only in logs that record it, so the summaries of older runs stay as they were
+    if any(a.standing for a in judged):
+        if out["best"] is not None:
+            out["best"]["standing"] = best.standing
+        out["beats_every_baseline"] = sorted(
+            a.number for a in judged if a.standing == BEATS_EVERY_BASELINE
+        )
+    return out
