@@ -135,7 +135,11 @@ async def test_the_tree_marks_attempts_that_beat_every_baseline():
             await pilot.pause(0.02)
         await pilot.pause(0.1)
         labels = {n: str(node.label) for n, node in tree._attempt_nodes.items()}
+        branches = {b: str(node.label) for b, node in tree._branch_nodes.items()}
     passed = [n for n, label in labels.items() if "✓" in label]
+    # a branch whose best is #2 carries the mark after its best too
+    assert all((BEATS_MARK in label) == ("best #2 " in label) for label in branches.values())
+    assert any("best #2 " in label for label in branches.values()), branches
     assert 2 in passed and BEATS_MARK in labels[2], labels
     assert not any(BEATS_MARK in labels[n] for n in labels if n != 2), labels
 

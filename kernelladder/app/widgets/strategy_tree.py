@@ -107,12 +107,16 @@ class StrategyTree(Tree[NodeRef]):
             if node is None:
                 parent = self._attempt_nodes.get(branch.from_attempt or -1, self.root)
                 node = parent.add(
-                    self._branch_label(branch), data=NodeRef(branch.branch_id), expand=True
+                    self._branch_label(branch, view.attempts.get(branch.best_attempt or -1)),
+                    data=NodeRef(branch.branch_id),
+                    expand=True,
                 )
                 self._branch_nodes[branch.branch_id] = node
                 self._branch_seen[branch.branch_id] = branch
             elif self._branch_seen[branch.branch_id] != branch:
-                node.set_label(self._branch_label(branch))
+                node.set_label(
+                    self._branch_label(branch, view.attempts.get(branch.best_attempt or -1))
+                )
                 self._branch_seen[branch.branch_id] = branch
             for n in branch.attempts:
                 attempt = view.attempts.get(n)
@@ -178,12 +182,14 @@ class StrategyTree(Tree[NodeRef]):
                 text.append(part[0], self._style(part[1]))
         return text
 
-    def _branch_label(self, b: v.BranchView) -> Text:
+    def _branch_label(self, b: v.BranchView, best_view: v.AttemptView | None = None) -> Text:
         best = ""
         if b.best_attempt is not None:
             best = f"  best #{b.best_attempt} " + (
                 fmt.speedup(b.best_speedup) if self._speed_measured else "(pass)"
             )
+            if best_view is not None and best_view.standing == BEATS_EVERY_BASELINE:
+                best += f" {BEATS_MARK}"
         origin = f" from #{b.from_attempt}" if b.from_attempt is not None else ""
         return self._text(
             ("★ ", "best") if b.is_best else "",
@@ -228,7 +234,8 @@ class StrategyTree(Tree[NodeRef]):
             return
         # A new theme: labels hold resolved styles, so draw them again.
         for branch_id, node in self._branch_nodes.items():
-            node.set_label(self._branch_label(self._branch_seen[branch_id]))
+            b = self._branch_seen[branch_id]
+            node.set_label(self._branch_label(b, self._attempt_seen.get(b.best_attempt or -1)))
         for n, node in self._attempt_nodes.items():
             node.set_label(self._attempt_label(self._attempt_seen[n]))
 
