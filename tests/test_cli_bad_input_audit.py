@@ -403,6 +403,15 @@ def test_tui_replay_pacing_flags_without_a_replay_in_the_app_are_refused(capsys,
     assert "--end: not with --headless" in line
 
 
+def test_a_log_whose_only_line_is_garbage_says_so(capsys, tmp_path):
+    # it said only "the log holds no events", as for an empty log
+    (tmp_path / "events.jsonl").write_text("garbage{\n")
+    for argv, entry in (((str(tmp_path),), tui_cli.main), (("replay", str(tmp_path)), main)):
+        argv = ("--replay", *argv) if entry is tui_cli.main else argv
+        line = _usage_line(capsys, *argv, entry=entry)
+        assert "holds no events (its only line is cut short or not an event)" in line
+
+
 def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkeypatch, tmp_path):
     # no key for api, no claude CLI on PATH for code: one line, exit 2, no directory left
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

@@ -42,7 +42,8 @@ def load_state(run_dir: str) -> Any:
     except LogError as exc:
         raise UsageError(str(exc)) from None
     if not read.events:
-        raise UsageError(f"{run_dir}: the log holds no events")
+        why = " (its only line is cut short or not an event)" if read.torn else ""
+        raise UsageError(f"{run_dir}: the log holds no events{why}")
     return fold(read.events), read.torn
 
 

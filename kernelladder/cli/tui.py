@@ -108,7 +108,9 @@ def _load(run_dir: Path) -> list:
     except Exception as exc:  # a damaged log: one line, not a traceback
         raise UsageError(f"cannot read {run_dir}: {' '.join(str(exc).split())}") from None
     if not events:  # the app would wait for a run that is not coming
-        raise UsageError(f"{run_dir}: the log holds no events")
+        written = (run_dir / "events.jsonl").stat().st_size > 0
+        why = " (its only line is cut short or not an event)" if written else ""
+        raise UsageError(f"{run_dir}: the log holds no events{why}")
     return events
 
 
