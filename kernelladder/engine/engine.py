@@ -127,8 +127,10 @@ def new_run_id(op_name: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{secrets.token_hex(2)}"
 
 
-def verdict_line(verdict: Any) -> str:
-    """One line: the failing gate's detail, or the speed (or why it was not measured)."""
+def verdict_line(verdict: Any, versus: str | None = None) -> str:
+    """One line: the failing gate's detail, or the speed (or why it was not measured) and
+    where the candidate stands against the baselines (`versus`: standing_text of its
+    timings, worked out here when not given)."""
     if verdict.verdict != "pass":
         gate = verdict.gates.get(verdict.gate or "")
         return one_line(gate.detail if gate else verdict.kind)
@@ -136,7 +138,8 @@ def verdict_line(verdict: Any) -> str:
         line = f"{verdict.speedup:.3g}x"
         if verdict.floor_fraction is not None:
             line += f", {verdict.floor_fraction:.0%} of floor"
-        versus = standing_text(standing(verdict.timings))
+        if versus is None:
+            versus = standing_text(standing(verdict.timings))
         if versus and versus != BEATS_EVERY_BASELINE:
             versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape
         return f"{line}; {versus}" if versus else line
@@ -904,6 +907,8 @@ class Run:
         full = verdict.with_dead_ends(tuple(b.dead_ends)).to_dict()
         verdict_hash = self.log.write_verdict(n, full)
         self._verdicts[n] = full
+        measured = self.state.speed_measured
+        versus = standing_text(standing(verdict.timings)) if measured and verdict.passed else ""
         self._emit(
             ev.VerdictReady(
                 attempt=n,
@@ -914,12 +919,10 @@ class Run:
                 speedup=verdict.speedup if self.state.speed_measured else None,
                 floor_fraction=verdict.floor_fraction if self.state.speed_measured else None,
                 noise=verdict.noise if self.state.speed_measured else None,
-                summary=verdict_line(verdict),
+                summary=verdict_line(verdict, versus),
                 verdict_hash=verdict_hash,
                 elapsed_s=float(verdict.elapsed_s or 0.0),
-                standing=standing_text(standing(verdict.timings))
-                if self.state.speed_measured and verdict.verdict == "pass"
-                else "",
+                standing=versus,
             )
         )
         better_branch, better_run = improvement(self.state, n)
