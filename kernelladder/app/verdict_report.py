@@ -12,7 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.app.format import versus_timing
-from kernelladder.verifier.verdict import FAIL, PASS, Verdict, standing
+from kernelladder.verifier.verdict import (
+    BEATS_EVERY_BASELINE,
+    FAIL,
+    PASS,
+    VERSUS_WORDS,
+    Verdict,
+    standing,
+    standing_text,
+)
 
 _STATUS_STYLE = {PASS: "bold green", FAIL: "bold red", "skipped": "dim"}
 _VERSUS_STYLE = {"faster": "green", "tie": "yellow", "slower": "red"}
@@ -198,6 +206,14 @@ def best_versus_line(run_dir: Any, attempt: int | None) -> str | None:
 STANDING_SHOWN = 3  # attempts named when none is faster everywhere
 
 
+def end_of_run_lines(run_dir: Any, state: Any) -> list[str]:
+    """What `optimize` prints at its end and `replay` after its table: the best attempt
+    against the fastest baseline per shape, then where the passing attempts stand."""
+    passed = [n for n, a in sorted(state.attempts.items()) if a.passed]
+    lines = (best_versus_line(run_dir, state.best_attempt), standing_lines(run_dir, passed))
+    return [line for line in lines if line]
+
+
 def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
     """Where a run's passing attempts stand against the fastest library baseline over the
     whole suite: which are faster at every shape or, when none is, the few closest (never
@@ -215,7 +231,7 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
     if not standings:
         return None
     judged = len(standings)
-    everywhere = [n for n, words, _ in standings if all(w == "faster" for w in words.values())]
+    everywhere = [n for n, words, _ in standings if standing_text(words) == BEATS_EVERY_BASELINE]
     if everywhere:
         names = ", ".join(f"#{n}" for n in everywhere)
         return f"faster than every baseline at every shape: {names} ({len(everywhere)} of {judged})"
@@ -228,7 +244,7 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
     lines = [f"none of {judged} attempts is faster than every baseline at every shape; closest:"]
     for n, words, _ in sorted(standings, key=closeness)[:STANDING_SHOWN]:
         parts = []
-        for word in ("faster", "tie", "slower"):
+        for word in VERSUS_WORDS:
             labels = [label for label, w in words.items() if w == word]
             if word == "faster" and labels:
                 parts.append(f"faster at {len(labels)}")

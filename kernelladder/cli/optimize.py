@@ -419,15 +419,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(summarize(state)) + "\n")
         sys.stdout.flush()
     else:
-        from kernelladder.app.verdict_report import best_versus_line, standing_lines
+        from kernelladder.app.verdict_report import end_of_run_lines
 
-        versus = best_versus_line(the_run.run_dir, state.best_attempt)
-        if versus:
-            print(versus, file=progress, flush=True)
-        passed = [n for n, a in sorted(state.attempts.items()) if a.passed]
-        standing = standing_lines(the_run.run_dir, passed)
-        if standing:
-            print(standing, file=progress, flush=True)
+        for line in end_of_run_lines(the_run.run_dir, state):
+            print(line, file=progress, flush=True)
         print(f"log: {the_run.run_dir / 'events.jsonl'}", file=progress, flush=True)
     if the_run.internal_error is not None:
         err = the_run.internal_error

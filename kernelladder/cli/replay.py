@@ -150,18 +150,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from kernelladder.app.headless import render_state
-    from kernelladder.app.verdict_report import best_versus_line, standing_lines
+    from kernelladder.app.verdict_report import end_of_run_lines
 
     console = Console(highlight=False)
     console.print(render_state(state))
-    versus = best_versus_line(args.run_dir, state.best_attempt)
-    if versus:
-        console.print(versus, markup=False)
-    standing = standing_lines(
-        args.run_dir, [n for n, a in sorted(state.attempts.items()) if a.passed]
-    )
-    if standing:
-        console.print(standing, markup=False)
+    for line in end_of_run_lines(args.run_dir, state):
+        console.print(line, markup=False)
     if not state.finished and writer_active(args.run_dir):
         console.print("[yellow]the run is still running (another process is writing its log)[/]")
     else:
