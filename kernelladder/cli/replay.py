@@ -12,6 +12,7 @@ import asyncio
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
@@ -33,9 +34,10 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def load_state(run_dir: str) -> Any:
+def read_run_log(run_dir: str | Path) -> Any:
+    """The run's log as the engine reads it (engine.log.LogRead); one line (UsageError)
+    when it cannot be read or holds no event. `replay` and `kernelladder-tui --replay`."""
     from kernelladder.engine.log import LogError, read_log
-    from kernelladder.engine.state import fold
 
     try:
         read = read_log(run_dir)
@@ -44,6 +46,13 @@ def load_state(run_dir: str) -> Any:
     if not read.events:
         why = " (its only line is cut short or not an event)" if read.torn else ""
         raise UsageError(f"{run_dir}: the log holds no events{why}")
+    return read
+
+
+def load_state(run_dir: str) -> Any:
+    from kernelladder.engine.state import fold
+
+    read = read_run_log(run_dir)
     return fold(read.events), read.torn
 
 

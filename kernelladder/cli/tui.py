@@ -99,19 +99,13 @@ def _headless_replay(run_dir: Path) -> int:
 
 
 def _load(run_dir: Path) -> list:
-    from kernelladder.app.replay import load_events
+    from kernelladder.cli.replay import read_run_log
 
     if not (run_dir / "events.jsonl").is_file():
         raise UsageError(f"{run_dir} holds no run (no events.jsonl)")
-    try:
-        events = load_events(run_dir)
-    except Exception as exc:  # a damaged log: one line, not a traceback
-        raise UsageError(f"cannot read {run_dir}: {' '.join(str(exc).split())}") from None
-    if not events:  # the app would wait for a run that is not coming
-        written = (run_dir / "events.jsonl").stat().st_size > 0
-        why = " (its only line is cut short or not an event)" if written else ""
-        raise UsageError(f"{run_dir}: the log holds no events{why}")
-    return events
+    # a damaged log, or one with no event (the app would wait for a run that is not
+    # coming): one line, as `kernelladder replay` says it
+    return read_run_log(run_dir).events
 
 
 def main(argv: list[str] | None = None) -> int:
