@@ -390,3 +390,20 @@ def test_optimize_accepts_min_speedup_zero_and_defaults_to_it():
     args = parser.parse_args(["optimize", "rmsnorm", "--target-over", "reference", "--no-confirm"])
     options = options_from_args(args)
     assert options.target_over == "reference" and options.confirm is False
+
+
+def test_the_search_proposer_ranks_its_trials_by_the_same_rule():
+    from kernelladder.engine.proposers.search import PASS, Trial, _best
+
+    run = EXAMPLES / "h200-rmsnorm-search"
+
+    def trial(n: int, order: int) -> Trial:
+        v = read_attempt_verdict(run, n)
+        return Trial(
+            key=str(n), family="f", params={}, order=order, status=PASS, attempt=n,
+            speedup=v["speedup"], floor_fraction=v["floor_fraction"], timings=v["timings"],
+        )  # fmt: skip
+
+    # #5 is the higher over the reference and slower at 32768x8192; #22 is slower nowhere
+    assert _best([trial(5, 0), trial(22, 1)]).attempt == 22
+    assert _best([trial(22, 0), trial(5, 1)]).attempt == 22
