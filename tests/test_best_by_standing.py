@@ -11,7 +11,6 @@ against one baseline, scripted in the candidate's source, and says so.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from kernelladder.engine.summary import summarize
 from kernelladder.verifier.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standing_logs import reranked_events  # noqa: E402
 from test_engine_doubles import ScriptedRunner, make_run, move  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,39 +85,8 @@ def test_standing_shapes_of_a_recorded_verdict():
 
 
 def _rerank(run: Path):
-    """Fold a recorded run as the engine now would: each VerdictReady carries its verdict's
-    vs best and per-shape standing, and BestImproved follows from state.improvement (the
-    recorded BestImproved, decided by the reference speedup, are left out)."""
-    state = new_state()
-    for e in read_events(run):
-        if isinstance(e, ev.BestImproved):
-            continue
-        if isinstance(e, ev.VerdictReady) and e.verdict == "pass":
-            verdict = Verdict.from_dict(read_attempt_verdict(run, e.attempt))
-            merit = standing_rank.merit_from_timings(
-                verdict.timings, speedup=e.speedup, floor_fraction=None, noise=None
-            )
-            e = dataclasses.replace(
-                e,
-                vs_best=merit.vs_best,
-                standing_shapes=standing_rank.standing_shapes(verdict.timings),
-            )
-        apply(state, e)
-        if isinstance(e, ev.VerdictReady):
-            branch, overall = improvement(state, e.attempt)
-            if branch:
-                a = state.attempts[e.attempt]
-                apply(
-                    state,
-                    ev.BestImproved(
-                        attempt=e.attempt,
-                        branch_id=e.branch_id,
-                        speedup=a.speedup,
-                        overall=overall,
-                        vs_best=a.vs_best,
-                    ),
-                )
-    return state
+    """The recorded run folded as the engine now decides (tests/standing_logs.py)."""
+    return fold(reranked_events(run))
 
 
 def test_rmsnorm_best_by_standing_is_not_the_best_by_reference_speedup():

@@ -275,14 +275,14 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         top, bottom = row_of(data.band[1]), row_of(data.band[0])
         for r in range(max(0, top), min(plot_h, bottom + 1)):
             grid[r] = [(BAND, "band")] * plot_w
+    label_cells: list[tuple[int, int, str]] = []  # (row, column, character)
     if data.baseline is not None and lo <= data.baseline <= hi:
         r = row_of(data.baseline)
         label = " the baseline to beat " if data.series == SERIES_VS_BEST else " the floor "
-        line = [(BASELINE, "baseline")] * plot_w
+        grid[r] = [(BASELINE, "baseline")] * plot_w
         if plot_w > len(label) + 4:  # labelled at the right end of the line
             start = plot_w - len(label) - 1
-            line[start : start + len(label)] = [(ch, "baseline") for ch in label]
-        grid[r] = line
+            label_cells = [(r, start + i, ch) for i, ch in enumerate(label)]
     if data.target is not None and lo <= data.target <= hi:
         r = row_of(data.target)
         if grid[r][0][0] == BAND:
@@ -300,6 +300,8 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             best[p.branch] = max(best.get(p.branch, p.speedup), p.speedup)
         for branch, s in best.items():
             grid[row_of(s)][c] = (BEST, f"branch-{branch}")
+    for r, c, ch in label_cells:  # over the best-so-far lines, under the points
+        grid[r][c] = (ch, "baseline")
     for c, ps in by_col.items():
         for p in ps:
             grid[row_of(p.speedup)][c] = (POINT, f"branch-{p.branch}")
