@@ -584,7 +584,12 @@ class MainScreen(Screen):
         self.app.push_screen(
             InputPrompt(
                 "Change the target speedup",
-                "A speedup over the reference, e.g. 1.5; empty or 'none' for no target.",
+                (
+                    "A speedup over the reference, e.g. 1.5; empty or 'none' for no target."
+                    if (self.view.settings or {}).get("target_over", "reference") == "reference"
+                    else "vs best: a speedup over the fastest library baseline (geomean over "
+                    "the shapes), e.g. 1.05; empty or 'none' for no target."
+                ),
                 value=current,
                 placeholder="none",
                 check=target_error,

@@ -131,7 +131,7 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
         summary=a.summary,
         standing=a.standing,
         vs_best=a.vs_best,
-        standing_shapes=dict(a.standing_shapes),
+        standing_shapes=a.standing_shapes,  # replaced, never changed, by the fold
         source_hash=a.source_hash,
         elapsed_s=a.elapsed_s,
         retries=a.retries,

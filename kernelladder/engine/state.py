@@ -285,6 +285,8 @@ class RunState:
                     "verdict": a.verdict,
                     "gate": a.failed_gate,
                     "speedup": a.speedup,
+                    "vs_best": a.vs_best,
+                    "standing": a.standing,
                     "summary": a.summary,
                     "strategy": a.strategy,
                     "undo_cost": a.undo_cost,
