@@ -11,6 +11,7 @@ against one baseline, scripted in the candidate's source, and says so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -376,3 +377,33 @@ def test_the_search_proposer_ranks_its_trials_by_the_same_rule():
     # #5 is the higher over the reference and slower at 32768x8192; #22 is slower nowhere
     assert _best([trial(5, 0), trial(22, 1)]).attempt == 22
     assert _best([trial(22, 0), trial(5, 1)]).attempt == 22
+
+
+async def test_a_person_s_stop_still_re_measures_the_best(tmp_path):
+    from test_engine_doubles import until
+
+    runner = StandingRunner()
+    moves = [_standing_move("a", "1.02:tie 1.10:faster"), move("hold", "waits")]
+    run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=5)
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: run.state.best_attempt == 1 and len(runner.requests) >= 1, what="a best")
+    await until(lambda: 2 in run.state.attempts, what="the second attempt")
+    await run.stop("user")
+    runner.release.set()
+    state = await task
+    assert state.finish_reason == ev.RULE_USER_STOP
+    confirmed = [e for e in read_events(run.run_dir) if isinstance(e, ev.BestConfirmed)]
+    assert [c.attempt for c in confirmed][:1] == [state.best_attempt]
+
+
+async def test_the_target_stops_the_run_on_vs_best_not_on_the_reference_speedup(tmp_path):
+    runner = StandingRunner()
+    moves = [
+        _standing_move("a", "1.01:tie 1.02:tie"),  # 8x over the reference, 1.015x vs best
+        _standing_move("b", "1.10:faster 1.12:faster"),
+        _standing_move("c", "1.20:faster 1.20:faster"),
+    ]
+    run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=3, target=1.05, confirm=False)
+    state = await run.run()
+    assert state.finish_reason == ev.RULE_TARGET and state.best_attempt == 2
+    assert "vs best" in state.finish_detail and state.attempts_used == 2

@@ -164,6 +164,13 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
     if isinstance(event, ev.VerdictReady):
         where = f" at {event.gate}" if event.gate else ""
         return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {event.summary}"
+    if isinstance(event, ev.BestConfirmed):
+        figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
+        held = "confirmed" if event.held else f"did not hold: {event.detail}"
+        return event.attempt, (
+            f"{t}re-measured at the run's end: {figure}{event.rounds} rounds back to back "
+            f"per shape; {held}"
+        )
     cancelled = getattr(ev, "AttemptCancelled", None)
     if cancelled is not None and isinstance(event, cancelled):
         return event.attempt, f"{t}cancelled: {event.reason}"
