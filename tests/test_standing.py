@@ -75,12 +75,15 @@ def test_each_verdict_line_says_where_the_attempt_stands():
     # the engine's one line per verdict (the live view, the app's tree and log, replay)
     from kernelladder.engine.engine import verdict_line
 
-    assert verdict_line(_verdict(RMSNORM, 5)).endswith(
-        "; shapes vs baselines: 3 faster, 1 tie, 1 slower"
+    # vs best leads (against the fastest baseline per shape), the reference second
+    assert verdict_line(_verdict(RMSNORM, 5)) == (
+        "1.06x vs torch.compile (3 faster, 1 tie, 1 slower), 101% of floor; 8.22x over reference"
     )
-    assert verdict_line(_verdict(RMSNORM, 13)).endswith("; shapes vs baselines: 3 faster, 2 tie")
+    assert verdict_line(_verdict(RMSNORM, 13)).startswith(
+        "1.07x vs torch.compile (3 faster, 2 tie), "
+    )
     line = verdict_line(_verdict(SOFTMAX, 16))
-    assert line.endswith("of floor; beats every baseline"), line
+    assert "(beats every baseline)" in line and line.endswith("over reference"), line
 
 
 def _demo_with_standing():

@@ -139,18 +139,27 @@ def new_run_id(op_name: str) -> str:
 
 
 def verdict_line(verdict: Any, versus: str | None = None) -> str:
-    """One line: the failing gate's detail, or the speed (or why it was not measured) and
-    where the candidate stands against the baselines (`versus`: standing_text of its
-    timings, worked out here when not given)."""
+    """One line: the failing gate's detail, or the speed (or why it was not measured).
+    With a library baseline timed, vs best leads: "1.07x vs torch.compile (3 faster, 2
+    tie), 103% of floor; 8.14x over reference"; else the speedup over the reference and
+    the standing as before. `versus`: standing_text of its timings, when worked out."""
     if verdict.verdict != "pass":
         gate = verdict.gates.get(verdict.gate or "")
         return one_line(gate.detail if gate else verdict.kind)
     if verdict.speedup is not None:
-        line = f"{verdict.speedup:.3g}x"
-        if verdict.floor_fraction is not None:
-            line += f", {verdict.floor_fraction:.0%} of floor"
         if versus is None:
             versus = standing_text(standing(verdict.timings))
+        floor = (
+            f", {verdict.floor_fraction:.0%} of floor" if verdict.floor_fraction is not None else ""
+        )
+        geomean = vs_best(verdict.timings)
+        if geomean is not None:  # the figure of merit first, the reference second
+            against = best_baseline_name(standing_shapes(verdict.timings)) or "best"
+            words = f" ({versus})" if versus else ""
+            return (
+                f"{geomean:.3g}x vs {against}{words}{floor}; {verdict.speedup:.3g}x over reference"
+            )
+        line = f"{verdict.speedup:.3g}x{floor}"
         if versus and versus != BEATS_EVERY_BASELINE:
             versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape
         return f"{line}; {versus}" if versus else line
@@ -1012,8 +1021,9 @@ class Run:
         try:
             await self._confirm_task
         except asyncio.CancelledError:
-            if self._run_cancelled:
-                raise
+            current = asyncio.current_task()
+            if self._run_cancelled or (current is not None and current.cancelling()):
+                raise  # the run itself is being cancelled, not only the re-measure
             self._emit(ev.Notice(level="warning", message="re-measuring the best was stopped"))
         finally:
             self._confirm_task = None
