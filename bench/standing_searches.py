@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # seconds of search per op (--time-limit): attention verifies about 10 attempts a minute,
 # rmsnorm and softmax about 17; each run also starts a worker and, at the end, re-measures
 # its best (and the runner-up when within noise) in a fresh worker: about 40-60 s more
-SEARCH_S = {"rmsnorm": 75, "softmax": 75, "attention": 90, "int8_matmul": 75, "kv_quant": 75}
-OVERHEAD_S = 75  # worker start, baselines compiled, the re-measure, replay
+SEARCH_S = {"rmsnorm": 70, "softmax": 70, "attention": 85, "int8_matmul": 70, "kv_quant": 70}
+OVERHEAD_S = 70  # worker start, baselines compiled, the re-measure, replay
 
 
 def _cli(*args: str) -> list[str]:

@@ -275,7 +275,8 @@ async def test_the_best_is_re_measured_at_the_end_and_the_summary_says_confirmed
     state = await run.run()
     assert state.best_attempt == 3  # slower nowhere, then vs best
     confirms = [r for r in runner.requests if r.pair_every_shape]
-    assert confirms and all(r.paired_rounds == 15 and r.fresh_worker for r in confirms)
+    assert confirms and all(r.paired_rounds == 15 for r in confirms)
+    assert confirms[0].fresh_worker and not any(r.fresh_worker for r in confirms[1:])
     events = read_events(run.run_dir)
     confirmed = [e for e in events if isinstance(e, ev.BestConfirmed)]
     assert confirmed[0].attempt == 3 and confirmed[0].held and confirmed[0].rounds == 15

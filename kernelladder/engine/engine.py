@@ -1033,7 +1033,8 @@ class Run:
         done = 0
         while queue and done < CONFIRM_LIMIT:
             n = queue.pop(0)
-            held = await self._confirm_one(n)
+            # one fresh worker for the re-measures: later ones reuse it (its baselines)
+            held = await self._confirm_one(n, fresh=done == 0)
             if held is None:  # the runner failed: said so; nothing more to re-measure
                 return
             done += 1
@@ -1041,14 +1042,14 @@ class Run:
             if not queue and not held_any and rest:
                 queue.append(rest.pop(0))
 
-    async def _confirm_one(self, n: int) -> bool | None:
+    async def _confirm_one(self, n: int, *, fresh: bool = True) -> bool | None:
         a = self.state.attempts[n]
         against = best_baseline_name(a.standing_shapes) or "the fastest baseline"
         self._emit(
             ev.Notice(
                 level="info",
                 message=f"re-measuring #{n} against {against}: {CONFIRM_ROUNDS} rounds back "
-                "to back per shape in a fresh worker",
+                f"to back per shape in {'a fresh' if fresh else 'the same fresh'} worker",
             )
         )
         request = VerifyRequest(
@@ -1059,7 +1060,7 @@ class Run:
             timeout_s=self.options.timeout_s,
             paired_rounds=CONFIRM_ROUNDS,
             pair_every_shape=True,
-            fresh_worker=True,
+            fresh_worker=fresh,
         )
         try:
             verdict = await self.runner.verify(request)
