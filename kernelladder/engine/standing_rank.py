@@ -16,12 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.verifier.verdict import (
-    ShapeTiming,
-    fastest_baseline,
-    versus_fastest_baseline,
-    vs_best,
-)
+from kernelladder.verifier.verdict import ShapeTiming, versus_fastest_baseline, vs_best
 
 MIN_NOISE = 0.01  # gains below 1% are never trusted, however quiet the timings
 TARGET_OVER = ("best", "reference")  # what --target is a speedup over
@@ -165,7 +160,6 @@ __all__ = [
     "Merit",
     "best_baseline_name",
     "better",
-    "fastest_baseline",
     "is_gain",
     "merit_from_timings",
     "merit_of",
