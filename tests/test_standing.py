@@ -23,7 +23,8 @@ def test_none_faster_everywhere_names_the_closest_not_the_best_by_speedup():
     lines = text.splitlines()
     assert lines[0].startswith("none of 27 attempts is faster than every baseline")
     # the run's best by speedup (#5) loses every round at 32768x8192: not among the closest
-    assert lines[1] == "  #13: faster at 3; tie at 32768x8192 bf16, tiny 1x1000 fp32"
+    # the closest by the run's rule: slower nowhere, then the highest vs best (#22)
+    assert lines[1] == "  #22: faster at 3; tie at 32768x8192 bf16, tiny 1x1000 fp32"
     assert len(lines) == 4 and not any(line.startswith("  #5:") for line in lines)
 
 
@@ -74,12 +75,15 @@ def test_each_verdict_line_says_where_the_attempt_stands():
     # the engine's one line per verdict (the live view, the app's tree and log, replay)
     from kernelladder.engine.engine import verdict_line
 
-    assert verdict_line(_verdict(RMSNORM, 5)).endswith(
-        "; shapes vs baselines: 3 faster, 1 tie, 1 slower"
+    # vs best leads (against the fastest baseline per shape), the reference second
+    assert verdict_line(_verdict(RMSNORM, 5)) == (
+        "1.06x vs torch.compile (3 faster, 1 tie, 1 slower), 101% of floor; 8.22x over reference"
     )
-    assert verdict_line(_verdict(RMSNORM, 13)).endswith("; shapes vs baselines: 3 faster, 2 tie")
+    assert verdict_line(_verdict(RMSNORM, 13)).startswith(
+        "1.07x vs torch.compile (3 faster, 2 tie), "
+    )
     line = verdict_line(_verdict(SOFTMAX, 16))
-    assert line.endswith("of floor; beats every baseline"), line
+    assert "(beats every baseline)" in line and line.endswith("over reference"), line
 
 
 def _demo_with_standing():

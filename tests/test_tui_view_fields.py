@@ -17,6 +17,7 @@ RENAMED = {
     "stopping": "state",
     "finished": "state",
     "pending_gates": "gates",  # the pending ones, as GateViews, oldest first
+    "confirmations": "best_confirmed",  # the best's re-measure: confirmed / did not hold
 }
 
 # RunState fields the screen deliberately does not show (say why when adding one).

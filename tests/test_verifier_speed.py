@@ -64,12 +64,13 @@ def named(name):
     return fn
 v.baseline_fns = lambda spec, shape, inputs: {n: named(n) for n in TABLE if n != "reference"}
 verdicts = []
-for CAND_MS, min_speedup, path in json.loads(sys.argv[1]):
+for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
     RIVAL_FAILS = CAND_MS.get("rival_fails") if isinstance(CAND_MS, dict) else None
     CAND_MS = CAND_MS["cand"] if isinstance(CAND_MS, dict) else CAND_MS
     CAND = itertools.cycle(CAND_MS if isinstance(CAND_MS, list) else [CAND_MS])
     src = open(path).read()
-    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,))
+    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,),
+                         **(extra[0] if extra else {}))
     verdicts.append(v.verify(opts).verdict.to_dict())
 print(json.dumps(verdicts))
 """
@@ -81,7 +82,13 @@ SCENARIOS = [
     (1.0, 1.0, HONEST, "pass", None),
     (1.0, 3.0, HONEST, "fail", "speed"),
     (0.04, 1.0, HONEST, "fail", "anti-cheat"),
+    # a correct kernel at 0.9x the reference: a pass with optimize's min speedup 0 (its
+    # standing says it is slower), a speed failure with check's 1.0
+    (2.0 / 0.9, 0.0, HONEST, "pass", None),
+    (2.0 / 0.9, 1.0, HONEST, "fail", "speed"),
 ]
+# the end of a run re-measures its best: 15 rounds with the fastest baseline at every shape
+REMEASURE = (1.0, 0.0, HONEST, {"paired_rounds": 15, "pair_every_shape": True})
 
 
 # The fastest baseline (F.rms_norm, 0.5 ms) close to the candidate: the two are timed back
@@ -103,6 +110,7 @@ def verdicts() -> list[dict]:
         [s[:3] for s in SCENARIOS]
         + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))]
         + [(cand, 1.0, path) for cand, path, _word in PAIRED]
+        + [REMEASURE]
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
@@ -189,3 +197,19 @@ def test_the_int8_ceiling_is_the_higher_of_int_mm_and_twice_bf16():
     assert with_int8_ceiling({"bf16": 1e11, "int8_int_mm": 3e11})["int8"] == 3e11
     assert with_int8_ceiling({"int8_int_mm": 3e11})["int8"] == 3e11  # no bf16 measured
     assert "int8" not in with_int8_ceiling({"copy": 1.0})  # nothing to go on: no floor
+
+
+def test_a_re_measure_times_every_shape_back_to_back_for_more_rounds(verdicts):
+    v = verdicts[len(SCENARIOS) + 1 + len(PAIRED)]  # 1.0 ms against 0.5 ms: far apart
+    assert v["verdict"] == "pass", v["gates"]
+    for t in v["timings"]:
+        assert t["paired"]["baseline"] == "F.rms_norm" and t["paired"]["rounds"] == 15
+        assert (t["paired"]["lost"], t["paired"]["verdict"]) == (15, "slower")
+
+
+def test_a_correct_kernel_slower_than_the_reference_passes_at_min_speedup_zero(verdicts):
+    slow = verdicts[3]
+    assert slow["speedup"] == pytest.approx(0.9)
+    assert slow["gates"]["speed"]["status"] == "pass"
+    assert "min 0x" in slow["gates"]["speed"]["detail"]
+    assert verdicts[4]["gates"]["speed"]["detail"].startswith("too slow")

@@ -249,6 +249,14 @@ class MainScreen(Screen):
             tooltip="Keep the newest attempt selected",
         ),
         Binding(
+            "F",
+            "toggle_chart_series",
+            "Floor",
+            id="view.chart_series",
+            show=False,
+            tooltip="Chart: vs best <-> fraction of the floor",
+        ),
+        Binding(
             "1",
             "show_tab('tab-log')",
             "Log",
@@ -576,7 +584,12 @@ class MainScreen(Screen):
         self.app.push_screen(
             InputPrompt(
                 "Change the target speedup",
-                "A speedup over the reference, e.g. 1.5; empty or 'none' for no target.",
+                (
+                    "A speedup over the reference, e.g. 1.5; empty or 'none' for no target."
+                    if (self.view.settings or {}).get("target_over", "reference") == "reference"
+                    else "vs best: a speedup over the fastest library baseline (geomean over "
+                    "the shapes), e.g. 1.05; empty or 'none' for no target."
+                ),
                 value=current,
                 placeholder="none",
                 check=target_error,
@@ -638,6 +651,10 @@ class MainScreen(Screen):
         newest = max(self.view.attempts, default=None)
         if newest is not None:
             tree.select_attempt(newest)
+
+    def action_toggle_chart_series(self) -> None:
+        series = self.query_one(SpeedupChart).toggle_series()
+        self.notify(f"chart: {series}", timeout=2)
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(AttemptPanel).active = tab

@@ -17,6 +17,7 @@ from kernelladder.app import view as v
 from kernelladder.app.view import EMPTY_VIEW, RunView
 from kernelladder.engine import events as ev
 from kernelladder.engine import state as st
+from kernelladder.engine.standing_rank import best_baseline_name, standing_counts
 from kernelladder.engine.state import RunState, apply, new_state
 
 
@@ -95,11 +96,20 @@ def build_view(s: RunState) -> RunView:
         best_speedup=s.best_speedup,
         best_floor_fraction=best.floor_fraction if best is not None else None,
         best_branch=best.branch_id if best is not None else None,
+        best_vs_best=best.vs_best if best is not None else None,
+        best_versus=best_baseline_name(best.standing_shapes) if best is not None else None,
+        best_standing=standing_counts(best.standing_shapes) if best is not None else "",
+        best_confirmed=_confirmed(s, s.best_attempt),
         branches=branches,
         attempts=attempts,
         gates=gates,
         hints=s.hints,
     )
+
+
+def _confirmed(s: RunState, attempt: int | None) -> str:
+    c = s.confirmations.get(attempt) if attempt is not None else None
+    return "" if c is None else ("confirmed" if c["held"] else "did not hold")
 
 
 def _attempt_view(a: st.AttemptState) -> v.AttemptView:
@@ -120,6 +130,8 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
         noise=a.noise,
         summary=a.summary,
         standing=a.standing,
+        vs_best=a.vs_best,
+        standing_shapes=a.standing_shapes,  # replaced, never changed, by the fold
         source_hash=a.source_hash,
         elapsed_s=a.elapsed_s,
         retries=a.retries,
@@ -152,6 +164,13 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
     if isinstance(event, ev.VerdictReady):
         where = f" at {event.gate}" if event.gate else ""
         return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {event.summary}"
+    if isinstance(event, ev.BestConfirmed):
+        figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
+        held = "confirmed" if event.held else f"did not hold: {event.detail}"
+        return event.attempt, (
+            f"{t}re-measured at the run's end: {figure}{event.rounds} rounds back to back "
+            f"per shape; {held}"
+        )
     cancelled = getattr(ev, "AttemptCancelled", None)
     if cancelled is not None and isinstance(event, cancelled):
         return event.attempt, f"{t}cancelled: {event.reason}"

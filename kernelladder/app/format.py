@@ -50,10 +50,24 @@ def attempt_mark(a: v.AttemptView) -> str:
     return MARKS.get(a.state, "·")
 
 
+STANDING_MARKS = {"faster": "▲", "tie": "=", "slower": "▼"}
+
+
+def standing_marks(a: v.AttemptView) -> str:
+    """One mark per shape against the fastest baseline, in suite order: ▲ faster, = tie,
+    ▼ slower ("" where the log records no per-shape standing)."""
+    return "".join(
+        STANDING_MARKS.get(row.get("standing"), "?") for row in a.standing_shapes.values()
+    )
+
+
 def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
-    """What the tree says after the mark: a speedup, a failing gate, or the state."""
+    """What the tree says after the mark: vs best (where the log records it), else the
+    speedup over the reference, a failing gate, or the state."""
     if a.state == v.ATTEMPT_JUDGED:
         if a.passed:
+            if a.vs_best is not None:
+                return f"{a.vs_best:.2f}× vs best"
             if a.speedup is not None:
                 return speedup(a.speedup)
             return "pass" if not speed_measured else "pass, no speed"

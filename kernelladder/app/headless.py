@@ -68,8 +68,7 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
         f"  target {_speed(state.target) if state.target else '-'}{speed_note}\n"
         f"{run_status(state)}  elapsed {_clock(state.elapsed_at(now))}"
         f"  attempts {state.attempts_used}/{state.setting('max_attempts', '-')}"
-        f"  passed {state.passed}  best {_speed(state.best_speedup)}"
-        f"{' (#' + str(state.best_attempt) + ')' if state.best_attempt else ''}"
+        f"  passed {state.passed}  best {_best_in_header(state)}"
         f"  cost ${state.cost_usd:.2f}"
     )
     branches = Table(title="branches", expand=True, title_justify="left")
@@ -131,8 +130,15 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         if e.verdict == "pass":
             return f"#{e.attempt} {e.branch_id} {_pass_text(e.summary)}"
         return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
+    if isinstance(e, ev.BestImproved) and e.overall and e.vs_best is not None:
+        over = f", {_speed(e.speedup)} over the reference" if e.speedup else ""
+        return f"best: #{e.attempt} ({e.vs_best:.2f}x vs best{over})"
     if isinstance(e, ev.BestImproved) and e.overall:
         return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
+    if isinstance(e, ev.BestConfirmed):
+        figure = f"vs best {e.vs_best:.3f}x, " if e.vs_best is not None else ""
+        held = "confirmed" if e.held else f"did not hold ({e.detail})"
+        return f"#{e.attempt} re-measured: {figure}{e.rounds} rounds per shape; {held}"
     if isinstance(e, ev.GateRaised):
         return f"gate {e.gate_id}: #{e.attempt} {e.move} is {e.undo_cost}: {e.reason}"
     if isinstance(e, ev.GateResolved):
@@ -151,8 +157,27 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):
         best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
+        if e.best_vs_best is not None:
+            best += f" ({e.best_vs_best:.2f}x vs best)"
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
+
+
+def _best_in_header(state: RunState) -> str:
+    """The best by standing where the log records it ("#22 1.07x vs torch.compile · 3
+    faster 2 tie · 103% floor, 8.14x over the reference"), else as older runs showed it."""
+    from kernelladder.app.verdict_report import best_figure
+
+    best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
+    figure = best_figure(best)
+    if figure is None:
+        tail = f" (#{state.best_attempt})" if state.best_attempt else ""
+        return f"{_speed(state.best_speedup)}{tail}"
+    confirmation = state.confirmations.get(best.number)
+    mark = "" if confirmation is None else (
+        " · confirmed" if confirmation["held"] else " · did not hold"
+    )  # fmt: skip
+    return f"{figure}, {_speed(best.speedup)} over the reference{mark}"
 
 
 def _best(attempt: int | None, speedup: float | None, none: str) -> str:

@@ -12,6 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.app.format import versus_timing
+from kernelladder.engine.standing_rank import (
+    best_baseline_name,
+    merit_from_timings,
+    standing_counts,
+)
 from kernelladder.verifier.verdict import (
     BEATS_EVERY_BASELINE,
     FAIL,
@@ -207,20 +212,73 @@ STANDING_SHOWN = 3  # attempts named when none is faster everywhere
 
 
 def end_of_run_lines(run_dir: Any, state: Any) -> list[str]:
-    """What `optimize` prints at its end and `replay` after its table: the best attempt
-    against the fastest baseline per shape, then where the passing attempts stand."""
+    """What `optimize` prints at its end and `replay` after its table: the best by
+    standing in one line (logs that record vs best), the best attempt against the fastest
+    baseline per shape, the end's re-measures, then where the passing attempts stand."""
     passed = [n for n, a in sorted(state.attempts.items()) if a.passed]
-    lines = (best_versus_line(run_dir, state.best_attempt), standing_lines(run_dir, passed))
+    lines = (
+        best_standing_line(state),
+        best_versus_line(run_dir, state.best_attempt),
+        confirmation_lines(state),
+        standing_lines(run_dir, passed),
+    )
     return [line for line in lines if line]
+
+
+def best_figure(attempt: Any) -> str | None:
+    """An attempt by the figure of merit: "#4 1.03x vs torch.compile · 3 faster 2 tie ·
+    101% floor"; None when it has no vs best (older logs, no speed, no baseline)."""
+    if attempt is None or getattr(attempt, "vs_best", None) is None:
+        return None
+    shapes = attempt.standing_shapes
+    versus = best_baseline_name(shapes) or "the fastest baseline"
+    parts = [f"#{attempt.number} {attempt.vs_best:.2f}x vs {versus}"]
+    counts = standing_counts(shapes)
+    if counts:
+        parts.append(counts)
+    if attempt.floor_fraction is not None:
+        parts.append(f"{attempt.floor_fraction:.0%} floor")
+    return " · ".join(parts)
+
+
+def best_standing_line(state: Any) -> str | None:
+    best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
+    figure = best_figure(best)
+    if figure is None:
+        return None
+    line = f"best {figure} ({best.speedup:.3g}x over the reference)"
+    confirmation = state.confirmations.get(best.number)
+    if confirmation is not None:
+        line += " · " + ("confirmed" if confirmation["held"] else "did not hold")
+    return line
+
+
+def confirmation_lines(state: Any) -> str | None:
+    """The end's re-measures (BestConfirmed), one line each; None when there were none."""
+    if not state.confirmations:
+        return None
+    lines = ["re-measured at the end (back to back with the fastest baseline):"]
+    for c in state.confirmations.values():
+        figure = "-" if c["vs_best"] is None else f"{c['vs_best']:.3f}x"
+        recorded = "-" if c["recorded_vs_best"] is None else f"{c['recorded_vs_best']:.3f}x"
+        words = standing_counts(c["shapes"])
+        noise = "" if c["noise"] is None else f", noise {c['noise']:.1%}"
+        verdict = "confirmed" if c["held"] else f"did not hold: {c['detail']}"
+        lines.append(
+            f"  #{c['attempt']}: vs best {figure} (was {recorded}), {c['rounds']} rounds"
+            f"{noise}; {words or 'no standing'}; {verdict}"
+        )
+    return "\n".join(lines)
 
 
 def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
     """Where a run's passing attempts stand against the fastest library baseline over the
-    whole suite: which are faster at every shape or, when none is, the few closest (never
-    slower first, then most shapes faster). The best by speedup over the reference can
+    whole suite: which are faster at every shape or, when none is, the few closest (by
+    the run's one rule: slower nowhere first, then vs best, then the floor fraction). The best by speedup over the reference can
     lose to a baseline at one shape while another attempt ties there. None when no
     attempt has a standing at every shape (speed not measured, or no baseline ran)."""
     standings = []  # (attempt, words per shape label, speedup)
+    ranks = {}
     for n in attempts:
         verdict = _saved_verdict(run_dir, n)
         if verdict is None or not verdict.passed or not verdict.timings:
@@ -228,6 +286,13 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
         words = standing(verdict.timings)
         if len(words) == len(verdict.timings):
             standings.append((n, words, verdict.speedup or 0.0))
+            merit = merit_from_timings(
+                verdict.timings,
+                speedup=verdict.speedup,
+                floor_fraction=verdict.floor_fraction,
+                noise=verdict.noise,
+            )
+            ranks[n] = (merit.key(), -n)  # ties: the earlier attempt first
     if not standings:
         return None
     judged = len(standings)
@@ -236,13 +301,11 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
         names = ", ".join(f"#{n}" for n in everywhere)
         return f"faster than every baseline at every shape: {names} ({len(everywhere)} of {judged})"
 
-    def closeness(item: tuple[int, dict[str, str], float]) -> tuple[int, int, float]:
-        _, words, speedup = item  # then the higher speedup over the reference
-        values = list(words.values())
-        return (values.count("slower"), -values.count("faster"), -speedup)
-
     lines = [f"none of {judged} attempts is faster than every baseline at every shape; closest:"]
-    for n, words, _ in sorted(standings, key=closeness)[:STANDING_SHOWN]:
+    # closest by the run's one rule: slower nowhere first, then vs best, then the floor
+    for n, words, _ in sorted(standings, key=lambda item: ranks[item[0]], reverse=True)[
+        :STANDING_SHOWN
+    ]:
         parts = []
         for word in VERSUS_WORDS:
             labels = [label for label, w in words.items() if w == word]

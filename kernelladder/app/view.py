@@ -50,6 +50,8 @@ class AttemptView:
     noise: float | None = None
     summary: str = ""
     standing: str = ""  # against the fastest baseline per shape (VerdictReady.standing)
+    vs_best: float | None = None  # geomean over the fastest baseline per shape
+    standing_shapes: dict[str, Any] = field(default_factory=dict)  # label -> row
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
@@ -118,6 +120,12 @@ class RunView:
     best_speedup: float | None = None
     best_floor_fraction: float | None = None
     best_branch: str | None = None
+    # the best by standing (logs that record vs best): "1.03x vs torch.compile", "3 faster
+    # 2 tie", and the end's re-measure ("confirmed" | "did not hold" | "")
+    best_vs_best: float | None = None
+    best_versus: str | None = None
+    best_standing: str = ""
+    best_confirmed: str = ""
     branches: tuple[BranchView, ...] = ()
     attempts: dict[int, AttemptView] = field(default_factory=dict)
     gates: tuple[GateView, ...] = ()  # pending, oldest first

@@ -38,6 +38,8 @@ _RESUMABLE = {
     "gate_timeout": "gate_timeout_s",
     "gate_timeout_policy": "gate_timeout_policy",
     "timeout": "timeout_s",
+    "target_over": "target_over",
+    "no_confirm": "confirm",
 }
 # flag dest -> RunOptions field, fixed for the life of a run
 _FIXED = {
@@ -90,8 +92,28 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", default=None, help="model for the api/code proposers")
     p.add_argument(
-        "--target", type=_positive(float), default=None, help="stop once this speedup is reached"
+        "--target",
+        type=_positive(float),
+        default=None,
+        help="stop once the best reaches this speedup over the fastest library baseline "
+        "(geomean over the shapes; see --target-over)",
     )
+
+    p.add_argument(
+        "--target-over",
+        choices=("best", "reference"),
+        default=None,
+        help="what --target is a speedup over: best (default: the fastest library baseline "
+        "per shape) or reference (the op's reference)",
+    )
+    p.add_argument(
+        "--no-confirm",
+        action="store_const",
+        const=False,
+        default=None,
+        help="do not re-measure the best against the fastest baseline when the run ends",
+    )
+
     p.add_argument(
         "--max-attempts",
         type=_positive(int),
@@ -152,9 +174,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--min-speedup",
-        type=_positive(float),
+        type=_non_negative,
         default=None,
-        help="speed gate threshold (default 1.0)",
+        help="speed gate threshold over the reference (default 0: a correct kernel slower "
+        "than the reference passes, its standing says so)",
     )
     p.add_argument(
         "--replay-from",

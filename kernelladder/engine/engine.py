@@ -29,6 +29,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.channels import Broadcaster, Subscription
 from kernelladder.engine.gating import assess_undo
 from kernelladder.engine.log import (
+    ATTEMPTS_DIR,
     EventLog,
     LogError,
     read_attempt_source,
@@ -36,6 +37,7 @@ from kernelladder.engine.log import (
     read_log,
     read_meta,
     repair_tail,
+    write_durable,
 )
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import (
@@ -55,6 +57,12 @@ from kernelladder.engine.rules import (
     max_attempts_reached,
     run_exit,
 )
+from kernelladder.engine.standing_rank import (
+    MIN_NOISE,
+    best_baseline_name,
+    merit_of,
+    standing_shapes,
+)
 from kernelladder.engine.state import (
     CANCELLED,
     GATED,
@@ -65,8 +73,9 @@ from kernelladder.engine.state import (
     fold,
     improvement,
     new_state,
+    ranked_passes,
 )
-from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE, standing, standing_text
+from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE, standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 RETRY_BACKOFF_S = 1.0
@@ -74,6 +83,8 @@ PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
 PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped
 PROGRESS_INTERVAL_S = 0.5
 GATE_POLICIES = ("ask", "approve", "veto")
+CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
+CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)
 
 # What a branch task is doing, for shutdown (verifications finish, the rest is cancelled).
 IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
@@ -128,18 +139,27 @@ def new_run_id(op_name: str) -> str:
 
 
 def verdict_line(verdict: Any, versus: str | None = None) -> str:
-    """One line: the failing gate's detail, or the speed (or why it was not measured) and
-    where the candidate stands against the baselines (`versus`: standing_text of its
-    timings, worked out here when not given)."""
+    """One line: the failing gate's detail, or the speed (or why it was not measured).
+    With a library baseline timed, vs best leads: "1.07x vs torch.compile (3 faster, 2
+    tie), 103% of floor; 8.14x over reference"; else the speedup over the reference and
+    the standing as before. `versus`: standing_text of its timings, when worked out."""
     if verdict.verdict != "pass":
         gate = verdict.gates.get(verdict.gate or "")
         return one_line(gate.detail if gate else verdict.kind)
     if verdict.speedup is not None:
-        line = f"{verdict.speedup:.3g}x"
-        if verdict.floor_fraction is not None:
-            line += f", {verdict.floor_fraction:.0%} of floor"
         if versus is None:
             versus = standing_text(standing(verdict.timings))
+        floor = (
+            f", {verdict.floor_fraction:.0%} of floor" if verdict.floor_fraction is not None else ""
+        )
+        geomean = vs_best(verdict.timings)
+        if geomean is not None:  # the figure of merit first, the reference second
+            against = best_baseline_name(standing_shapes(verdict.timings)) or "best"
+            words = f" ({versus})" if versus else ""
+            return (
+                f"{geomean:.3g}x vs {against}{words}{floor}; {verdict.speedup:.3g}x over reference"
+            )
+        line = f"{verdict.speedup:.3g}x{floor}"
         if versus and versus != BEATS_EVERY_BASELINE:
             versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape
         return f"{line}; {versus}" if versus else line
@@ -207,6 +227,8 @@ class Run:
         self._stop_detail = ""
         self._early_runner_error: Exception | None = None  # see runner_start_failed
         self._cancel_inflight = False
+        self._run_cancelled = False  # run() itself was cancelled: end without re-measuring
+        self._confirm_task: asyncio.Future[Any] | None = None
         self._finished = asyncio.Event()
         self.internal_error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -266,6 +288,7 @@ class Run:
             except asyncio.CancelledError:
                 reason, detail = ev.RULE_USER_STOP, "the run was cancelled"
                 self._cancel_inflight = True
+                self._run_cancelled = True
                 raise
             except Exception as exc:  # an engine bug: record it, end the run, say so
                 self.internal_error = exc
@@ -391,7 +414,11 @@ class Run:
         """Stop cleanly: proposals and gate waits are dropped, verifications finish and
         are recorded. A second stop (or cancel=True) cancels verifications too (recorded
         as AttemptCancelled; a resume re-runs them). Returns once StopRequested is logged;
-        `run()` returns after RunFinished."""
+        `run()` returns after RunFinished. While the best is being re-measured at the end,
+        a stop ends the re-measure (recorded as a Notice)."""
+        if self._confirm_task is not None and not self._confirm_task.done():
+            self._confirm_task.cancel()
+            return
         self._check_live()
         rule = reason if reason in _RULES else ev.RULE_USER_STOP
         detail = "" if reason in _RULES or reason == "user" else one_line(reason)
@@ -578,12 +605,15 @@ class Run:
                 if line:
                     self._emit(ev.Notice(level="warning", message=one_line(line)))
                 if not self.state.finished:
+                    await self._confirm_at_end(reason)
+                    best = self.state.attempts.get(self.state.best_attempt or -1)
                     self._emit(
                         ev.RunFinished(
                             reason=reason,
                             detail=detail,
                             best_attempt=self.state.best_attempt,
                             best_speedup=self.state.best_speedup,
+                            best_vs_best=best.vs_best if best is not None else None,
                         )
                     )
         finally:
@@ -909,6 +939,8 @@ class Run:
         self._verdicts[n] = full
         measured = self.state.speed_measured
         versus = standing_text(standing(verdict.timings)) if measured and verdict.passed else ""
+        shapes = standing_shapes(verdict.timings) if measured and verdict.passed else {}
+        versus_best = vs_best(verdict.timings) if measured and verdict.passed else None
         self._emit(
             ev.VerdictReady(
                 attempt=n,
@@ -923,6 +955,8 @@ class Run:
                 verdict_hash=verdict_hash,
                 elapsed_s=float(verdict.elapsed_s or 0.0),
                 standing=versus,
+                vs_best=None if versus_best is None else round(versus_best, 6),
+                standing_shapes=shapes,
             )
         )
         better_branch, better_run = improvement(self.state, n)
@@ -934,12 +968,149 @@ class Run:
                     speedup=self.state.attempts[n].speedup,
                     previous=b.best_speedup if b.best_speedup is not None else b.baseline_speedup,
                     overall=better_run,
+                    vs_best=self.state.attempts[n].vs_best,
                 )
             )
         if not b.closed:
             hit = branch_exit(self.state, b)
             if hit is not None:
                 self._emit(ev.BranchExhausted(branch_id=bid, rule=hit[0], detail=hit[1]))
+
+    # --- the end: the best re-measured -------------------------------------------------------
+    async def _confirm_at_end(self, reason: str) -> None:
+        """Re-measure the run's best (and the runner-up when within noise) in a fresh
+        worker, back to back with the fastest baseline at every shape for CONFIRM_ROUNDS
+        rounds; record BestConfirmed for each; when one does not hold, the next best is
+        re-measured (CONFIRM_LIMIT in all). Skipped, with a Notice, where it cannot run."""
+        s = self.state
+        if not self.options.confirm or self._run_cancelled or self.internal_error is not None:
+            return
+        best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
+        if best is None:
+            return
+        if not s.speed_measured:
+            self._emit(
+                ev.Notice(
+                    level="info",
+                    message=f"best #{best.number} not re-measured: speed is not measured "
+                    "without a GPU",
+                )
+            )
+            return
+        if reason == ev.RULE_ERROR:
+            self._emit(
+                ev.Notice(
+                    level="warning",
+                    message=f"best #{best.number} not re-measured: the run ended on an error",
+                )
+            )
+            return
+        ranked = [n for n in ranked_passes(s) if s.attempts[n].vs_best is not None]
+        if not ranked:
+            self._emit(
+                ev.Notice(
+                    level="info",
+                    message=f"best #{best.number} not re-measured: no library baseline "
+                    "ran to measure it against",
+                )
+            )
+            return
+        queue = ranked[:2] if _within_noise(s, ranked[0], ranked[1:2]) else ranked[:1]
+        rest = ranked[len(queue) :]
+        self._confirm_task = asyncio.ensure_future(self._confirm_queue(queue, rest))
+        try:
+            await self._confirm_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._run_cancelled or (current is not None and current.cancelling()):
+                raise  # the run itself is being cancelled, not only the re-measure
+            self._emit(ev.Notice(level="warning", message="re-measuring the best was stopped"))
+        finally:
+            self._confirm_task = None
+
+    async def _confirm_queue(self, queue: list[int], rest: list[int]) -> None:
+        held_any = False
+        done = 0
+        while queue and done < CONFIRM_LIMIT:
+            n = queue.pop(0)
+            # one fresh worker for the re-measures: later ones reuse it (its baselines)
+            held = await self._confirm_one(n, fresh=done == 0)
+            if held is None:  # the runner failed: said so; nothing more to re-measure
+                return
+            done += 1
+            held_any = held_any or held
+            if not queue and not held_any and rest:
+                queue.append(rest.pop(0))
+
+    async def _confirm_one(self, n: int, *, fresh: bool = True) -> bool | None:
+        a = self.state.attempts[n]
+        against = best_baseline_name(a.standing_shapes) or "the fastest baseline"
+        self._emit(
+            ev.Notice(
+                level="info",
+                message=f"re-measuring #{n} against {against}: {CONFIRM_ROUNDS} rounds back "
+                f"to back per shape in {'a fresh' if fresh else 'the same fresh'} worker",
+            )
+        )
+        request = VerifyRequest(
+            op=self.op.wire,
+            source=self._source(n),
+            device=self.device,
+            min_speedup=self.options.min_speedup,
+            timeout_s=self.options.timeout_s,
+            paired_rounds=CONFIRM_ROUNDS,
+            pair_every_shape=True,
+            fresh_worker=fresh,
+        )
+        try:
+            verdict = await self.runner.verify(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            line = f"#{n} not re-measured: the runner failed: {one_line(exc)}"
+            self._emit(ev.Notice(level="warning", message=line))
+            return None
+        with contextlib.suppress(OSError):
+            text = json.dumps(verdict.to_dict(), indent=1, sort_keys=True)
+            write_durable(self.run_dir / ATTEMPTS_DIR / f"{n}.confirm.json", text.encode())
+        recorded = merit_of(a)
+        if not verdict.passed:
+            self._emit(
+                ev.BestConfirmed(
+                    attempt=n,
+                    held=False,
+                    recorded_vs_best=a.vs_best,
+                    rounds=CONFIRM_ROUNDS,
+                    detail=f"did not pass again: {verdict_line(verdict)}",
+                )
+            )
+            return False
+        shapes = standing_shapes(verdict.timings)
+        again = vs_best(verdict.timings)
+        band = max(verdict.noise or 0.0, MIN_NOISE)
+        slower = sorted(label for label, row in shapes.items() if row["standing"] == "slower")
+        why = ""
+        if recorded.never_slower and slower:
+            why = f"slower than the fastest baseline at {', '.join(slower)}"
+        elif again is None:
+            why = "no baseline ran to measure it against"
+        elif a.vs_best is not None and again * (1.0 + band) < a.vs_best:
+            why = (
+                f"vs best {again:.3g}x, below {a.vs_best:.3g}x by more than the noise ({band:.1%})"
+            )
+        self._emit(
+            ev.BestConfirmed(
+                attempt=n,
+                held=not why,
+                vs_best=None if again is None else round(again, 6),
+                recorded_vs_best=a.vs_best,
+                shapes=shapes,
+                noise=round(band, 6),
+                rounds=CONFIRM_ROUNDS,
+                detail=why,
+            )
+        )
+        return not why
 
     def _progress_sink(self, n: int) -> Callable[[str, str], None]:
         """on_progress for one attempt: the first lines of each gate are recorded, at
@@ -1019,6 +1190,18 @@ _RULES = {
     ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
     ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
 }  # fmt: skip
+
+
+def _within_noise(state: RunState, first: int, others: list[int]) -> bool:
+    """Is the runner-up (others[0]) as good as the best within the noise: slower nowhere
+    alike and vs best inside the larger noise of the two?"""
+    if not others:
+        return False
+    a, b = merit_of(state.attempts[first]), merit_of(state.attempts[others[0]])
+    if a.never_slower != b.never_slower or a.vs_best is None or b.vs_best is None:
+        return False
+    margin = max(a.noise or 0.0, b.noise or 0.0, MIN_NOISE)
+    return b.vs_best * (1.0 + margin) >= a.vs_best
 
 
 def _jsonable_meta(proposal: Proposal) -> dict[str, Any]:
@@ -1110,7 +1293,7 @@ def create_run(
 # options a resume may change (budgets and policies; never the op, device or proposer)
 RESUMABLE_OPTIONS = (
     "target", "max_attempts", "stagnation", "budget_usd", "time_limit_s", "gate",
-    "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints",
+    "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints", "target_over", "confirm",
 )  # fmt: skip
 
 

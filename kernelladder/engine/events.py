@@ -170,6 +170,7 @@ class RunFinished(Event):
     detail: str = ""
     best_attempt: int | None = None
     best_speedup: float | None = None
+    best_vs_best: float | None = None  # None in older logs and without speed
 
 
 # --- branches ------------------------------------------------------------------------
@@ -355,6 +356,11 @@ class VerdictReady(Event):
     # against the fastest library baseline per shape, in a few words ("3 faster, 2 tie",
     # "beats every baseline"); "" when speed was not measured (and in older logs)
     standing: str = ""
+    # geomean over the shapes of the fastest baseline's time over the candidate's, and per
+    # shape {"baseline", "vs_best", "standing", "rounds", "won", "lost"}; None / {} when
+    # speed was not measured (and in older logs, which then rank by the reference speedup)
+    vs_best: float | None = None
+    standing_shapes: dict[str, Any] = field(default_factory=dict)
 
 
 @_register
@@ -366,3 +372,21 @@ class BestImproved(Event):
     speedup: float | None  # None on the CPU: "best" is then the first passing attempt
     previous: float | None = None
     overall: bool = False  # also the best of the whole run
+    vs_best: float | None = None  # the attempt's vs best (None in older logs and on the CPU)
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class BestConfirmed(Event):
+    """At the end of a run a best attempt re-measured in a fresh worker, back to back
+    with the fastest baseline at every shape for more rounds than the speed gate's."""
+
+    kind: ClassVar[str] = "best_confirmed"
+    attempt: int
+    held: bool  # still slower nowhere if it was, and vs best inside the noise band
+    vs_best: float | None = None  # re-measured
+    recorded_vs_best: float | None = None  # as its verdict had it
+    shapes: dict[str, Any] = field(default_factory=dict)  # label -> row as standing_shapes
+    noise: float | None = None  # the band: the re-measure's noise (at least 1%)
+    rounds: int = 0  # back-to-back rounds per shape
+    detail: str = ""  # one line; why it did not hold, or why it could not be re-measured

@@ -12,6 +12,9 @@ class RunOptions:
     proposer: str = "search"  # "search" | "api" | "code" | "replay"
     model: str | None = None  # api/code: the model; None: the proposer's default
     target: float | None = None  # stop a branch (and the run) once this speedup is reached
+    # what the target is a speedup over: "best" (the fastest library baseline per shape,
+    # geomean) or "reference" (the op's reference)
+    target_over: str = "best"
     max_attempts: int = 40  # for the whole run
     branches: int = 3  # K branches at once (bounded by runner slots)
     stagnation: int = 8  # attempts without a gain beyond noise before a branch stops
@@ -24,7 +27,10 @@ class RunOptions:
     run_dir: str | None = None  # default: runs/<id>
     device: str | None = None  # "cuda" | "cpu"; None: cuda when available
     timeout_s: float = 300.0  # per-candidate verifier timeout
-    min_speedup: float = 1.0
+    # the speed gate's threshold over the reference: 0 in a run, so a correct kernel slower
+    # than the reference is a step whose standing says so (`check` keeps 1.0)
+    min_speedup: float = 0.0
+    confirm: bool = True  # re-measure the best at the end (GPU only)
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
     remote: bool = False  # verify over SSH (engine/ssh.py)
     remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
@@ -35,6 +41,9 @@ class RunOptions:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        # runs older than vs best recorded neither: their target and gate meant the reference
+        known.setdefault("target_over", "reference")
+        known.setdefault("min_speedup", 1.0)
         return cls(**known)
 
 

@@ -24,6 +24,11 @@ class VerifyRequest:
     timeout_s: float = 300.0
     suite: str | None = None  # None: the device's suite
     baselines: bool = True  # measure library baselines (cached per worker)
+    # the run's end re-measures its best: more back-to-back rounds with the fastest
+    # baseline, at every shape, in a worker started afresh (None/False: the speed gate's own)
+    paired_rounds: int | None = None
+    pair_every_shape: bool = False
+    fresh_worker: bool = False
 
 
 ProgressFn = Callable[[str, str], None]  # (gate, message)

@@ -1,11 +1,15 @@
 """Exit rules: deterministic counters over the folded run state; no model call, no I/O.
 
 Speed and "gain" (documented once, used by the fold and by the engine alike):
-- With speed measured (a GPU), an attempt is a *gain* when it passes and its speedup
-  beats the branch's reference (its best so far, or the attempt it was opened from) by
-  more than the measured noise: speedup > ref * (1 + max(noise, 0.01)), where noise is
-  the larger of the two attempts' relative noise. Any faster pass becomes the branch's
-  best; only a gain resets the stagnation counter.
+- With speed measured (a GPU), which pass is better is standing_rank's rule (slower than
+  the fastest baseline at no shape first, then vs best, then the floor fraction). An
+  attempt is a *gain* when it passes and beats the branch's reference (its best so far,
+  or the attempt it was opened from) beyond the measured noise: from slower somewhere to
+  slower nowhere, or vs best > ref * (1 + max(noise, 0.01)), noise being the larger of
+  the two attempts'. Logs without standings use the speedup over the reference the same
+  way. Any better pass becomes the branch's best; only a gain resets stagnation.
+- The target (--target) is on vs best; with --target-over reference, on the speedup over
+  the reference (older runs, which had no vs best, keep that meaning on resume).
 - Without speed (the CPU interpreter) nothing can be faster. "Best" is the first
   passing attempt (of the branch, of the run), and a gain is a pass whose source has
   not passed before in this run (a new verified variant); stagnation counts attempts
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from kernelladder.engine import standing_rank
 from kernelladder.engine.events import (
     RULE_ALL_BRANCHES_DONE,
     RULE_BUDGET_TIME,
@@ -30,7 +35,7 @@ from kernelladder.engine.events import (
 if TYPE_CHECKING:
     from kernelladder.engine.state import BranchState, RunState
 
-MIN_NOISE = 0.01  # gains below 1% are never trusted, however quiet the timings
+MIN_NOISE = standing_rank.MIN_NOISE  # gains below 1% are never trusted
 REPEATED_FAILURE_LIMIT = 3
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -67,16 +72,32 @@ def is_gain(
     return speedup > reference * (1.0 + margin)
 
 
+def target_over(state: RunState) -> str:
+    """What the target is a speedup over: "best" (vs best), or "reference"; a log whose
+    settings do not say is older than vs best and meant the reference."""
+    over = state.setting("target_over", "reference")
+    return over if over in standing_rank.TARGET_OVER else "reference"
+
+
+def target_hit(state: RunState, attempt: int | None) -> str | None:
+    """The detail of a reached target for this attempt (a branch's or the run's best)."""
+    target = state.target
+    a = state.attempts.get(attempt) if attempt is not None else None
+    if not state.speed_measured or target is None or a is None:
+        return None
+    merit = standing_rank.merit_of(a)
+    over = target_over(state)
+    figure = standing_rank.target_figure(merit, over)
+    if figure is None or figure < target:
+        return None
+    return f"{standing_rank.target_label(merit, over)} {figure:.3g}x >= target {target:g}x"
+
+
 def branch_exit(state: RunState, branch: BranchState) -> tuple[str, str] | None:
     """The rule that ends this branch now, with a one-line detail; None to go on."""
-    target = state.target
-    if (
-        state.speed_measured
-        and target is not None
-        and branch.best_speedup is not None
-        and branch.best_speedup >= target
-    ):
-        return RULE_TARGET, f"speedup {branch.best_speedup:.3g}x >= target {target:g}x"
+    hit = target_hit(state, branch.best_attempt)
+    if hit is not None:
+        return RULE_TARGET, hit
     limit = state.setting("stagnation")
     if limit and branch.stagnation >= limit:
         what = "gain beyond noise" if state.speed_measured else "new passing variant"
@@ -91,10 +112,9 @@ def run_exit(state: RunState, now: float | None = None) -> tuple[str, str] | Non
     """The rule that ends the whole run now (the engine also ends it when a person
     stops it or no branch is left); None to go on. `now` is wall time for the time
     budget (None: judge by the log's own last timestamp)."""
-    target = state.target
-    best = state.best_speedup
-    if state.speed_measured and target is not None and best is not None and best >= target:
-        return RULE_TARGET, f"best speedup {best:.3g}x >= target {target:g}x"
+    hit = target_hit(state, state.best_attempt)
+    if hit is not None:
+        return RULE_TARGET, f"best {hit}"
     budget = state.setting("budget_usd")
     if budget is not None and state.cost_usd >= budget:
         return RULE_BUDGET_USD, f"spent ${state.cost_usd:.2f} of ${budget:.2f}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine import events as ev
-from kernelladder.engine import rules
+from kernelladder.engine import rules, standing_rank
 
 # Branch status, as shown to a person.
 RUNNING = "running"
@@ -61,6 +61,8 @@ class AttemptState:
     noise: float | None = None
     summary: str = ""
     standing: str = ""  # VerdictReady.standing
+    vs_best: float | None = None  # VerdictReady.vs_best
+    standing_shapes: dict[str, Any] = field(default_factory=dict)  # VerdictReady.standing_shapes
     verdict_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
@@ -207,6 +209,8 @@ class RunState:
     notices: list[NoticeState] = field(default_factory=list)
     best_attempt: int | None = None
     best_speedup: float | None = None
+    # BestConfirmed events in order: attempt -> the event's fields (the last one counts)
+    confirmations: dict[int, dict[str, Any]] = field(default_factory=dict)
     passed_sources: set[str] = field(default_factory=set)
     attempts_used: int = 0  # attempt numbers handed out
     judged: int = 0
@@ -281,6 +285,8 @@ class RunState:
                     "verdict": a.verdict,
                     "gate": a.failed_gate,
                     "speedup": a.speedup,
+                    "vs_best": a.vs_best,
+                    "standing": a.standing,
                     "summary": a.summary,
                     "strategy": a.strategy,
                     "undo_cost": a.undo_cost,
@@ -554,6 +560,8 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a.noise = e.noise
     a.summary = e.summary
     a.standing = e.standing
+    a.vs_best = e.vs_best
+    a.standing_shapes = dict(e.standing_shapes)
     a.verdict_hash = e.verdict_hash
     a.elapsed_s = e.elapsed_s
     a.judged_ts = e.ts
@@ -566,7 +574,9 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     if e.verdict == "pass":
         s.passed += 1
         b.passes += 1
-        if s.speed_measured:
+        if s.speed_measured and a.vs_best is not None:
+            gain = standing_rank.is_gain(branch_reference(s, b), standing_rank.merit_of(a))
+        elif s.speed_measured:  # a log without standings: the speedup over the reference
             if b.best_speedup is not None and b.best_speedup >= (b.baseline_speedup or 0.0):
                 ref, ref_noise = b.best_speedup, b.best_noise
             else:
@@ -596,6 +606,19 @@ def _best_improved(s: RunState, e: ev.BestImproved) -> None:
         s.best_speedup = e.speedup
 
 
+def _best_confirmed(s: RunState, e: ev.BestConfirmed) -> None:
+    s.confirmations[e.attempt] = {
+        "attempt": e.attempt,
+        "held": e.held,
+        "vs_best": e.vs_best,
+        "recorded_vs_best": e.recorded_vs_best,
+        "shapes": dict(e.shapes),
+        "noise": e.noise,
+        "rounds": e.rounds,
+        "detail": e.detail,
+    }
+
+
 _HANDLERS: dict[type[ev.Event], Any] = {
     ev.RunStarted: _run_started,
     ev.RunReopened: _run_reopened,
@@ -622,6 +645,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.AttemptCancelled: _attempt_cancelled,
     ev.VerdictReady: _verdict_ready,
     ev.BestImproved: _best_improved,
+    ev.BestConfirmed: _best_confirmed,
 }
 
 
@@ -652,6 +676,13 @@ def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
     if not a.passed:
         return False, False
     b = state.branches[a.branch_id]
+    if state.speed_measured and a.speedup is not None and a.vs_best is not None:
+        merit = standing_rank.merit_of(a)
+        mine = state.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+        ref = standing_rank.merit_of(mine) if mine is not None else _origin_merit(state, b)
+        best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
+        overall = best is None or standing_rank.better(merit, standing_rank.merit_of(best))
+        return standing_rank.better(merit, ref), overall
     if state.speed_measured:
         if a.speedup is None:
             return False, False
@@ -660,3 +691,41 @@ def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
         overall = state.best_speedup is None or a.speedup > state.best_speedup
         return branch, overall
     return b.best_attempt is None, state.best_attempt is None
+
+
+def _origin_merit(state: RunState, b: BranchState) -> standing_rank.Merit | None:
+    origin = state.attempts.get(b.from_attempt) if b.from_attempt is not None else None
+    return standing_rank.merit_of(origin) if origin is not None and origin.passed else None
+
+
+def branch_reference(state: RunState, b: BranchState) -> standing_rank.Merit | None:
+    """What a branch's next attempt must beat for a gain: the better of its best so far
+    and the attempt it was opened from (standing_rank's rule)."""
+    mine = state.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+    candidates = [standing_rank.merit_of(mine)] if mine is not None else []
+    origin = _origin_merit(state, b)
+    if origin is not None:
+        candidates.append(origin)
+    ref = None
+    for m in candidates:
+        if ref is None or standing_rank.better(m, ref):
+            ref = m
+    return ref
+
+
+def ranked_passes(state: RunState) -> list[int]:
+    """Passing attempts with a measured speed, best first by standing_rank's rule (ties:
+    the earlier attempt first)."""
+    ranked: list[int] = []
+    for n in sorted(state.attempts):
+        a = state.attempts[n]
+        if not a.passed or a.speedup is None:
+            continue
+        merit = standing_rank.merit_of(a)
+        i = 0
+        while i < len(ranked) and not standing_rank.better(
+            merit, standing_rank.merit_of(state.attempts[ranked[i]])
+        ):
+            i += 1
+        ranked.insert(i, n)
+    return ranked

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelladder.engine.standing_rank import best_baseline_name
 from kernelladder.engine.state import JUDGED, VETOED, RunState
 from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
 
@@ -97,4 +98,26 @@ def summarize(state: RunState) -> dict[str, Any]:
         out["beats_every_baseline"] = sorted(
             a.number for a in judged if a.standing == BEATS_EVERY_BASELINE
         )
+    # vs best (VerdictReady.vs_best) and the end's re-measure: only in logs that record
+    # them, so older runs' summaries (and their replays) are unchanged
+    if any(a.vs_best is not None for a in judged):
+        if best is not None:
+            out["best"]["vs_best"] = _round(best.vs_best)
+            out["best"]["versus"] = best_baseline_name(best.standing_shapes)
+            out["best"]["standing_shapes"] = best.standing_shapes
+            out["best"]["speedup_over"] = "reference"
+        out["best_vs_best"] = _round(best.vs_best) if best is not None else None
+        for row, b in zip(out["branches"], state.branches.values(), strict=True):
+            mine = state.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+            row["best_vs_best"] = _round(mine.vs_best) if mine is not None else None
+    if state.confirmations:
+        out["confirmed"] = [
+            {**c, "vs_best": _round(c["vs_best"]), "noise": _round(c["noise"])}
+            for c in state.confirmations.values()
+        ]
+        held = [c["attempt"] for c in state.confirmations.values() if c["held"]]
+        out["confirmed_best"] = held[0] if held else None
+        if out["best"] is not None and best.number in state.confirmations:
+            mine = state.confirmations[best.number]
+            out["best"]["confirmed"] = "confirmed" if mine["held"] else "did not hold"
     return out

@@ -192,7 +192,10 @@ def request_dict(request: Any) -> dict[str, Any]:
     """A verify request as a dict (accepts a dict or a VerifyRequest-like object)."""
     if isinstance(request, Mapping):
         return dict(request)
-    keys = ("op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds")
+    keys = (
+        "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
+        "paired_rounds", "pair_every_shape", "fresh_worker",
+    )  # fmt: skip
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
 
 
@@ -366,7 +369,10 @@ class WorkerClient:
         timeout = float(timeout_s or req.pop("timeout_s", None) or DEFAULT_TIMEOUT_S)
         req.pop("timeout_s", None)
         fence_text = str(req.pop("fence", "") or "")
+        fresh = bool(req.pop("fresh_worker", False))
         async with self._lock:
+            if fresh:  # a re-measure wants a worker that has timed nothing yet
+                await self._discard()
             try:
                 return await self._verify_locked(req, on_progress, timeout, fence_text)
             except asyncio.CancelledError:

@@ -75,6 +75,10 @@ class VerifyOptions:
     suite: str | None = None
     seeds: tuple[int, ...] | None = None
     baselines: bool = True
+    # a re-measure (the engine's confirmation of a run's best): this many back-to-back
+    # rounds, with the fastest baseline at every shape, not only the close ones
+    paired_rounds: int = PAIRED_ROUNDS
+    pair_every_shape: bool = False
 
     @classmethod
     def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
@@ -89,6 +93,8 @@ class VerifyOptions:
             suite=msg.get("suite"),
             seeds=tuple(int(s) for s in seeds) if seeds else None,
             baselines=bool(msg.get("baselines", True)),
+            paired_rounds=max(1, int(msg.get("paired_rounds") or PAIRED_ROUNDS)),
+            pair_every_shape=bool(msg.get("pair_every_shape", False)),
         )
 
 
@@ -947,6 +953,9 @@ class _Run:
                 baselines = self.v.baseline_ms(spec, shape, inputs)
                 self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
                 rival = close_rival(cand, baselines)
+                if self.opts.pair_every_shape and rival is None:
+                    fastest = fastest_baseline(baselines)
+                    rival = fastest[0] if fastest else None
                 if rival is not None:
                     self.report("speed", f"{shape.label}: back to back with {rival}")
                     paired = self._paired(shape, inputs, pristine, timed, last, rival)
@@ -973,7 +982,7 @@ class _Run:
         last: list[Any],
         rival: str,
     ) -> dict[str, Any] | None:
-        """The candidate and its closest baseline timed back to back, PAIRED_ROUNDS times,
+        """The candidate and its closest baseline timed back to back, paired_rounds times,
         the order alternating: a margin smaller than the drift between the candidate's
         timing and the (cached) baseline's is settled by rounds won, not by two medians
         taken minutes apart. The candidate's calls here are checked as the others are.
@@ -984,7 +993,7 @@ class _Run:
         calls = launched = 0
         rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
         failed = False
-        for r in range(PAIRED_ROUNDS):
+        for r in range(self.opts.paired_rounds):
             for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
                 if who == "candidate":
                     last[1] = 0

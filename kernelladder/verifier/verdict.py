@@ -6,6 +6,7 @@ app; it imports nothing but the standard library.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -109,6 +110,18 @@ def standing(timings: Sequence[ShapeTiming]) -> dict[str, str]:
         if versus is not None:
             out[t.label] = versus[2]
     return out
+
+
+def vs_best(timings: Sequence[ShapeTiming]) -> float | None:
+    """Geomean over the shapes of the fastest baseline's time over the candidate's, each
+    shape as versus_fastest_baseline gives it (the back-to-back rounds' median ratio when
+    they were run); None when no shape has a baseline that ran."""
+    ratios = []
+    for t in timings:
+        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise, t.paired)
+        if versus is not None and versus[1] > 0 and math.isfinite(versus[1]):
+            ratios.append(math.log(versus[1]))
+    return math.exp(sum(ratios) / len(ratios)) if ratios else None
 
 
 def standing_text(words: Mapping[str, str]) -> str:

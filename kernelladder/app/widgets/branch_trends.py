@@ -1,4 +1,5 @@
-"""One row per branch: its label and a Sparkline of its attempts' speedups."""
+"""One row per branch: its label and a Sparkline of its attempts' vs best (the speedup
+over the reference in logs that do not record vs best)."""
 
 from __future__ import annotations
 
@@ -88,12 +89,13 @@ class BranchTrends(VerticalScroll):
                 row = BranchTrend(branch.branch_id, branch.strategy)
                 self._rows[branch.branch_id] = row
                 self.mount(row)
-            speedups = tuple(
-                a.speedup
+            # vs best where the log records it (the figure of merit), else the reference
+            figures = [
+                a.vs_best if a.vs_best is not None else a.speedup
                 for n in branch.attempts
                 if (a := view.attempts.get(n)) is not None and a.speedup is not None
-            )
-            row.show(speedups)
+            ]
+            row.show(tuple(x for x in figures if x is not None))
 
     def reset(self) -> None:
         for row in self._rows.values():

@@ -115,9 +115,24 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
     attempts = f"{view.attempts_judged}" + (f"/{max_attempts}" if max_attempts else "")
     time_used = fmt.duration(elapsed) + (f"/{fmt.duration(time_limit)}" if time_limit else "")
     cost = fmt.usd(view.cost_usd) + (f"/{fmt.usd(budget_usd)}" if budget_usd else "")
-    floor = Content("")
+    floor = over_reference = Content("")
     if view.best_attempt is None:
         best = Content.styled("none yet", "$text-muted")
+    elif view.best_vs_best is not None:
+        # the figure of merit first: against the fastest library baseline per shape
+        versus = view.best_versus or "best"
+        best = Content.assemble(
+            (f"#{view.best_attempt} {view.best_vs_best:.2f}x vs {versus}", "bold $success"),
+            f" · {view.best_standing}" if view.best_standing else "",
+        )
+        if view.best_confirmed:
+            style = "$success" if view.best_confirmed == "confirmed" else "bold $warning"
+            best = Content.assemble(best, " · ", (view.best_confirmed, style))
+        if view.best_floor_fraction is not None:
+            floor = Content(f" · {fmt.percent(view.best_floor_fraction)} floor")
+        over_reference = Content.styled(
+            f" ({fmt.speedup(view.best_speedup)} over reference)", "$text-muted"
+        )
     else:
         shown = (
             fmt.speedup(view.best_speedup) if view.speed_measured else "passes (speed not measured)"
@@ -141,8 +156,9 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         Content.assemble("attempts ", (attempts, "bold")),
         Content.assemble("  best ", best),
         floor,
+        over_reference,
         Content.assemble("  cost ", (cost, "bold")),
         Content.styled(gates, "bold $warning"),
     ]
     body_width = None if width is None else max(0, width - state_part.cell_length)
-    return Content("").join([fit(parts, body_width, drop=(3, 4, 0)), state_part])
+    return Content("").join([fit(parts, body_width, drop=(4, 3, 5, 0)), state_part])

@@ -1,8 +1,11 @@
 """Speedup over attempts, drawn with box and block characters through the line API.
 
-Each passing attempt is a point in its branch's colour, each branch's best-so-far is a
-line, the target is a dashed line and the noise band around the best is shaded. The
-chart redraws at most twice a second however fast events arrive.
+Where the log records vs best, each passing attempt is plotted at its geomean speedup
+over the fastest library baseline per shape, with the 1.0 line "the baseline to beat";
+`F` switches to the fraction of the floor (largest shape). Older logs plot the speedup
+over the reference, as they did. Each branch's best-so-far is a line, the target a
+dashed line, the noise band around the best shaded. The chart redraws at most twice a
+second however fast events arrive.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ BRANCH_COLOURS = 6
 GUTTER = 8  # " 12.34×┤"
 
 POINT, BEST, TARGET, BAND, EMPTY = "●", "─", "┄", "░", " "
+BASELINE = "╌"  # the 1.0 line: the fastest library baseline, the one to beat
+SERIES_VS_BEST, SERIES_FLOOR, SERIES_REFERENCE = "vs best", "floor", "over reference"
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,65 @@ class ChartData:
     band: tuple[float, float] | None  # noise band around the best speedup
     title: str
     measured: bool
+    series: str = SERIES_REFERENCE
+    baseline: float | None = None  # a line drawn at this value, labelled "the baseline to beat"
 
 
-def chart_data(view: v.RunView) -> ChartData:
+def _value(a: v.AttemptView, series: str) -> float | None:
+    if series == SERIES_VS_BEST:
+        return a.vs_best
+    if series == SERIES_FLOOR:
+        return a.floor_fraction
+    return a.speedup
+
+
+def chart_data(view: v.RunView, series: str = SERIES_VS_BEST) -> ChartData:
+    """The chart of `series` (vs best or floor) where the log records vs best; the
+    speedup over the reference for older logs."""
+    by_standing = any(a.vs_best is not None for a in view.attempts.values())
+    if not by_standing:
+        return _reference_chart(view)
+    order = {b.branch_id: i % BRANCH_COLOURS for i, b in enumerate(view.branches)}
+    points = tuple(
+        ChartPoint(n, order.get(a.branch_id, 0), value)
+        for n, a in sorted(view.attempts.items())
+        if a.passed and (value := _value(a, series)) is not None
+    )
+    best = view.attempts.get(view.best_attempt) if view.best_attempt is not None else None
+    value = _value(best, series) if best is not None else None
+    band = None
+    if value is not None and best is not None and best.noise and series == SERIES_VS_BEST:
+        band = (value * (1 - best.noise), value * (1 + best.noise))
+    over = (view.settings or {}).get("target_over", "reference")
+    target = view.target if series == SERIES_VS_BEST and over == "best" else None
+    if series == SERIES_FLOOR:
+        title = "fraction of the floor (largest shape) · F: vs best"
+        if best is not None and value is not None:
+            title = f"floor · best #{best.number} at {fmt.percent(value)} · F: vs best"
+    elif best is not None and best.vs_best is not None:
+        title = (
+            f"vs best · #{best.number} {best.vs_best:.2f}x vs {view.best_versus or 'best'}"
+            f" ({view.best_branch})"
+            + (f" · {view.best_standing}" if view.best_standing else "")
+            + f" · {fmt.speedup(best.speedup)} over reference · F: floor"
+        )
+    else:
+        title = "vs best · no passing attempt with a speed yet"
+    if target is not None:
+        title += f" · target {fmt.speedup(target)}"
+    return ChartData(
+        points=points,
+        last_attempt=max(view.attempts, default=0),
+        target=target,
+        band=band,
+        title=title,
+        measured=view.speed_measured,
+        series=series,
+        baseline=1.0,
+    )
+
+
+def _reference_chart(view: v.RunView) -> ChartData:
     order = {b.branch_id: i % BRANCH_COLOURS for i, b in enumerate(view.branches)}
     points = tuple(
         ChartPoint(n, order.get(a.branch_id, 0), a.speedup)
@@ -78,6 +139,7 @@ class SpeedupChart(Widget):
         "speedup-chart--axis",
         "speedup-chart--target",
         "speedup-chart--band",
+        "speedup-chart--baseline",
         "speedup-chart--note",
         *(f"speedup-chart--branch-{i}" for i in range(BRANCH_COLOURS)),
     }
@@ -97,6 +159,7 @@ class SpeedupChart(Widget):
     SpeedupChart > .speedup-chart--axis { color: $foreground-muted; }
     SpeedupChart > .speedup-chart--target { color: $error; }
     SpeedupChart > .speedup-chart--band { color: $primary 40%; }
+    SpeedupChart > .speedup-chart--baseline { color: $warning; }
     SpeedupChart > .speedup-chart--note { color: $warning; }
     SpeedupChart > .speedup-chart--branch-0 { color: $primary; }
     SpeedupChart > .speedup-chart--branch-1 { color: $accent; }
@@ -110,9 +173,11 @@ class SpeedupChart(Widget):
         super().__init__(**kwargs)
         self._data: ChartData | None = None
         self._pending: v.RunView | None = None
+        self._view: v.RunView | None = None
         self._drawn_at = 0.0
         self._rows: list[list[tuple[str, str]]] = []
         self._rows_for: tuple | None = None
+        self.series = SERIES_VS_BEST  # where the log records vs best; F switches to floor
         self.redraws = 0
 
     def on_mount(self) -> None:
@@ -123,10 +188,19 @@ class SpeedupChart(Widget):
         if immediate or self._data is None or time.monotonic() - self._drawn_at >= REDRAW_EVERY_S:
             self._tick()
 
+    def toggle_series(self) -> str:
+        """vs best <-> floor fraction; returns the series now shown."""
+        self.series = SERIES_FLOOR if self.series == SERIES_VS_BEST else SERIES_VS_BEST
+        if self._view is not None:
+            self._pending = self._view
+            self._tick()
+        return self.series
+
     def _tick(self) -> None:
         if self._pending is None:
             return
-        data = chart_data(self._pending)
+        self._view = self._pending
+        data = chart_data(self._pending, self.series)
         self._pending = None
         self.set_class(not data.measured, "-unmeasured")
         self._drawn_at = time.monotonic()
@@ -167,7 +241,8 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
     """The chart as rows of (text, style key) runs; pure, so it is tested alone."""
     if data is None or height < 1 or width < 1:
         return []
-    rows: list[list[tuple[str, str]]] = [[(f" speedup · {data.title}"[:width], "title")]]
+    head = "" if data.series != SERIES_REFERENCE else "speedup · "
+    rows: list[list[tuple[str, str]]] = [[(f" {head}{data.title}"[:width], "title")]]
     plot_h = height - 3  # title above, axis and attempt numbers below
     plot_w = width - GUTTER - 1
     if not data.measured or not data.points or plot_h < 2 or plot_w < 4:
@@ -182,7 +257,7 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         return rows
 
     values = [p.speedup for p in data.points]
-    extra = [x for x in (data.target, *(data.band or ())) if x is not None]
+    extra = [x for x in (data.target, data.baseline, *(data.band or ())) if x is not None]
     lo = min(values + extra + [1.0])
     hi = max(values + extra + [1.0])
     pad = max((hi - lo) * 0.08, 0.02)
@@ -200,6 +275,14 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         top, bottom = row_of(data.band[1]), row_of(data.band[0])
         for r in range(max(0, top), min(plot_h, bottom + 1)):
             grid[r] = [(BAND, "band")] * plot_w
+    label_cells: list[tuple[int, int, str]] = []  # (row, column, character)
+    if data.baseline is not None and lo <= data.baseline <= hi:
+        r = row_of(data.baseline)
+        label = " the baseline to beat " if data.series == SERIES_VS_BEST else " the floor "
+        grid[r] = [(BASELINE, "baseline")] * plot_w
+        if plot_w > len(label) + 4:  # labelled at the right end of the line
+            start = plot_w - len(label) - 1
+            label_cells = [(r, start + i, ch) for i, ch in enumerate(label)]
     if data.target is not None and lo <= data.target <= hi:
         r = row_of(data.target)
         if grid[r][0][0] == BAND:
@@ -217,11 +300,15 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             best[p.branch] = max(best.get(p.branch, p.speedup), p.speedup)
         for branch, s in best.items():
             grid[row_of(s)][c] = (BEST, f"branch-{branch}")
+    for r, c, ch in label_cells:  # over the best-so-far lines, under the points
+        grid[r][c] = (ch, "baseline")
     for c, ps in by_col.items():
         for p in ps:
             grid[row_of(p.speedup)][c] = (POINT, f"branch-{p.branch}")
 
     ticks = {0: hi, plot_h - 1: lo, (plot_h - 1) // 2: (hi + lo) / 2}
+    if data.baseline is not None and lo <= data.baseline <= hi:
+        ticks[row_of(data.baseline)] = data.baseline
     if data.target is not None and lo <= data.target <= hi:
         ticks[row_of(data.target)] = data.target
     for r in range(plot_h):

@@ -39,6 +39,7 @@ BRANCH_STYLES = {
     v.BRANCH_STOPPED: "muted",
 }
 VERDICT_STYLES = {"pass": "pass", "fail": "fail", "crash": "crash", "timeout": "fail"}
+_MARK_PARTS = {"▲": "pass", "=": "gated", "▼": "fail", "?": "muted"}  # per-shape standing
 PARTS = (
     "pass",
     "fail",
@@ -184,12 +185,14 @@ class StrategyTree(Tree[NodeRef]):
 
     def _branch_label(self, b: v.BranchView, best_view: v.AttemptView | None = None) -> Text:
         best = ""
-        if b.best_attempt is not None:
+        if best_view is not None and best_view.vs_best is not None:
+            best = f"  best #{b.best_attempt} {best_view.vs_best:.2f}× vs best"
+        elif b.best_attempt is not None:
             best = f"  best #{b.best_attempt} " + (
                 fmt.speedup(b.best_speedup) if self._speed_measured else "(pass)"
             )
-            if best_view is not None and best_view.standing == BEATS_EVERY_BASELINE:
-                best += f" {BEATS_MARK}"
+        if best and best_view is not None and best_view.standing == BEATS_EVERY_BASELINE:
+            best += f" {BEATS_MARK}"
         origin = f" from #{b.from_attempt}" if b.from_attempt is not None else ""
         return self._text(
             ("★ ", "best") if b.is_best else "",
@@ -211,6 +214,20 @@ class StrategyTree(Tree[NodeRef]):
         else:
             style = "muted"
         result = fmt.attempt_result(a, self._speed_measured)
+        marks = fmt.standing_marks(a) if a.passed else ""
+        if marks:  # one mark per shape against the fastest baseline, the reference second
+            over = f" {fmt.speedup(a.speedup)} ref" if a.speedup is not None else ""
+            return self._text(
+                (f"{mark} ", style),
+                (f"#{a.number}", "id"),
+                " ",
+                (result, style),
+                " ",
+                *[(m, _MARK_PARTS[m]) for m in marks],
+                (over, "muted"),
+                "  ",
+                (a.move, "muted"),
+            )
         # faster than the fastest library baseline at every shape of the suite
         beats = a.standing == BEATS_EVERY_BASELINE
         return self._text(

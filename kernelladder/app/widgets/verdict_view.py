@@ -11,7 +11,8 @@ from textual.widgets import Static
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
-from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict
+from kernelladder.engine.standing_rank import best_baseline_name, standing_counts, standing_shapes
+from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, vs_best
 
 GATE_MARKS = {PASS: ("✓", "$success"), FAIL: ("✗", "bold $error")}
 EVIDENCE_CHARS = 160
@@ -100,6 +101,7 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         else:
             lines.append(Content.styled(f"not judged yet: {attempt.state}", "$text-muted"))
         return Content("\n").join(lines)
+    lines.extend(standing_block(verdict))
     kind_style = "bold $success" if verdict.passed else "bold $error"
     lines.append(
         Content.assemble(
@@ -139,6 +141,53 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
     return Content("\n").join(lines)
 
 
+def standing_block(verdict: Verdict) -> list[Content]:
+    """What the verdict tab leads with: vs best (geomean over the fastest library baseline
+    per shape), the standing counts, the floor and, second, the speedup over the
+    reference; then a row per shape against its fastest baseline. [] when speed was not
+    measured or no baseline ran."""
+    if not verdict.passed or verdict.speedup is None:
+        return []
+    shapes = standing_shapes(verdict.timings)
+    geomean = vs_best(verdict.timings)
+    if not shapes or geomean is None:
+        return []
+    versus = best_baseline_name(shapes) or "best"
+    head = Content.assemble(
+        ("vs best ", "bold"),
+        (f"{geomean:.2f}× vs {versus}", "bold $success" if geomean >= 1 else "bold $warning"),
+        " (geomean)",
+        f" · {standing_counts(shapes)}",
+        f" · {fmt.percent(verdict.floor_fraction)} floor",
+        (f" · {fmt.speedup(verdict.speedup)} over reference", "$text-muted"),
+    )
+    width = max(len("shape"), *(len(label) for label in shapes))
+    lines = [
+        head,
+        Content.styled(
+            f"  {'shape':<{width}} {'vs best':>8}  {'standing':<8} {'rounds':>6} "
+            f"{'cand ms':>9} {'best ms':>9}  baseline",
+            "$text-muted",
+        ),
+    ]
+    by_label = {t.label: t for t in verdict.timings}
+    for label, row in shapes.items():
+        t = by_label[label]
+        paired = t.paired if t.paired and t.paired.get("baseline") == row["baseline"] else None
+        rounds = f"{row['won']}/{row['rounds']}" if "rounds" in row else "—"
+        base_ms = paired.get("baseline_ms") if paired else t.baselines_ms.get(row["baseline"])
+        cand_ms = paired.get("candidate_ms") if paired else t.candidate_ms
+        lines.append(
+            Content.assemble(
+                f"  {label:<{width}} {fmt.speedup(row['vs_best']):>8}  ",
+                (f"{row['standing']:<8}", _VERSUS[row["standing"]]),
+                f" {rounds:>6} {_ms(cand_ms):>9} {_ms(base_ms):>9}  {row['baseline']}",
+            )
+        )
+    lines.append(Content(""))
+    return lines
+
+
 def render_speed(verdict: Verdict | None, width: int | None = None) -> Content | None:
     """The speed block under the verdict: the speedups, then a row per shape (None when
     speed was not measured or there is no verdict file to read it from). Narrower than
@@ -163,7 +212,7 @@ def _speed_lines(verdict: Verdict, width: int | None = None) -> list[Content]:
     headline = [
         ("speed ", "bold"),
         (fmt.speedup(verdict.speedup), "bold $success"),
-        " vs reference",
+        " over reference",
         f"   floor {fmt.percent(verdict.floor_fraction)}",
         f"   noise {fmt.percent(verdict.noise)}",
     ]

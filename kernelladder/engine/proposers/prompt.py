@@ -169,7 +169,13 @@ def history_text(history: Sequence[Mapping[str, Any]]) -> str:
         outcome = verdict or h.get("status") or "not judged"
         if h.get("gate"):
             outcome += f" at {h['gate']}"
-        if h.get("speedup") is not None:
+        if h.get("vs_best") is not None:  # the figure of merit first, the reference second
+            outcome += f", {_num(h['vs_best'], '.3f')}x vs the fastest baseline"
+            if h.get("standing"):
+                outcome += f" ({h['standing']})"
+            if h.get("speedup") is not None:
+                outcome += f", {_num(h['speedup'], '.3f')}x over the reference"
+        elif h.get("speedup") is not None:
             outcome += f", {_num(h['speedup'], '.3f')}x"
         lines.append(f"  #{h.get('attempt')}: {h.get('move') or '(no move)'} -> {outcome}")
     return "\n".join(lines) or "  (none)"

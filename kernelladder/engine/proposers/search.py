@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelladder.engine import standing_rank
 from kernelladder.engine.proposers.templates import (
     FOCUS_ALL,
     FOCUS_LARGE,
@@ -34,7 +35,7 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
-from kernelladder.verifier.verdict import fastest_baseline
+from kernelladder.verifier.verdict import ShapeTiming, fastest_baseline
 
 NAME = "search"
 KERNELBENCH_MESSAGE = (
@@ -256,10 +257,30 @@ def _ingest(
 # --- choosing the next point -------------------------------------------------------------------
 
 
+_TIMING_FIELDS = frozenset(ShapeTiming.__dataclass_fields__)
+
+
+def merit(trial: Trial) -> standing_rank.Merit:
+    """The trial's merit by the run's one rule (standing_rank): slower than the fastest
+    baseline at no shape first, then vs best, then the floor fraction; the reference
+    speedup where the verdict has no per-shape times (the history carries only that)."""
+    timings = tuple(
+        ShapeTiming(**{k: v for k, v in t.items() if k in _TIMING_FIELDS})
+        for t in trial.timings
+        if "label" in t
+    )
+    return standing_rank.merit_from_timings(
+        timings, speedup=trial.speedup, floor_fraction=trial.floor_fraction, noise=None
+    )
+
+
 def score(trial: Trial) -> float | None:
-    """The geomean over shapes of the best library time over the candidate's time, when
-    the verdict's per-shape times are known (baselines are timed once per worker, so this
-    ranks candidates by their own times, unlike the speedup over a freshly timed reference)."""
+    """vs best: the geomean over shapes of the fastest library time over the candidate's
+    (the back-to-back rounds' ratio where they ran), when the verdict's per-shape times
+    are known; else the same against the reference's time."""
+    vs = merit(trial).vs_best
+    if vs is not None:
+        return vs
     ratios = []
     for t in trial.timings:
         cand = t.get("candidate_ms")
@@ -279,14 +300,13 @@ def _rival_ms(t: Mapping[str, Any]) -> Any:
 
 
 def _better(a: Trial, b: Trial) -> bool:
-    """Is a faster than b? By per-shape times when both have them, else by the verdict's
-    speedup (the history carries only that); ties keep the earlier trial."""
-    sa, sb = score(a), score(b)
-    if sa is None or sb is None:
-        sa, sb = a.speedup, b.speedup
-    if sa is None or sb is None:
-        return sa is not None and sb is None
-    return sa > sb or (sa == sb and a.order < b.order)
+    """Does a rank above b by the run's rule (see merit)? Ties keep the earlier trial."""
+    ma, mb = merit(a), merit(b)
+    if standing_rank.better(ma, mb):
+        return True
+    if standing_rank.better(mb, ma):
+        return False
+    return (ma.speedup is not None or ma.vs_best is not None) and a.order < b.order
 
 
 def _best(trials: Sequence[Trial]) -> Trial | None:

@@ -1,0 +1,170 @@
+"""Which passing attempt is best: the one rule the fold, the engine (BestImproved, branch
+bests, stagnation, --target), the search proposer, the summary and replay all use.
+
+With speed measured and a standing recorded (VerdictReady.vs_best / .standing_shapes):
+an attempt slower than the fastest library baseline at no shape ranks above one that is
+slower somewhere; among equals the higher geomean "vs best" (the fastest baseline's time
+over the candidate's, per shape) wins; then the higher fraction of the floor.
+Where an attempt has no vs best (older logs, an op with no baseline that ran) the speedup
+over the op's reference decides, as it did before. Without speed (the CPU) nothing here
+applies: "best" is the first passing attempt (rules.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.verifier.verdict import ShapeTiming, versus_fastest_baseline, vs_best
+
+MIN_NOISE = 0.01  # gains below 1% are never trusted, however quiet the timings
+TARGET_OVER = ("best", "reference")  # what --target is a speedup over
+
+
+@dataclass(frozen=True)
+class Merit:
+    """What ranks a passing attempt."""
+
+    speedup: float | None = None  # over the op's reference (geomean)
+    vs_best: float | None = None  # over the fastest baseline per shape (geomean)
+    shapes: Mapping[str, str] = field(default_factory=dict)  # label -> faster/tie/slower
+    floor_fraction: float | None = None
+    noise: float | None = None
+
+    @property
+    def by_standing(self) -> bool:
+        return self.vs_best is not None
+
+    @property
+    def never_slower(self) -> bool:
+        return "slower" not in self.shapes.values()
+
+    def key(self) -> tuple[int, float, float]:
+        return (int(self.never_slower), self.vs_best or 0.0, self.floor_fraction or 0.0)
+
+
+def merit_of(attempt: Any) -> Merit:
+    """The merit of a folded attempt (AttemptState: speedup, vs_best, standing_shapes,
+    floor_fraction, noise)."""
+    shapes = getattr(attempt, "standing_shapes", None) or {}
+    return Merit(
+        speedup=attempt.speedup,
+        vs_best=getattr(attempt, "vs_best", None),
+        shapes={label: str(row.get("standing", "")) for label, row in shapes.items()},
+        floor_fraction=attempt.floor_fraction,
+        noise=attempt.noise,
+    )
+
+
+def standing_shapes(timings: Sequence[ShapeTiming]) -> dict[str, dict[str, Any]]:
+    """Per shape label: the fastest baseline, the candidate's speedup over it and the word
+    ({"baseline", "vs_best", "standing", "rounds", "won", "lost"}); shapes without a
+    baseline that ran are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in timings:
+        versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise, t.paired)
+        if versus is None:
+            continue
+        row: dict[str, Any] = {
+            "baseline": versus[0],
+            "vs_best": round(float(versus[1]), 4),
+            "standing": versus[2],
+        }
+        paired = t.paired or {}
+        if paired.get("baseline") == versus[0] and isinstance(paired.get("rounds"), int):
+            row.update(rounds=paired["rounds"], won=paired.get("won"), lost=paired.get("lost"))
+        out[t.label] = row
+    return out
+
+
+def merit_from_timings(
+    timings: Sequence[ShapeTiming],
+    *,
+    speedup: float | None,
+    floor_fraction: float | None,
+    noise: float | None,
+) -> Merit:
+    """The merit of a verdict from its per-shape timings."""
+    shapes = standing_shapes(timings)
+    return Merit(
+        speedup=speedup,
+        vs_best=vs_best(timings),
+        shapes={label: row["standing"] for label, row in shapes.items()},
+        floor_fraction=floor_fraction,
+        noise=noise,
+    )
+
+
+def better(a: Merit, b: Merit | None) -> bool:
+    """Does `a` rank strictly above `b` (None: nothing yet)?"""
+    if b is None:
+        return a.speedup is not None or a.vs_best is not None
+    if a.by_standing and b.by_standing:
+        return a.key() > b.key()
+    if a.speedup is None:
+        return False
+    return b.speedup is None or a.speedup > b.speedup
+
+
+def is_gain(reference: Merit | None, candidate: Merit) -> bool:
+    """A gain beyond noise over `reference` (what resets stagnation): by standing, moving
+    from slower somewhere to slower nowhere, or vs best up by more than the larger noise
+    of the two (at least MIN_NOISE); otherwise the speedup over the reference, the same way."""
+    if candidate.speedup is None and candidate.vs_best is None:
+        return False
+    if reference is None:
+        return True
+    margin = max(candidate.noise or 0.0, reference.noise or 0.0, MIN_NOISE)
+    if candidate.by_standing and reference.by_standing:
+        if candidate.never_slower != reference.never_slower:
+            return candidate.never_slower
+        return candidate.vs_best > reference.vs_best * (1.0 + margin)  # type: ignore[operator]
+    if candidate.speedup is None:
+        return False
+    return reference.speedup is None or candidate.speedup > reference.speedup * (1.0 + margin)
+
+
+def target_figure(merit: Merit, over: str) -> float | None:
+    """The figure --target is compared with: vs best (or, where an attempt has none, the
+    speedup over the reference), or with --target-over reference the reference speedup."""
+    if over == "reference":
+        return merit.speedup
+    return merit.vs_best if merit.vs_best is not None else merit.speedup
+
+
+def target_label(merit: Merit, over: str) -> str:
+    return (
+        "speedup over the reference" if over == "reference" or not merit.by_standing else "vs best"
+    )
+
+
+def best_baseline_name(shapes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The baseline an attempt is measured against: the one that is fastest at most shapes
+    (a header says "1.03x vs torch.compile")."""
+    names = [str(row.get("baseline")) for row in shapes.values() if row.get("baseline")]
+    if not names:
+        return None
+    return max(dict.fromkeys(names), key=names.count)
+
+
+def standing_counts(shapes: Mapping[str, Any]) -> str:
+    """'3 faster 2 tie' from per-shape rows or words; '' when there are none."""
+    words = [row.get("standing") if isinstance(row, Mapping) else row for row in shapes.values()]
+    return " ".join(f"{words.count(w)} {w}" for w in ("faster", "tie", "slower") if w in words)
+
+
+__all__ = [
+    "MIN_NOISE",
+    "TARGET_OVER",
+    "Merit",
+    "best_baseline_name",
+    "better",
+    "is_gain",
+    "merit_from_timings",
+    "merit_of",
+    "standing_counts",
+    "standing_shapes",
+    "target_figure",
+    "target_label",
+]

@@ -1,0 +1,84 @@
+"""The app puts the standing first: the header's best, the chart's vs best with the
+baseline to beat, the tree's per-shape marks and the verdict tab's per-shape table.
+
+Fed from the committed H200 rmsnorm search as the engine now records it (tests/
+standing_logs.py: vs best and the per-shape standing worked out from the run's own
+recorded verdicts; the best by standing is #22, where the recorded best by the speedup
+over the reference was #5). Older logs show as before (tests/test_tui_snapshots.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kernelladder.app import format as fmt
+from kernelladder.app.app import KernelLadderApp
+from kernelladder.app.folding import build_view
+from kernelladder.app.screenshots import SIZE, settle
+from kernelladder.app.widgets.run_header import status_line
+from kernelladder.app.widgets.speedup_chart import SERIES_FLOOR, chart_data, draw
+from kernelladder.engine.state import fold
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standing_logs import reranked_events  # noqa: E402
+
+RUN = Path(__file__).resolve().parent.parent / "examples" / "h200-rmsnorm-search"
+
+
+def _view():
+    return build_view(fold(reranked_events(RUN)))
+
+
+def test_the_header_leads_with_the_best_by_standing():
+    line = status_line(_view(), 86.0).plain
+    assert "best #22 1.07x vs torch.compile · 3 faster 2 tie · 103% floor" in line
+    assert "(8.14× over reference)" in line
+    narrow = status_line(_view(), 86.0, 80).plain
+    assert "#22 1.07x vs torch.compile" in narrow and "over reference" not in narrow
+
+
+def test_the_chart_plots_vs_best_with_the_baseline_to_beat():
+    view = _view()
+    data = chart_data(view)
+    assert data.baseline == 1.0 and data.title.startswith("vs best · #22 1.07x vs torch.compile")
+    assert {round(p.speedup, 4) for p in data.points} == {
+        round(a.vs_best, 4) for a in view.attempts.values() if a.vs_best is not None
+    }
+    text = "\n".join("".join(t for t, _ in row) for row in draw(data, 120, 12))
+    assert "the base" in text and "1.00×┤" in text  # points are drawn over the label
+    floor = chart_data(view, SERIES_FLOOR)
+    assert floor.title.startswith("floor · best #22 at 103%")
+    assert {p.attempt for p in floor.points} == {p.attempt for p in data.points}
+
+
+def test_the_tree_shows_vs_best_and_a_mark_per_shape():
+    view = _view()
+    five, best = view.attempts[5], view.attempts[22]
+    assert fmt.attempt_result(five, True) == "1.06× vs best"
+    assert fmt.standing_marks(five) == "▼▲▲=▲"  # slower at 32768x8192 against torch.compile
+    assert fmt.standing_marks(best) == "=▲▲=▲"
+
+
+def _app() -> KernelLadderApp:
+    return KernelLadderApp(events=reranked_events(RUN), run_dir=RUN, frozen=True, at_end=True)
+
+
+def test_main_screen_by_standing(snap_compare):
+    app = _app()
+
+    async def ready(pilot):
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+
+
+def test_verdict_tab_leads_with_the_standing(snap_compare):
+    app = _app()
+
+    async def ready(pilot):
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready)

@@ -1,0 +1,36 @@
+"""A re-measure asks for a fresh worker (VerifyRequest.fresh_worker): the client starts a
+new worker process for it, and the next ordinary request reuses that one. The real
+worker on the CPU (Triton's interpreter); the speed gate is skipped here (no GPU)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.verifier.client import LocalTransport, WorkerClient
+
+HONEST = (Path(__file__).resolve().parent / "cheats" / "honest_rmsnorm.py").read_text()
+
+
+def test_fresh_worker_starts_a_new_worker_for_that_request_only():
+    async def go() -> list[tuple[str, int, int | None]]:
+        client = WorkerClient(lambda: LocalTransport("cpu"))
+        seen = []
+        try:
+            for fresh in (False, True, False):
+                request = VerifyRequest(
+                    op="rmsnorm", source=HONEST, device="cpu", fresh_worker=fresh,
+                    paired_rounds=15, pair_every_shape=fresh,
+                )  # fmt: skip
+                verdict = await client.verify(request, timeout_s=180)
+                pid = client._transport.pid if client._transport is not None else None
+                seen.append((verdict.verdict, client.workers_started, pid))
+        finally:
+            await client.close()
+        return seen
+
+    seen = asyncio.run(go())
+    assert [s[0] for s in seen] == ["pass", "pass", "pass"]
+    assert [s[1] for s in seen] == [1, 2, 2]
+    assert seen[0][2] != seen[1][2] and seen[1][2] == seen[2][2]
