@@ -997,6 +997,7 @@ class Run:
             "saw": fb.get("saw", ""),
             "fence": fb.get("fence") or self.op.description.get("fence", ""),
             "dead_ends": list(b.dead_ends),
+            "vetoed_families": list(b.vetoed_families),
         }
         return ProposalContext(
             op=self.op.description,
@@ -1011,6 +1012,10 @@ class Run:
             history=tuple({**h, "source": self._source(h["attempt"])} for h in s.history(bid)),
             best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
             device=self.device,
+            vetoed_families=tuple(b.vetoed_families),
+            vetoed_moves=tuple(b.vetoed_moves),
+            stagnation=b.stagnation,
+            stagnation_limit=s.setting("stagnation"),
         )
 
 

@@ -1,0 +1,182 @@
+"""The search proposer does what the person steering it said: a vetoed family change
+closes that family on its branch (also after a resume), a vetoed step stays a dead end,
+hint directives (prefer/avoid/fix/try) shape every proposal, and a stagnating branch is
+offered a change of family at a gate before it runs out.
+
+The veto and directive runs use the real `search` proposer and the real CPU worker
+(Triton interpreter, rmsnorm's tiny CPU suite). The stagnation run needs measured
+speedups that stop improving, which only a GPU gives: there the verifier is a double
+that reports a constant 1.0x (as test_engine_doubles.py explains)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from test_engine_doubles import until, verdict_for
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.engine import create_run, resume_run
+from kernelladder.engine.log import read_events
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.proposers.search import SearchProposer
+from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.state import fold
+from kernelladder.ops.registry import get_op
+
+RMSNORM = get_op("rmsnorm").describe()
+
+
+def _options(tmp_path, **kw: Any) -> RunOptions:
+    kw.setdefault("branches", 1)
+    kw.setdefault("gate", "ask")
+    return RunOptions(op="rmsnorm", device="cpu", run_dir=str(tmp_path / "run"), **kw)
+
+
+def _received(run_dir) -> list[ev.ProposalReceived]:
+    return [e for e in read_events(run_dir) if isinstance(e, ev.ProposalReceived)]
+
+
+async def test_a_vetoed_family_change_is_never_proposed_again_on_its_branch(tmp_path):
+    run = create_run(_options(tmp_path, max_attempts=6))
+    task = asyncio.ensure_future(run.run())
+    s = run.state
+    await until(lambda: 1 in s.attempts and s.attempts[1].status == "running", 60, "#1 runs")
+    assert s.attempts[1].family == "multi-row"
+    # asked while #1 is verified, so #2 is proposed under it: a family change, gated
+    await run.edit_hints("prefer two-pass")
+    await until(lambda: "g1" in s.pending_gates, 120, "gate g1")
+    gated = s.attempts[s.gates["g1"].attempt]
+    assert gated.family == "two-pass" and gated.undo_cost == "high"
+    assert "multi-row -> two-pass" in gated.move
+    await run.veto("g1", note="stay with multi-row")
+    state = await asyncio.wait_for(task, 300)
+    assert state.finish_reason == ev.RULE_MAX_ATTEMPTS
+    after = [e for e in _received(run.run_dir) if e.attempt > gated.number]
+    assert len(after) >= 3
+    assert all(e.family != "two-pass" for e in after)  # the hint still prefers it
+    assert all("two-pass" not in e.move for e in after)
+    assert not [e for e in read_events(run.run_dir) if isinstance(e, ev.GateRaised)][1:]
+    assert state.branches["b1"].vetoed_families == ["two-pass"]
+    # a fact of the log, not of the proposer's memory: a fresh fold (a resume) has it
+    assert fold(read_events(run.run_dir)).branches["b1"].vetoed_families == ["two-pass"]
+
+    resumed = resume_run(run.run_dir, overrides={"max_attempts": 8})
+    state = await asyncio.wait_for(resumed.run(), 300)
+    late = [e for e in _received(run.run_dir) if e.attempt > 6]
+    assert late and all(e.family != "two-pass" for e in late)
+
+
+async def test_prefer_avoid_and_fix_directives_shape_every_proposal(tmp_path):
+    hints = "prefer two-pass\navoid multi-row\nfix EPT=8\navoid MAX_WARPS=16\nkeep it simple"
+    run = create_run(_options(tmp_path, max_attempts=4, branches=2, hints=hints, gate="veto"))
+    state = await asyncio.wait_for(run.run(), 300)
+    received = _received(run.run_dir)
+    assert len(received) == 4 and {e.branch_id for e in received} == {"b1", "b2"}
+    for e in received:
+        assert e.family == "two-pass", e.move  # preferred; multi-row avoided
+        assert e.meta["params"]["EPT"] == 8
+        assert e.meta["params"]["MAX_WARPS"] != 16
+        assert e.undo_cost != "high"  # nothing was tried before: a rewrite, not a change
+    assert state.passed >= 1
+
+
+def _ctx(history=(), **kw: Any) -> ProposalContext:
+    base: dict[str, Any] = dict(
+        op=RMSNORM, branch_id="b1", strategy="multi-row", parent_attempt=None,
+        parent_source="def kernel(x, weight):\n    return x\n", parent_verdict=None,
+        feedback={}, dead_ends=(), hints="", history=history, device="cuda",
+    )  # fmt: skip
+    base.update(kw)
+    return ProposalContext(**base)
+
+
+def test_try_directive_is_the_next_step_from_the_base():
+    s = SearchProposer()
+    first = asyncio.run(s.propose(_ctx()))
+    verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.2, "timings": []}
+    nxt = asyncio.run(
+        s.propose(
+            _ctx(
+                parent_attempt=1, parent_source=first.source, parent_verdict=verdict,
+                hints="try ROWS=16\nthe rest is free text",
+            )
+        )
+    )  # fmt: skip
+    assert nxt.meta["params"]["ROWS"] == 16 and nxt.move.startswith("ROWS 4->16")
+
+
+def test_a_vetoed_step_is_not_proposed_again_from_the_folded_state():
+    s = SearchProposer()
+    first = asyncio.run(s.propose(_ctx()))
+    verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.2, "timings": []}
+    kw = dict(parent_attempt=1, parent_source=first.source, parent_verdict=verdict)
+    second = asyncio.run(s.propose(_ctx(**kw)))
+    fresh = asyncio.run(SearchProposer().propose(_ctx(vetoed_moves=(second.move,), **kw)))
+    assert fresh.move != second.move
+
+
+def test_a_vetoed_family_is_left_even_when_the_branch_label_names_it():
+    p = asyncio.run(SearchProposer().propose(_ctx(vetoed_families=("multi-row",))))
+    assert p.meta["family"] != "multi-row"
+
+
+class ConstantSpeedRunner:
+    """Verifier double: every candidate passes at 1.0x (no gain, ever)."""
+
+    name = "constant"
+    slots = 1
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": "cuda", "gpu": "Scripted GPU", "slots": 1, "host": "local"}
+
+    async def verify(self, request, on_progress=None):
+        return verdict_for("# outcome: pass 1.0", "cuda")
+
+
+async def test_a_stagnating_branch_is_offered_a_family_change_at_a_gate(tmp_path):
+    opts = RunOptions(
+        op="rmsnorm", device="cuda", run_dir=str(tmp_path / "run"), branches=1,
+        gate="ask", stagnation=4, max_attempts=30,
+    )  # fmt: skip
+    run = create_run(opts, runner=ConstantSpeedRunner())
+    task = asyncio.ensure_future(run.run())
+    s = run.state
+    await until(lambda: "g1" in s.pending_gates, 30, "gate g1")
+    b = s.branches["b1"]
+    gated = s.attempts[s.gates["g1"].attempt]
+    assert not b.closed and 0 < b.stagnation < 4  # offered before the rule ends the branch
+    assert gated.undo_cost == "high" and gated.family != "multi-row"
+    assert "without a gain" in gated.undo_reason
+    await run.veto("g1")
+    state = await asyncio.wait_for(task, 30)
+    assert state.branches["b1"].rule == ev.RULE_STAGNATION
+    after = [n for n in state.branches["b1"].attempts if n > gated.number]
+    assert after and all(state.attempts[n].family == "multi-row" for n in after)
+
+
+async def test_gate_policies_still_decide_stagnation_family_changes(tmp_path):
+    opts = RunOptions(
+        op="rmsnorm", device="cuda", run_dir=str(tmp_path / "run"), branches=1,
+        gate="approve", stagnation=4, max_attempts=12,
+    )  # fmt: skip
+    run = create_run(opts, runner=ConstantSpeedRunner())
+    state = await asyncio.wait_for(run.run(), 30)
+    resolved = [e for e in read_events(run.run_dir) if isinstance(e, ev.GateResolved)]
+    assert resolved and all((e.decision, e.by) == ("approve", "policy") for e in resolved)
+    changed = [a for a in state.attempts.values() if a.meta.get("from_family")]
+    assert changed and all(a.verdict == "pass" for a in changed)
+
+
+def test_model_proposers_read_vetoed_families_as_dead_ends_and_hints_verbatim():
+    from kernelladder.engine.proposers.prompt import build_prompt
+
+    hints = "prefer two-pass\nfix EPT=8\nkeep the loads coalesced"
+    system, user = build_prompt(_ctx(vetoed_families=("persistent",), hints=hints))
+    text = system + "\n" + user
+    assert "family persistent: a change to it was vetoed" in text
+    assert hints in text
