@@ -481,7 +481,9 @@ class MainScreen(Screen):
             if text is not None:
                 self.kl_app.steer("edit_hints", text, None)
 
-        self.app.push_screen(HintsEditor("global", self.view.hints), done)
+        self.app.push_screen(
+            HintsEditor("global", self.view.hints, **self._hint_vocabulary()), done
+        )
 
     def action_edit_branch_hints(self) -> None:
         branch = self._need_branch()
@@ -492,7 +494,12 @@ class MainScreen(Screen):
             if text is not None:
                 self.kl_app.steer("edit_hints", text, branch.branch_id)
 
-        self.app.push_screen(HintsEditor(branch.branch_id, branch.hints), done)
+        self.app.push_screen(
+            HintsEditor(branch.branch_id, branch.hints, **self._hint_vocabulary()), done
+        )
+
+    def _hint_vocabulary(self) -> dict[str, str]:
+        return {"op": self.view.op, "proposer": self.view.proposer}
 
     def action_approve_gate(self) -> None:
         gate = self._need_gate()
