@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.channels import Broadcaster, Subscription
+from kernelladder.engine.control import ControlServer
 from kernelladder.engine.gating import assess_undo
 from kernelladder.engine.log import (
     EventLog,
@@ -211,6 +212,8 @@ class Run:
         self.internal_error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._control: ControlServer | None = None  # attached apps steer through it
+        self._control_error = ""
         if not resumed:
             self.log.write_meta(
                 {"run_id": self.run_id, "options": options.to_dict(), "op": op.to_dict()}
@@ -258,6 +261,7 @@ class Run:
         reason, detail = ev.RULE_ERROR, ""
         try:
             try:
+                await self._open_control()
                 started = await self._start()
                 if started:
                     reason, detail = await self._supervise()
@@ -276,6 +280,17 @@ class Run:
         finally:
             await self._shutdown(reason, detail)
         return self.state
+
+    async def _open_control(self) -> None:
+        """Serve the control channel (engine/control.py) so apps can attach; a run that
+        cannot serve one goes on and says so."""
+        server = ControlServer(self, self.run_dir)
+        try:
+            await server.start()
+        except OSError as exc:
+            self._control_error = f"attach is off for this run: {one_line(exc)}"
+            return
+        self._control = server
 
     # --- steering (RunControl) ----------------------------------------------------------
     def _check_live(self) -> None:
@@ -487,6 +502,8 @@ class Run:
         self._started = True
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
+        if self._control_error:
+            self._emit(ev.Notice(level="warning", message=self._control_error))
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
         if callable(notice_sink):
             notice_sink(self._runner_notice)
@@ -588,6 +605,9 @@ class Run:
                     )
         finally:
             self._closed = True
+            if self._control is not None:
+                with contextlib.suppress(Exception):
+                    await self._control.close()
             with contextlib.suppress(Exception):
                 await self.runner.close()
             self._bus.close()
