@@ -27,15 +27,21 @@ def test_each_verb_is_understood_case_insensitively_and_free_text_is_kept_apart(
 
 
 def test_malformed_directives_say_why():
-    d = parse_directives("fix EPT\ntry two-pass\nprefer EPT=8\navoid two pass")
+    d = parse_directives("fix EPT\ntry two-pass\nprefer EPT=8\navoid two/pass")
     whys = {n.line: n.why for n in d.not_understood}
     assert whys == {
         "fix EPT": "fix takes PARAM=VALUE",
         "try two-pass": "try takes PARAM=VALUE",
         "prefer EPT=8": "prefer takes a family, not PARAM=VALUE",
-        "avoid two pass": "avoid takes one family name",
+        "avoid two/pass": "avoid takes a family name",
     }
     assert d.understood == ()
+
+
+def test_a_sentence_that_starts_with_a_verb_is_free_text():
+    d = parse_directives("prefer fewer rows per program when M is small\ntry to unroll")
+    assert d.understood == ()
+    assert d.free_text == ("prefer fewer rows per program when M is small", "try to unroll")
 
 
 def test_names_and_values_are_checked_against_the_ops_vocabulary():

@@ -1,6 +1,7 @@
 """Hint directives: the lines of a person's hints that the search proposer obeys.
 
-One directive a line, case-insensitive verbs, anything else is free text (which model
+One directive a line (the verb, then one name or one PARAM=VALUE), case-insensitive
+verbs; anything else, a sentence that starts with a verb too, is free text (which model
 proposers read as written; the search proposer reads only directives):
 
     prefer FAMILY        move the branch to this family and keep it there
@@ -128,6 +129,10 @@ def parse_directives(
             continue
         rest = m.group("rest").strip()  # type: ignore[union-attr]
         assign = _ASSIGN.match(rest)
+        if not assign and len(rest.split()) > 1:
+            # a sentence that starts with a verb ("prefer fewer rows when M is small")
+            rejected.append(NotUnderstood(line, FREE_TEXT))
+            continue
         if assign:
             if verb == PREFER:
                 rejected.append(NotUnderstood(line, "prefer takes a family, not PARAM=VALUE"))
@@ -152,7 +157,7 @@ def parse_directives(
             rejected.append(NotUnderstood(line, f"{verb} takes PARAM=VALUE"))
             continue
         if not _NAME.match(rest):
-            rejected.append(NotUnderstood(line, f"{verb} takes one family name"))
+            rejected.append(NotUnderstood(line, f"{verb} takes a family name"))
             continue
         family = rest.lower()
         if known_families is not None:
