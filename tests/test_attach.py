@@ -174,3 +174,15 @@ async def test_quit_dialog_escape_keeps_watching(tmp_path):
         await until(lambda: of_kind(run.run_dir, ev.RunPaused), what="RunPaused")
     await run.stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_a_run_that_cannot_serve_its_channel_goes_on_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/nonexistent-runtime-dir")  # short: no fallback
+    run = owned_run(tmp_path)
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: run.state.attempts_used >= 2, what="two attempts")
+    notices = [e.message for e in of_kind(run.run_dir, ev.Notice)]
+    assert any(m.startswith("attach is off for this run: ") for m in notices), notices
+    assert read_owner(run.run_dir) is None
+    await run.stop()
+    await asyncio.wait_for(task, 10)

@@ -284,10 +284,14 @@ class Run:
     async def _open_control(self) -> None:
         """Serve the control channel (engine/control.py) so apps can attach; a run that
         cannot serve one goes on and says so."""
-        server = ControlServer(self, self.run_dir)
+        server = None
         try:
+            server = ControlServer(self, self.run_dir)
             await server.start()
-        except OSError as exc:
+        except Exception as exc:  # no Unix sockets here, a read-only runtime directory
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.close()
             self._control_error = f"attach is off for this run: {one_line(exc)}"
             return
         self._control = server
