@@ -180,3 +180,79 @@ def test_model_proposers_read_vetoed_families_as_dead_ends_and_hints_verbatim():
     text = system + "\n" + user
     assert "family persistent: a change to it was vetoed" in text
     assert hints in text
+
+
+# --- directives on a tiny grid (every point can be listed) ---------------------------------
+
+TINY_BODY = "def kernel(x, weight):\n    return x\n"
+
+
+def _tiny():
+    from kernelladder.engine.proposers.templates import Family, Param
+
+    return {
+        "rmsnorm": (
+            Family(
+                "rmsnorm", "alpha", "first tiny family",
+                (Param("A", (1, 2, 4)), Param("B", ("x", "y"))), {"A": 1, "B": "x"}, TINY_BODY,
+            ),
+            Family(
+                "rmsnorm", "beta", "second tiny family", (Param("C", (True, False)),),
+                {"C": True}, TINY_BODY,
+            ),
+        )
+    }  # fmt: skip
+
+
+def _walk(hints: str, steps: int, **kw: Any) -> list:
+    """Proposals of one branch, each verified as a pass (the driver plays the engine)."""
+    s = SearchProposer(families=_tiny())
+    history: list[dict] = []
+    out = []
+    parent, source, verdict = None, "def kernel(x, weight):\n    return x\n", None
+    for n in range(1, steps + 1):
+        try:
+            p = asyncio.run(
+                s.propose(
+                    _ctx(
+                        strategy="alpha", hints=hints, history=tuple(history),
+                        parent_attempt=parent, parent_source=source, parent_verdict=verdict, **kw,
+                    )
+                )
+            )  # fmt: skip
+        except Exception:
+            break
+        out.append(p)
+        verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.0, "timings": []}
+        history.append({"attempt": n, "move": p.move, "verdict": "pass", "meta": p.meta})
+        if parent is None:
+            parent, source = n, p.source
+    return out
+
+
+def test_fix_and_avoid_values_hold_for_every_proposal_on_a_tiny_grid():
+    proposals = _walk("fix B=y\navoid A=4", 10)
+    alpha = [p for p in proposals if p.meta["family"] == "alpha"]
+    assert len(alpha) == 2  # (1, y) and (2, y): every allowed alpha point, once
+    assert all(p.meta["params"]["B"] == "y" and p.meta["params"]["A"] != 4 for p in alpha)
+
+
+def test_avoid_family_and_prefer_family():
+    assert {p.meta["family"] for p in _walk("avoid alpha", 4)} == {"beta"}
+    assert _walk("prefer beta", 1)[0].meta["family"] == "beta"  # nothing tried: a rewrite
+    s = SearchProposer(families=_tiny())
+    first = asyncio.run(s.propose(_ctx(strategy="alpha")))
+    assert first.meta["family"] == "alpha"
+    verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.0, "timings": []}
+    history = ({"attempt": 1, "move": first.move, "verdict": "pass", "meta": first.meta},)
+    # preferring beta once alpha has been tried: a family change the person weighs at a gate
+    change = asyncio.run(
+        s.propose(
+            _ctx(
+                strategy="alpha", parent_attempt=1, parent_source=first.source,
+                parent_verdict=verdict, history=history, hints="prefer beta",
+            )
+        )
+    )  # fmt: skip
+    assert change.meta["family"] == "beta" and change.meta["from_family"] == "alpha"
+    assert change.undo_cost == "high" and "(the hints prefer beta)" in change.undo_reason

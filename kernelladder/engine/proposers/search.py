@@ -119,7 +119,10 @@ class Steering:
 def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
     """The family names and PARAM -> values the search knows for an op (for parsing and
     showing hint directives); empty for an op without templates."""
-    families = catalog().get(op_name, ())
+    return _vocabulary(catalog().get(op_name, ()))
+
+
+def _vocabulary(families: Sequence[Family]) -> tuple[list[str], dict[str, list[Any]]]:
     params: dict[str, list[Any]] = {}
     for f in families:
         for p in f.params:
@@ -129,8 +132,7 @@ def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]
 
 
 def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
-    names = [f.name for f in families]
-    _, params = directive_vocabulary(str(ctx.op.get("name")))
+    names, params = _vocabulary(families)
     d: Directives = parse_directives(ctx.hints or "", families=names, params=params)
     closed = frozenset(ctx.vetoed_families) | d.avoided_families
     preferred = tuple(dict.fromkeys(f for f in d.preferred_families if f not in closed))
