@@ -1016,9 +1016,8 @@ class KernelLadderApp(App[int]):
         if self.bridge is None or self.run_over or self.main.view.state == v.RUN_FINISHED:
             self.exit(0)
             return
-        owner = getattr(self.bridge.run, "owner", None)
-        if getattr(self.bridge.run, "attached", False):
-            self._ask_leave_attached(owner)
+        if getattr(self.bridge.run, "attached", False):  # another process owns the run
+            self._ask_leave_attached(getattr(self.bridge.run, "owner", None))
             return
 
         def answer(yes: bool | None) -> None:
