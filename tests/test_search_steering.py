@@ -256,3 +256,48 @@ def test_avoid_family_and_prefer_family():
     )  # fmt: skip
     assert change.meta["family"] == "beta" and change.meta["from_family"] == "alpha"
     assert change.undo_cost == "high" and "(the hints prefer beta)" in change.undo_reason
+
+
+def _received(n: int, branch: str, move: str, family: str, parent=None, **meta: Any):
+    return ev.ProposalReceived(
+        branch_id=branch, attempt=n, parent_attempt=parent, source_hash=f"h{n}",
+        strategy="alpha", move=move, undo_cost="high", undo_reason="r", proposer="search",
+        family=family, meta={"family": family, **meta},
+    )  # fmt: skip
+
+
+def test_vetoes_fold_into_branch_state_and_a_branch_opened_by_hand_starts_open():
+    events = [
+        ev.BranchOpened(branch_id="b1", strategy="alpha"),
+        _received(1, "b1", "rewrite as alpha", "alpha"),
+        _received(2, "b1", "family alpha -> beta: x", "beta", parent=1, from_family="alpha"),
+        ev.GateRaised(
+            gate_id="g1",
+            branch_id="b1",
+            attempt=2,
+            move="m",
+            undo_cost="high",
+            reason="r",
+            policy="ask",
+        ),  # fmt: skip
+        ev.GateResolved(gate_id="g1", decision="veto", note="not now"),
+        _received(3, "b1", "A 1->2 (from #1)", "alpha", parent=1),
+        ev.GateRaised(
+            gate_id="g2",
+            branch_id="b1",
+            attempt=3,
+            move="m",
+            undo_cost="high",
+            reason="r",
+            policy="ask",
+        ),  # fmt: skip
+        ev.GateResolved(gate_id="g2", decision="veto"),
+        ev.BranchOpened(branch_id="b2", strategy="beta", from_attempt=1, by="user"),
+    ]
+    events = [e.__class__(**{**e.__dict__, "seq": i}) for i, e in enumerate(events)]
+    state = fold(events)
+    b1, b2 = state.branches["b1"], state.branches["b2"]
+    assert b1.vetoed_families == ["beta"]  # the family change: the family is closed
+    assert b1.vetoed_moves == ["A 1->2"]  # the step, without the base it started from
+    assert any("not now" in d for d in b1.dead_ends)
+    assert b2.vetoed_families == [] and b2.vetoed_moves == []  # opened by hand: open
