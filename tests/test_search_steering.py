@@ -258,7 +258,7 @@ def test_avoid_family_and_prefer_family():
     assert change.undo_cost == "high" and "(the hints prefer beta)" in change.undo_reason
 
 
-def _received(n: int, branch: str, move: str, family: str, parent=None, **meta: Any):
+def _proposal_event(n: int, branch: str, move: str, family: str, parent=None, **meta: Any):
     return ev.ProposalReceived(
         branch_id=branch, attempt=n, parent_attempt=parent, source_hash=f"h{n}",
         strategy="alpha", move=move, undo_cost="high", undo_reason="r", proposer="search",
@@ -269,8 +269,8 @@ def _received(n: int, branch: str, move: str, family: str, parent=None, **meta: 
 def test_vetoes_fold_into_branch_state_and_a_branch_opened_by_hand_starts_open():
     events = [
         ev.BranchOpened(branch_id="b1", strategy="alpha"),
-        _received(1, "b1", "rewrite as alpha", "alpha"),
-        _received(2, "b1", "family alpha -> beta: x", "beta", parent=1, from_family="alpha"),
+        _proposal_event(1, "b1", "rewrite as alpha", "alpha"),
+        _proposal_event(2, "b1", "family alpha -> beta: x", "beta", parent=1, from_family="alpha"),
         ev.GateRaised(
             gate_id="g1",
             branch_id="b1",
@@ -281,7 +281,7 @@ def test_vetoes_fold_into_branch_state_and_a_branch_opened_by_hand_starts_open()
             policy="ask",
         ),  # fmt: skip
         ev.GateResolved(gate_id="g1", decision="veto", note="not now"),
-        _received(3, "b1", "A 1->2 (from #1)", "alpha", parent=1),
+        _proposal_event(3, "b1", "A 1->2 (from #1)", "alpha", parent=1),
         ev.GateRaised(
             gate_id="g2",
             branch_id="b1",
