@@ -63,7 +63,13 @@ def test_hints_editor(snap_compare):
 
     async def ready(pilot):
         await settle(app, pilot)
-        app.push_screen(HintsEditor("global", app.main.view.hints))
+        view = app.main.view
+        app.push_screen(
+            HintsEditor(
+                "global", "prefer two-pass\nfix EPT=8\nmind the tail rows",
+                op=view.op, proposer=view.proposer,
+            )
+        )  # fmt: skip
         await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)

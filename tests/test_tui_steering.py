@@ -409,3 +409,32 @@ async def test_header_says_what_the_run_waits_for_before_its_first_event(tmp_pat
         await pilot.pause(0.1)
         header = str(app.main.query_one("#run-header").render())
         assert "starting the verifier" not in header and "scripted" in header
+
+
+async def test_hints_editor_shows_which_lines_are_directives(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("h")
+        report = app.screen.query_one("#hints-directives")
+        assert "prefer FAMILY" in str(report.render())  # the syntax, before anything is typed
+        await pilot.press(*"prefer two-pass", "enter", *"fix EPT", "enter", *"go wide")
+        await pilot.pause(0.1)
+        shown = str(report.render())
+        assert "understood: prefer two-pass" in shown
+        assert "not understood: fix EPT (fix takes PARAM=VALUE)" in shown
+        assert "free text: 1 line" in shown
+        assert "reads only directives" not in shown  # this run's proposer is not the search
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: logged(run, ev.HintEdited), "HintEdited in the log")
+        assert logged(run, ev.HintEdited)[0].text == "prefer two-pass\nfix EPT\ngo wide"
+
+
+def test_hints_editor_tells_a_search_run_that_free_text_is_not_read():
+    editor = HintsEditor("global", "", op="rmsnorm", proposer="search")
+    report = editor.directive_report("avoid persistent\nprefer warp-shuffle\nuse fewer loads")
+    assert report.splitlines()[0] == "understood: avoid persistent"
+    assert report.splitlines()[1].startswith("not understood: prefer warp-shuffle (no family")
+    assert report.splitlines()[-1] == (
+        "the search proposer reads only directives; free text goes to model proposers"
+    )

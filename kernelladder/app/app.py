@@ -34,6 +34,7 @@ from kernelladder.app.modals.gate_prompt import GateDecision, GatePrompt
 from kernelladder.app.modals.help_screen import HelpScreen
 from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.modals.leave_run import DETACH, STOP, LeaveRunScreen
 from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
 from kernelladder.app.replay import ReplayController
 from kernelladder.app.run_files import RunFiles
@@ -489,7 +490,9 @@ class MainScreen(Screen):
             if text is not None:
                 self.kl_app.steer("edit_hints", text, None)
 
-        self.app.push_screen(HintsEditor("global", self.view.hints), done)
+        self.app.push_screen(
+            HintsEditor("global", self.view.hints, **self._hint_vocabulary()), done
+        )
 
     def action_edit_branch_hints(self) -> None:
         branch = self._need_branch()
@@ -500,7 +503,12 @@ class MainScreen(Screen):
             if text is not None:
                 self.kl_app.steer("edit_hints", text, branch.branch_id)
 
-        self.app.push_screen(HintsEditor(branch.branch_id, branch.hints), done)
+        self.app.push_screen(
+            HintsEditor(branch.branch_id, branch.hints, **self._hint_vocabulary()), done
+        )
+
+    def _hint_vocabulary(self) -> dict[str, str]:
+        return {"op": self.view.op, "proposer": self.view.proposer}
 
     def action_approve_gate(self) -> None:
         gate = self._need_gate()
@@ -811,6 +819,7 @@ class KernelLadderApp(App[int]):
         self.files = RunFiles(run_dir if run_dir is not None else getattr(run, "run_dir", None))
         self.fold = RunFold()
         self.run_over = False
+        self.detached = False  # left an attached run running
         self.commands_sent: list[tuple[str, tuple[Any, ...]]] = []
         self.bridge: EngineBridge | None = None
         self.player: ReplayController | None = None
@@ -1024,6 +1033,9 @@ class KernelLadderApp(App[int]):
         if self.bridge is None or self.run_over or self.main.view.state == v.RUN_FINISHED:
             self.exit(0)
             return
+        if getattr(self.bridge.run, "attached", False):  # another process owns the run
+            self._ask_leave_attached(getattr(self.bridge.run, "owner", None))
+            return
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -1044,6 +1056,24 @@ class KernelLadderApp(App[int]):
             ),
             answer,
         )
+
+    def _ask_leave_attached(self, owner: Any) -> None:
+        """Attached to a run another process owns: quitting may leave it running."""
+
+        def answer(choice: str | None) -> None:
+            if choice == DETACH:
+                self.detached = True
+                self.exit(0)
+            elif choice == STOP:
+                self.run_worker(
+                    self._stop_and_exit(),
+                    group="steering",
+                    description="stopping the run",
+                    exit_on_error=False,
+                )
+
+        who = f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
+        self.push_screen(LeaveRunScreen(who), answer)
 
     async def _stop_and_exit(self) -> None:
         bridge = self.bridge

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
+from kernelladder.engine.control import STEERING_COMMANDS
 from kernelladder.engine.events import Event
 
 DEFAULT_INTERVAL_S = 0.066  # ~15 batches a second
@@ -31,20 +32,8 @@ DRAIN_GRACE_AFTER_ERROR_S = 0.5
 
 Deliver = Callable[[tuple[Event, ...], bool], None]  # (batch, stream finished)
 
-# The RunControl commands the app may send.
-COMMANDS = frozenset(
-    {
-        "prune",
-        "edit_hints",
-        "approve",
-        "veto",
-        "pause",
-        "resume",
-        "open_branch",
-        "set_target",
-        "stop",
-    }
-)
+# The RunControl commands the app may send (the same list the control channel serves).
+COMMANDS = STEERING_COMMANDS
 
 
 class SteerableRun(Protocol):

@@ -63,7 +63,9 @@ async def take(run_dir: Path, out: Path, theme: str | None = None) -> list[Path]
         await settle(app, pilot)
         shot("help")
         await pilot.press("escape")
-        app.push_screen(HintsEditor("global", app.main.view.hints or "prefer one row per program"))
+        view = app.main.view
+        hints = "\n".join(["prefer two-pass", "fix EPT=8", view.hints or "keep rows short"])
+        app.push_screen(HintsEditor("global", hints, op=view.op, proposer=view.proposer))
         await settle(app, pilot)
         shot("hints")
         await pilot.press("escape")

@@ -196,6 +196,14 @@ def add_parser(subparsers: Any) -> None:
     )
     add_run_arguments(p)
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+
+    p.add_argument(
+        "--detached",
+        action="store_true",
+        help="no terminal: ask-gates wait for an app attached with kernelladder-tui --attach "
+        "(kernelladder-tui --detach starts runs this way)",
+    )
+
     p.set_defaults(func=run)
 
 
@@ -281,6 +289,7 @@ def _check_new_run_dir(run_dir: str | None) -> None:
     """A new run needs a directory it can own: new or empty; not a file, not one holding
     a run's files without its log (they were never this run's), not one holding other
     files (a run would be mixed into them). create_run refuses a whole run."""
+    from kernelladder.engine.control import DETACHED_LOG
     from kernelladder.engine.log import EVENTS_FILE
 
     if run_dir is None:
@@ -295,8 +304,8 @@ def _check_new_run_dir(run_dir: str | None) -> None:
                 f"--run-dir {run_dir} holds {' and '.join(found)} but no {EVENTS_FILE}: "
                 "a new run would overwrite them; give another directory"
             )
-        try:
-            holds_files = any(path.iterdir())
+        try:  # a --detach run's own output may already be there
+            holds_files = any(p.name != DETACHED_LOG for p in path.iterdir())
         except OSError:  # unreadable: creating the run says so
             holds_files = False
         if holds_files:
@@ -432,9 +441,11 @@ def run(args: argparse.Namespace) -> int:
     from kernelladder.engine.summary import summarize
 
     interactive = sys.stdin.isatty()
-    the_run, _ = build_run(args, interactive=interactive)
+    # detached, an attached app answers ask-gates (none is asked on stdin)
+    detached = bool(getattr(args, "detached", False))
+    the_run, _ = build_run(args, interactive=interactive or detached)
     progress = sys.stderr if args.json else sys.stdout
-    prompt = interactive and the_run.gate_policy == "ask"
+    prompt = interactive and not detached and the_run.gate_policy == "ask"
     view = HeadlessView(the_run, stream=progress, prompt_gates=prompt)
     print(f"run dir: {the_run.run_dir}", file=sys.stderr if args.json else progress, flush=True)
     state = asyncio.run(drive(the_run, view))

@@ -3,6 +3,8 @@
 kernelladder-tui rmsnorm [the options of `kernelladder optimize`]
 kernelladder-tui --replay RUN_DIR [--speed N] [--end]
 kernelladder-tui --headless ...        # the same without the app
+kernelladder-tui --attach RUN_DIR      # watch and steer a run another process owns
+kernelladder-tui rmsnorm --detach      # start the run in the background, then attach
 """
 
 from __future__ import annotations
@@ -58,6 +60,19 @@ def build_parser() -> ArgumentParser:
         help="run or replay without the app (plain/rich progress)",
     )
     view.add_argument("--engine-thread", action="store_true", help=argparse.SUPPRESS)
+
+    view.add_argument(
+        "--attach",
+        metavar="RUN_DIR",
+        default=None,
+        help="watch and steer a live run another process owns (quitting can detach)",
+    )
+    view.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the run as a background `kernelladder optimize` and attach to it",
+    )
+
     add_run_arguments(parser)  # the options of `kernelladder optimize`, OP included
     return parser
 
@@ -112,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        return _main(args)
+        return _main(args, argv)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -137,7 +152,63 @@ def _check_theme(name: str | None) -> None:
         raise UsageError(f"unknown theme {name!r} (try: {', '.join(sorted(known))})")
 
 
-def _main(args: argparse.Namespace) -> int:
+# kernelladder-tui flags that are the app's, not the run's (dropped for --detach)
+_APP_FLAGS = {"--detach": 0, "--engine-thread": 0, "--theme": 1}
+
+
+def _optimize_args(argv: list[str]) -> list[str]:
+    """The command line of `kernelladder optimize` for a --detach run: the run options
+    as given, the app's own flags left out."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _APP_FLAGS:
+            skip = _APP_FLAGS[name] if "=" not in arg else 0
+            continue
+        out.append(arg)
+    return out
+
+
+def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
+    """--attach RUN_DIR, or --detach: the run to attach to (AttachError -> usage)."""
+    from kernelladder.app.attach import AttachedRun, AttachError, start_detached
+
+    try:
+        if args.attach is not None:
+            if not args.attach.strip():
+                raise UsageError("--attach is empty")
+            given = [f for f, on in (("OP", args.op), ("--resume", args.resume)) if on]
+            if given or args.replay or args.headless or args.detach:
+                raise UsageError(
+                    "--attach RUN_DIR watches a running run: give no op, --resume, "
+                    "--replay, --headless or --detach with it"
+                )
+            return AttachedRun(args.attach)
+        if args.headless:
+            raise UsageError("--detach starts the app; --headless has none (use nohup or tmux)")
+        if not args.op and args.resume is None:
+            raise UsageError("--detach needs an op (e.g. rmsnorm) or --resume RUN_DIR")
+        if args.resume is not None:
+            run_dir, new_run = Path(args.resume), False
+        elif args.run_dir:
+            run_dir, new_run = Path(args.run_dir), False  # already in the arguments
+        else:
+            from kernelladder.engine.engine import new_run_id
+
+            run_dir, new_run = Path("runs") / new_run_id(Path(args.op).stem), True
+        process = start_detached(_optimize_args(argv), run_dir, new_run=new_run)
+        print(f"{PROG}: the run goes on in the background (pid {process.pid}, log "
+              f"{run_dir / 'optimize.log'})", file=sys.stderr)  # fmt: skip
+        return AttachedRun(run_dir)
+    except AttachError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     if args.replay is not None and not args.replay.strip():
         raise UsageError("--replay is empty")
     if args.replay and (args.op or args.resume):
@@ -149,11 +220,17 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(f"{' and '.join(paced)}: only with --replay RUN_DIR")
     if paced and args.headless:
         raise UsageError(f"{' and '.join(paced)}: not with --headless, which prints the whole run")
+    attached = None
+    if args.attach is not None or args.detach:
+        _check_theme(args.theme)
+        attached = _attached_run(args, list(argv or ()))
     if args.headless:
         return _headless(args)
     from kernelladder.app.app import KernelLadderApp  # textual only for the app
 
-    if args.replay:
+    if attached is not None:
+        kwargs = {"run": attached}
+    elif args.replay:
         run_dir = Path(args.replay)
         kwargs: dict[str, Any] = {
             "events": _load(run_dir), "run_dir": run_dir, "speed": args.speed or 1.0,
@@ -171,6 +248,9 @@ def _main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     result = app.run()
+    if attached is not None and not attached.finished_seen:
+        print(f"{PROG}: detached; the run goes on. Attach again: {PROG} --attach "
+              f"{attached.run_dir}", file=sys.stderr)  # fmt: skip
     if app.return_code not in (None, 0):
         return int(app.return_code)
     return int(result or 0)

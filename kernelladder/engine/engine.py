@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.channels import Broadcaster, Subscription
+from kernelladder.engine.control import ControlServer
 from kernelladder.engine.gating import assess_undo
 from kernelladder.engine.log import (
     ATTEMPTS_DIR,
@@ -233,6 +234,8 @@ class Run:
         self.internal_error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._control: ControlServer | None = None  # attached apps steer through it
+        self._control_error = ""
         if not resumed:
             self.log.write_meta(
                 {"run_id": self.run_id, "options": options.to_dict(), "op": op.to_dict()}
@@ -280,6 +283,7 @@ class Run:
         reason, detail = ev.RULE_ERROR, ""
         try:
             try:
+                await self._open_control()
                 started = await self._start()
                 if started:
                     reason, detail = await self._supervise()
@@ -299,6 +303,21 @@ class Run:
         finally:
             await self._shutdown(reason, detail)
         return self.state
+
+    async def _open_control(self) -> None:
+        """Serve the control channel (engine/control.py) so apps can attach; a run that
+        cannot serve one goes on and says so."""
+        server = None
+        try:
+            server = ControlServer(self, self.run_dir)
+            await server.start()
+        except Exception as exc:  # no Unix sockets here, a read-only runtime directory
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.close()
+            self._control_error = f"attach is off for this run: {one_line(exc)}"
+            return
+        self._control = server
 
     # --- steering (RunControl) ----------------------------------------------------------
     def _check_live(self) -> None:
@@ -514,6 +533,8 @@ class Run:
         self._started = True
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
+        if self._control_error:
+            self._emit(ev.Notice(level="warning", message=self._control_error))
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
         if callable(notice_sink):
             notice_sink(self._runner_notice)
@@ -618,6 +639,9 @@ class Run:
                     )
         finally:
             self._closed = True
+            if self._control is not None:
+                with contextlib.suppress(Exception):
+                    await self._control.close()
             with contextlib.suppress(Exception):
                 await self.runner.close()
             self._bus.close()
@@ -1168,6 +1192,7 @@ class Run:
             "saw": fb.get("saw", ""),
             "fence": fb.get("fence") or self.op.description.get("fence", ""),
             "dead_ends": list(b.dead_ends),
+            "vetoed_families": list(b.vetoed_families),
         }
         return ProposalContext(
             op=self.op.description,
@@ -1182,6 +1207,10 @@ class Run:
             history=tuple({**h, "source": self._source(h["attempt"])} for h in s.history(bid)),
             best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
             device=self.device,
+            vetoed_families=tuple(b.vetoed_families),
+            vetoed_moves=tuple(b.vetoed_moves),
+            stagnation=b.stagnation,
+            stagnation_limit=s.setting("stagnation"),
         )
 
 

@@ -74,14 +74,19 @@ def assess_undo(
     if concerns:
         reasons.append("touches the fence: " + ", ".join(concerns))
     family = meta.get("family")
+    family_reason = ""
     if family and parent_family and family != parent_family:
-        reasons.append(f"changes algorithm family {parent_family} -> {family}")
+        family_reason = f"changes algorithm family {parent_family} -> {family}"
+        reasons.append(family_reason)
     if branch_holds_best:
         declared = meta.get("parent_attempt")
         if meta.get("restart"):
             reasons.append("abandons the best lineage (restarts from the starting candidate)")
         elif isinstance(declared, int) and declared not in branch_lineage:
             reasons.append(f"abandons the best lineage (starts from attempt {declared})")
+    if reasons and cost == UNDO_HIGH and family_reason and undo_reason:
+        # the proposer called its own family change high, and says why (e.g. stagnation)
+        reasons = [undo_reason] + [r for r in reasons if r != family_reason]
     if reasons:
         return UNDO_HIGH, "; ".join(reasons)
     return cost, undo_reason

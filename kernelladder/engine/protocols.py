@@ -93,6 +93,10 @@ class ProposalContext:
     history: tuple[dict[str, Any], ...] = ()  # this branch's attempts: move, verdict, speedup
     best_source: str | None = None  # best passing source of the run so far
     device: str = "cpu"
+    vetoed_families: tuple[str, ...] = ()  # families the person vetoed on this branch
+    vetoed_moves: tuple[str, ...] = ()  # steps (move lines) the person vetoed on this branch
+    stagnation: int = 0  # judged attempts on this branch since its last gain
+    stagnation_limit: int | None = None  # the stagnation exit rule (None: off)
 
 
 @dataclass(frozen=True)

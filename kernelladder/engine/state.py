@@ -127,6 +127,10 @@ class BranchState:
     baseline_noise: float | None = None
     hints: str = ""
     dead_ends: list[str] = field(default_factory=list)
+    # vetoed moves bind the branch at the level they were proposed: a family change
+    # vetoes the family, a step within a family vetoes that step (its move line)
+    vetoed_families: list[str] = field(default_factory=list)
+    vetoed_moves: list[str] = field(default_factory=list)
     failure_counts: dict[str, int] = field(default_factory=dict)
     stagnation: int = 0  # judged attempts since the last gain
     passes: int = 0
@@ -508,6 +512,35 @@ def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
         a.status = VETOED
         if b is not None:
             b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
+            _bind_veto(s, b, a)
+
+
+def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
+    """A vetoed family change closes that family on this branch; any other vetoed move
+    closes that step (its move line without the "(from #N)" of its base)."""
+    changed_from = vetoed_family_change(s, a)
+    if changed_from is not None:
+        if a.family not in b.vetoed_families:
+            b.vetoed_families.append(a.family)
+        return
+    step = bare_move(a.move)
+    if step and step not in b.vetoed_moves:
+        b.vetoed_moves.append(step)
+
+
+def vetoed_family_change(s: RunState, a: AttemptState) -> str | None:
+    """The family an attempt moved away from, when it changed its parent's family."""
+    if not a.family:
+        return None
+    declared = a.meta.get("from_family") if isinstance(a.meta, dict) else None
+    parent = s.attempts.get(a.parent) if a.parent is not None else None
+    before = declared or (parent.family if parent is not None else None)
+    return str(before) if before and before != a.family else None
+
+
+def bare_move(move: str) -> str:
+    """A move line without the "(from #N)" that names the attempt it started from."""
+    return move.split(" (from #", 1)[0].strip()
 
 
 def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:

@@ -116,9 +116,14 @@ def _feedback_section(ctx: ProposalContext) -> str:
     lines.append(f"EXPECTED: {fb.get('expected') or '(nothing reported)'}")
     lines.append(f"SAW: {fb.get('saw') or '(nothing reported)'}")
     lines.append(f"FENCE:\n{fence}" if fence else "FENCE: (none given)")
-    if dead:
+    vetoed = list(ctx.vetoed_families)
+    if dead or vetoed:
         lines.append("DEAD ENDS (tried on this branch and failed or vetoed; do not repeat):")
         lines += [f"  - {d}" for d in dead]
+        lines += [
+            f"  - family {f}: a change to it was vetoed; do not propose this family again"
+            for f in vetoed
+        ]
     else:
         lines.append("DEAD ENDS: none yet")
     return "\n".join(lines)

@@ -8,6 +8,12 @@ parameters the feedback points at next), then pairs, then farther rings. When a 
 grid is used up it moves to the next family (a high-undo-cost move), and when every
 family is used up it raises ProposerExhausted. On the CPU there are no speed numbers: the
 base stays the first verified point and the rings around it are walked in a fixed order.
+
+Steering it obeys (read from the context each time, so a resume keeps it): a family the
+person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
+directives (engine/directives.py) prefer or avoid families and fix, avoid or try
+parameter values. A branch that stagnates for half its stagnation limit is offered a
+change of family (a high undo-cost move a person weighs at a gate) before it runs out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine import standing_rank
+from kernelladder.engine.directives import Directives, matches, parse_directives
 from kernelladder.engine.proposers.templates import (
     FOCUS_ALL,
     FOCUS_LARGE,
@@ -94,6 +101,71 @@ class Step:
     base: Trial | None
     moved: tuple[tuple[str, int], ...]
     switched_from: str | None = None  # a family change
+    why: str = ""  # why a family change was offered (stagnation)
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What the person has said about this branch: vetoes (folded branch state) and the
+    hint directives."""
+
+    closed: frozenset[str] = frozenset()  # families vetoed here or avoided
+    preferred: tuple[str, ...] = ()
+    fixed: Mapping[str, str] = field(default_factory=dict)
+    avoided_values: frozenset[tuple[str, str]] = frozenset()
+    tries: tuple[tuple[str, str], ...] = ()
+    stagnated: int | None = None  # attempts without a gain, when a family change is due
+
+
+def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
+    """The family names and PARAM -> values the search knows for an op (for parsing and
+    showing hint directives); empty for an op without templates."""
+    return _vocabulary(catalog().get(op_name, ()))
+
+
+def _vocabulary(families: Sequence[Family]) -> tuple[list[str], dict[str, list[Any]]]:
+    params: dict[str, list[Any]] = {}
+    for f in families:
+        for p in f.params:
+            values = params.setdefault(p.name, [])
+            values += [v for v in p.values if v not in values]
+    return [f.name for f in families], params
+
+
+def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
+    names, params = _vocabulary(families)
+    d: Directives = parse_directives(ctx.hints or "", families=names, params=params)
+    closed = frozenset(ctx.vetoed_families) | d.avoided_families
+    preferred = tuple(dict.fromkeys(f for f in d.preferred_families if f not in closed))
+    return Steering(
+        closed=closed,
+        preferred=preferred,
+        fixed=d.fixed,
+        avoided_values=d.avoided_values,
+        tries=d.tries,
+        stagnated=_stagnated(ctx),
+    )
+
+
+def _stagnated(ctx: ProposalContext) -> int | None:
+    """The branch's attempts without a gain when it has gone half its stagnation limit
+    without one, and as long again since its last family change was offered."""
+    limit = ctx.stagnation_limit
+    if not limit or limit < 2:
+        return None
+    threshold = max(1, limit // 2)
+    if ctx.stagnation < threshold:
+        return None
+    since = 0
+    for entry in ctx.history:
+        if not isinstance(entry, Mapping):
+            continue
+        meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
+        if meta.get("from_family"):
+            since = 0
+        elif entry.get("verdict") is not None:
+            since += 1
+    return ctx.stagnation if since >= threshold else None
 
 
 class SearchProposer:
@@ -126,10 +198,16 @@ class SearchProposer:
         memory = self._branches.setdefault(ctx.branch_id, BranchMemory())
         parent = _ingest(memory, ctx, by_name)
         label_family, rotation = _resolve_label(ctx.strategy, by_name)
+        steer = steering(ctx, families)
         if memory.family is None:
             memory.family = label_family or (parent.family if parent else None) or families[0].name
+        memory.family = _settled_family(memory, families, steer)
         dims = _suite_dims(ctx.op, ctx.device)
-        step = _next_step(memory, by_name, families, dims, rotation, ctx, self._cross_family)
+        step = None
+        if memory.family is not None:
+            step = _next_step(
+                memory, by_name, families, dims, rotation, ctx, self._cross_family, steer
+            )
         if step is None:
             raise ProposerExhausted(
                 f"search: every {ctx.op.get('name')} grid point in reach was tried on "
@@ -237,6 +315,8 @@ def _ingest(
             continue
         if trial.attempt is None and isinstance(entry.get("attempt"), int):
             trial.attempt = entry["attempt"]
+        if entry.get("status") == VETOED and trial.status == PENDING:
+            trial.status = VETOED
         fields = _verdict_fields(entry.get("verdict"))
         if entry.get("speedup") is not None:
             fields.setdefault("speedup", entry["speedup"])
@@ -246,6 +326,7 @@ def _ingest(
         if parent.attempt is None:
             parent.attempt = ctx.parent_attempt
         _apply(parent, _verdict_fields(ctx.parent_verdict))
+    memory.dead_moves.update(ctx.vetoed_moves)
     for move in ctx.dead_ends:
         memory.dead_moves.add(_bare_move(move))
         for trial in memory.trials.values():
@@ -450,6 +531,42 @@ def _untried(memory: BranchMemory, op: str, family: Family, point: Mapping[str, 
     return family.valid(point) and config_key(op, family.name, point) not in memory.trials
 
 
+def _settled_family(
+    memory: BranchMemory, families: Sequence[Family], steer: Steering
+) -> str | None:
+    """The branch's family, moved off one the person closed (vetoed here or avoided): to
+    the family of its latest trial that was not vetoed, else a preferred one, else the
+    first open one; None when every family is closed."""
+    if memory.family is not None and memory.family not in steer.closed:
+        return memory.family
+    open_names = [f.name for f in families if f.name not in steer.closed]
+    for trial in sorted(memory.trials.values(), key=lambda t: -t.order):
+        if trial.status != VETOED and trial.family in open_names:
+            return trial.family
+    if steer.preferred:
+        return steer.preferred[0]
+    return open_names[0] if open_names else None
+
+
+def _family_order(
+    current: str, families: Sequence[Family], steer: Steering, cross_family: bool
+) -> list[str]:
+    """Families in the order the next step is looked for: a preferred family before the
+    branch's own (a move there is a family change), others only when the own one is used
+    up; a stagnated branch looks at every other family first."""
+    if not cross_family:
+        return [current]
+    open_names = [f.name for f in families if f.name not in steer.closed]
+    others = [n for n in open_names if n != current]
+    preferred = [n for n in steer.preferred if n in others]
+    rest = [n for n in others if n not in preferred]
+    if steer.stagnated is not None:
+        return preferred + rest + [current]
+    if current in steer.preferred:
+        return [current] + preferred + rest
+    return preferred + [current] + rest
+
+
 def _next_step(
     memory: BranchMemory,
     by_name: Mapping[str, Family],
@@ -458,31 +575,117 @@ def _next_step(
     rotation: int,
     ctx: ProposalContext,
     cross_family: bool,
+    steer: Steering,
 ) -> Step | None:
     op = str(ctx.op.get("name"))
-    order = [memory.family] + [f.name for f in families if f.name != memory.family]
-    if not cross_family:
-        order = order[:1]
-    for position, name in enumerate(order):
+    current = memory.family
+    assert current is not None
+    for name in _family_order(current, families, steer, cross_family):
         family = by_name[name]
-        step = _step_in_family(memory, family, dims, rotation if position == 0 else 0, op)
+        step = _step_in_family(memory, family, dims, rotation if name == current else 0, op, steer)
         if step is None:
             continue
-        if position > 0:
+        if name != current and not any(t.family == current for t in memory.trials.values()):
+            memory.family = name  # nothing was tried in the label's family: no change
+        elif name != current:
+            why = ""
+            if steer.stagnated is not None:
+                why = f"the branch went {steer.stagnated} attempts without a gain"
+            elif name in steer.preferred:
+                why = f"the hints prefer {name}"
             step = Step(
-                step.family, step.params, step.base, step.moved, switched_from=memory.family
+                step.family, step.params, step.base, step.moved, switched_from=current, why=why
             )
             memory.family = name
         return step
     return None
 
 
+def _value_of(param: Param, text: str) -> tuple[bool, Any]:
+    for v in param.values:
+        if matches(v, text):
+            return True, v
+    return False, None
+
+
+def _constrained(
+    family: Family, point: Mapping[str, Any], steer: Steering
+) -> dict[str, Any] | None:
+    """The point with the fixed values set; None when it holds an avoided value."""
+    out = dict(point)
+    params = {p.name: p for p in family.params}
+    for name, text in steer.fixed.items():
+        if name in params:
+            found, value = _value_of(params[name], text)
+            if found:
+                out[name] = value
+    for name, text in steer.avoided_values:
+        if name in out and matches(out[name], text):
+            return None
+    return out
+
+
+def _start_point(family: Family, steer: Steering) -> dict[str, Any]:
+    """The family's start, with fixed values set and avoided values moved to the nearest
+    allowed one."""
+    point = {p.name: family.start[p.name] for p in family.params}
+    point = _constrained(family, point, Steering(fixed=steer.fixed)) or point
+    for p in family.params:
+        if not any(
+            name == p.name and matches(point[p.name], t) for name, t in steer.avoided_values
+        ):
+            continue
+        here = p.values.index(point[p.name]) if point[p.name] in p.values else 0
+        allowed = [
+            v
+            for v in p.values
+            if not any(name == p.name and matches(v, t) for name, t in steer.avoided_values)
+        ]
+        if allowed:
+            point[p.name] = min(allowed, key=lambda v: abs(p.values.index(v) - here))
+    return point
+
+
+def _tried_first(
+    memory: BranchMemory, family: Family, base: Trial, steer: Steering, op: str
+) -> Step | None:
+    """A `try PARAM=VALUE` directive's point from the base, while it is untried."""
+    params = {p.name: p for p in family.params}
+    for name, text in steer.tries:
+        p = params.get(name)
+        if p is None:
+            continue
+        found, value = _value_of(p, text)
+        if not found or base.params.get(name) == value:
+            continue
+        point = _constrained(family, {**base.params, name: value}, steer)
+        if point is None or not _untried(memory, op, family, point):
+            continue
+        if _describe(base.params, point) in memory.dead_moves:
+            continue
+        old = base.params.get(name)
+        way = +1
+        if old in p.values and p.values.index(value) < p.values.index(old):
+            way = -1
+        return Step(family, point, base, ((name, way),))
+    return None
+
+
 def _step_in_family(
-    memory: BranchMemory, family: Family, dims: list[Mapping[str, int]], rotation: int, op: str
+    memory: BranchMemory,
+    family: Family,
+    dims: list[Mapping[str, int]],
+    rotation: int,
+    op: str,
+    steer: Steering,
 ) -> Step | None:
     trials = [t for t in memory.trials.values() if t.family == family.name]
-    start = {p.name: family.start[p.name] for p in family.params}
-    if _untried(memory, op, family, start) and not any(t.status == PASS for t in trials):
+    start = _start_point(family, steer)
+    if (
+        _constrained(family, start, steer) is not None
+        and _untried(memory, op, family, start)
+        and not any(t.status == PASS for t in trials)
+    ):
         return Step(family, start, None, ())
     base = _best(trials)
     if base is None:
@@ -492,13 +695,17 @@ def _step_in_family(
         )
         if base is None:
             return None
+    tried = _tried_first(memory, family, base, steer, op)
+    if tried is not None:
+        return tried
     relevant = [p for p in family.params if p.matters(dims)]
     latest = max(trials, key=lambda t: t.order) if trials else None
     moves = _ordered_moves(
         family, relevant, base, rotation, _focus(base), _resource_trouble(latest)
     )
-    for point, moved in _rings(family, base.params, moves, relevant):
-        if not _untried(memory, op, family, point):
+    for ring_point, moved in _rings(family, base.params, moves, relevant):
+        point = _constrained(family, ring_point, steer)
+        if point is None or not _untried(memory, op, family, point):
             continue
         if _describe(base.params, point) in memory.dead_moves:
             continue
@@ -537,7 +744,8 @@ def _proposal(
         move = f"family {step.switched_from} -> {family.name}: {family.summary}"
         undo, reason = (
             "high",
-            f"changes algorithm family from {step.switched_from} to {family.name}",
+            f"changes algorithm family from {step.switched_from} to {family.name}"
+            + (f" ({step.why})" if step.why else ""),
         )
     elif base is None:
         if parent is not None and parent.family != family.name:

@@ -1,0 +1,168 @@
+"""A run another process owns, as the app's bridge sees a run (bridge.SteerableRun).
+
+`kernelladder-tui --attach RUN_DIR` watches and steers a live run without owning it:
+events come from tailing RUN_DIR/events.jsonl (every event is there before anyone is
+told of it), steering commands go over the run's control channel (engine/control.py),
+and leaving (detaching) stops nothing. Any number of apps may attach at once. Nothing
+here imports textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.control import (
+    DETACHED_LOG,
+    AttachError,
+    ControlClient,
+    Owner,
+    live_owner,
+)
+from kernelladder.engine.events import event_from_dict
+from kernelladder.engine.log import EVENTS_FILE, writer_active
+
+POLL_S = 0.1  # how often the log is looked at for new lines
+
+
+class RunGone(Exception):
+    """The run's process ended without finishing its log (killed?)."""
+
+
+class AttachedRun:
+    attached = True  # the app offers "Detach" when quitting
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, poll_s: float = POLL_S) -> None:
+        self.run_dir = Path(run_dir)
+        self.owner: Owner = live_owner(self.run_dir)  # AttachError: not live
+        self.client = ControlClient(self.owner.control)
+        self.poll_s = poll_s
+        self._queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()
+        self.finished_seen = False
+
+    # --- the bridge's side ---------------------------------------------------------
+    async def run(self) -> None:
+        """Tail the log until the run finishes (RunFinished) or its process is gone."""
+        path = self.run_dir / EVENTS_FILE
+        offset = 0
+        partial = b""
+        try:
+            while True:
+                alive = writer_active(self.run_dir)  # asked before reading: no lost tail
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                offset += len(chunk)
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()  # a line still being written
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = event_from_dict(json.loads(line))
+                    self._queue.put_nowait(event)
+                    if isinstance(event, ev.RunFinished):
+                        self.finished_seen = True
+                if self.finished_seen:
+                    return
+                if not chunk and not alive:
+                    raise RunGone(
+                        f"the run's process ended without finishing its log (killed?); "
+                        f"continue it with --resume {self.run_dir}"
+                    )
+                await asyncio.sleep(self.poll_s)
+        finally:
+            self._queue.put_nowait(None)
+            await self.client.close()
+
+    async def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[ev.Event]:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            yield event
+
+    # --- RunControl, forwarded to the owner ------------------------------------------
+    async def prune(self, branch_id: str) -> None:
+        await self.client.send("prune", branch_id)
+
+    async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
+        await self.client.send("edit_hints", text, branch_id)
+
+    async def approve(self, gate_id: str) -> None:
+        await self.client.send("approve", gate_id)
+
+    async def veto(self, gate_id: str, note: str = "") -> None:
+        await self.client.send("veto", gate_id, note)
+
+    async def pause(self, branch_id: str | None = None) -> None:
+        await self.client.send("pause", branch_id)
+
+    async def resume(self, branch_id: str | None = None) -> None:
+        await self.client.send("resume", branch_id)
+
+    async def open_branch(self, from_attempt: int, strategy: str | None = None) -> str:
+        return await self.client.send("open_branch", from_attempt, strategy)
+
+    async def set_target(self, target: float | None) -> None:
+        await self.client.send("set_target", target)
+
+    async def stop(self, reason: str = "user") -> None:
+        await self.client.send("stop", reason)
+
+
+# --- starting a run in the background (--detach) --------------------------------------------
+
+
+def start_detached(
+    optimize_args: Sequence[str], run_dir: Path, *, new_run: bool, wait_s: float = 120.0
+) -> subprocess.Popen[bytes]:
+    """Start `kernelladder optimize ARGS [--run-dir RUN_DIR] --detached` in a session of
+    its own (it outlives this terminal), its output in RUN_DIR/optimize.log, and wait
+    until it serves its control channel. AttachError (with the log's last line) if it
+    ends first."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / DETACHED_LOG
+    where = ["--run-dir", str(run_dir)] if new_run else []
+    command = [
+        sys.executable, "-m", "kernelladder", "optimize", *optimize_args, *where, "--detached",
+    ]  # fmt: skip
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AttachError(
+                f"the background run ended at once (exit {process.returncode}): "
+                f"{_last_line(log_path)}"
+            )
+        try:
+            live_owner(run_dir)
+            return process
+        except AttachError:
+            time.sleep(0.05)
+    raise AttachError(
+        f"the background run (pid {process.pid}) did not open its control channel in "
+        f"{wait_s:g}s; see {log_path}"
+    )
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "(no output)"
+    return lines[-1] if lines else "(no output)"
