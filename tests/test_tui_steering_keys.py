@@ -10,11 +10,28 @@ line in the candidate) and HeldProposer (no model: scripted moves, then it waits
 
 from __future__ import annotations
 
-from test_tui_steering import live_app, logged, ready, until
+import asyncio
+from pathlib import Path
+
+from test_engine_doubles import ScriptedRunner, move, scripted_op
+from test_tui_steering import (
+    HeldProposer,
+    SlowStartRunner,
+    live_app,
+    logged,
+    ready,
+    tree_text,
+    until,
+)
 from textual.widgets import Input, Label
 
+from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.modals.gate_prompt import GatePrompt
+from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
+from kernelladder.engine.engine import create_run, resume_run
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.protocols import Proposal
 
 SIZE = (150, 44)
 SMALL = (80, 24)
@@ -97,3 +114,188 @@ async def test_escape_leaves_the_gate_waiting(tmp_path):
         assert not isinstance(app.screen, GatePrompt)
         assert not logged(run, ev.GateResolved)
         assert app.main.view.gate("g1") is not None
+
+
+# --- follow ----------------------------------------------------------------------------
+
+
+class ReleasedProposer:
+    """Proposer double: each branch waits until the test releases its next move, so new
+    attempts arrive one at a time while the app is watched."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue[Proposal]] = {}
+        self.count = 0
+
+    def strategies(self, op, k: int) -> list[str]:
+        return ["alpha", "beta", "gamma"][:k]
+
+    def queue(self, branch_id: str) -> asyncio.Queue[Proposal]:
+        return self.queues.setdefault(branch_id, asyncio.Queue())
+
+    def release(self, branch_id: str, proposal: Proposal) -> None:
+        self.queue(branch_id).put_nowait(proposal)
+
+    async def propose(self, ctx) -> Proposal:
+        p = await self.queue(ctx.branch_id).get()
+        self.count += 1
+        return Proposal(**{**p.__dict__, "source": p.source + f"# n{self.count}\n"})
+
+
+def released_app(tmp_path: Path) -> tuple[KernelLadderApp, object, ReleasedProposer]:
+    proposer = ReleasedProposer()
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=2, gate="ask", device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=40, stagnation=40,
+    )  # fmt: skip
+    run = create_run(options, runner=ScriptedRunner(device="cuda"), proposer=proposer,
+                     op=scripted_op())  # fmt: skip
+    return KernelLadderApp(run=run, frozen=True, batch_interval=0.02), run, proposer
+
+
+async def arrive(pilot, app, proposer, branch_id: str, n: int) -> None:
+    """Branch `branch_id` proposes a move; wait until attempt #n is judged on screen."""
+    proposer.release(branch_id, move("pass 1.1", f"step {n}"))
+    await until(pilot, lambda: n in app.main.view.attempts, f"#{n} on screen")
+    await until(
+        pilot, lambda: app.main.view.attempts[n].state == "judged", f"#{n} judged", timeout=15
+    )
+    await pilot.pause(0.1)
+
+
+async def test_follow_keeps_the_newest_attempt_selected_across_branches(tmp_path):
+    """Before: `f` jumped to the newest attempt once, then the detail pane stayed on it
+    while newer attempts ran, in the same branch and in others."""
+    app, run, proposer = released_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await arrive(pilot, app, proposer, "b1", 1)
+        tree = app.main.query_one(StrategyTree)
+        await pilot.press("up")  # the person moves: following stops
+        assert tree.follow is False
+        await pilot.press("f")
+        await until(pilot, lambda: app.main.selected_attempt == 1, "#1 selected by f")
+        for n, branch in enumerate(["b1", "b1", "b2", "b1", "b2", "b2"], start=2):
+            await arrive(pilot, app, proposer, branch, n)
+            await until(pilot, lambda n=n: app.main.selected_attempt == n, f"#{n} followed")
+            title = str(app.main.query_one("#attempt-title", Label).render())
+            assert title.startswith(f"attempt #{n} · branch {branch}"), title
+        assert tree.follow is True
+
+
+async def test_moving_the_cursor_stops_following(tmp_path):
+    app, run, proposer = released_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await arrive(pilot, app, proposer, "b1", 1)
+        await arrive(pilot, app, proposer, "b2", 2)
+        assert app.main.selected_attempt == 2  # a new run follows from the start
+        await pilot.press("up", "up")  # past b2's own row to b1's #1
+        await until(pilot, lambda: app.main.selected_attempt == 1, "the cursor on #1")
+        held = (app.main.selected_branch, app.main.selected_attempt)
+        await arrive(pilot, app, proposer, "b1", 3)
+        await arrive(pilot, app, proposer, "b2", 4)
+        assert (app.main.selected_branch, app.main.selected_attempt) == held
+        await pilot.press("f")  # and f follows again
+        await until(pilot, lambda: app.main.selected_attempt == 4, "#4 selected by f")
+        await arrive(pilot, app, proposer, "b1", 5)
+        await until(pilot, lambda: app.main.selected_attempt == 5, "#5 followed")
+
+
+# --- a resumed run's first frame -------------------------------------------------------
+
+
+async def a_run_that_finished(tmp_path: Path) -> Path:
+    """Session one, headless: b1 passes #1, the person vetoes gate g1 (#2, a high
+    undo-cost move), #3 passes and the run ends at its budget: finished: max-attempts."""
+    proposer = HeldProposer(
+        {
+            "b1": [
+                move("pass 1.2", "BLOCK 256"),
+                move("pass 1.4", "two-pass", undo="high"),
+                move("pass 1.3", "BLOCK 512"),
+            ]
+        }
+    )
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=1, gate="ask", device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=3, stagnation=20,
+    )  # fmt: skip
+    run = create_run(options, runner=ScriptedRunner(device="cuda"), proposer=proposer,
+                     op=scripted_op())  # fmt: skip
+    task = asyncio.ensure_future(run.run())
+    for _ in range(1000):
+        if "g1" in run.state.gates:
+            break
+        await asyncio.sleep(0.01)
+    await run.veto("g1", "keep one pass")
+    state = await asyncio.wait_for(task, 30)
+    assert (state.finish_reason, state.attempts_used) == ("max-attempts", 3)
+    return Path(run.run_dir)
+
+
+async def test_a_resumed_run_shows_its_folded_state_from_the_first_frame(tmp_path):
+    """Before: the app folded the earlier session's events as they streamed in, so for
+    the seconds a verifier worker takes to start it announced 'gate g1 waits for you'
+    for a gate vetoed long ago, and the header said 'finished: max-attempts' with a
+    stopped clock before the run went on."""
+    run_dir = await a_run_that_finished(tmp_path)
+    runner = SlowStartRunner(device="cuda")  # the worker start the first frame comes before
+    proposer = HeldProposer({"b1": [move("pass 1.5", "BLOCK 1024")]})
+    run = resume_run(run_dir, runner=runner, proposer=proposer, overrides={"max_attempts": 6})
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        state = app.main.screen_state()
+        status = state["header"]
+        assert status.endswith("resuming") and "finished" not in status, status
+        assert "attempts 3/3" in status  # the earlier session's count, before the new budget
+        assert state["gates"] == [] and app.main.view.gates == ()
+        assert "⊘ #2 vetoed" in tree_text(app)
+        said = [f"{n.title} {n.message}" for n in app._notifications]
+        assert not any("waits for you" in s or "run finished" in s for s in said), said
+        runner.release.set()
+        await until(pilot, lambda: app.main.view.state == "running", "the session reopened")
+        await until(pilot, lambda: 4 in app.main.view.attempts, "#4, this session's first")
+        assert app.main.screen_state()["header"].split()[-1] in ("running", "finished")
+        said = [f"{n.title} {n.message}" for n in app._notifications]
+        assert not any("waits for you" in s for s in said), said
+
+
+async def test_a_resumed_run_asks_again_for_a_gate_left_pending(tmp_path):
+    proposer = HeldProposer(
+        {"b1": [move("pass 1.2", "BLOCK 256"), move("pass 1.4", "two-pass", undo="high")]}
+    )
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=1, gate="ask", device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=5, stagnation=20,
+    )  # fmt: skip
+    first = create_run(options, runner=ScriptedRunner(device="cuda"), proposer=proposer,
+                       op=scripted_op())  # fmt: skip
+    task = asyncio.ensure_future(first.run())
+    for _ in range(1000):
+        if "g1" in first.state.gates:
+            break
+        await asyncio.sleep(0.01)
+    await first.stop("user")
+    await asyncio.wait_for(task, 30)
+    runner = SlowStartRunner(device="cuda")
+    run = resume_run(first.run_dir, runner=runner, proposer=HeldProposer({}))
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        assert [g.gate_id for g in app.main.view.gates] == ["g1"]  # shown from the start
+        assert app.main.screen_state()["header"].endswith("resuming")
+        assert not any("waits for you" in (n.title or "") for n in app._notifications)
+        runner.release.set()
+        await until(pilot, lambda: app.main.view.state == "running", "the session reopened")
+        await until(
+            pilot,
+            lambda: any(n.title == "gate g1 still waits for you" for n in app._notifications),
+            "one notice that g1 still waits",
+        )
+        await pilot.press("g", *"no", "enter")
+        await until(pilot, lambda: logged(run, ev.GateResolved), "the veto")
+        assert [(r.gate_id, r.decision, r.note) for r in logged(run, ev.GateResolved)] == [
+            ("g1", "veto", "no")
+        ]

@@ -341,6 +341,8 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(StrategyTree).focus()
+        if self.kl_app.bridge is not None and self.kl_app.fold.folded:
+            self.show(self.kl_app.live_view())  # a resumed run's first frame
         # The footer fills itself on a bindings refresh it was there to hear.
         self.call_after_refresh(self.refresh_bindings)
 
@@ -800,8 +802,17 @@ class KernelLadderApp(App[int]):
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
         self._at_end = at_end
         self._last_tick = time.monotonic()
+        # a resumed run: its earlier sessions are folded here, so the first frame shows
+        # them as they ended (no gate announced again, no old "finished" while it resumes)
+        self.resuming = False
         if run is not None:
-            kwargs = {} if batch_interval is None else {"interval": batch_interval}
+            kwargs: dict[str, Any] = {} if batch_interval is None else {"interval": batch_interval}
+            session_start = int(getattr(run, "session_start_seq", 0) or 0)
+            read_from = getattr(getattr(run, "log", None), "read_from", None)
+            if session_start > 0 and callable(read_from):
+                self.fold.apply_all(read_from(0, session_start))
+                self.resuming = True
+                kwargs["from_seq"] = session_start
             self.bridge = EngineBridge(run, own_loop=own_loop, **kwargs)
             if getattr(getattr(run, "options", None), "remote", False):
                 self.bridge.prepare = self._start_remote_runner
@@ -920,10 +931,17 @@ class KernelLadderApp(App[int]):
 
     # --- live events ------------------------------------------------------------------
 
+    def live_view(self) -> v.RunView:
+        """The folded live run; a resumed run reads 'resuming' until it reopens."""
+        view = self.fold.view()
+        return v.resuming_view(view) if self.resuming else view
+
     def on_events_arrived(self, message: EventsArrived) -> None:
         try:
             self.fold.apply_all(message.events)
-            self.main.show(self.fold.view())
+            if message.finished or any(isinstance(e, ev.RunReopened) for e in message.events):
+                self.resuming = False
+            self.main.show(self.live_view())
             self._notify_events(message.events)
             if message.finished:
                 self.run_over = True
@@ -956,6 +974,17 @@ class KernelLadderApp(App[int]):
                 notes.append(
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
                 )
+            elif isinstance(e, ev.RunReopened):
+                # gates an earlier session left pending are asked again now
+                for gate in self.main.view.gates:
+                    if gate.policy == "ask":
+                        notes.append(
+                            (
+                                f"{gate.move} — press g to decide",
+                                f"gate {gate.gate_id} still waits for you",
+                                "warning",
+                            )
+                        )
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
                 notes.append((e.detail or e.reason, f"run finished: {e.reason}", severity))
