@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from test_app_audit_s4 import H200_RUN, replay_app, settled_footer
 from test_engine_doubles import ScriptedRunner, move, scripted_op
 from test_tui_steering import (
     HeldProposer,
@@ -23,10 +24,15 @@ from test_tui_steering import (
     tree_text,
     until,
 )
+from textual.containers import VerticalScroll
+from textual.geometry import Region
 from textual.widgets import Input, Label
 
-from kernelladder.app.app import KernelLadderApp
+from kernelladder.app.app import KernelLadderApp, MainScreen
 from kernelladder.app.modals.gate_prompt import GatePrompt
+from kernelladder.app.modals.help_screen import HelpScreen, key_label
+from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.screenshots import settle
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run, resume_run
@@ -299,3 +305,92 @@ async def test_a_resumed_run_asks_again_for_a_gate_left_pending(tmp_path):
         assert [(r.gate_id, r.decision, r.note) for r in logged(run, ev.GateResolved)] == [
             ("g1", "veto", "no")
         ]
+
+
+# --- 80x24 -----------------------------------------------------------------------------
+
+
+async def footer_at(pilot, app) -> dict[str, tuple[str, bool, Region]]:
+    keys = await settled_footer(pilot, app)
+    return {description: (key, enabled, region) for key, (description, enabled, region) in
+            keys.items()}  # fmt: skip
+
+
+async def test_the_80_column_footer_keeps_target_stop_export_help_and_quit(tmp_path):
+    """Before: at 80 columns the footer ran off the screen under '^p Commands' after
+    Branch: Target, Stop, Export, Help and Quit were not shown, and the 'e' of Export
+    showed after '^p Commands'."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await ready(pilot, app, run)
+        shown = await footer_at(pilot, app)
+        palette = shown.pop("Commands")[2]
+        for wanted in ("Target", "Stop", "Export", "Help", "Quit", "Approve", "Veto", "Pause"):
+            assert wanted in shown and shown[wanted][1], (wanted, sorted(shown))
+        for description, (_, _, region) in shown.items():
+            assert region.right <= palette.x, (description, region, palette)  # none under it
+        assert palette.right <= SMALL[0]
+        # what was left out is still in the help screen, and its keys still work
+        left_out = {"Prune", "Hints", "Br.hints", "Pause br.", "Branch"} - set(shown)
+        assert left_out
+        await pilot.press("question_mark")
+        actions = {action for _, action, _ in app.screen.rows}
+        assert left_out <= actions
+        await pilot.press("escape", "t")
+        assert isinstance(app.screen, InputPrompt)  # the Target key, from the footer
+
+
+async def test_a_wide_footer_shows_every_key(tmp_path):
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app, run)
+        shown = await footer_at(pilot, app)
+        for wanted in ("Prune", "Hints", "Br.hints", "Pause br.", "Branch", "Target", "Quit"):
+            assert wanted in shown
+
+
+async def test_the_help_screen_scrolls_to_its_last_key_at_80x24(tmp_path):
+    """Before: the help table was cut at 'View' at 80x24 and did not scroll."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        dialog = app.screen.query_one("#help-dialog", VerticalScroll)
+        assert app.focused is dialog
+        await pilot.pause(0.1)
+        assert dialog.max_scroll_y > 0 and dialog.scroll_y == 0
+        assert "Every action by name" not in app.export_screenshot().replace("&#160;", " ")
+        await pilot.press("down")
+        await until(pilot, lambda: dialog.scroll_y == 1, "down scrolls one row")
+        await pilot.press("pagedown")
+        await until(pilot, lambda: dialog.scroll_y > 1, "pagedown scrolls a page")
+        await pilot.press("end")
+        await until(pilot, lambda: dialog.scroll_y == dialog.max_scroll_y, "the end")
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "Every action by name" in screen  # the last row, ctrl+p, on screen
+        # complete: every binding of the main screen and the app has its row
+        rows = {(key, action) for key, action, _ in app.screen.rows}
+        for binding in [*MainScreen.BINDINGS, *KernelLadderApp.BINDINGS]:
+            if binding.id.startswith("replay."):
+                continue  # a live run has no replay keys
+            assert (key_label(binding), binding.description) in rows, binding.id
+
+
+async def test_branch_rows_end_in_an_ellipsis_not_mid_word_at_80_columns():
+    """Before: 'b3 two-pass  exhausted: stagnati' in the tree, 'b2 one-row-pe' in the
+    per-branch speedups: a cut that read as a word."""
+    app = replay_app(H200_RUN)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        tree = app.main.query_one(StrategyTree)
+        lines = [tree.render_line(y).text for y in range(tree.size.height)]
+        assert any(line.rstrip().endswith("exhausted: stagnat…") for line in lines), lines
+        width = tree.scrollable_content_region.width
+        for y in range(len(tree._tree_lines)):
+            node = tree._tree_lines[y].node
+            depth = len(tree._tree_lines[y].path) - 2  # the hidden root, then branches at 0
+            assert tree.get_label_width(node) + depth * tree.guide_depth <= width, y
+        assert tree.max_scroll_x == 0  # no horizontal scrolling to read a row
+        trends = [str(label.render()) for label in app.main.query("BranchTrend Label")]
+        assert "b2 one-row-p…" in trends and "b1 multi-row" in trends

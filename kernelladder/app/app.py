@@ -21,7 +21,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Label
+from textual.widgets import Label
 from textual.worker import Worker, WorkerState
 
 from kernelladder.app import view as v
@@ -40,6 +40,7 @@ from kernelladder.app.run_files import RunFiles
 from kernelladder.app.widgets.attempt_panel import AttemptPanel
 from kernelladder.app.widgets.branch_trends import BranchTrends
 from kernelladder.app.widgets.gates_panel import GatesPanel
+from kernelladder.app.widgets.key_footer import KeyFooter
 from kernelladder.app.widgets.replay_bar import ReplayBar
 from kernelladder.app.widgets.run_header import RunHeader
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
@@ -78,6 +79,19 @@ REPLAY_ACTIONS = frozenset(
 )
 
 SECTIONS = (("steer", "Steering"), ("view", "View"), ("replay", "Replay"), ("app", "App"))
+
+# On a narrow terminal the footer leaves keys out in this order (after the disabled ones)
+# until its row fits; Target, Stop, Export, Help and Quit always stay; help lists them all.
+FOOTER_DROP_ORDER = (
+    "steer.branch_pause",
+    "steer.branch_hints",
+    "steer.open_branch",
+    "steer.prune",
+    "steer.hints",
+    "steer.veto",
+    "steer.approve",
+    "steer.pause",
+)
 
 
 def starting_line(run: Any) -> str:
@@ -337,7 +351,7 @@ class MainScreen(Screen):
         yield GatesPanel(clock=self.clock, replay=self.replay, id="gates")
         if self.replay:
             yield ReplayBar(id="replay-bar")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
 
     def on_mount(self) -> None:
         self.query_one(StrategyTree).focus()
@@ -653,7 +667,10 @@ class MainScreen(Screen):
             if prefix == "app":
                 bindings = [b for b in self.app.BINDINGS if isinstance(b, Binding)]
             sections.append((title, bindings))
-        note = "Every action is also in the command palette (ctrl+p)."
+        note = (
+            "Every action is also in the command palette (ctrl+p). On a narrow terminal "
+            "the footer leaves some keys out: all of them are here."
+        )
         if self.replay:
             note += " In a replay, steering is off."
         self.app.push_screen(HelpScreen(sections, note))

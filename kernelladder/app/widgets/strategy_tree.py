@@ -142,6 +142,9 @@ class StrategyTree(Tree[NodeRef]):
         elif self.cursor_node is None and self._branch_nodes:
             self._move_to(next(iter(self._branch_nodes.values())))
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._invalidate()  # labels are cut to the width: lay the lines out again
+
     def reset(self) -> None:
         """Forget every node (a replay stepped back)."""
         self.clear()
@@ -162,6 +165,18 @@ class StrategyTree(Tree[NodeRef]):
         self.move_cursor(node, animate=False)
 
     # --- labels ----------------------------------------------------------------------
+
+    def render_label(self, node: TreeNode[NodeRef], base_style: Style, style: Style) -> Text:
+        """The label cut with an ellipsis at the pane's edge (the tree cropped it
+        mid-word: 'exhausted: stagnati')."""
+        text = super().render_label(node, base_style, style)
+        depth, parent = 0, node.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        room = self.scrollable_content_region.width - depth * self.guide_depth
+        if room > 0 and text.cell_len > room:
+            text.truncate(room, overflow="ellipsis")
+        return text
 
     def _style(self, part: str) -> Style:
         if not part:
