@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from test_app_audit_s4 import H200_RUN, replay_app, settled_footer
 from test_engine_doubles import ScriptedRunner, move, scripted_op
 from test_tui_steering import (
@@ -27,17 +28,23 @@ from test_tui_steering import (
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.widgets import Input, Label
+from textual.widgets._toast import Toast, ToastRack
 
 from kernelladder.app.app import KernelLadderApp, MainScreen
 from kernelladder.app.modals.gate_prompt import GatePrompt
 from kernelladder.app.modals.help_screen import HelpScreen, key_label
+from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.screenshots import settle
+from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run, resume_run
+from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import Proposal
+from kernelladder.engine.state import fold
+from kernelladder.engine.summary import summarize
 
 SIZE = (150, 44)
 SMALL = (80, 24)
@@ -394,3 +401,116 @@ async def test_branch_rows_end_in_an_ellipsis_not_mid_word_at_80_columns():
         assert tree.max_scroll_x == 0  # no horizontal scrolling to read a row
         trends = [str(label.render()) for label in app.main.query("BranchTrend Label")]
         assert "b2 one-row-p…" in trends and "b1 multi-row" in trends
+
+
+# --- a finished run, and the small things --------------------------------------------
+
+
+def said(app) -> list[str]:
+    return [f"{n.title} | {n.message}" for n in app._notifications]
+
+
+async def stopped(pilot, app, run) -> None:
+    await ready(pilot, app, run)
+    await pilot.press("s", "y")
+    await until(pilot, lambda: app.run_over, "the end of the run")
+    await until(pilot, lambda: app.main.view.state == "finished", "the finished state")
+
+
+async def test_a_finished_run_dims_its_steering_keys_and_says_why_when_pressed(tmp_path):
+    """Before: on a finished run `p` and `h` did nothing, silently."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await stopped(pilot, app, run)
+        keys = await settled_footer(pilot, app)
+        assert keys["p"][:2] == ("Pause", False) and keys["h"][:2] == ("Hints", False)
+        assert keys["e"][:2] == ("Export", True)  # exporting still applies
+        app.clear_notifications()
+        await pilot.press("p")
+        await pilot.pause(0.1)
+        assert said(app) == [" | The run has finished: there is nothing left to steer."]
+        app.clear_notifications()
+        await pilot.press("h")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, HintsEditor)
+        assert said(app) == [" | The run has finished: there is nothing left to steer."]
+        assert not logged(run, ev.RunPaused) and not logged(run, ev.HintEdited)
+
+
+async def test_run_finished_says_its_reason_once(tmp_path):
+    """Before: 'run finished: user-stop' as the title and 'user-stop' as the message."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await stopped(pilot, app, run)
+        await pilot.pause(0.2)
+        ending = [s for s in said(app) if "run finished" in s]
+        assert len(ending) == 1 and ending[0].count("user-stop") == 1, said(app)
+
+
+async def test_the_header_counts_vetoed_proposals_as_the_summary_does(tmp_path):
+    """Before: 'attempts 2/3 … finished: max-attempts' (judged only) where the summary
+    said 3 of 3: a vetoed proposal uses an attempt of the budget."""
+    run_dir = await a_run_that_finished(tmp_path)
+    events = read_events(run_dir)
+    summary = summarize(fold(events))
+    assert (summary["attempts"]["total"], summary["attempts"]["judged"]) == (3, 2)
+    app = KernelLadderApp(events=events, run_dir=run_dir, frozen=True, at_end=True)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        status = app.main.screen_state()["header"].splitlines()[1]
+        assert "attempts 3/3" in status and status.endswith("finished: max-attempts"), status
+
+
+def toasts(app) -> list[Toast]:
+    rack = app.screen.query_one(ToastRack)
+    return [w for w in rack.walk_children() if isinstance(w, Toast)]
+
+
+@pytest.mark.parametrize("size", [SIZE, SMALL])
+async def test_notifications_stay_off_the_gates_table(tmp_path, size):
+    """Before: a toast ('gate g1 waits for you') covered the gates table it spoke of."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot, app, run)
+        app.notify("one more notice", timeout=30)
+        await until(pilot, lambda: len(toasts(app)) >= 2, "toasts shown")
+        await pilot.pause(0.2)
+        gates = app.main.query_one(GatesPanel).region
+        header = app.main.query_one("#run-header").region
+        assert gates.height >= 2  # the gate's row is on screen
+        for toast in toasts(app):
+            where = toast.region
+            assert where.height and not where.overlaps(gates), (where, gates)
+            assert not where.overlaps(header), (where, header)
+
+
+async def test_export_says_the_absolute_path_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        best = app.main.view.best_attempt
+        await pilot.press("e", "enter")
+        out = tmp_path / f"best_scripted_{best}.py"
+        await until(pilot, out.exists, "the exported file")
+        await pilot.pause(0.1)
+        assert f" | Wrote the best kernel (#{best}) to {out}." in said(app)
+
+
+async def test_an_empty_target_with_no_target_set_records_nothing(tmp_path):
+    """Before: enter on the empty target entry of a run without a target recorded
+    `target_changed: null`."""
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        assert app.main.view.target is None
+        await pilot.press("t", "enter")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, InputPrompt)
+        assert not logged(run, ev.TargetChanged) and ("set_target", (None,)) not in (
+            app.commands_sent
+        )
+        assert " | The target stays none." in said(app)
+        await pilot.press("t", *"1.5", "enter")  # a change is still recorded
+        await until(pilot, lambda: logged(run, ev.TargetChanged), "TargetChanged")
+        assert [e.target for e in logged(run, ev.TargetChanged)] == [1.5]

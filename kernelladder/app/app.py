@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Label
 from textual.worker import Worker, WorkerState
 
+from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
@@ -445,6 +446,19 @@ class MainScreen(Screen):
             return "The run has finished: there is nothing left to steer."
         return None
 
+    def on_key(self, event: events.Key) -> None:
+        """A steering key that no longer applies (shown dimmed in the footer) says why,
+        once, where it did nothing silently."""
+        why = self.steering_refusal()
+        if why is None:
+            return
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        if active.binding.action.split("(", 1)[0] in STEERING_ACTIONS:
+            event.stop()
+            self.notify(why, severity="warning", timeout=3)
+
     async def run_from_palette(self, action: str) -> None:
         name = action.split("(", 1)[0]
         if name in STEERING_ACTIONS and (why := self.steering_refusal()):
@@ -585,8 +599,13 @@ class MainScreen(Screen):
 
     def action_change_target(self) -> None:
         def done(text: str | None) -> None:
-            if text is not None:
-                self.kl_app.steer("set_target", parse_target(text))
+            if text is None:
+                return
+            target = parse_target(text)
+            if target == self.view.target:  # e.g. empty with no target set: no event
+                self.notify(f"The target stays {fmt.speedup(target, unmeasured='none')}.")
+                return
+            self.kl_app.steer("set_target", target)
 
         current = "" if self.view.target is None else f"{self.view.target:g}"
         self.app.push_screen(
@@ -630,7 +649,7 @@ class MainScreen(Screen):
         def done(path: str | None) -> None:
             if path is None:
                 return
-            target = Path(path).expanduser()
+            target = Path(path).expanduser().absolute()  # the message says where, in full
             try:
                 target.write_text(source, encoding="utf-8")
             except OSError as exc:
@@ -1004,7 +1023,10 @@ class KernelLadderApp(App[int]):
                         )
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
-                notes.append((e.detail or e.reason, f"run finished: {e.reason}", severity))
+                if e.detail and e.detail != e.reason:
+                    notes.append((e.detail, f"run finished: {e.reason}", severity))
+                else:  # the reason alone: said once, not as title and message both
+                    notes.append((f"run finished: {e.reason}", "", severity))
         for message, title, severity in notes[:NOTICES_PER_BATCH]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
         if len(notes) > NOTICES_PER_BATCH:
