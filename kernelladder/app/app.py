@@ -16,14 +16,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Label
+from textual.widgets import Label
 from textual.worker import Worker, WorkerState
 
+from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
@@ -41,6 +42,7 @@ from kernelladder.app.run_files import RunFiles
 from kernelladder.app.widgets.attempt_panel import AttemptPanel
 from kernelladder.app.widgets.branch_trends import BranchTrends
 from kernelladder.app.widgets.gates_panel import GatesPanel
+from kernelladder.app.widgets.key_footer import KeyFooter
 from kernelladder.app.widgets.replay_bar import ReplayBar
 from kernelladder.app.widgets.run_header import RunHeader
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
@@ -79,6 +81,19 @@ REPLAY_ACTIONS = frozenset(
 )
 
 SECTIONS = (("steer", "Steering"), ("view", "View"), ("replay", "Replay"), ("app", "App"))
+
+# On a narrow terminal the footer leaves keys out in this order (after the disabled ones)
+# until its row fits; Target, Stop, Export, Help and Quit always stay; help lists them all.
+FOOTER_DROP_ORDER = (
+    "steer.branch_pause",
+    "steer.branch_hints",
+    "steer.open_branch",
+    "steer.prune",
+    "steer.hints",
+    "steer.veto",
+    "steer.approve",
+    "steer.pause",
+)
 
 
 def starting_line(run: Any) -> str:
@@ -346,10 +361,12 @@ class MainScreen(Screen):
         yield GatesPanel(clock=self.clock, replay=self.replay, id="gates")
         if self.replay:
             yield ReplayBar(id="replay-bar")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
 
     def on_mount(self) -> None:
         self.query_one(StrategyTree).focus()
+        if self.kl_app.bridge is not None and self.kl_app.fold.folded:
+            self.show(self.kl_app.live_view())  # a resumed run's first frame
         # The footer fills itself on a bindings refresh it was there to hear.
         self.call_after_refresh(self.refresh_bindings)
 
@@ -437,6 +454,19 @@ class MainScreen(Screen):
         if self.kl_app.run_over or self.view.state == v.RUN_FINISHED:
             return "The run has finished: there is nothing left to steer."
         return None
+
+    def on_key(self, event: events.Key) -> None:
+        """A steering key that no longer applies (shown dimmed in the footer) says why,
+        once, where it did nothing silently."""
+        why = self.steering_refusal()
+        if why is None:
+            return
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        if active.binding.action.split("(", 1)[0] in STEERING_ACTIONS:
+            event.stop()
+            self.notify(why, severity="warning", timeout=3)
 
     async def run_from_palette(self, action: str) -> None:
         name = action.split("(", 1)[0]
@@ -585,8 +615,13 @@ class MainScreen(Screen):
 
     def action_change_target(self) -> None:
         def done(text: str | None) -> None:
-            if text is not None:
-                self.kl_app.steer("set_target", parse_target(text))
+            if text is None:
+                return
+            target = parse_target(text)
+            if target == self.view.target:  # e.g. empty with no target set: no event
+                self.notify(f"The target stays {fmt.speedup(target, unmeasured='none')}.")
+                return
+            self.kl_app.steer("set_target", target)
 
         current = "" if self.view.target is None else f"{self.view.target:g}"
         self.app.push_screen(
@@ -635,7 +670,7 @@ class MainScreen(Screen):
         def done(path: str | None) -> None:
             if path is None:
                 return
-            target = Path(path).expanduser()
+            target = Path(path).expanduser().absolute()  # the message says where, in full
             try:
                 target.write_text(source, encoding="utf-8")
             except OSError as exc:
@@ -676,7 +711,10 @@ class MainScreen(Screen):
             if prefix == "app":
                 bindings = [b for b in self.app.BINDINGS if isinstance(b, Binding)]
             sections.append((title, bindings))
-        note = "Every action is also in the command palette (ctrl+p)."
+        note = (
+            "Every action is also in the command palette (ctrl+p). On a narrow terminal "
+            "the footer leaves some keys out: all of them are here."
+        )
         if self.replay:
             note += " In a replay, steering is off."
         self.app.push_screen(HelpScreen(sections, note))
@@ -826,8 +864,17 @@ class KernelLadderApp(App[int]):
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
         self._at_end = at_end
         self._last_tick = time.monotonic()
+        # a resumed run: its earlier sessions are folded here, so the first frame shows
+        # them as they ended (no gate announced again, no old "finished" while it resumes)
+        self.resuming = False
         if run is not None:
-            kwargs = {} if batch_interval is None else {"interval": batch_interval}
+            kwargs: dict[str, Any] = {} if batch_interval is None else {"interval": batch_interval}
+            session_start = int(getattr(run, "session_start_seq", 0) or 0)
+            read_from = getattr(getattr(run, "log", None), "read_from", None)
+            if session_start > 0 and callable(read_from):
+                self.fold.apply_all(read_from(0, session_start))
+                self.resuming = True
+                kwargs["from_seq"] = session_start
             self.bridge = EngineBridge(run, own_loop=own_loop, **kwargs)
             if getattr(getattr(run, "options", None), "remote", False):
                 self.bridge.prepare = self._start_remote_runner
@@ -946,10 +993,17 @@ class KernelLadderApp(App[int]):
 
     # --- live events ------------------------------------------------------------------
 
+    def live_view(self) -> v.RunView:
+        """The folded live run; a resumed run reads 'resuming' until it reopens."""
+        view = self.fold.view()
+        return v.resuming_view(view) if self.resuming else view
+
     def on_events_arrived(self, message: EventsArrived) -> None:
         try:
             self.fold.apply_all(message.events)
-            self.main.show(self.fold.view())
+            if message.finished or any(isinstance(e, ev.RunReopened) for e in message.events):
+                self.resuming = False
+            self.main.show(self.live_view())
             self._notify_events(message.events)
             if message.finished:
                 self.run_over = True
@@ -982,9 +1036,23 @@ class KernelLadderApp(App[int]):
                 notes.append(
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
                 )
+            elif isinstance(e, ev.RunReopened):
+                # gates an earlier session left pending are asked again now
+                for gate in self.main.view.gates:
+                    if gate.policy == "ask":
+                        notes.append(
+                            (
+                                f"{gate.move} — press g to decide",
+                                f"gate {gate.gate_id} still waits for you",
+                                "warning",
+                            )
+                        )
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
-                notes.append((e.detail or e.reason, f"run finished: {e.reason}", severity))
+                if e.detail and e.detail != e.reason:
+                    notes.append((e.detail, f"run finished: {e.reason}", severity))
+                else:  # the reason alone: said once, not as title and message both
+                    notes.append((f"run finished: {e.reason}", "", severity))
         for message, title, severity in notes[:NOTICES_PER_BATCH]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
         if len(notes) > NOTICES_PER_BATCH:

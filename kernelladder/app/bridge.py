@@ -53,8 +53,12 @@ class EngineBridge:
         own_loop: bool = False,
         maxsize: int = 10_000,
         prepare: Callable[[], Awaitable[None]] | None = None,
+        from_seq: int = 0,
     ) -> None:
         self.run = run
+        # the first event to pump: a resumed run's earlier sessions are folded by the app
+        # before its first frame, so only this session's events come through here
+        self.from_seq = from_seq
         # awaited on the engine's loop before the run starts (the app's host-key check);
         # it reports its own errors and never raises them
         self.prepare = prepare
@@ -106,7 +110,11 @@ class EngineBridge:
 
     async def _pump(self) -> None:
         try:
-            async for event in self.run.subscribe(self.maxsize):
+            if self.from_seq:
+                events = self.run.subscribe(self.maxsize, from_seq=self.from_seq)  # type: ignore[call-arg]
+            else:
+                events = self.run.subscribe(self.maxsize)
+            async for event in events:
                 self._buffer.append(event)
                 self.events_pumped += 1
         finally:

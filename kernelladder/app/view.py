@@ -6,7 +6,7 @@ shape of the engine's state. Nothing here imports textual, so it is tested alone
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Attempt states (the engine's words, engine/state.py).
@@ -30,6 +30,7 @@ RUN_PAUSED = "paused"
 RUN_STOPPING = "stopping"
 RUN_FINISHED = "finished"
 RUN_NOT_STARTED = "not started"
+RUN_RESUMING = "resuming"  # a resumed run before its session's first event
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,19 @@ class RunView:
         if now is not None and self.state != RUN_FINISHED:
             end = max(end, now)
         return self.segments_s + max(0.0, end - self.segment_start)
+
+
+def resuming_view(view: RunView) -> RunView:
+    """A resumed run's earlier sessions, shown until this session reopens it: neither
+    finished (the last session's end is over) nor running (no clock ticks yet)."""
+    return replace(
+        view,
+        state=RUN_RESUMING,
+        finish_reason="",
+        finish_detail="",
+        segments_s=view.elapsed() or 0.0,
+        segment_start=None,
+    )
 
 
 EMPTY_VIEW = RunView()

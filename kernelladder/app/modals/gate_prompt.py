@@ -1,5 +1,9 @@
 """A pending gate in full: the move, its undo cost and reason, who decides when; approve
-or veto (with a note the proposer will see). Dismissed with the decision or None."""
+or veto (with a note the proposer will see). Dismissed with the decision or None.
+
+A gate exists to stop a risky move, so the dialog never approves by accident: focus
+starts in the note field, Enter there vetoes with the note (an empty note does nothing
+but say so), and Approve has its own key (ctrl+a) and button."""
 
 from __future__ import annotations
 
@@ -22,6 +26,12 @@ class GateDecision:
     gate_id: str
     decision: str  # "approve" | "veto"
     note: str = ""
+
+
+KEYS_LINE = "enter: veto with this note · ctrl+v: veto · ctrl+a: approve · esc: later"
+EMPTY_NOTE_LINE = (
+    "Type a note first to veto with enter (ctrl+v vetoes without one, ctrl+a approves)."
+)
 
 
 class GatePrompt(ModalScreen[GateDecision | None]):
@@ -51,6 +61,12 @@ class GatePrompt(ModalScreen[GateDecision | None]):
     }
     GatePrompt Input {
         margin-top: 1;
+    }
+    GatePrompt .gate-keys {
+        color: $text-muted;
+    }
+    GatePrompt .gate-keys.-warn {
+        color: $warning;
     }
     GatePrompt Horizontal {
         height: auto;
@@ -92,7 +108,8 @@ class GatePrompt(ModalScreen[GateDecision | None]):
             )
             yield Label(Content.assemble(("policy  ", "$text-muted"), g.policy))
             yield Label(self._countdown(), classes="gate-countdown", id="gate-countdown")
-            yield Input(placeholder="note for the proposer if you veto (optional)", id="gate-note")
+            yield Input(placeholder="why veto? (the proposer sees this note)", id="gate-note")
+            yield Label(KEYS_LINE, classes="gate-keys", id="gate-keys")
             with Horizontal():
                 yield Button("Later (esc)", id="later")
                 yield Button("Veto (ctrl+v)", id="veto", variant="error")
@@ -102,7 +119,7 @@ class GatePrompt(ModalScreen[GateDecision | None]):
         note = self.query_one(Input)
         if getattr(self.app, "frozen", False):
             note.cursor_blink = False
-        self.query_one("#approve", Button).focus()
+        note.focus()  # never a button: enter on a focused Approve approved by accident
         if self.gate.timeout_s is not None:
             self.set_interval(1.0, self._tick)
 
@@ -118,6 +135,15 @@ class GatePrompt(ModalScreen[GateDecision | None]):
             self.action_decide(event.button.id)
         else:
             self.action_dismiss_prompt()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip():
+            self.action_decide("veto")
+            return
+        keys = self.query_one("#gate-keys", Label)
+        keys.update(EMPTY_NOTE_LINE)
+        keys.add_class("-warn")
 
     def action_decide(self, decision: str) -> None:
         note = self.query_one(Input).value.strip() if decision == "veto" else ""

@@ -1,15 +1,19 @@
-"""The key map, built from the bindings themselves so it never drifts from them."""
+"""The key map, built from the bindings themselves so it never drifts from them.
+
+The whole dialog scrolls (down, pagedown, end): at 80x24 the map is taller than the
+screen, and a table that did not scroll was cut at its "View" section."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.content import Content
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import Label, Static
 
 
 def key_label(binding: Binding) -> str:
@@ -24,7 +28,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen {
         align: center middle;
     }
-    HelpScreen > Vertical {
+    HelpScreen > VerticalScroll {
         width: 110;
         max-width: 100%;
         height: auto;
@@ -32,8 +36,9 @@ class HelpScreen(ModalScreen[None]):
         border: thick $primary 80%;
         background: $panel;
         padding: 1 2;
+        scrollbar-size-vertical: 1;
     }
-    HelpScreen Vertical > Label {
+    HelpScreen VerticalScroll > Label {
         width: 1fr;
     }
     HelpScreen .help-title {
@@ -42,10 +47,6 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen .help-note {
         color: $text-muted;
         margin-bottom: 1;
-    }
-    HelpScreen DataTable {
-        height: auto;
-        max-height: 36;
     }
     """
     BINDINGS = [
@@ -57,22 +58,38 @@ class HelpScreen(ModalScreen[None]):
         self.sections = [(title, list(bindings)) for title, bindings in sections]
         self.note = note
 
+    @property
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(key, action, what it does) per binding; a section's title row has only the
+        action."""
+        rows = []
+        for title, bindings in self.sections:
+            rows.append(("", title, ""))
+            rows.extend((key_label(b), b.description, b.tooltip) for b in bindings)
+        return rows
+
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with VerticalScroll(id="help-dialog"):
             yield Label("KernelLadder keys", classes="help-title")
             yield Label(
                 self.note or "Every action is also in the command palette (ctrl+p).",
                 classes="help-note",
             )
-            yield DataTable(cursor_type="none", zebra_stripes=True, id="help-keys")
+            yield Static(id="help-keys")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("key", "action", "what it does")
-        for title, bindings in self.sections:
-            table.add_row("", Content.styled(title, "bold $accent"), "")
-            for b in bindings:
-                table.add_row(key_label(b), b.description, b.tooltip)
+        accent = self.app.theme_variables.get("accent", "")
+        table = Table(box=None, expand=True, pad_edge=False, show_edge=False)
+        table.add_column("key", no_wrap=True, style="bold")
+        table.add_column("action", no_wrap=True)
+        table.add_column("what it does", ratio=1)  # wraps: never cut at the border
+        for key, action, what in self.rows:
+            if not key and not what:
+                table.add_row("", Text(action, style=f"bold {accent}".strip()), "")
+            else:
+                table.add_row(key, action, what)
+        self.query_one("#help-keys", Static).update(table)
+        self.query_one(VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

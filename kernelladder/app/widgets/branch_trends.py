@@ -8,6 +8,14 @@ from textual.widgets import Label, Sparkline
 
 from kernelladder.app import view as v
 
+LABEL_CELLS = 13  # the label column (14) less its gap
+
+
+def short_label(text: str, width: int) -> str:
+    """`text` in `width` cells, an ellipsis where it was cut (never cut mid-word
+    silently: 'b2 one-row-pe' read as a strategy name)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
 
 class BranchTrend(Horizontal):
     DEFAULT_CSS = """
@@ -42,7 +50,7 @@ class BranchTrend(Horizontal):
         self._sparkline = Sparkline([], summary_function=max)
 
     def compose(self):
-        yield Label(f"{self.branch_id} {self.strategy}"[:13])
+        yield Label(short_label(f"{self.branch_id} {self.strategy}", LABEL_CELLS))
         yield self._sparkline
 
     def show(self, speedups: tuple[float, ...]) -> None:

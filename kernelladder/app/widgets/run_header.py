@@ -112,7 +112,9 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
     max_attempts = settings.get("max_attempts")
     time_limit = settings.get("time_limit_s")
     budget_usd = settings.get("budget_usd")
-    attempts = f"{view.attempts_judged}" + (f"/{max_attempts}" if max_attempts else "")
+    # attempt numbers handed out, as the budget and the summary count them (a vetoed
+    # proposal is one): judged attempts alone read 79/80 on a run finished at 80 of 80
+    attempts = f"{view.attempts_used}" + (f"/{max_attempts}" if max_attempts else "")
     time_used = fmt.duration(elapsed) + (f"/{fmt.duration(time_limit)}" if time_limit else "")
     cost = fmt.usd(view.cost_usd) + (f"/{fmt.usd(budget_usd)}" if budget_usd else "")
     floor = over_reference = Content("")
@@ -144,6 +146,7 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         v.RUN_RUNNING: "bold $success",
         v.RUN_PAUSED: "bold $warning",
         v.RUN_STOPPING: "bold $warning",
+        v.RUN_RESUMING: "bold $warning",
         v.RUN_FINISHED: "bold $primary",
     }.get(view.state, "bold")
     state = view.state

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -92,11 +93,11 @@ class StrategyTree(Tree[NodeRef]):
         self._branch_seen: dict[str, v.BranchView] = {}
         self._attempt_seen: dict[int, v.AttemptView] = {}
         self._speed_measured = False
-        self.follow = True  # keep the newest attempt highlighted until the person moves
-        self._auto_node: TreeNode[NodeRef] | None = None
-        self._styles: dict[str, Style] | None = (
-            None  # component styles, per theme  # where the code (not a person) moved
-        )
+        # keep the newest attempt highlighted until the person moves the cursor: only
+        # their keys and clicks turn it off (a highlight event of the code's own moves,
+        # arriving after the next move, once read as the person's and stopped following)
+        self.follow = True
+        self._styles: dict[str, Style] | None = None  # component styles, per theme
 
     # --- updates ---------------------------------------------------------------------
 
@@ -142,6 +143,9 @@ class StrategyTree(Tree[NodeRef]):
         elif self.cursor_node is None and self._branch_nodes:
             self._move_to(next(iter(self._branch_nodes.values())))
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._invalidate()  # labels are cut to the width: lay the lines out again
+
     def reset(self) -> None:
         """Forget every node (a replay stepped back)."""
         self.clear()
@@ -158,11 +162,22 @@ class StrategyTree(Tree[NodeRef]):
         return True
 
     def _move_to(self, node: TreeNode[NodeRef]) -> None:
-        self._auto_node = node
         _ = self.last_line  # lays out the lines, so a node added just now has its line
         self.move_cursor(node, animate=False)
 
     # --- labels ----------------------------------------------------------------------
+
+    def render_label(self, node: TreeNode[NodeRef], base_style: Style, style: Style) -> Text:
+        """The label cut with an ellipsis at the pane's edge (the tree cropped it
+        mid-word: 'exhausted: stagnati')."""
+        text = super().render_label(node, base_style, style)
+        depth, parent = 0, node.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        room = self.scrollable_content_region.width - depth * self.guide_depth
+        if room > 0 and text.cell_len > room:
+            text.truncate(room, overflow="ellipsis")
+        return text
 
     def _style(self, part: str) -> Style:
         if not part:
@@ -258,11 +273,55 @@ class StrategyTree(Tree[NodeRef]):
 
     # --- selection -------------------------------------------------------------------
 
+    def _person_moves(self) -> None:
+        self.follow = False
+
+    def on_click(self, event: events.Click) -> None:
+        self._person_moves()  # Tree's own click handler (called as well) moves the cursor
+
+    def action_cursor_up(self) -> None:
+        self._person_moves()
+        super().action_cursor_up()
+
+    def action_cursor_down(self) -> None:
+        self._person_moves()
+        super().action_cursor_down()
+
+    def action_page_up(self) -> None:
+        self._person_moves()
+        super().action_page_up()
+
+    def action_page_down(self) -> None:
+        self._person_moves()
+        super().action_page_down()
+
+    def action_scroll_home(self) -> None:
+        self._person_moves()
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        self._person_moves()
+        super().action_scroll_end()
+
+    def action_cursor_parent(self) -> None:
+        self._person_moves()
+        super().action_cursor_parent()
+
+    def action_cursor_parent_next_sibling(self) -> None:
+        self._person_moves()
+        super().action_cursor_parent_next_sibling()
+
+    def action_cursor_previous_sibling(self) -> None:
+        self._person_moves()
+        super().action_cursor_previous_sibling()
+
+    def action_cursor_next_sibling(self) -> None:
+        self._person_moves()
+        super().action_cursor_next_sibling()
+
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeRef]) -> None:
         event.stop()
         ref = event.node.data
         if ref is None:
             return
-        if event.node is not self._auto_node:
-            self.follow = False
         self.post_message(self.Selected(ref.branch_id, ref.attempt))
