@@ -81,6 +81,9 @@ IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
 )  # fmt: skip
 
 
+START_ATTEMPT = 0  # the number of the user's own kernel, verified before any proposal
+
+
 def one_line(text: object, limit: int = 300) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -96,30 +99,53 @@ class OpInfo:
     wire: Any  # VerifyRequest.op
     description: dict[str, Any]  # OpSpec.describe()
     starting_source: str  # the starting candidate ("" when the op has none)
+    # set when the start is the user's own kernel (a workspace, or --start FILE): it is
+    # verified first, as attempt #0, and every branch starts from it
+    start_label: str = ""
+    reference_note: str = ""  # e.g. "the reference is your original kernel (no reference.py)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "kind": self.kind,
             "wire": self.wire,
             "description": self.description,
             "starting_source": self.starting_source,
         }
+        if self.start_label:
+            d["start_label"] = self.start_label
+        if self.reference_note:
+            d["reference_note"] = self.reference_note
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpInfo:
-        return cls(d["name"], d["kind"], d["wire"], dict(d["description"]), d["starting_source"])
+        return cls(
+            d["name"], d["kind"], d["wire"], dict(d["description"]), d["starting_source"],
+            str(d.get("start_label") or ""), str(d.get("reference_note") or ""),
+        )  # fmt: skip
 
 
-def load_op_info(op: str) -> OpInfo:
-    """Load a built-in op or a KernelBench problem file; OpLoadError (one line) if not."""
+def load_op_info(op: str, start: str | None = None) -> OpInfo:
+    """Load a built-in op, a workspace directory or a KernelBench problem file; `start`:
+    a file with the user's own starting kernel. OpLoadError (one line) if not."""
     from kernelladder.ops.registry import load_op, op_to_wire
+    from kernelladder.ops.spec import OpLoadError
 
     spec = load_op(op)
-    start = ""
+    source, label = "", ""
     if spec.starting_candidate:
-        start = Path(spec.starting_candidate).read_text(encoding="utf-8")
-    return OpInfo(spec.name, spec.kind, op_to_wire(spec), spec.describe(), start)
+        source = Path(spec.starting_candidate).read_text(encoding="utf-8")
+    if spec.kind == "workspace":
+        source, label = spec.files.kernel, f"your kernel ({spec.name}/kernel.py)"  # type: ignore[attr-defined]
+    if start:
+        try:
+            source = Path(start).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OpLoadError(f"--start {start}: cannot read it: {exc}") from None
+        label = f"your kernel ({Path(start).name})"
+    note = str(spec.describe().get("reference_note") or "")
+    return OpInfo(spec.name, spec.kind, op_to_wire(spec), spec.describe(), source, label, note)
 
 
 def new_run_id(op_name: str) -> str:
@@ -485,6 +511,8 @@ class Run:
                 )
             )
         self._started = True
+        if self.op.reference_note and not self._resumed:
+            self._emit(ev.Notice(level="info", message=self.op.reference_note))
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
@@ -501,14 +529,60 @@ class Run:
                 self._emit(ev.Notice(level="error", message=f"proposer: {one_line(exc)}"))
                 self._stop_detail = f"proposer: {one_line(exc)}"
                 return False
-            for label in labels[: max(1, self.options.branches)] or ["default"]:
-                self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
+            labels = labels[: max(1, self.options.branches)] or ["default"]
+            if self.op.start_label:
+                await self._verify_start(labels)
+            else:
+                for label in labels:
+                    self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
         else:
             self._tell_proposer_resumed()
         for bid, b in self.state.branches.items():
             if not b.closed:
                 self._spawn(bid)
         return True
+
+    async def _verify_start(self, labels: list[str]) -> None:
+        """The user's kernel is attempt #0, verified on the first branch before any
+        proposal; the other branches open from it once it passed."""
+        first = self.state.next_branch_id
+        self._emit(ev.BranchOpened(branch_id=first, strategy=labels[0]))
+        self._emit(ev.ProposalRequested(branch_id=first, parent_attempt=None))
+        n = START_ATTEMPT
+        self._next_number = max(self._next_number, n + 1)
+        self._sources[n] = self.op.starting_source
+        self._emit(
+            ev.ProposalReceived(
+                branch_id=first,
+                attempt=n,
+                parent_attempt=None,
+                source_hash=self.log.write_source(n, self.op.starting_source),
+                strategy=labels[0],
+                move=f"the start: {self.op.start_label}, unchanged",
+                undo_cost=ev.UNDO_LOW,
+                undo_reason="nothing changed",
+                proposer="start",
+            )
+        )
+        await self._verify(first, n, self.op.starting_source)
+        a = self.state.attempts.get(n)
+        passed = a is not None and a.verdict == "pass"
+        if not passed:
+            self._emit(
+                ev.Notice(
+                    level="warning",
+                    message=f"attempt #0 ({self.op.start_label}) did not pass the verifier; "
+                    "the branches start from its source anyway",
+                )
+            )
+        for label in labels[1:]:
+            self._emit(
+                ev.BranchOpened(
+                    branch_id=self.state.next_branch_id,
+                    strategy=label,
+                    from_attempt=n if passed else None,
+                )
+            )
 
     def _tell_proposer_resumed(self) -> None:
         """A proposer that keeps its own place (replay: a queue of saved sources) learns
@@ -1088,7 +1162,7 @@ def create_run(
     and the proposer when not given. Raises OpLoadError / ProposerError / ValueError with
     one line for bad input. `gate_policy`: this session's policy when it is not
     options.gate (which is what is saved), e.g. veto when no one can answer ask-gates."""
-    info = op or load_op_info(options.op)
+    info = op or load_op_info(options.op, options.start)
     device = _pick_device(options)
     options = replace(options, device=device)
     run_id = new_run_id(info.name)

@@ -9,7 +9,7 @@ from typing import Any
 @dataclass(frozen=True)
 class RunOptions:
     op: str  # built-in op name, or a path to a KernelBench-format problem file
-    proposer: str = "search"  # "search" | "api" | "code" | "replay"
+    proposer: str = "search"  # "search" | "tune" | "api" | "code" | "replay"
     model: str | None = None  # api/code: the model; None: the proposer's default
     target: float | None = None  # stop a branch (and the run) once this speedup is reached
     max_attempts: int = 40  # for the whole run
@@ -26,6 +26,8 @@ class RunOptions:
     timeout_s: float = 300.0  # per-candidate verifier timeout
     min_speedup: float = 1.0
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
+    start: str | None = None  # a file with the user's own starting kernel (attempt #0)
+    profile: str = "auto"  # "auto": Nsight Compute profiles when ncu can read counters; "off"
     remote: bool = False  # verify over SSH (engine/ssh.py)
     remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
 

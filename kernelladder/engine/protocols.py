@@ -88,6 +88,8 @@ class ProposalContext:
     history: tuple[dict[str, Any], ...] = ()  # this branch's attempts: move, verdict, speedup
     best_source: str | None = None  # best passing source of the run so far
     device: str = "cpu"
+    profile: dict[str, Any] | None = None  # Nsight Compute summary of the parent, if taken
+    hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
 
 
 @dataclass(frozen=True)
