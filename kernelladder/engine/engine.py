@@ -219,6 +219,8 @@ class Run:
         self._bus = Broadcaster(self.log.read_from, lambda: self.log.next_seq)
         self._waiters: list[asyncio.Future[None]] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._profiling = False  # Nsight Compute profiles (decided at start)
+        self._profiled: set[int] = set()
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
@@ -511,6 +513,9 @@ class Run:
                 )
             )
         self._started = True
+        profiling_off = self._profiling_notice()
+        if profiling_off:
+            self._emit(ev.Notice(level="warning", message=profiling_off))
         if self.op.reference_note and not self._resumed:
             self._emit(ev.Notice(level="info", message=self.op.reference_note))
         for message in self._startup_notices:
@@ -958,6 +963,73 @@ class Run:
                 self._emit(ev.AttemptRetried(attempt=n, reason=why))
                 await asyncio.sleep(self.retry_backoff_s * retry)
         self._record_verdict(bid, n, verdict)
+        why = self._profile_reason(bid, n)
+        if why:
+            await self._profile(bid, n, why)
+
+    # --- Nsight Compute profiles ---------------------------------------------------------
+    def _profile_reason(self, bid: str, n: int) -> str:
+        """Why attempt n (or its branch's best) is profiled now; "" when it is not."""
+        if not self._profiling:
+            return ""
+        s = self.state
+        a = s.attempts.get(n)
+        if a is None or a.verdict != "pass" or n in self._profiled:
+            return ""
+        if n == START_ATTEMPT and self.op.start_label:
+            return "the start"
+        if s.best_attempt == n:
+            return "new best"
+        b = s.branches[bid]
+        since = [m for m in b.attempts if b.best_attempt is not None and m > b.best_attempt]
+        if len(since) == 3 and b.best_attempt not in self._profiled:
+            return "branch stalled"
+        return ""
+
+    async def _profile(self, bid: str, n: int, why: str) -> None:
+        from kernelladder.verifier.profile import profile_candidate
+
+        target = n if why != "branch stalled" else self.state.branches[bid].best_attempt
+        assert target is not None and self._slots is not None
+        self._profiled.add(target)
+        async with self._slots:  # the same GPU, between verifications
+            outcome = await asyncio.to_thread(
+                profile_candidate, self.op.wire, self._source(target),
+                self.run_dir / "profiles", str(target), self.options.timeout_s,
+            )  # fmt: skip
+        if outcome.status == "unavailable":
+            self._profiling = False  # said once; the run goes on without profiles
+            self._emit(ev.Notice(level="warning", message=f"profiling off: {outcome.reason}"))
+        report = ""
+        if outcome.report:
+            try:
+                report = str(Path(outcome.report).relative_to(self.run_dir))
+            except ValueError:
+                report = outcome.report
+        self._emit(
+            ev.ProfileReady(
+                attempt=target,
+                branch_id=bid,
+                status=outcome.status,
+                reason=why if outcome.status == "ok" else outcome.reason,
+                summary=outcome.summary.to_dict() if outcome.summary else {},
+                report=report,
+            )
+        )
+
+    def _profiling_notice(self) -> str:
+        """Decide once whether this run profiles; the line saying why not, if not."""
+        if self.options.profile == "off":
+            return ""
+        if not self.device.startswith("cuda"):
+            return ""
+        if self.options.remote:
+            return "profiling off: Nsight Compute runs with the local runner only"
+        from kernelladder.verifier.profile import availability
+
+        ok, line = availability()
+        self._profiling = ok
+        return "" if ok else f"profiling off: {line}"
 
     def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
         """AttemptStarted for one try, emitted once: by the runner's on_slot when it has

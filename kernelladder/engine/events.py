@@ -366,3 +366,18 @@ class BestImproved(Event):
     speedup: float | None  # None on the CPU: "best" is then the first passing attempt
     previous: float | None = None
     overall: bool = False  # also the best of the whole run
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class ProfileReady(Event):
+    """An Nsight Compute profile of one attempt on the op's largest shape (the start,
+    each new best, a stalled branch's best), or why none could be taken."""
+
+    kind: ClassVar[str] = "profile_ready"
+    attempt: int
+    branch_id: str | None = None
+    status: str = "ok"  # "ok" | "unavailable" | "failed"
+    reason: str = ""  # why: "new best", "start", "branch stalled"; or what went wrong
+    summary: dict[str, Any] = field(default_factory=dict)  # verifier.profile.ProfileSummary
+    report: str = ""  # the .ncu-rep, relative to the run directory
