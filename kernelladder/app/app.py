@@ -281,6 +281,14 @@ class MainScreen(Screen):
             tooltip="Show the attempt's diff against its parent",
         ),
         Binding(
+            "5",
+            "show_tab('tab-profile')",
+            "Profile",
+            id="view.tab_profile",
+            show=False,
+            tooltip="Show the attempt's Nsight Compute profile",
+        ),
+        Binding(
             "T",
             "app.change_theme",
             "Theme",

@@ -144,8 +144,15 @@ def load_op_info(op: str, start: str | None = None) -> OpInfo:
         except (OSError, UnicodeDecodeError) as exc:
             raise OpLoadError(f"--start {start}: cannot read it: {exc}") from None
         label = f"your kernel ({Path(start).name})"
-    note = str(spec.describe().get("reference_note") or "")
-    return OpInfo(spec.name, spec.kind, op_to_wire(spec), spec.describe(), source, label, note)
+    description = spec.describe()
+    note = str(description.get("reference_note") or "")
+    if spec.kind == "workspace":  # DIR/knowledge/ for the api/code prompts, within a budget
+        from kernelladder.ops.workspace import knowledge_text
+
+        text, files = knowledge_text(op)
+        if files:
+            description = {**description, "knowledge": text, "knowledge_files": files}
+    return OpInfo(spec.name, spec.kind, op_to_wire(spec), description, source, label, note)
 
 
 def new_run_id(op_name: str) -> str:
@@ -221,6 +228,7 @@ class Run:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._profiling = False  # Nsight Compute profiles (decided at start)
         self._profiled: set[int] = set()
+        self._profiles: dict[int, dict[str, Any]] = {}  # attempt -> profile summary
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
@@ -997,6 +1005,8 @@ class Run:
                 profile_candidate, self.op.wire, self._source(target),
                 self.run_dir / "profiles", str(target), self.options.timeout_s,
             )  # fmt: skip
+        if outcome.summary is not None:
+            self._profiles[target] = outcome.summary.to_dict()
         if outcome.status == "unavailable":
             self._profiling = False  # said once; the run goes on without profiles
             self._emit(ev.Notice(level="warning", message=f"profiling off: {outcome.reason}"))
@@ -1157,7 +1167,18 @@ class Run:
             history=tuple({**h, "source": self._source(h["attempt"])} for h in s.history(bid)),
             best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
             device=self.device,
+            profile=self._profiles.get(parent if parent is not None else START_ATTEMPT),
+            hardware=self._hardware(),
         )
+
+    def _hardware(self) -> dict[str, Any] | None:
+        """What the latest verdict says of the machine it was judged on (GPU only)."""
+        for n in sorted(self._verdicts, reverse=True):
+            env = (self._verdicts[n] or {}).get("environment") or {}
+            if env.get("gpu"):
+                keys = ("gpu", "cc", "sms", "rates", "triton", "torch", "cuda")
+                return {k: env[k] for k in keys if k in env}
+        return None
 
 
 _RULES = {

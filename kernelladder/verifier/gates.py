@@ -456,8 +456,16 @@ class _Run:
             noise=self.speed.get("noise"),
             timings=tuple(self.speed.get("timings") or ()),
             flags=tuple(self.flags),
-            environment=dict(self.v.environment),
+            environment=self._environment(),
         )
+
+    def _environment(self) -> dict[str, Any]:
+        """The worker's environment, with the copy and matmul rates once measured."""
+        env = dict(self.v.environment)
+        rates = getattr(self.v._timer, "_rates", None) if self.v._timer is not None else None
+        if rates:
+            env["rates"] = dict(rates)
+        return env
 
     # --- the run ------------------------------------------------------------------------
     def execute(self) -> Outcome:
@@ -1233,4 +1241,7 @@ def environment_info(device: str) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name()
         info["gpus"] = torch.cuda.device_count()
         info["cuda"] = torch.version.cuda
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info["cc"] = f"{props.major}.{props.minor}"
+        info["sms"] = int(props.multi_processor_count)
     return info
