@@ -521,7 +521,7 @@ class Run:
                 )
             )
         self._started = True
-        profiling_off = self._profiling_notice()
+        profiling_off = await self._profiling_notice()
         if profiling_off:
             self._emit(ev.Notice(level="warning", message=profiling_off))
         if self.op.reference_note and not self._resumed:
@@ -1027,7 +1027,7 @@ class Run:
             )
         )
 
-    def _profiling_notice(self) -> str:
+    async def _profiling_notice(self) -> str:
         """Decide once whether this run profiles; the line saying why not, if not."""
         if self.options.profile == "off":
             return ""
@@ -1037,7 +1037,7 @@ class Run:
             return "profiling off: Nsight Compute runs with the local runner only"
         from kernelladder.verifier.profile import availability
 
-        ok, line = availability()
+        ok, line = await asyncio.to_thread(availability)
         self._profiling = ok
         return "" if ok else f"profiling off: {line}"
 

@@ -283,9 +283,8 @@ class ProfileOutcome:
 
 
 def availability(ncu: str | None = None, timeout_s: float = 60.0) -> tuple[bool, str]:
-    """(True, version) when ncu runs and can read counters; (False, one line) if not.
-    A counter check needs a GPU kernel, so this only checks that ncu runs; a blocked
-    counter shows up as ERR_NVGPUCTRPERM in the first profile."""
+    """(True, version) when ncu runs and reads the counters of a tiny kernel on this
+    machine's GPU; (False, one line) if not."""
     ncu = ncu or find_ncu()
     if ncu is None:
         return False, "Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin"
@@ -294,7 +293,30 @@ def availability(ncu: str | None = None, timeout_s: float = 60.0) -> tuple[bool,
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"ncu does not run: {exc}"
     version = (done.stdout.strip().splitlines() or ["ncu"])[-1]
-    return done.returncode == 0, version
+    if done.returncode != 0:
+        return False, f"ncu --version failed: {version}"
+    ok, why = counters_readable(ncu, timeout_s=max(timeout_s, 120.0))
+    return (True, version) if ok else (False, why)
+
+
+COUNTER_PROBE = "import torch; x = torch.ones(1024, device='cuda'); torch.cuda.synchronize(); (x + 1).sum().item()"
+
+
+def counters_readable(ncu: str, timeout_s: float = 180.0) -> tuple[bool, str]:
+    """Profile one tiny torch kernel: (True, "") when ncu read its counters, else
+    (False, why) -- ERR_NVGPUCTRPERM when the driver keeps them from this user."""
+    cmd = [ncu, "--section", "SpeedOfLight", "-c", "1", sys.executable, "-c", COUNTER_PROBE]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"ncu did not finish: {exc}"
+    log = done.stdout + done.stderr
+    if COUNTERS_BLOCKED in log:
+        return False, "the GPU's performance counters are not readable (ERR_NVGPUCTRPERM)"
+    if "==PROF== Disconnected" in log or "Duration" in log:
+        return True, ""
+    tail = " ".join(log.strip().splitlines()[-2:])[:200]
+    return False, f"ncu profiled nothing (exit {done.returncode}): {tail}"
 
 
 def profile_candidate(
@@ -350,7 +372,7 @@ def _drive(op_path: str, source_path: str) -> int:
     source = Path(source_path).read_text(encoding="utf-8")
     shapes = spec.shapes_for("cuda")
     largest = getattr(spec, "largest_shape", None)
-    shape = largest("cuda") if callable(largest) else shapes[-1]
+    shape = largest("cuda") if callable(largest) else max(shapes, key=spec.bytes_moved)
     scratch = str(Path(source_path).parent)
     loaded = candidate_mod.load(source, spec, scratch, "cuda", "profile")
     inputs = spec.make_inputs(shape, 0, "cuda")
