@@ -71,3 +71,60 @@ def test_ncu_commands():
     assert cmd[-3:] == ["python3", "-m", "x"] and "SpeedOfLight" in cmd
     details, raw = export_commands("ncu", "r.ncu-rep")
     assert details[-2:] == ["--page", "details"] and raw[-1] == "raw"
+
+
+# --- profile_candidate's plumbing, with a stand-in for ncu ---------------------------------
+# No GPU and no ncu on these machines: a small script plays ncu's command line (writes the
+# report file; `--import ... --csv --page X` prints the CSV captured on the H200), so the
+# command building, the exports and the ERR_NVGPUCTRPERM path are exercised for real.
+
+FAKE_NCU = """#!{python}
+import sys, pathlib
+args = sys.argv[1:]
+data = pathlib.Path({data!r})
+if {blocked!r}:
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+    sys.exit(1)
+if "--import" in args:
+    page = args[args.index("--page") + 1]
+    sys.stdout.write((data / f"rmsnorm_{{page}}.csv").read_text())
+    sys.exit(0)
+base = args[args.index("-o") + 1]
+assert args[args.index("--profile-from-start") + 1] == "off"
+assert "kernelladder.verifier.profile" in args and "drive" in args
+pathlib.Path(base + ".ncu-rep").write_bytes(b"report")
+print("==PROF== Disconnected from process 1")
+"""
+
+
+def _fake_ncu(tmp_path, monkeypatch, blocked: bool) -> None:
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ncu = bin_dir / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(DATA), blocked=blocked))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def test_profile_candidate_exports_and_summarises(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=False)
+    out = tmp_path / "run" / "profiles"
+    outcome = profile_candidate("rmsnorm", "def kernel(x, weight): ...\n", out, "7")
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.summary == _summary("rmsnorm")
+    assert outcome.report == str(out / "7.ncu-rep")
+    for kept in ("7.ncu-rep", "7_details.csv", "7_raw.csv", "7.py", "7.op.json", "7.ncu.log"):
+        assert (out / kept).exists(), kept
+
+
+def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=True)
+    outcome = profile_candidate("rmsnorm", "x = 1\n", tmp_path / "p", "0")
+    assert outcome.status == "unavailable"
+    assert "ERR_NVGPUCTRPERM" in outcome.reason

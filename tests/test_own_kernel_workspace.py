@@ -202,3 +202,62 @@ def test_reference_that_fails_to_run(tmp_path):
     broken = "def reference(x):\n    raise RuntimeError('reference exploded')\n"
     line = _bad(tmp_path, _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, broken))
     assert "reference.py failed on the first inputs" in line and "reference exploded" in line
+
+
+# --- the fence of a workspace --------------------------------------------------------------
+
+CALLS_THE_REFERENCE = WHOLE_ROW_KERNEL.replace(
+    "    return y\n",
+    "    import sys\n"
+    "    ref = next(m for n, m in sys.modules.items()\n"
+    "               if n.startswith('kernelladder_workspace_reference_'))\n"
+    "    return ref.reference(x)\n",
+)
+
+
+def test_a_candidate_calling_the_reference_fails_the_fence(tmp_path):
+    ws = _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, WHOLE_ROW_REFERENCE)
+    cand = tmp_path / "cheat.py"
+    cand.write_text(CALLS_THE_REFERENCE)
+    done = _cli("check", str(ws), str(cand), "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["gate"] == "fence"
+    assert "the reference's reference(...)" in verdict["gates"]["fence"]["detail"]
+
+
+def test_a_candidate_computing_in_torch_fails_the_fence(tmp_path):
+    ws = _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, WHOLE_ROW_REFERENCE)
+    cand = tmp_path / "torch.py"
+    cand.write_text(
+        WHOLE_ROW_REFERENCE.replace("def reference(x)", "import triton\n\ndef kernel(x)")
+    )
+    done = _cli("check", str(ws), str(cand), "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert json.loads(done.stdout)["gate"] == "fence"
+
+
+# --- --start FILE for a built-in op --------------------------------------------------------
+
+
+def test_start_file_is_attempt_zero_of_a_builtin_op(tmp_path):
+    start = tmp_path / "my_rmsnorm.py"
+    start.write_text((CANDIDATES / "rmsnorm.py").read_text().replace("1e-6,", "1e-6,  # mine"))
+    run_dir = tmp_path / "run"
+    done = _cli(
+        "optimize", "rmsnorm", "--start", str(start), "--proposer", "tune", "--branches", "1",
+        "--max-attempts", "2", "--json", "--run-dir", str(run_dir),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "attempts" / "0.py").read_text() == start.read_text()
+    received = [e for e in _events(run_dir) if e["kind"] == "proposal_received"]
+    assert received[0]["move"] == "the start: your kernel (my_rmsnorm.py), unchanged"
+    assert received[1]["parent_attempt"] == 0  # the first step starts from it
+    assert "no reference.py" not in done.stderr  # a built-in op keeps its own reference
+
+
+def test_start_file_that_cannot_be_read(tmp_path):
+    done = _cli("optimize", "rmsnorm", "--start", str(tmp_path / "missing.py"),
+                "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert done.returncode == 2
+    assert "--start" in done.stderr and "Traceback" not in done.stderr
