@@ -97,3 +97,36 @@ def test_a_profile_orders_the_tune_moves():
     assert proposal.move == "_bias_gelu.num_warps: 8 -> 4"  # fewer warps first
     proposal = asyncio.run(TuneProposer().propose(_ctx(info.description, strategy="tune:warps")))
     assert proposal.move == "_bias_gelu.num_warps: 8 -> 16"
+
+
+def test_a_low_occupancy_profile_makes_search_shrink_resource_hungry_parameters_first():
+    from dataclasses import replace as dc_replace
+
+    from kernelladder.engine.proposers.search import SearchProposer
+    from kernelladder.ops.registry import get_op
+
+    attention = get_op("attention").describe()
+    base = dict(
+        op=attention, branch_id="b1", strategy="flash-split", feedback={}, dead_ends=(),
+        hints="", device="cuda",
+    )  # fmt: skip
+    first = asyncio.run(
+        SearchProposer().propose(
+            ProposalContext(**base, parent_attempt=None, parent_source="", parent_verdict=None)
+        )
+    )
+    after_start = ProposalContext(
+        **base, parent_attempt=1, parent_source=first.source,
+        parent_verdict={"verdict": "pass", "gate": None, "gates": {}, "speedup": 3.0, "timings": []},
+    )  # fmt: skip
+    plain = asyncio.run(SearchProposer().propose(after_start))
+    low = {**_profile(), "achieved_occupancy_pct": 12.0}
+    shrunk = asyncio.run(SearchProposer().propose(dc_replace(after_start, profile=low)))
+    family = next(f for f in SearchProposer()._families["attention"] if f.name == "flash-split")
+    old = first.meta["params"]
+    (changed,) = [k for k, v in shrunk.meta["params"].items() if v != old[k]]
+    p = family.param(changed)
+    assert p.resource and p.values.index(shrunk.meta["params"][changed]) < p.values.index(
+        old[changed]
+    )
+    assert plain.meta["params"] != shrunk.meta["params"]
