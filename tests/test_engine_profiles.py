@@ -111,3 +111,36 @@ async def test_profile_off(tmp_path, profiled):
     run, _ = _run(tmp_path, [move("pass 1.5")], max_attempts=2, profile="off")
     state = await run.run()
     assert profiled == [] and not state.profiles
+
+
+async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
+    from tests.test_engine_doubles import ScriptedProposer, until
+
+    class AfterTheRunsBest(ScriptedProposer):
+        """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch
+        best that is not the run's (not profiled as a new best)."""
+
+        async def propose(self, ctx):
+            if ctx.branch_id == "b2":
+                await until(
+                    lambda: any(c.branch_id == "b1" and c.parent_attempt not in (None, 0)
+                                for c in self.contexts),
+                    what="b1's best",
+                )  # fmt: skip
+            return await super().propose(ctx)
+
+    proposer = AfterTheRunsBest(
+        {
+            "b1": [move("pass 2.0"), move("pass 1.0")],
+            "b2": [move("pass 1.2"), move("pass 1.0"), move("pass 1.0"), move("pass 1.0")],
+        }
+    )
+    run, _ = _run(tmp_path, [], max_attempts=10, branches=2)
+    run.proposer = proposer
+    state = await run.run()
+    reasons = {n: p["reason"] for n, p in state.profiles.items()}
+    b2_best = state.branches["b2"].best_attempt
+    assert reasons[0] == "the start"
+    assert reasons[state.best_attempt] == "new best"
+    assert reasons[b2_best] == "branch stalled"
+    assert len(reasons) == 3

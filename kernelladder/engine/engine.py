@@ -228,7 +228,6 @@ class Run:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._profiling = False  # Nsight Compute profiles (decided at start)
         self._profiled: set[int] = set()
-        self._profiles: dict[int, dict[str, Any]] = {}  # attempt -> profile summary
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
@@ -982,17 +981,17 @@ class Run:
             return ""
         s = self.state
         a = s.attempts.get(n)
-        if a is None or a.verdict != "pass" or n in self._profiled:
-            return ""
-        if n == START_ATTEMPT and self.op.start_label:
-            return "the start"
-        if s.best_attempt == n:
-            return "new best"
+        done = self._profiled | set(s.profiles)
+        if a is not None and a.verdict == "pass" and n not in done:
+            if n == START_ATTEMPT and self.op.start_label:
+                return "the start"
+            if s.best_attempt == n:
+                return "new best"
         b = s.branches[bid]
-        since = [m for m in b.attempts if b.best_attempt is not None and m > b.best_attempt]
-        if len(since) == 3 and b.best_attempt not in self._profiled:
-            return "branch stalled"
-        return ""
+        if b.best_attempt is None or b.best_attempt in done:
+            return ""
+        since = [m for m in b.attempts if m > b.best_attempt and s.attempts[m].verdict]
+        return "branch stalled" if len(since) == 3 else ""
 
     async def _profile(self, bid: str, n: int, why: str) -> None:
         from kernelladder.verifier.profile import profile_candidate
@@ -1005,8 +1004,6 @@ class Run:
                 profile_candidate, self.op.wire, self._source(target),
                 self.run_dir / "profiles", str(target), self.options.timeout_s,
             )  # fmt: skip
-        if outcome.summary is not None:
-            self._profiles[target] = outcome.summary.to_dict()
         if outcome.status == "unavailable":
             self._profiling = False  # said once; the run goes on without profiles
             self._emit(ev.Notice(level="warning", message=f"profiling off: {outcome.reason}"))
@@ -1167,8 +1164,15 @@ class Run:
             history=tuple({**h, "source": self._source(h["attempt"])} for h in s.history(bid)),
             best_source=self._source(s.best_attempt) if s.best_attempt is not None else None,
             device=self.device,
-            profile=self._profiles.get(parent if parent is not None else START_ATTEMPT),
+            profile=self._profile_of(parent if parent is not None else START_ATTEMPT),
             hardware=self._hardware(),
+        )
+
+    def _profile_of(self, n: int) -> dict[str, Any] | None:
+        """The summary of attempt n's profile, from the log (a resumed run has them too)."""
+        taken = self.state.profiles.get(n) or {}
+        return (
+            dict(taken["summary"]) if taken.get("status") == "ok" and taken.get("summary") else None
         )
 
     def _hardware(self) -> dict[str, Any] | None:
