@@ -126,6 +126,7 @@ def test_own_kernel_example_runs_with_tune_from_the_original(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["proposer"] == "tune" and summary["op_kind"] == "workspace"
     assert "the reference is your original kernel (no reference.py)" in done.stderr
+    assert "knowledge for the proposers: bias_gelu.md (" in done.stderr
     events = _events(run_dir)
     received = [e for e in events if e["kind"] == "proposal_received"]
     assert received[0]["attempt"] == 0 and received[0]["proposer"] == "start"

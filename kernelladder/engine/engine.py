@@ -525,6 +525,10 @@ class Run:
             self._emit(ev.Notice(level="warning", message=profiling_off))
         if self.op.reference_note and not self._resumed:
             self._emit(ev.Notice(level="info", message=self.op.reference_note))
+        knowledge = self.op.description.get("knowledge_files") or []
+        if knowledge and not self._resumed:  # what the api/code proposers are given
+            files = "; ".join(str(f) for f in knowledge)
+            self._emit(ev.Notice(level="info", message=f"knowledge for the proposers: {files}"))
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
