@@ -262,3 +262,19 @@ def test_start_file_that_cannot_be_read(tmp_path):
                 "--run-dir", str(tmp_path / "run"))  # fmt: skip
     assert done.returncode == 2
     assert "--start" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_kernel_with_two_outputs(tmp_path):
+    two = WHOLE_ROW_KERNEL.replace(
+        "    return y\n",
+        "    z = torch.empty_like(x)\n"
+        "    _scale_rows[(x.shape[0],)](y, z, x.shape[1], x.stride(0), BLOCK=512, num_warps=4)\n"
+        "    return y, z\n",
+    )
+    ws = _workspace(tmp_path / "ws", two, WHOLE_ROW_INPUTS)
+    done = _cli("check", str(ws), str(ws / "kernel.py"), "--json")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    cand = tmp_path / "one.py"
+    cand.write_text(WHOLE_ROW_KERNEL)  # returns one tensor where the original returns two
+    done = _cli("check", str(ws), str(cand), "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["gate"] == "correctness"
