@@ -33,14 +33,9 @@ from typing import Any
 
 NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
 COUNTERS_BLOCKED = "ERR_NVGPUCTRPERM"
-SECTIONS = (
-    "SpeedOfLight",
-    "Occupancy",
-    "LaunchStats",
-    "MemoryWorkloadAnalysis",
-    "WarpStateStats",
-    "SchedulerStats",
-)
+# the set the parser's fixture was captured with on the H200: every metric it reads,
+# the warp-stall ratios of the raw page included (one kernel: a few seconds of replay)
+METRIC_SET = "full"
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
 _NOT_A_STALL = {"selected"}  # the warp was issuing, not waiting
 _TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}  # fmt: skip
@@ -261,12 +256,11 @@ def find_ncu() -> str | None:
 
 
 def profile_command(ncu: str, report_base: str, driver: Sequence[str]) -> list[str]:
-    """ncu over the driver: only the call between cudaProfilerStart/Stop, our sections
-    plus the warp-stall ratios (from the raw page)."""
-    cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all", "-f", "-o", report_base]
-    for section in SECTIONS:
-        cmd += ["--section", section]
-    return cmd + list(driver)
+    """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled."""
+    return [
+        ncu, "--profile-from-start", "off", "--target-processes", "all",
+        "--set", METRIC_SET, "-f", "-o", report_base, *driver,
+    ]  # fmt: skip
 
 
 def export_commands(ncu: str, report: str) -> tuple[list[str], list[str]]:
