@@ -583,7 +583,7 @@ class Run:
         await self._verify(first, n, self.op.starting_source)
         a = self.state.attempts.get(n)
         passed = a is not None and a.verdict == "pass"
-        if not passed:
+        if a is not None and a.verdict == "fail":
             self._emit(
                 ev.Notice(
                     level="warning",
