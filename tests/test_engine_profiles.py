@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_engine_doubles import make_run, move, scripted_op
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events
 from kernelladder.verifier import profile as profile_mod
-from tests.test_engine_doubles import make_run, move, scripted_op
 
 NCU = Path(__file__).resolve().parent / "data" / "ncu"
 
@@ -114,7 +114,7 @@ async def test_profile_off(tmp_path, profiled):
 
 
 async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
-    from tests.test_engine_doubles import ScriptedProposer, until
+    from test_engine_doubles import ScriptedProposer, until
 
     class AfterTheRunsBest(ScriptedProposer):
         """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch

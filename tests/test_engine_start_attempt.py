@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from test_engine_doubles import ScriptedProposer, ScriptedRunner, move, scripted_op
+
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
-from tests.test_engine_doubles import ScriptedProposer, ScriptedRunner, move, scripted_op
 
 
 def _run(tmp_path, start: str, moves):
