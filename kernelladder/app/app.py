@@ -305,6 +305,14 @@ class MainScreen(Screen):
             tooltip="Show the attempt's diff against its parent",
         ),
         Binding(
+            "5",
+            "show_tab('tab-profile')",
+            "Profile",
+            id="view.tab_profile",
+            show=False,
+            tooltip="Show the attempt's Nsight Compute profile",
+        ),
+        Binding(
             "T",
             "app.change_theme",
             "Theme",
@@ -413,7 +421,7 @@ class MainScreen(Screen):
             self.view, self.selected_attempt, before_seq=self._before_seq, rewind=rewind
         )
         title = "selected attempt"
-        a = self.view.attempts.get(self.selected_attempt or -1)
+        a = self.view.attempts.get(-1 if self.selected_attempt is None else self.selected_attempt)
         if a is not None:
             title = f"attempt #{a.number} · branch {a.branch_id} · {a.strategy}"
         elif self.selected_branch:
@@ -587,7 +595,9 @@ class MainScreen(Screen):
             self.kl_app.steer("pause", branch.branch_id)
 
     def action_open_branch(self) -> None:
-        attempt = self.view.attempts.get(self.selected_attempt or -1)
+        attempt = self.view.attempts.get(
+            -1 if self.selected_attempt is None else self.selected_attempt
+        )
         if attempt is None:
             self.notify("Select an attempt to branch from.", severity="warning")
             return

@@ -104,6 +104,7 @@ def build_view(s: RunState) -> RunView:
         attempts=attempts,
         gates=gates,
         hints=s.hints,
+        profiles=dict(s.profiles),
     )
 
 

@@ -131,6 +131,7 @@ class RunView:
     attempts: dict[int, AttemptView] = field(default_factory=dict)
     gates: tuple[GateView, ...] = ()  # pending, oldest first
     hints: str = ""  # global hints
+    profiles: dict[int, dict[str, Any]] = field(default_factory=dict)  # attempt -> profile
 
     def branch(self, branch_id: str | None) -> BranchView | None:
         for b in self.branches:

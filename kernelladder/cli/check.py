@@ -67,7 +67,7 @@ def _resolve_op(name_or_path: str) -> Any:
     from kernelladder.ops import registry
 
     looks_like_file = name_or_path.endswith(".py") or "/" in name_or_path
-    if looks_like_file:
+    if looks_like_file and not Path(name_or_path).is_dir():  # a directory: a workspace
         _read_text(name_or_path, "problem file")
     try:
         spec = registry.load_op(name_or_path)

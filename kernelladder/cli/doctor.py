@@ -123,6 +123,7 @@ def local_checks() -> list[Check]:
     except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
         return [*checks, Check("local", "torch", FAIL, f"probe failed: {exc}")]
     checks += probe_checks("local", probe, min_python=None, gpus_needed=None)
+    checks.append(ncu_check(bool(probe.get("gpus"))))
     for module, why in (
         ("rich", "terminal output"),
         ("textual", "the TUI"),
@@ -134,6 +135,21 @@ def local_checks() -> list[Check]:
         status = OK if version else (FAIL if module in ("rich", "networkx") else WARN)
         checks.append(Check("local", module, status, version or f"not installed ({why})"))
     return checks
+
+
+def ncu_check(has_gpu: bool) -> Check:
+    """Nsight Compute for --profile auto: found, and able to read the GPU's counters."""
+    from kernelladder.verifier.profile import availability, find_ncu
+
+    ncu = find_ncu()
+    if ncu is None:
+        return Check("local", "ncu", WARN, "not found: runs go on without profiles")
+    if not has_gpu:
+        return Check("local", "ncu", WARN, f"{ncu}: no GPU here to profile on")
+    ok, line = availability(ncu)
+    return Check(
+        "local", "ncu", OK if ok else WARN, line if ok else f"{line}: runs go on without profiles"
+    )
 
 
 def _module_version(name: str) -> str | None:

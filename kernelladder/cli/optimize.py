@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -49,6 +50,8 @@ _FIXED = {
     "device": "device",
     "min_speedup": "min_speedup",
     "replay_from": "replay_from",
+    "start": "start",
+    "profile": "profile",
 }
 
 
@@ -86,10 +89,26 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", nargs="?", metavar="OP|PROBLEM.py", help="built-in op or problem file")
     p.add_argument(
         "--proposer",
-        choices=("search", "api", "code", "replay"),
+        choices=("search", "tune", "api", "code", "replay"),
         default=None,
-        help="who writes candidates (default: search, offline)",
+        help="who writes candidates (default: search, offline; tune for a workspace "
+        "without an API key)",
     )
+
+    p.add_argument(
+        "--start",
+        default=None,
+        metavar="FILE",
+        help="your own starting kernel: verified first as attempt #0, every branch starts from it",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("auto", "off"),
+        default=None,
+        help="Nsight Compute profiles of the start and each new best (auto: when ncu "
+        "can read the GPU's counters)",
+    )
+
     p.add_argument("--model", default=None, help="model for the api/code proposers")
     p.add_argument(
         "--target",
@@ -237,18 +256,31 @@ def options_from_args(args: argparse.Namespace) -> Any:
         if value is not None:
             given[name] = value
     hints = _read_hints(args.hints)
+    if hints is None and Path(args.op).is_dir():  # a workspace's HINTS.md
+        hints = (
+            _read_hints(str(Path(args.op) / "HINTS.md"))
+            if (Path(args.op) / "HINTS.md").is_file()
+            else None
+        )
     if hints is not None:
         given["hints"] = hints
     if args.replay_from and given.setdefault("proposer", "replay") != "replay":
         raise UsageError("--replay-from goes with --proposer replay")
     if given.get("proposer") == "replay" and not args.replay_from:
         raise UsageError("--proposer replay needs --replay-from DIR")
+    if "proposer" not in given and Path(args.op).is_dir():
+        given["proposer"] = workspace_proposer()
     remote, remote_config = _remote(args)
     if remote:
         given["remote"] = True
         given["remote_config"] = remote_config
         given.setdefault("device", "cuda")
     return RunOptions(op=args.op, run_dir=args.run_dir, **given)
+
+
+def workspace_proposer() -> str:
+    """A workspace's default proposer: api with a key configured, tune (offline) without."""
+    return "api" if os.environ.get("ANTHROPIC_API_KEY") else "tune"
 
 
 def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict[str, Any]:

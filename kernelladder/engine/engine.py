@@ -93,6 +93,9 @@ IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
 )  # fmt: skip
 
 
+START_ATTEMPT = 0  # the number of the user's own kernel, verified before any proposal
+
+
 def one_line(text: object, limit: int = 300) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -108,30 +111,60 @@ class OpInfo:
     wire: Any  # VerifyRequest.op
     description: dict[str, Any]  # OpSpec.describe()
     starting_source: str  # the starting candidate ("" when the op has none)
+    # set when the start is the user's own kernel (a workspace, or --start FILE): it is
+    # verified first, as attempt #0, and every branch starts from it
+    start_label: str = ""
+    reference_note: str = ""  # e.g. "the reference is your original kernel (no reference.py)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "kind": self.kind,
             "wire": self.wire,
             "description": self.description,
             "starting_source": self.starting_source,
         }
+        if self.start_label:
+            d["start_label"] = self.start_label
+        if self.reference_note:
+            d["reference_note"] = self.reference_note
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpInfo:
-        return cls(d["name"], d["kind"], d["wire"], dict(d["description"]), d["starting_source"])
+        return cls(
+            d["name"], d["kind"], d["wire"], dict(d["description"]), d["starting_source"],
+            str(d.get("start_label") or ""), str(d.get("reference_note") or ""),
+        )  # fmt: skip
 
 
-def load_op_info(op: str) -> OpInfo:
-    """Load a built-in op or a KernelBench problem file; OpLoadError (one line) if not."""
+def load_op_info(op: str, start: str | None = None) -> OpInfo:
+    """Load a built-in op, a workspace directory or a KernelBench problem file; `start`:
+    a file with the user's own starting kernel. OpLoadError (one line) if not."""
     from kernelladder.ops.registry import load_op, op_to_wire
+    from kernelladder.ops.spec import OpLoadError
 
     spec = load_op(op)
-    start = ""
+    source, label = "", ""
     if spec.starting_candidate:
-        start = Path(spec.starting_candidate).read_text(encoding="utf-8")
-    return OpInfo(spec.name, spec.kind, op_to_wire(spec), spec.describe(), start)
+        source = Path(spec.starting_candidate).read_text(encoding="utf-8")
+    if spec.kind == "workspace":
+        source, label = spec.files.kernel, f"your kernel ({spec.name}/kernel.py)"  # type: ignore[attr-defined]
+    if start:
+        try:
+            source = Path(start).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OpLoadError(f"--start {start}: cannot read it: {exc}") from None
+        label = f"your kernel ({Path(start).name})"
+    description = spec.describe()
+    note = str(description.get("reference_note") or "")
+    if spec.kind == "workspace":  # DIR/knowledge/ for the api/code prompts, within a budget
+        from kernelladder.ops.workspace import knowledge_text
+
+        text, files = knowledge_text(op)
+        if files:
+            description = {**description, "knowledge": text, "knowledge_files": files}
+    return OpInfo(spec.name, spec.kind, op_to_wire(spec), description, source, label, note)
 
 
 def new_run_id(op_name: str) -> str:
@@ -214,6 +247,8 @@ class Run:
         self._bus = Broadcaster(self.log.read_from, lambda: self.log.next_seq)
         self._waiters: list[asyncio.Future[None]] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._profiling = False  # Nsight Compute profiles (decided at start)
+        self._profiled: set[int] = set()
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
@@ -531,6 +566,15 @@ class Run:
                 )
             )
         self._started = True
+        profiling_off = await self._profiling_notice()
+        if profiling_off:
+            self._emit(ev.Notice(level="warning", message=profiling_off))
+        if self.op.reference_note and not self._resumed:
+            self._emit(ev.Notice(level="info", message=self.op.reference_note))
+        knowledge = self.op.description.get("knowledge_files") or []
+        if knowledge and not self._resumed:  # what the api/code proposers are given
+            files = "; ".join(str(f) for f in knowledge)
+            self._emit(ev.Notice(level="info", message=f"knowledge for the proposers: {files}"))
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
         if self._control_error:
@@ -549,14 +593,60 @@ class Run:
                 self._emit(ev.Notice(level="error", message=f"proposer: {one_line(exc)}"))
                 self._stop_detail = f"proposer: {one_line(exc)}"
                 return False
-            for label in labels[: max(1, self.options.branches)] or ["default"]:
-                self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
+            labels = labels[: max(1, self.options.branches)] or ["default"]
+            if self.op.start_label:
+                await self._verify_start(labels)
+            else:
+                for label in labels:
+                    self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
         else:
             self._tell_proposer_resumed()
         for bid, b in self.state.branches.items():
             if not b.closed:
                 self._spawn(bid)
         return True
+
+    async def _verify_start(self, labels: list[str]) -> None:
+        """The user's kernel is attempt #0, verified on the first branch before any
+        proposal; the other branches open from it once it passed."""
+        first = self.state.next_branch_id
+        self._emit(ev.BranchOpened(branch_id=first, strategy=labels[0]))
+        self._emit(ev.ProposalRequested(branch_id=first, parent_attempt=None))
+        n = START_ATTEMPT
+        self._next_number = max(self._next_number, n + 1)
+        self._sources[n] = self.op.starting_source
+        self._emit(
+            ev.ProposalReceived(
+                branch_id=first,
+                attempt=n,
+                parent_attempt=None,
+                source_hash=self.log.write_source(n, self.op.starting_source),
+                strategy=labels[0],
+                move=f"the start: {self.op.start_label}, unchanged",
+                undo_cost=ev.UNDO_LOW,
+                undo_reason="nothing changed",
+                proposer="start",
+            )
+        )
+        await self._verify(first, n, self.op.starting_source)
+        a = self.state.attempts.get(n)
+        passed = a is not None and a.verdict == "pass"
+        if a is not None and a.verdict == "fail":
+            self._emit(
+                ev.Notice(
+                    level="warning",
+                    message=f"attempt #0 ({self.op.start_label}) did not pass the verifier; "
+                    "the branches start from its source anyway",
+                )
+            )
+        for label in labels[1:]:
+            self._emit(
+                ev.BranchOpened(
+                    branch_id=self.state.next_branch_id,
+                    strategy=label,
+                    from_attempt=n if passed else None,
+                )
+            )
 
     def _tell_proposer_resumed(self) -> None:
         """A proposer that keeps its own place (replay: a queue of saved sources) learns
@@ -938,6 +1028,73 @@ class Run:
                 self._emit(ev.AttemptRetried(attempt=n, reason=why))
                 await asyncio.sleep(self.retry_backoff_s * retry)
         self._record_verdict(bid, n, verdict)
+        why = self._profile_reason(bid, n)
+        if why:
+            await self._profile(bid, n, why)
+
+    # --- Nsight Compute profiles ---------------------------------------------------------
+    def _profile_reason(self, bid: str, n: int) -> str:
+        """Why attempt n (or its branch's best) is profiled now; "" when it is not."""
+        if not self._profiling:
+            return ""
+        s = self.state
+        a = s.attempts.get(n)
+        done = self._profiled | set(s.profiles)
+        if a is not None and a.verdict == "pass" and n not in done:
+            if n == START_ATTEMPT and self.op.start_label:
+                return "the start"
+            if s.best_attempt == n:
+                return "new best"
+        b = s.branches[bid]
+        if b.best_attempt is None or b.best_attempt in done:
+            return ""
+        since = [m for m in b.attempts if m > b.best_attempt and s.attempts[m].verdict]
+        return "branch stalled" if len(since) == 3 else ""
+
+    async def _profile(self, bid: str, n: int, why: str) -> None:
+        from kernelladder.verifier.profile import profile_candidate
+
+        target = n if why != "branch stalled" else self.state.branches[bid].best_attempt
+        assert target is not None and self._slots is not None
+        self._profiled.add(target)
+        async with self._slots:  # the same GPU, between verifications
+            outcome = await asyncio.to_thread(
+                profile_candidate, self.op.wire, self._source(target),
+                self.run_dir / "profiles", str(target), self.options.timeout_s,
+            )  # fmt: skip
+        if outcome.status == "unavailable":
+            self._profiling = False  # said once; the run goes on without profiles
+            self._emit(ev.Notice(level="warning", message=f"profiling off: {outcome.reason}"))
+        report = ""
+        if outcome.report:
+            try:
+                report = str(Path(outcome.report).relative_to(self.run_dir))
+            except ValueError:
+                report = outcome.report
+        self._emit(
+            ev.ProfileReady(
+                attempt=target,
+                branch_id=bid,
+                status=outcome.status,
+                reason=why if outcome.status == "ok" else outcome.reason,
+                summary=outcome.summary.to_dict() if outcome.summary else {},
+                report=report,
+            )
+        )
+
+    async def _profiling_notice(self) -> str:
+        """Decide once whether this run profiles; the line saying why not, if not."""
+        if self.options.profile == "off":
+            return ""
+        if not self.device.startswith("cuda"):
+            return ""
+        if self.options.remote:
+            return "profiling off: Nsight Compute runs with the local runner only"
+        from kernelladder.verifier.profile import availability
+
+        ok, line = await asyncio.to_thread(availability)
+        self._profiling = ok
+        return "" if ok else f"profiling off: {line}"
 
     def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
         """AttemptStarted for one try, emitted once: by the runner's on_slot when it has
@@ -1211,7 +1368,25 @@ class Run:
             vetoed_moves=tuple(b.vetoed_moves),
             stagnation=b.stagnation,
             stagnation_limit=s.setting("stagnation"),
+            profile=self._profile_of(parent if parent is not None else START_ATTEMPT),
+            hardware=self._hardware(),
         )
+
+    def _profile_of(self, n: int) -> dict[str, Any] | None:
+        """The summary of attempt n's profile, from the log (a resumed run has them too)."""
+        taken = self.state.profiles.get(n) or {}
+        return (
+            dict(taken["summary"]) if taken.get("status") == "ok" and taken.get("summary") else None
+        )
+
+    def _hardware(self) -> dict[str, Any] | None:
+        """What the latest verdict says of the machine it was judged on (GPU only)."""
+        for n in sorted(self._verdicts, reverse=True):
+            env = (self._verdicts[n] or {}).get("environment") or {}
+            if env.get("gpu"):
+                keys = ("gpu", "cc", "sms", "rates", "triton", "torch", "cuda")
+                return {k: env[k] for k in keys if k in env}
+        return None
 
 
 _RULES = {
@@ -1300,7 +1475,7 @@ def create_run(
     and the proposer when not given. Raises OpLoadError / ProposerError / ValueError with
     one line for bad input. `gate_policy`: this session's policy when it is not
     options.gate (which is what is saved), e.g. veto when no one can answer ask-gates."""
-    info = op or load_op_info(options.op)
+    info = op or load_op_info(options.op, options.start)
     device = _pick_device(options)
     options = replace(options, device=device)
     run_id = new_run_id(info.name)

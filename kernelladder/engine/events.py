@@ -390,3 +390,18 @@ class BestConfirmed(Event):
     noise: float | None = None  # the band: the re-measure's noise (at least 1%)
     rounds: int = 0  # back-to-back rounds per shape
     detail: str = ""  # one line; why it did not hold, or why it could not be re-measured
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class ProfileReady(Event):
+    """An Nsight Compute profile of one attempt on the op's largest shape (the start,
+    each new best, a stalled branch's best), or why none could be taken."""
+
+    kind: ClassVar[str] = "profile_ready"
+    attempt: int
+    branch_id: str | None = None
+    status: str = "ok"  # "ok" | "unavailable" | "failed"
+    reason: str = ""  # why: "new best", "start", "branch stalled"; or what went wrong
+    summary: dict[str, Any] = field(default_factory=dict)  # verifier.profile.ProfileSummary
+    report: str = ""  # the .ncu-rep, relative to the run directory

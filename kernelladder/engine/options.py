@@ -9,7 +9,7 @@ from typing import Any
 @dataclass(frozen=True)
 class RunOptions:
     op: str  # built-in op name, or a path to a KernelBench-format problem file
-    proposer: str = "search"  # "search" | "api" | "code" | "replay"
+    proposer: str = "search"  # "search" | "tune" | "api" | "code" | "replay"
     model: str | None = None  # api/code: the model; None: the proposer's default
     target: float | None = None  # stop a branch (and the run) once this speedup is reached
     # what the target is a speedup over: "best" (the fastest library baseline per shape,
@@ -32,6 +32,8 @@ class RunOptions:
     min_speedup: float = 0.0
     confirm: bool = True  # re-measure the best at the end (GPU only)
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
+    start: str | None = None  # a file with the user's own starting kernel (attempt #0)
+    profile: str = "auto"  # "auto": Nsight Compute profiles when ncu can read counters; "off"
     remote: bool = False  # verify over SSH (engine/ssh.py)
     remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
 

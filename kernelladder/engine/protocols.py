@@ -97,6 +97,8 @@ class ProposalContext:
     vetoed_moves: tuple[str, ...] = ()  # steps (move lines) the person vetoed on this branch
     stagnation: int = 0  # judged attempts on this branch since its last gain
     stagnation_limit: int | None = None  # the stagnation exit rule (None: off)
+    profile: dict[str, Any] | None = None  # Nsight Compute summary of the parent, if taken
+    hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,8 @@ class RunState:
     tokens_out: int = 0
     proposal_failures: int = 0
     retries: int = 0
+    # Nsight Compute profiles: attempt -> ProfileReady (status, reason, summary, report)
+    profiles: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def setting(self, name: str, default: Any = None) -> Any:
         value = self.settings.get(name, default)
@@ -627,6 +629,12 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
         b.dead_ends.append(f"{a.move} ({e.gate or e.verdict_kind} failed)")
 
 
+def _profile_ready(s: RunState, e: ev.ProfileReady) -> None:
+    s.profiles[e.attempt] = {
+        "status": e.status, "reason": e.reason, "summary": dict(e.summary), "report": e.report,
+    }  # fmt: skip
+
+
 def _best_improved(s: RunState, e: ev.BestImproved) -> None:
     a = s.attempts.get(e.attempt)
     b = s.branches.get(e.branch_id)
@@ -679,6 +687,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.VerdictReady: _verdict_ready,
     ev.BestImproved: _best_improved,
     ev.BestConfirmed: _best_confirmed,
+    ev.ProfileReady: _profile_ready,
 }
 
 

@@ -45,9 +45,14 @@ def builtin_ops() -> tuple[OpSpec, ...]:
 
 
 def load_op(name_or_path: str) -> OpSpec:
-    """A built-in op name, or the path of a KernelBench-format problem file (*.py)."""
+    """A built-in op name, a workspace directory (the user's kernel.py + inputs.py), or
+    the path of a KernelBench-format problem file (*.py)."""
     if name_or_path in _BUILTIN:
         return get_op(name_or_path)
+    if Path(name_or_path).is_dir():
+        from kernelladder.ops.workspace import WorkspaceSpec
+
+        return WorkspaceSpec.from_dir(name_or_path)
     if name_or_path.endswith(".py") or "/" in name_or_path or Path(name_or_path).is_file():
         path = Path(name_or_path)
         try:
@@ -66,6 +71,8 @@ def op_to_wire(op: OpSpec) -> Any:
     """The protocol's OP form: a built-in name, or {"kernelbench": source, "name": name}."""
     if op.kind == "kernelbench":
         return {"kernelbench": op.source, "name": op.name}  # type: ignore[attr-defined]
+    if op.kind == "workspace":
+        return op.files.to_wire()  # type: ignore[attr-defined]
     return op.name
 
 
@@ -78,4 +85,19 @@ def op_from_wire(op: Any) -> OpSpec:
 
         name = op.get("name") or "problem.py"
         return KernelBenchSpec.from_source(op["kernelbench"], name=str(name))
+    if isinstance(op, dict) and isinstance(op.get("workspace"), dict):
+        from kernelladder.ops.workspace import WorkspaceFiles, WorkspaceSpec
+
+        return _cached_workspace(WorkspaceFiles.from_wire(op), WorkspaceSpec)
     raise OpLoadError("op must be a built-in name or {'kernelbench': source, 'name': name}")
+
+
+_WORKSPACES: dict[Any, OpSpec] = {}
+
+
+def _cached_workspace(files: Any, spec_cls: Any) -> OpSpec:
+    """One spec per workspace per process: its modules, compiled kernels and the output
+    shapes it learnt are reused by every candidate a worker verifies."""
+    if files not in _WORKSPACES:
+        _WORKSPACES[files] = spec_cls.from_files(files)
+    return _WORKSPACES[files]

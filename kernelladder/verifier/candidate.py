@@ -112,7 +112,7 @@ def load(
         line, trace = describe_exception(exc, path)
         raise LoadFailure(f"import failed: {line}", trace) from None
 
-    if spec.kind == "kernelbench":
+    if spec.kind == "kernelbench" or getattr(spec, "entry", "") == "ModelNew":
         call = _kernelbench_entry(module, spec, device, path, name)
     else:
         fn = module.__dict__.get("kernel")

@@ -298,6 +298,42 @@ class Verifier:
         return lambda: compiled(dict(inputs))
 
 
+@contextlib.contextmanager
+def _workspace_tripwire(spec: OpSpec, hits: list[str]) -> Iterator[None]:
+    """A workspace's reference (reference.py, or the user's original kernel when there
+    is none) called during the candidate's call is a fence violation."""
+    patched: list[tuple[Any, str, Any]] = []
+    for module in spec.reference_modules():  # type: ignore[attr-defined]
+        for attr in ("reference", "kernel"):
+            original = module.__dict__.get(attr)
+            if callable(original) and not isinstance(original, type):
+
+                def tripped(*args: Any, _o: Any = original, _n: str = attr, **kw: Any) -> Any:
+                    hits.append(f"the reference's {_n}(...)")
+                    return _o(*args, **kw)
+
+                patched.append((module, attr, original))
+                setattr(module, attr, tripped)
+        for cls_name in ("Model", "ModelNew"):
+            cls = module.__dict__.get(cls_name)
+            forward = vars(cls).get("forward") if isinstance(cls, type) else None
+            if forward is not None:
+
+                def tripped_forward(
+                    *args: Any, _o: Any = forward, _n: str = cls_name, **kw: Any
+                ) -> Any:
+                    hits.append(f"the reference's {_n}.forward")
+                    return _o(*args, **kw)
+
+                patched.append((cls, "forward", forward))
+                cls.forward = tripped_forward
+    try:
+        yield
+    finally:
+        for owner, attr, original in reversed(patched):
+            setattr(owner, attr, original)
+
+
 def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
     """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
     up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
@@ -373,6 +409,9 @@ class _Run:
         self.speed: dict[str, Any] = {}
         extra: list[tuple[str, Any]] = [("spec", spec), ("spec-class", type(spec))]
         problem = getattr(spec, "module", None) if spec.kind == "kernelbench" else None
+        if spec.kind == "workspace":  # the reference's modules: guard them too
+            for i, module in enumerate(spec.reference_modules()):  # type: ignore[attr-defined]
+                extra.append((f"workspace-reference-{i}", module))
         if problem is not None:  # the reference is the problem's Model: guard it too
             extra.append(("problem", problem))
             if isinstance(getattr(problem, "Model", None), type):
@@ -423,8 +462,16 @@ class _Run:
             noise=self.speed.get("noise"),
             timings=tuple(self.speed.get("timings") or ()),
             flags=tuple(self.flags),
-            environment=dict(self.v.environment),
+            environment=self._environment(),
         )
+
+    def _environment(self) -> dict[str, Any]:
+        """The worker's environment, with the copy and matmul rates once measured."""
+        env = dict(self.v.environment)
+        rates = getattr(self.v._timer, "_rates", None) if self.v._timer is not None else None
+        if rates:
+            env["rates"] = dict(rates)
+        return env
 
     # --- the run ------------------------------------------------------------------------
     def execute(self) -> Outcome:
@@ -503,6 +550,10 @@ class _Run:
         """KernelBench: calling the problem's Model.forward during the call is a fence
         violation (the reference itself)."""
         hits: list[str] = []
+        if self.spec.kind == "workspace":
+            with _workspace_tripwire(self.spec, hits):
+                yield hits
+            return
         model_cls = getattr(getattr(self.spec, "module", None), "Model", None)
         original = vars(model_cls).get("forward") if isinstance(model_cls, type) else None
         if self.spec.kind != "kernelbench" or original is None:
@@ -520,7 +571,7 @@ class _Run:
             model_cls.forward = original
 
     def _entry_text(self) -> str:
-        if self.spec.kind == "kernelbench":
+        if self.spec.kind == "kernelbench" or getattr(self.spec, "entry", "") == "ModelNew":
             return "class ModelNew (KernelBench format)"
         return self.spec.signature.split("->")[0].strip()
 
@@ -612,7 +663,9 @@ class _Run:
             raise _Stop
         if not active:
             self._fence_fail(where, extra="the candidate removed the verifier's torch op recorder")
-        if reference_calls:
+        if reference_calls and self.spec.kind == "workspace":
+            rec.violations[f"{reference_calls[0]} (the reference)"] += len(reference_calls)
+        elif reference_calls:
             rec.violations["the problem's Model.forward (the reference)"] += len(reference_calls)
         if rec.violations:
             self._fence_fail(where)
@@ -1197,4 +1250,7 @@ def environment_info(device: str) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name()
         info["gpus"] = torch.cuda.device_count()
         info["cuda"] = torch.version.cuda
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info["cc"] = f"{props.major}.{props.minor}"
+        info["sms"] = int(props.multi_processor_count)
     return info

@@ -1,4 +1,4 @@
-"""The selected attempt: live log, verdict, source and diff, one tab each.
+"""The selected attempt: live log, verdict, source, diff and profile, one tab each.
 
 Only the active tab is brought up to date; the others catch up when they are shown.
 """
@@ -13,10 +13,11 @@ from kernelladder.app.folding import AttemptLogs
 from kernelladder.app.run_files import RunFiles, starting_candidate
 from kernelladder.app.widgets.attempt_log import AttemptLog
 from kernelladder.app.widgets.diff_view import DiffView
+from kernelladder.app.widgets.profile_view import ProfileView
 from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
 
-TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff")
+TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile")
 
 
 class AttemptPanel(Vertical):
@@ -54,6 +55,8 @@ class AttemptPanel(Vertical):
                 yield SourceView(id="source-view")
             with TabPane("Diff vs parent", id="tab-diff"):
                 yield DiffView(id="diff-view")
+            with TabPane("Profile", id="tab-profile"):
+                yield ProfileView(id="profile-view")
 
     @property
     def active(self) -> str:
@@ -99,6 +102,9 @@ class AttemptPanel(Vertical):
             self.query_one(VerdictView).show(attempt, verdict)
         elif tab == "tab-source":
             self.query_one(SourceView).show(n, self.files.source(n) if n is not None else None)
+        elif tab == "tab-profile":
+            profile = self._view.profiles.get(n) if n is not None else None
+            self.query_one(ProfileView).show(n, profile)
         elif tab == "tab-diff":
             if attempt is None:
                 self.query_one(DiffView).show(None, None, None, "")

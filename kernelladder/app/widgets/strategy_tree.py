@@ -107,9 +107,16 @@ class StrategyTree(Tree[NodeRef]):
         for branch in view.branches:
             node = self._branch_nodes.get(branch.branch_id)
             if node is None:
-                parent = self._attempt_nodes.get(branch.from_attempt or -1, self.root)
+                parent = self._attempt_nodes.get(
+                    -1 if branch.from_attempt is None else branch.from_attempt, self.root
+                )
                 node = parent.add(
-                    self._branch_label(branch, view.attempts.get(branch.best_attempt or -1)),
+                    self._branch_label(
+                        branch,
+                        view.attempts.get(
+                            -1 if branch.best_attempt is None else branch.best_attempt
+                        ),
+                    ),
                     data=NodeRef(branch.branch_id),
                     expand=True,
                 )
@@ -117,7 +124,12 @@ class StrategyTree(Tree[NodeRef]):
                 self._branch_seen[branch.branch_id] = branch
             elif self._branch_seen[branch.branch_id] != branch:
                 node.set_label(
-                    self._branch_label(branch, view.attempts.get(branch.best_attempt or -1))
+                    self._branch_label(
+                        branch,
+                        view.attempts.get(
+                            -1 if branch.best_attempt is None else branch.best_attempt
+                        ),
+                    )
                 )
                 self._branch_seen[branch.branch_id] = branch
             for n in branch.attempts:
@@ -267,7 +279,11 @@ class StrategyTree(Tree[NodeRef]):
         # A new theme: labels hold resolved styles, so draw them again.
         for branch_id, node in self._branch_nodes.items():
             b = self._branch_seen[branch_id]
-            node.set_label(self._branch_label(b, self._attempt_seen.get(b.best_attempt or -1)))
+            node.set_label(
+                self._branch_label(
+                    b, self._attempt_seen.get(-1 if b.best_attempt is None else b.best_attempt)
+                )
+            )
         for n, node in self._attempt_nodes.items():
             node.set_label(self._attempt_label(self._attempt_seen[n]))
 

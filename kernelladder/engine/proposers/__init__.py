@@ -1,6 +1,7 @@
 """Proposers: who writes the next candidate (engine/protocols.py: Proposer).
 
 search  built-in local search over kernel templates (no key, no network; default)
+tune    steps the launch parameters of any Triton kernel (no key; a workspace's default)
 api     Claude through the Anthropic Messages API
 code    Claude through the `claude -p` CLI, tools off, in an empty directory
 replay  the sources of a saved run, again
@@ -12,7 +13,7 @@ from typing import Any
 
 from kernelladder.engine.protocols import Proposer
 
-PROPOSERS: tuple[str, ...] = ("search", "api", "code", "replay")
+PROPOSERS: tuple[str, ...] = ("search", "tune", "api", "code", "replay")
 
 
 def get_proposer(name: str, **cfg: Any) -> Proposer:
@@ -22,6 +23,10 @@ def get_proposer(name: str, **cfg: Any) -> Proposer:
         from kernelladder.engine.proposers.search import SearchProposer
 
         return SearchProposer(**cfg)
+    if name == "tune":
+        from kernelladder.engine.proposers.tune import TuneProposer
+
+        return TuneProposer(**cfg)
     if name == "api":
         from kernelladder.engine.proposers.api import ApiProposer
 

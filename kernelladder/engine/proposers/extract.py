@@ -47,7 +47,9 @@ def arg_names(op: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def is_kernelbench(op: Mapping[str, Any]) -> bool:
-    return op.get("kind") == "kernelbench"
+    """A candidate defines ModelNew: a KernelBench problem, or a workspace whose kernel
+    is an nn.Module."""
+    return op.get("kind") == "kernelbench" or op.get("entry") == "ModelNew"
 
 
 def extract_reply(text: str, op: Mapping[str, Any]) -> Extracted:

@@ -46,6 +46,17 @@ def build_prompt(ctx: ProposalContext) -> tuple[str, str]:
     sections.append(_feedback_section(ctx))
     if ctx.history:
         sections.append("# BRANCH HISTORY (oldest first)\n" + history_text(ctx.history))
+    if ctx.hardware:
+        sections.append(
+            "# HARDWARE (where the verifier times candidates)\n" + hardware_text(ctx.hardware)
+        )
+    if ctx.profile:
+        sections.append(
+            "# PROFILE OF THE PARENT (Nsight Compute, largest shape)\n" + profile_text(ctx.profile)
+        )
+    knowledge = str(op.get("knowledge") or "").strip()
+    if knowledge:
+        sections.append("# KNOWLEDGE (the person's notes for this kernel)\n" + knowledge)
     if ctx.hints.strip():
         sections.append("# HINTS FROM THE PERSON STEERING THE RUN\n" + ctx.hints.strip())
     if ctx.best_source and ctx.best_source.strip() != (ctx.parent_source or "").strip():
@@ -184,3 +195,39 @@ def history_text(history: Sequence[Mapping[str, Any]]) -> str:
             outcome += f", {_num(h['speedup'], '.3f')}x"
         lines.append(f"  #{h.get('attempt')}: {h.get('move') or '(no move)'} -> {outcome}")
     return "\n".join(lines) or "  (none)"
+
+
+def hardware_text(hw: Mapping[str, Any]) -> str:
+    """GPU, compute capability, SMs, the measured copy bandwidth and matmul rates, and
+    the versions the candidate is compiled and run with."""
+    lines = []
+    if hw.get("gpu"):
+        cc = f", compute capability {hw['cc']}" if hw.get("cc") else ""
+        sms = f", {hw['sms']} SMs" if hw.get("sms") else ""
+        lines.append(f"GPU: {hw['gpu']}{cc}{sms}")
+    rates = hw.get("rates") or {}
+    if isinstance(rates, Mapping) and rates:
+        parts = []
+        for unit, rate in rates.items():
+            if not isinstance(rate, (int, float)):
+                continue
+            if unit == "copy":  # bytes per ms
+                parts.append(f"copy bandwidth {rate / 1e9:.2f} TB/s (read + write)")
+            else:  # operations per ms
+                per_s = "TOP/s" if unit.startswith("int8") else "TFLOP/s"
+                parts.append(f"{unit} matmul {rate / 1e9:.0f} {per_s}")
+        if parts:
+            lines.append("measured: " + "; ".join(parts))
+    versions = ", ".join(f"{k} {hw[k]}" for k in ("triton", "torch", "cuda") if hw.get(k))
+    if versions:
+        lines.append(f"versions: {versions}")
+    return "\n".join(lines) or "(unknown)"
+
+
+def profile_text(profile: Mapping[str, Any]) -> str:
+    from kernelladder.verifier.profile import ProfileSummary
+
+    try:
+        return "\n".join(ProfileSummary.from_dict(profile).lines())
+    except (TypeError, ValueError):
+        return "(the profile could not be read)"

@@ -83,6 +83,7 @@ class BranchMemory:
     trials: dict[str, Trial] = field(default_factory=dict)
     family: str | None = None
     dead_moves: set[str] = field(default_factory=set)
+    low_occupancy: bool = False  # the parent's profile: resource-hungry parameters down first
 
     def add(self, trial: Trial) -> Trial:
         self.trials.setdefault(trial.key, trial)
@@ -197,6 +198,7 @@ class SearchProposer:
         by_name = {f.name: f for f in families}
         memory = self._branches.setdefault(ctx.branch_id, BranchMemory())
         parent = _ingest(memory, ctx, by_name)
+        memory.low_occupancy = low_occupancy(getattr(ctx, "profile", None))
         label_family, rotation = _resolve_label(ctx.strategy, by_name)
         steer = steering(ctx, families)
         if memory.family is None:
@@ -427,6 +429,16 @@ def _resource_trouble(trial: Trial | None) -> bool:
         return False
     detail = trial.detail.lower()
     return trial.gate in RESOURCE_GATES or any(w in detail for w in _RESOURCE_WORDS)
+
+
+LOW_OCCUPANCY_PCT = 30.0  # achieved occupancy below this: fewer registers/warps first
+
+
+def low_occupancy(profile: Mapping[str, Any] | None) -> bool:
+    """A profile whose achieved occupancy is low: the kernel asks for too many registers,
+    warps or shared memory per block."""
+    pct = (profile or {}).get("achieved_occupancy_pct")
+    return isinstance(pct, (int, float)) and pct < LOW_OCCUPANCY_PCT
 
 
 def _ordered_moves(
@@ -701,8 +713,9 @@ def _step_in_family(
     relevant = [p for p in family.params if p.matters(dims)]
     latest = max(trials, key=lambda t: t.order) if trials else None
     moves = _ordered_moves(
-        family, relevant, base, rotation, _focus(base), _resource_trouble(latest)
-    )
+        family, relevant, base, rotation, _focus(base),
+        _resource_trouble(latest) or memory.low_occupancy,
+    )  # fmt: skip
     for ring_point, moved in _rings(family, base.params, moves, relevant):
         point = _constrained(family, ring_point, steer)
         if point is None or not _untried(memory, op, family, point):

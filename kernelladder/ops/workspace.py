@@ -1,0 +1,677 @@
+"""The user's own kernel as an op: a workspace directory.
+
+    DIR/kernel.py      the kernel to optimize: `kernel(*inputs)` or a `ModelNew` nn.Module
+    DIR/inputs.py      get_inputs() (and get_init_inputs() for a ModelNew); optional:
+                       get_input_suite() -> {label: inputs} for several shapes, and
+                       get_cpu_inputs() (small inputs for the CPU interpreter)
+    DIR/reference.py   optional: reference(*inputs) or a KernelBench `Model`; when absent
+                       the user's original kernel is the golden reference
+    DIR/HINTS.md       optional: the run's global hints
+    DIR/knowledge/     optional: notes for the api/code proposers
+
+Candidates take the kernel's own form (same function name and arguments, or ModelNew
+with the same init arguments). The verifier receives the SOURCE TEXTS over the protocol
+(see registry.op_to_wire), so a spec is built from sources; `from_dir` also checks the
+kernel against the reference on the first inputs and says in one line what is wrong.
+
+Imports torch (and triton, through the user's kernel) only.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelladder.ops import _common
+from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape, Tolerance
+
+KIND = "workspace"
+MODEL_SEED = 42  # ModelNew and a reference Model are built right after this seed
+KERNEL_FILE, INPUTS_FILE, REFERENCE_FILE = "kernel.py", "inputs.py", "reference.py"
+HINTS_FILE, KNOWLEDGE_DIR = "HINTS.md", "knowledge"
+KNOWLEDGE_BUDGET_CHARS = 24_000  # what the api/code proposers get of knowledge/, at most
+KNOWLEDGE_SUFFIXES = (".md", ".txt", ".rst")
+CPU_LABEL = "cpu"  # the suite entry drawn by get_cpu_inputs()
+ORIGINAL_REFERENCE_NOTE = "the reference is your original kernel (no reference.py)"
+
+# As KernelBench's checker; a reference that is the user's own kernel in the same dtype
+# differs from a re-blocked candidate by rounding only.
+WORKSPACE_TOL: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
+    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
+    torch.float64: Tolerance(atol=1e-7, rtol=1e-7),
+}
+
+FENCE_TEMPLATE = """\
+- Keep the kernel's entry point: {entry}; it returns what the original returns ({outputs}).
+- Compute with Triton kernel launches (@triton.jit); torch only for allocation and views (empty, empty_like, view, reshape, stride); no torch compute, no dtype casts in torch.
+- Do not call the reference ({reference}).
+- Do not modify the inputs, return outputs that alias an input, launch work on side streams or threads, cache results across calls, or touch the verifier's timers, synchronization or comparisons."""
+
+
+@dataclass(frozen=True)
+class WorkspaceFiles:
+    """The texts of a workspace, as they travel to the verifier."""
+
+    name: str
+    kernel: str
+    inputs: str
+    reference: str | None = None
+    outputs: int = 1  # how many tensors the kernel returns (learnt by the load-time check)
+
+    def to_wire(self) -> dict[str, Any]:
+        body = {"kernel": self.kernel, "inputs": self.inputs, "reference": self.reference}
+        return {KIND: {**body, "outputs": self.outputs}, "name": self.name}
+
+    @classmethod
+    def from_wire(cls, op: Mapping[str, Any]) -> WorkspaceFiles:
+        body = op.get(KIND)
+        if not isinstance(body, Mapping) or not isinstance(body.get("kernel"), str):
+            raise OpLoadError("a workspace op needs {'workspace': {'kernel', 'inputs'}, 'name'}")
+        ref = body.get("reference")
+        return cls(
+            name=str(op.get("name") or "workspace"),
+            kernel=body["kernel"],
+            inputs=str(body.get("inputs") or ""),
+            reference=ref if isinstance(ref, str) else None,
+            outputs=int(body.get("outputs") or 1),
+        )
+
+
+@dataclass
+class WorkspaceSpec(OpSpec):
+    """A user's kernel with its inputs (and maybe a reference); build with `from_dir` or
+    `from_files`."""
+
+    files: WorkspaceFiles | None = None
+    entry: str = "kernel"  # "kernel" (a function) or "ModelNew" (an nn.Module)
+    reference_kind: str = "original"  # "original" | "function" | "model"
+    input_bytes: dict[str, int] = field(default_factory=dict)  # per shape label
+    _modules: dict[str, types.ModuleType] = field(default_factory=dict, repr=False)
+    _ref_callables: dict[str, Any] = field(default_factory=dict, repr=False)
+    _hp_callables: dict[str, Any] = field(default_factory=dict, repr=False)
+    _output_meta: dict[tuple, tuple] = field(default_factory=dict, repr=False)
+    _label_key: dict[str, tuple] = field(default_factory=dict, repr=False)
+    _timed: list[Any] = field(default_factory=list, repr=False)  # [id(inputs), entry]
+
+    # --- construction ------------------------------------------------------------------
+    @classmethod
+    def from_dir(cls, path: str | Path, *, check: bool = True) -> WorkspaceSpec:
+        """Read DIR's files; with `check`, run the kernel and the reference on the first
+        inputs. OpLoadError (one line) for anything a user must fix."""
+        root = Path(path)
+        where = f"workspace {path}"
+        if not root.is_dir():
+            raise OpLoadError(f"{where}: not a directory")
+        kernel = _read(root / KERNEL_FILE, where, required=True)
+        inputs = _read(root / INPUTS_FILE, where, required=False)
+        if inputs is None:
+            raise OpLoadError(
+                f"{where}: no {INPUTS_FILE} (it defines get_inputs() returning the kernel's inputs)"
+            )
+        reference = _read(root / REFERENCE_FILE, where, required=False)
+        name = root.resolve().name or "workspace"
+        if check and not torch.cuda.is_available():
+            _interpreter_or_fail(where)
+        spec = cls.from_files(WorkspaceFiles(name, kernel or "", inputs, reference))
+        if check:
+            outputs = spec.check_first_inputs(where)
+            if outputs != spec.files.outputs:  # type: ignore[union-attr]
+                files = dataclasses.replace(spec.files, outputs=outputs)
+                spec = cls.from_files(files)
+        return spec
+
+    @classmethod
+    def from_files(cls, files: WorkspaceFiles) -> WorkspaceSpec:
+        where = f"workspace {files.name}"
+        kernel_mod = _load_module(files.kernel, KERNEL_FILE, where, "kernel")
+        inputs_mod = _load_module(files.inputs, INPUTS_FILE, where, "inputs")
+        if files.reference is not None:
+            ref_mod = _load_module(files.reference, REFERENCE_FILE, where, "reference")
+            if callable(getattr(ref_mod, "reference", None)):
+                reference_kind = "function"
+            elif isinstance(getattr(ref_mod, "Model", None), type):
+                reference_kind = "model"
+            else:
+                raise OpLoadError(
+                    f"{where}: {REFERENCE_FILE} defines neither reference(...) nor a Model class"
+                )
+        else:
+            reference_kind = "original"
+        fn = kernel_mod.__dict__.get("kernel")
+        model_new = kernel_mod.__dict__.get("ModelNew")
+        if callable(fn) and not isinstance(fn, type):
+            entry = "kernel"
+            arg_names = _positional_names(fn)
+        elif isinstance(model_new, type):
+            entry = "ModelNew"
+            arg_names = ()
+        else:
+            raise OpLoadError(f"{where}: {KERNEL_FILE} defines neither kernel(...) nor ModelNew")
+        labels = _suite_labels(inputs_mod, where)
+        cpu_labels = (
+            (CPU_LABEL,) if callable(getattr(inputs_mod, "get_cpu_inputs", None)) else labels[:1]
+        )
+        if entry == "ModelNew" or not arg_names:
+            count = len(_draw(inputs_mod, labels[0], 0, where))
+            arg_names = tuple(f"input{i}" for i in range(count))
+        gpu_shapes = tuple(_shape(inputs_mod, label, where) for label in labels)
+        cpu_shapes = tuple(_shape(inputs_mod, label, where) for label in cpu_labels)
+        reference_text = {
+            "original": f"your original {KERNEL_FILE} is the reference",
+            "function": f"{REFERENCE_FILE}: reference(...)",
+            "model": f"{REFERENCE_FILE}: Model",
+        }[reference_kind]
+        entry_text = (
+            f"kernel({', '.join(arg_names)})"
+            if entry == "kernel"
+            else "class ModelNew(torch.nn.Module) with the original's init arguments"
+        )
+        doc = (kernel_mod.__doc__ or "").strip().splitlines()
+        spec = cls(
+            name=files.name,
+            summary=doc[0] if doc else f"your kernel ({files.name}/{KERNEL_FILE})",
+            signature=(
+                f"kernel({', '.join(arg_names)}) -> outputs"
+                if entry == "kernel"
+                else f"ModelNew(...)({', '.join(arg_names)}) -> outputs"
+            ),
+            arg_names=arg_names,
+            output_names=(),
+            gpu_shapes=gpu_shapes,
+            cpu_shapes=cpu_shapes,
+            fence="",
+            starting_candidate=None,
+            forbidden_aten=frozenset(),
+            kind=KIND,
+            files=files,
+            entry=entry,
+            reference_kind=reference_kind,
+        )
+        spec._modules = {"kernel": kernel_mod, "inputs": inputs_mod}
+        if files.reference is not None:
+            spec._modules["reference"] = ref_mod
+        spec.output_names = tuple(f"output{i}" for i in range(max(1, files.outputs)))
+        spec.fence = FENCE_TEMPLATE.format(
+            entry=entry_text,
+            outputs="the same tensors, shapes and dtypes",
+            reference=reference_text,
+        )
+        return spec
+
+    # --- what the engine shows ------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """All texts at once: the verifier keys its caches (baselines) on this."""
+        f = self.files
+        assert f is not None
+        return "\n# --\n".join([f.kernel, f.inputs, f.reference or ""])
+
+    @property
+    def reference_note(self) -> str:
+        return ORIGINAL_REFERENCE_NOTE if self.reference_kind == "original" else ""
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "entry": self.entry,
+            "reference": self.reference_kind,
+            "reference_note": self.reference_note,
+        }
+
+    # --- the load-time check --------------------------------------------------------------
+    def check_first_inputs(self, where: str) -> int:
+        """Run the reference and the user's kernel on the first inputs of this machine's
+        suite; OpLoadError naming the output and the error when they disagree."""
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cpu":
+            _interpreter_or_fail(where)
+        shape = self.shapes_for(device)[0]
+        inputs = self.make_inputs(shape, 0, device)
+        try:
+            expected = self.reference_hp(inputs) if self.reference_kind != "original" else None
+        except Exception as exc:
+            raise OpLoadError(
+                f"{where}: {REFERENCE_FILE} failed on the first inputs: {_one_line(exc)}"
+            ) from None
+        try:
+            outs = _as_tuple(self._call_original(inputs, device))
+        except Exception as exc:
+            raise OpLoadError(
+                f"{where}: {KERNEL_FILE} failed on the first inputs: {_one_line(exc)}"
+            ) from None
+        if expected is None:
+            return len(outs)
+        if len(outs) != len(expected):
+            raise OpLoadError(
+                f"{where}: {KERNEL_FILE} returns {len(outs)} output(s), the reference {len(expected)}"
+            )
+        for i, (o, e) in enumerate(zip(outs, expected, strict=True)):
+            if tuple(o.shape) != tuple(e.shape):
+                raise OpLoadError(
+                    f"{where}: {KERNEL_FILE} output{i} has shape {list(o.shape)}, "
+                    f"the reference {list(e.shape)}"
+                )
+        m = self.compare(outs, expected, inputs, shape)
+        if m is not None:
+            raise OpLoadError(
+                f"{where}: {KERNEL_FILE} does not match the reference on the first inputs "
+                f"({shape.label}): {m.output} off by {m.error:.3g} at {list(m.index)} "
+                f"(expected {m.expected:.6g}, got {m.saw:.6g}, allowed {m.allowed:.3g}; "
+                f"{m.count} of {m.total} elements out of tolerance)"
+            )
+        return len(outs)
+
+    # --- models / entry points -------------------------------------------------------------
+    def init_inputs(self) -> list[Any]:
+        init = getattr(self._modules["inputs"], "get_init_inputs", None)
+        if not callable(init):
+            return []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(MODEL_SEED)
+            return list(init())
+
+    def build_candidate(self, model_cls: Callable[..., Any], device: str) -> Any:
+        """A candidate's ModelNew, built right after torch.manual_seed(MODEL_SEED)."""
+        init = self.init_inputs()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(MODEL_SEED)
+            model = model_cls(*init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device).eval()
+        return model
+
+    def _call_original(self, inputs: Mapping[str, Any], device: str) -> Any:
+        args = [inputs[n] for n in self.arg_names]
+        entry = self._original_entry(device)
+        with torch.no_grad():
+            return entry(*args)
+
+    def _original_entry(self, device: str) -> Any:
+        module = self._original_module()
+        if self.entry == "kernel":
+            return module.kernel
+        return self.build_candidate(module.ModelNew, device)
+
+    def _original_module(self) -> types.ModuleType:
+        """kernel.py, imported from a real file (Triton's @jit reads its source)."""
+        return self._modules["kernel"]
+
+    def reference_callable(self, device: str) -> Any:
+        if device not in self._ref_callables:
+            if self.reference_kind == "original":
+                self._ref_callables[device] = self._original_entry(device)
+            elif self.reference_kind == "function":
+                self._ref_callables[device] = self._modules["reference"].reference
+            else:
+                init = self.init_inputs()
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(MODEL_SEED)
+                    model = self._modules["reference"].Model(*init)
+                if isinstance(model, torch.nn.Module):
+                    model = model.to(device).eval()
+                self._ref_callables[device] = model
+        return self._ref_callables[device]
+
+    def reference_modules(self) -> tuple[types.ModuleType, ...]:
+        """The modules whose entry the candidate must not call (the verifier's tripwire)."""
+        if self.reference_kind == "original":
+            return (self._original_module(),)
+        return (self._modules["reference"],)
+
+    # --- OpSpec ------------------------------------------------------------------------
+    def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, Any]:
+        raw = _draw(self._modules["inputs"], shape.label, seed, f"workspace {self.name}", device)
+        moved = [v.to(device).contiguous() if isinstance(v, torch.Tensor) else v for v in raw]
+        self._label_key[shape.label] = _input_key(moved)
+        if shape.label not in self.input_bytes:
+            self.input_bytes[shape.label] = sum(
+                v.numel() * v.element_size() for v in moved if isinstance(v, torch.Tensor)
+            )
+        return dict(zip(self.arg_names, moved, strict=True))
+
+    def reference(self, inputs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        args = [inputs[n] for n in self.arg_names]
+        if self._timed and self._timed[0] == id(inputs):
+            # the speed gate calls this back to back on the same inputs: the bare call,
+            # so the reference's time is the kernel's, not this method's bookkeeping
+            out = self._timed[1](*args)
+            return out if isinstance(out, tuple) else (out,)
+        fn = self.reference_callable(_device_of(args))
+        with torch.no_grad():
+            outs = _as_tuple(fn(*args))
+        if self.reference_kind == "original":  # a Triton kernel needs no autograd guard
+            self._timed[:] = [id(inputs), fn]  # in place: the verifier watches attributes
+        self._output_meta[_input_key(args)] = tuple((tuple(t.shape), t.dtype) for t in outs)
+        return outs
+
+    def reference_hp(self, inputs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        """float64 for a torch reference that runs in float64; the plain reference else
+        (always for the original Triton kernel)."""
+        if self.reference_kind == "original":
+            return self.reference(inputs)
+        args = [inputs[n] for n in self.arg_names]
+        device = _device_of(args)
+        plain = self.reference(inputs)
+        try:
+            if device not in self._hp_callables:
+                fn = self.reference_callable(device)
+                if isinstance(fn, torch.nn.Module):
+                    fn = copy.deepcopy(fn).double()
+                self._hp_callables[device] = fn
+            wide = [
+                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in args
+            ]
+            with torch.no_grad():
+                hp = _as_tuple(self._hp_callables[device](*wide))
+            if [tuple(t.shape) for t in hp] != [tuple(t.shape) for t in plain]:
+                return plain
+            return hp
+        except Exception:
+            return plain
+
+    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+        key = self._label_key.get(shape.label)
+        if key is None or key not in self._output_meta:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._timed.clear()  # the full path: it records the output meta
+            self.reference(self.make_inputs(shape, 0, device))
+            key = self._label_key[shape.label]
+        return self._output_meta[key]
+
+    def compare(
+        self,
+        outputs: Sequence[torch.Tensor],
+        expected_hp: Sequence[torch.Tensor],
+        inputs: Mapping[str, Any],
+        shape: Shape,
+    ) -> Mismatch | None:
+        found = []
+        for i, (out, ref) in enumerate(zip(outputs, expected_hp, strict=True)):
+            name = self.output_names[i] if i < len(self.output_names) else f"output{i}"
+            if out.dtype.is_floating_point:
+                tol = WORKSPACE_TOL.get(out.dtype, WORKSPACE_TOL[torch.float32])
+                found.append(_common.compare_floats(name, out, ref, tol))
+            else:  # integer / bool outputs: exact
+                found.append(_common.compare_floats(name, out, ref, Tolerance(0.0, 0.0)))
+        return _common.worst(found)
+
+    def bytes_moved(self, shape: Shape) -> int:
+        key = self._label_key.get(shape.label)
+        meta = self._output_meta.get(key, ()) if key is not None else ()
+        out_bytes = sum(_numel(s) * _common.element_size(d) for s, d in meta)
+        return self.input_bytes.get(shape.label, 0) + out_bytes
+
+    def flops(self, shape: Shape) -> FlopModel:
+        return FlopModel(0.0, "fp32")  # unknown for an arbitrary kernel
+
+    def largest_shape(self, device: str) -> Shape:
+        """The suite entry with the most input bytes (where a profile is taken)."""
+        shapes = self.shapes_for(device)
+        for s in shapes:
+            if s.label not in self.input_bytes:  # sizes only: drawn on the meta device
+                raw = _draw(self._modules["inputs"], s.label, 0, self.name, "meta")
+                self.input_bytes[s.label] = sum(
+                    v.numel() * v.element_size() for v in raw if isinstance(v, torch.Tensor)
+                )
+        return max(shapes, key=lambda s: self.input_bytes.get(s.label, 0))
+
+
+# --- reading the files -------------------------------------------------------------------
+
+
+def is_workspace(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def _read(path: Path, where: str, *, required: bool) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise OpLoadError(
+                f"{where}: no {path.name} (the kernel to optimize: kernel(...) or ModelNew)"
+            ) from None
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OpLoadError(f"{where}: cannot read {path.name}: {_one_line(exc)}") from None
+
+
+def hints_text(path: str | Path) -> str | None:
+    """DIR/HINTS.md, when there is one."""
+    try:
+        return (Path(path) / HINTS_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def knowledge_text(path: str | Path, budget: int = KNOWLEDGE_BUDGET_CHARS) -> tuple[str, list[str]]:
+    """DIR/knowledge/*.md|txt|rst joined, cut at `budget` characters, and each file's
+    name with what of it was kept ("notes.md (1200 chars)", "paper.md (cut at 800 of
+    30000)", "big.txt (left out: budget spent)")."""
+    folder = Path(path) / KNOWLEDGE_DIR
+    if not folder.is_dir():
+        return "", []
+    parts: list[str] = []
+    listing: list[str] = []
+    left = budget
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = file.relative_to(folder).as_posix()
+        if file.suffix.lower() not in KNOWLEDGE_SUFFIXES:
+            listing.append(f"{rel} (left out: not text/markdown)")
+            continue
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            listing.append(f"{rel} (left out: unreadable)")
+            continue
+        if left <= 0:
+            listing.append(f"{rel} (left out: budget of {budget} chars spent)")
+            continue
+        kept = text[:left]
+        left -= len(kept)
+        parts.append(f"## {rel}\n{kept}")
+        cut = f"cut at {len(kept)} of {len(text)}" if len(kept) < len(text) else f"{len(text)}"
+        listing.append(f"{rel} ({cut} chars)")
+    return "\n\n".join(parts), listing
+
+
+def _load_module(source: str, filename: str, where: str, role: str) -> types.ModuleType:
+    """Execute a workspace file as a fresh module (registered, so dataclasses/pickle work)."""
+    digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]
+    module_name = f"kernelladder_workspace_{role}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if role == "kernel":
+        # Triton's @jit needs the source in a real file
+        return _import_file(source, role, where=where, filename=filename)
+    module = types.ModuleType(module_name)
+    module.__file__ = filename
+    try:
+        code = compile(source, filename, "exec")
+    except (SyntaxError, ValueError) as exc:
+        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise OpLoadError(f"{where}: {filename}: syntax error{line}: {_one_line(exc)}") from None
+    sys.modules[module_name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:
+        sys.modules.pop(module_name, None)
+        raise OpLoadError(f"{where}: {filename} failed to import: {_one_line(exc)}") from None
+    return module
+
+
+_IMPORT_DIR: list[str] = []
+
+
+def _import_file(
+    source: str, role: str, *, where: str = "workspace", filename: str = KERNEL_FILE
+) -> types.ModuleType:
+    digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]
+    module_name = f"kernelladder_workspace_{role}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if not _IMPORT_DIR:
+        _IMPORT_DIR.append(tempfile.mkdtemp(prefix="kernelladder-workspace-"))
+    path = os.path.join(_IMPORT_DIR[0], f"{module_name}.py")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(source)
+    try:
+        compile(source, filename, "exec")
+    except (SyntaxError, ValueError) as exc:
+        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise OpLoadError(f"{where}: {filename}: syntax error{line}: {_one_line(exc)}") from None
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(module_name, None)
+        raise OpLoadError(f"{where}: {filename} failed to import: {_one_line(exc)}") from None
+    return module
+
+
+def _suite_labels(inputs_mod: types.ModuleType, where: str) -> tuple[str, ...]:
+    suite = getattr(inputs_mod, "get_input_suite", None)
+    if callable(suite):
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                labels = tuple(str(k) for k in dict(_with_device(suite, "cpu")))
+        except Exception as exc:
+            raise OpLoadError(f"{where}: get_input_suite() failed: {_one_line(exc)}") from None
+        if not labels:
+            raise OpLoadError(f"{where}: get_input_suite() returned no input sets")
+        return labels
+    if callable(getattr(inputs_mod, "get_inputs", None)):
+        return ("inputs",)
+    raise OpLoadError(f"{where}: {INPUTS_FILE} defines neither get_inputs() nor get_input_suite()")
+
+
+def _with_device(fn: Callable[..., Any], device: str) -> Any:
+    """fn(device=...) when it takes a device (inputs drawn where they are used: a CPU
+    draw of a big tensor takes seconds), else fn()."""
+    try:
+        takes = "device" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return fn(device=device) if takes else fn()
+
+
+def _draw(
+    inputs_mod: types.ModuleType, label: str, seed: int, where: str, device: str = "cpu"
+) -> list[Any]:
+    """The inputs for one suite label under torch.manual_seed(seed); a suite's value may
+    be the inputs or a function drawing them."""
+    try:
+        devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed))
+            if label.startswith(CPU_LABEL) and callable(
+                getattr(inputs_mod, "get_cpu_inputs", None)
+            ):
+                raw = _with_device(inputs_mod.get_cpu_inputs, "cpu")
+            elif callable(getattr(inputs_mod, "get_input_suite", None)):
+                raw = dict(_with_device(inputs_mod.get_input_suite, device))[label]
+                if callable(raw):
+                    raw = raw()
+            else:
+                raw = _with_device(inputs_mod.get_inputs, device)
+            return list(raw)
+    except OpLoadError:
+        raise
+    except Exception as exc:
+        raise OpLoadError(
+            f"{where}: drawing the inputs ({label}) failed: {_one_line(exc)}"
+        ) from None
+
+
+def _shape(inputs_mod: types.ModuleType, label: str, where: str) -> Shape:
+    """A suite entry; sizes and dtype read from a draw on the meta device (no data)."""
+    raw = _draw(inputs_mod, label, 0, where, "meta")
+    tensors = [v for v in raw if isinstance(v, torch.Tensor)]
+    floats = [t for t in tensors if t.is_floating_point()]
+    dtype = str((floats or tensors or [torch.empty(())])[0].dtype).removeprefix("torch.")
+    dims = {f"input{i}": int(v) for i, v in enumerate(raw) if isinstance(v, int)}
+    if label == CPU_LABEL:
+        sizes = " ".join("x".join(str(d) for d in t.shape) for t in tensors)
+        return Shape(f"{CPU_LABEL} {sizes} {dtype}".strip(), dims, dtype)
+    return Shape(label, dims, dtype)
+
+
+def _interpreter_or_fail(where: str) -> None:
+    """On the CPU the user's kernel runs in Triton's interpreter, which must be chosen
+    before triton is imported."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    if "triton" in sys.modules:
+        raise OpLoadError(
+            f"{where}: no GPU here and triton was imported without TRITON_INTERPRET=1; "
+            "set TRITON_INTERPRET=1 to check the kernel on the CPU"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+
+
+def _input_key(args: Sequence[Any]) -> tuple:
+    return tuple(
+        (tuple(a.shape), str(a.dtype), a.device.type)
+        if isinstance(a, torch.Tensor)
+        else ("value", repr(a))
+        for a in args
+    )
+
+
+def _as_tuple(result: Any) -> tuple[torch.Tensor, ...]:
+    if isinstance(result, torch.Tensor):
+        return (result,)
+    if isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in result):
+        return tuple(result)
+    raise TypeError(f"expected a tensor or a tuple of tensors, got {type(result).__name__}")
+
+
+def _device_of(args: Sequence[Any]) -> str:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return str(a.device)
+    return "cpu"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

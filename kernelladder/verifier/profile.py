@@ -1,0 +1,388 @@
+"""Nsight Compute profiles of one candidate, in a separate process.
+
+ncu cannot attach to the long-lived verifier worker, so a profile is a fresh process:
+
+    ncu --profile-from-start off --set full -f -o RUN/profiles/<n> \\
+        python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py
+
+The driver loads the candidate as the verifier does, runs it once on the op's largest
+shape to compile and warm up, then once more between cudaProfilerStart/Stop, so only that
+call's kernels are profiled. The report is exported (`ncu --import ... --csv --page
+details` and `--page raw`) and summarised: duration, DRAM and SM throughput as % of
+peak, achieved occupancy, registers per thread, shared memory per block, L2 hit rate, the
+top three warp-stall reasons and ncu's top recommendation. The full report stays under
+the run directory.
+
+Stdlib + torch/triton only (it runs on the GPU box).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
+COUNTERS_BLOCKED = "ERR_NVGPUCTRPERM"
+# the set the parser's fixture was captured with on the H200: every metric it reads,
+# the warp-stall ratios of the raw page included (one kernel: a few seconds of replay)
+METRIC_SET = "full"
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
+_NOT_A_STALL = {"selected"}  # the warp was issuing, not waiting
+_TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}  # fmt: skip
+_BYTE_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "KB": 1e3, "MB": 1e6, "KiB": 1024, "MiB": 1 << 20}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """What a person (or a proposer) needs of an ncu report, for the slowest kernel of
+    the profiled call."""
+
+    kernel: str
+    kernels: int  # kernels the call launched
+    duration_us: float | None
+    dram_pct: float | None  # DRAM throughput, % of peak
+    sm_pct: float | None  # Compute (SM) throughput, % of peak
+    achieved_occupancy_pct: float | None
+    registers_per_thread: int | None
+    shared_mem_per_block_bytes: float | None  # static + dynamic (+ driver) per block
+    l2_hit_pct: float | None
+    stalls: tuple[tuple[str, float], ...] = ()  # top 3 (reason, cycles per issued instr.)
+    recommendation: str = ""  # ncu's rule with the largest estimated speedup, one line
+    block: str = ""
+    grid: str = ""
+    device: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stalls"] = [list(s) for s in self.stalls]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProfileSummary:
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        known["stalls"] = tuple((str(a), float(b)) for a, b in d.get("stalls") or ())
+        return cls(**known)
+
+    @property
+    def bound(self) -> str:
+        """'memory' or 'compute' by the larger throughput; '' when unknown."""
+        if self.dram_pct is None or self.sm_pct is None:
+            return ""
+        return "memory" if self.dram_pct >= self.sm_pct else "compute"
+
+    def lines(self) -> list[str]:
+        """The summary as short lines (the PROFILE block of a prompt, the log)."""
+
+        def pct(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.1f}%"
+
+        out = [
+            f"kernel {self.kernel} (grid {self.grid}, block {self.block}; {self.kernels} kernel(s) per call)",
+            f"duration {'n/a' if self.duration_us is None else f'{self.duration_us:.2f} us'}; "
+            f"DRAM {pct(self.dram_pct)} of peak, SM {pct(self.sm_pct)} of peak"
+            + (f" ({self.bound}-bound)" if self.bound else ""),
+            f"achieved occupancy {pct(self.achieved_occupancy_pct)}; registers/thread "
+            f"{self.registers_per_thread if self.registers_per_thread is not None else 'n/a'}; "
+            f"shared memory/block {_bytes_text(self.shared_mem_per_block_bytes)}; L2 hit {pct(self.l2_hit_pct)}",
+        ]
+        if self.stalls:
+            out.append(
+                "top warp stalls: "
+                + ", ".join(f"{r.replace('_', ' ')} {v:.2f}" for r, v in self.stalls)
+            )
+        if self.recommendation:
+            out.append(f"ncu: {self.recommendation}")
+        return out
+
+
+@dataclass
+class _Kernel:
+    id: str
+    name: str
+    block: str = ""
+    grid: str = ""
+    device: str = ""
+    metrics: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    rules: list[tuple[float, str]] = field(default_factory=list)  # (estimated speedup, text)
+
+    def value(self, section: str, name: str) -> tuple[float, str] | None:
+        hit = self.metrics.get((section, name))
+        if hit is None:
+            hit = next((v for (s, n), v in self.metrics.items() if n == name), None)
+        if hit is None:
+            return None
+        unit, text = hit
+        number = _number(text)
+        return None if number is None else (number, unit)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+def _bytes_text(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v / 1024:.1f} KiB" if v >= 1024 else f"{v:.0f} B"
+
+
+def parse_details(text: str) -> list[_Kernel]:
+    """ncu's `--csv --page details` export: one row per (kernel, section, metric), and
+    rule rows (Rule Name/Type/Description, Estimated Speedup)."""
+    kernels: dict[str, _Kernel] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        kid = row.get("ID")
+        if kid is None or not row.get("Kernel Name"):
+            continue
+        k = kernels.setdefault(
+            kid,
+            _Kernel(
+                kid,
+                row["Kernel Name"],
+                block=row.get("Block Size", ""),
+                grid=row.get("Grid Size", ""),
+                device=row.get("Device", ""),
+            ),
+        )
+        section = row.get("Section Name", "")
+        if row.get("Metric Name"):
+            k.metrics[(section, row["Metric Name"])] = (
+                row.get("Metric Unit", ""),
+                row.get("Metric Value", ""),
+            )
+        if row.get("Rule Name") and row.get("Rule Type") == "OPT":
+            speedup = _number(row.get("Estimated Speedup") or "") or 0.0
+            k.rules.append((speedup, _first_sentence(row.get("Rule Description", ""))))
+    return list(kernels.values())
+
+
+def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
+    """From `--csv --page raw` (a header row, a units row, one row per kernel): per kernel
+    ID, each warp-stall reason's average cycles per issued instruction."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if len(rows) < 3:
+        return {}
+    header = rows[0]
+    out: dict[str, dict[str, float]] = {}
+    for row in rows[2:]:
+        record = dict(zip(header, row, strict=False))
+        stalls: dict[str, float] = {}
+        for name, value in record.items():
+            m = _STALL.match(name)
+            if m and m["reason"] not in _NOT_A_STALL:
+                number = _number(value)
+                if number is not None:
+                    stalls[m["reason"]] = number
+        out[record.get("ID", str(len(out)))] = stalls
+    return out
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    m = re.search(r"(?<=[A-Za-z0-9)%])\. (?=[A-Z])", text)
+    return text[: m.start() + 1] if m else text[:300]
+
+
+def summarize(details_csv: str, raw_csv: str = "") -> ProfileSummary | None:
+    """The summary of the call's slowest kernel; None when the export holds no kernel."""
+    kernels = parse_details(details_csv)
+    if not kernels:
+        return None
+
+    def duration(k: _Kernel) -> float:
+        v = k.value("GPU Speed Of Light Throughput", "Duration")
+        return -1.0 if v is None else v[0] * _TIME_UNITS_US.get(v[1], 1.0)
+
+    k = max(kernels, key=duration)
+    stalls = parse_raw_stalls(raw_csv).get(k.id, {}) if raw_csv else {}
+    top = tuple(sorted(stalls.items(), key=lambda kv: -kv[1])[:3])
+
+    def pct(section: str, name: str) -> float | None:
+        v = k.value(section, name)
+        return None if v is None else v[0]
+
+    shared = None
+    for name in (
+        "Static Shared Memory Per Block",
+        "Dynamic Shared Memory Per Block",
+        "Driver Shared Memory Per Block",
+    ):
+        v = k.value("Launch Statistics", name)
+        if v is not None:
+            unit = v[1].split("/")[0]
+            shared = (shared or 0.0) + v[0] * _BYTE_UNITS.get(unit, 1)
+    regs = k.value("Launch Statistics", "Registers Per Thread")
+    best_rule = max(k.rules, default=(0.0, ""), key=lambda r: r[0])
+    dur = duration(k)
+    return ProfileSummary(
+        kernel=k.name,
+        kernels=len(kernels),
+        duration_us=None if dur < 0 else round(dur, 3),
+        dram_pct=pct("GPU Speed Of Light Throughput", "DRAM Throughput"),
+        sm_pct=pct("GPU Speed Of Light Throughput", "Compute (SM) Throughput"),
+        achieved_occupancy_pct=pct("Occupancy", "Achieved Occupancy"),
+        registers_per_thread=None if regs is None else int(regs[0]),
+        shared_mem_per_block_bytes=shared,
+        l2_hit_pct=pct("Memory Workload Analysis", "L2 Hit Rate"),
+        stalls=top,
+        recommendation=best_rule[1],
+        block=k.block,
+        grid=k.grid,
+        device=k.device,
+    )
+
+
+# --- running ncu --------------------------------------------------------------------------
+
+
+def find_ncu() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    return NCU_FALLBACK if os.access(NCU_FALLBACK, os.X_OK) else None
+
+
+def profile_command(ncu: str, report_base: str, driver: Sequence[str]) -> list[str]:
+    """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled."""
+    return [
+        ncu, "--profile-from-start", "off", "--target-processes", "all",
+        "--set", METRIC_SET, "-f", "-o", report_base, *driver,
+    ]  # fmt: skip
+
+
+def export_commands(ncu: str, report: str) -> tuple[list[str], list[str]]:
+    base = [ncu, "--import", report, "--csv", "--page"]
+    return base + ["details"], base + ["raw"]
+
+
+@dataclass(frozen=True)
+class ProfileOutcome:
+    status: str  # "ok" | "unavailable" | "failed"
+    reason: str = ""
+    summary: ProfileSummary | None = None
+    report: str = ""  # path of the .ncu-rep
+
+
+def availability(ncu: str | None = None, timeout_s: float = 60.0) -> tuple[bool, str]:
+    """(True, version) when ncu runs and reads the counters of a tiny kernel on this
+    machine's GPU; (False, one line) if not."""
+    ncu = ncu or find_ncu()
+    if ncu is None:
+        return False, "Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin"
+    try:
+        done = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"ncu does not run: {exc}"
+    version = (done.stdout.strip().splitlines() or ["ncu"])[-1]
+    if done.returncode != 0:
+        return False, f"ncu --version failed: {version}"
+    ok, why = counters_readable(ncu, timeout_s=max(timeout_s, 120.0))
+    return (True, version) if ok else (False, why)
+
+
+COUNTER_PROBE = "import torch; x = torch.ones(1024, device='cuda'); torch.cuda.synchronize(); (x + 1).sum().item()"
+
+
+def counters_readable(ncu: str, timeout_s: float = 180.0) -> tuple[bool, str]:
+    """Profile one tiny torch kernel: (True, "") when ncu read its counters, else
+    (False, why) -- ERR_NVGPUCTRPERM when the driver keeps them from this user."""
+    cmd = [ncu, "--section", "SpeedOfLight", "-c", "1", sys.executable, "-c", COUNTER_PROBE]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"ncu did not finish: {exc}"
+    log = done.stdout + done.stderr
+    if COUNTERS_BLOCKED in log:
+        return False, "the GPU's performance counters are not readable (ERR_NVGPUCTRPERM)"
+    if "==PROF== Disconnected" in log or "Duration" in log:
+        return True, ""
+    tail = " ".join(log.strip().splitlines()[-2:])[:200]
+    return False, f"ncu profiled nothing (exit {done.returncode}): {tail}"
+
+
+def profile_candidate(
+    op_wire: Any, source: str, out_dir: str | Path, name: str, timeout_s: float = 300.0
+) -> ProfileOutcome:
+    """Profile one candidate on the op's largest shape in a fresh process; the report
+    and its CSV exports stay in out_dir."""
+    ncu = find_ncu()
+    if ncu is None:
+        return ProfileOutcome("unavailable", "Nsight Compute (ncu) not found")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.op.json").write_text(json.dumps(op_wire), encoding="utf-8")
+    (out / f"{name}.py").write_text(source, encoding="utf-8")
+    driver = [sys.executable, "-m", "kernelladder.verifier.profile", "drive",
+              str(out / f"{name}.op.json"), str(out / f"{name}.py")]  # fmt: skip
+    base = str(out / name)
+    try:
+        done = subprocess.run(
+            profile_command(ncu, base, driver), capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        return ProfileOutcome("failed", f"ncu ran past {timeout_s:.0f} s")
+    log = done.stdout + done.stderr
+    (out / f"{name}.ncu.log").write_text(log, encoding="utf-8")
+    if COUNTERS_BLOCKED in log:
+        return ProfileOutcome(
+            "unavailable", "ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)"
+        )
+    report = base + ".ncu-rep"
+    if not Path(report).exists():
+        tail = " ".join(log.strip().splitlines()[-2:])[:300]
+        return ProfileOutcome("failed", f"ncu wrote no report (exit {done.returncode}): {tail}")
+    texts = []
+    for cmd, suffix in zip(export_commands(ncu, report), ("details", "raw"), strict=True):
+        exported = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        (out / f"{name}_{suffix}.csv").write_text(exported.stdout, encoding="utf-8")
+        texts.append(exported.stdout)
+    summary = summarize(texts[0], texts[1])
+    if summary is None:
+        return ProfileOutcome("failed", "the report holds no kernel", report=report)
+    return ProfileOutcome("ok", summary=summary, report=report)
+
+
+def _drive(op_path: str, source_path: str) -> int:
+    """Run the candidate on the op's largest shape: once to warm up, once profiled."""
+    import torch
+
+    from kernelladder.ops.registry import op_from_wire
+    from kernelladder.verifier import candidate as candidate_mod
+
+    spec = op_from_wire(json.loads(Path(op_path).read_text(encoding="utf-8")))
+    source = Path(source_path).read_text(encoding="utf-8")
+    shapes = spec.shapes_for("cuda")
+    largest = getattr(spec, "largest_shape", None)
+    shape = largest("cuda") if callable(largest) else max(shapes, key=spec.bytes_moved)
+    scratch = str(Path(source_path).parent)
+    loaded = candidate_mod.load(source, spec, scratch, "cuda", "profile")
+    inputs = spec.make_inputs(shape, 0, "cuda")
+    args = [inputs[n] for n in spec.arg_names]
+    loaded.call(*args)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    loaded.call(*args)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(f"profiled {spec.name} at {shape.label}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "drive":
+        sys.exit(_drive(sys.argv[2], sys.argv[3]))
+    print("usage: python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py")
+    sys.exit(2)

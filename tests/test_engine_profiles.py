@@ -1,0 +1,146 @@
+"""When a run profiles: the start (attempt #0), each new best, and what it does when ncu
+cannot read the counters.
+
+Doubles, and why: this machine has no GPU and no Nsight Compute, so the runner is the
+scripted one (tests/test_engine_doubles.py) and `profile_candidate` / `availability` are
+replaced by functions returning what the real ones return on the H200: the summary of a
+real report captured there (tests/data/ncu). The real profile plumbing is tested in
+test_ncu_profile_summary.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_engine_doubles import make_run, move, scripted_op
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.log import read_events
+from kernelladder.verifier import profile as profile_mod
+
+NCU = Path(__file__).resolve().parent / "data" / "ncu"
+
+
+def _summary():
+    return profile_mod.summarize(
+        (NCU / "rmsnorm_details.csv").read_text(), (NCU / "rmsnorm_raw.csv").read_text()
+    )
+
+
+@pytest.fixture
+def profiled(monkeypatch):
+    calls: list[str] = []
+
+    def fake_profile(op_wire, source, out_dir, name, timeout_s=300.0):
+        calls.append(name)
+        report = Path(out_dir) / f"{name}.ncu-rep"
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_bytes(b"report")
+        return profile_mod.ProfileOutcome("ok", summary=_summary(), report=str(report))
+
+    monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
+    monkeypatch.setattr(profile_mod, "profile_candidate", fake_profile)
+    return calls
+
+
+def _own_kernel_op():
+    return replace(scripted_op(), start_label="your kernel (kernel.py)")
+
+
+def _run(tmp_path, moves, **options):
+    from kernelladder.engine.engine import create_run
+    from kernelladder.engine.options import RunOptions
+
+    run, runner, proposer = make_run(tmp_path, moves, **options)
+    opts = RunOptions(**{**run.options.to_dict(), "run_dir": str(tmp_path / "own")})
+    own = create_run(opts, runner=runner, proposer=proposer, op=_own_kernel_op())
+    return own, proposer
+
+
+async def test_the_start_and_each_new_best_are_profiled(tmp_path, profiled):
+    moves = [move("pass 1.5"), move("pass 1.1"), move("pass 1.8"), move("fail correctness")]
+    run, proposer = _run(tmp_path, moves, max_attempts=5)
+    await run.run()
+    events = read_events(run.run_dir)
+    ready = [e for e in events if isinstance(e, ev.ProfileReady)]
+    assert [(e.attempt, e.reason) for e in ready] == [
+        (0, "the start"), (1, "new best"), (3, "new best"),
+    ]  # fmt: skip
+    assert profiled == ["0", "1", "3"]
+    assert all(e.status == "ok" and e.report == f"profiles/{e.attempt}.ncu-rep" for e in ready)
+    assert ready[0].summary["dram_pct"] == 85.82
+    # the proposer gets its parent's profile (the start's first, then the best's)
+    assert proposer.contexts[0].parent_attempt == 0
+    assert proposer.contexts[0].profile == _summary().to_dict()
+    assert run.state.profiles[3]["summary"]["kernel"] == "rmsnorm_rows"
+
+
+async def test_counters_blocked_is_said_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    calls: list[str] = []
+
+    def blocked(op_wire, source, out_dir, name, timeout_s=300.0):
+        calls.append(name)
+        return profile_mod.ProfileOutcome(
+            "unavailable", "ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)"
+        )
+
+    monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
+    monkeypatch.setattr(profile_mod, "profile_candidate", blocked)
+    run, _ = _run(tmp_path, [move("pass 1.5"), move("pass 1.8")], max_attempts=3)
+    state = await run.run()
+    assert calls == ["0"]  # never asked again
+    notices = [n.message for n in state.notices if "profiling off" in n.message]
+    assert notices == ["profiling off: ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)"]
+    assert state.judged == 3
+
+
+async def test_no_ncu_is_said_at_the_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        profile_mod, "availability", lambda *a, **k: (False, "Nsight Compute (ncu) not found")
+    )
+    run, _ = _run(tmp_path, [move("pass 1.5")], max_attempts=2)
+    state = await run.run()
+    assert [n.message for n in state.notices if "profiling" in n.message] == [
+        "profiling off: Nsight Compute (ncu) not found"
+    ]
+    assert not state.profiles
+
+
+async def test_profile_off(tmp_path, profiled):
+    run, _ = _run(tmp_path, [move("pass 1.5")], max_attempts=2, profile="off")
+    state = await run.run()
+    assert profiled == [] and not state.profiles
+
+
+async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
+    from test_engine_doubles import ScriptedProposer, until
+
+    class AfterTheRunsBest(ScriptedProposer):
+        """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch
+        best that is not the run's (not profiled as a new best)."""
+
+        async def propose(self, ctx):
+            if ctx.branch_id == "b2":
+                await until(
+                    lambda: any(c.branch_id == "b1" and c.parent_attempt not in (None, 0)
+                                for c in self.contexts),
+                    what="b1's best",
+                )  # fmt: skip
+            return await super().propose(ctx)
+
+    proposer = AfterTheRunsBest(
+        {
+            "b1": [move("pass 2.0"), move("pass 1.0")],
+            "b2": [move("pass 1.2"), move("pass 1.0"), move("pass 1.0"), move("pass 1.0")],
+        }
+    )
+    run, _ = _run(tmp_path, [], max_attempts=10, branches=2)
+    run.proposer = proposer
+    state = await run.run()
+    reasons = {n: p["reason"] for n, p in state.profiles.items()}
+    b2_best = state.branches["b2"].best_attempt
+    assert reasons[0] == "the start"
+    assert reasons[state.best_attempt] == "new best"
+    assert reasons[b2_best] == "branch stalled"
+    assert len(reasons) == 3

@@ -1,0 +1,131 @@
+"""Nsight Compute reports captured on the H200 (tests/data/ncu, see its README.txt),
+summarised on the CPU as a run records them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernelladder.engine import events as ev
+from kernelladder.verifier.profile import (
+    ProfileSummary,
+    export_commands,
+    parse_details,
+    profile_command,
+    summarize,
+)
+
+DATA = Path(__file__).resolve().parent / "data" / "ncu"
+
+
+def _summary(name: str) -> ProfileSummary:
+    details = (DATA / f"{name}_details.csv").read_text()
+    raw = (DATA / f"{name}_raw.csv").read_text()
+    summary = summarize(details, raw)
+    assert summary is not None
+    return summary
+
+
+def test_memory_bound_rmsnorm_report():
+    s = _summary("rmsnorm")
+    assert s.kernel == "rmsnorm_rows" and s.kernels == 1
+    assert s.duration_us == 254.21
+    assert (s.dram_pct, s.sm_pct) == (85.82, 42.63) and s.bound == "memory"
+    assert s.achieved_occupancy_pct == 46.57
+    assert s.registers_per_thread == 64
+    assert s.shared_mem_per_block_bytes == 32 + 1.02e3  # dynamic 32 B + driver 1.02 KB
+    assert s.l2_hit_pct == 50.89
+    assert [r for r, _ in s.stalls] == ["long_scoreboard", "barrier", "short_scoreboard"]
+    assert s.recommendation.startswith("Out of the 536919808.0 bytes sent to the L2")
+    assert (s.grid, s.block) == ("(32768, 1, 1)", "(256, 1, 1)")
+
+
+def test_compute_bound_matmul_report():
+    s = _summary("matmul")
+    assert s.kernel == "matmul_tiles" and s.bound == "compute"
+    assert s.registers_per_thread == 110
+    assert s.shared_mem_per_block_bytes > 90_000
+    assert s.stalls[0][0] == "barrier"
+    assert "wave" in s.recommendation and s.recommendation.endswith("GPU.")
+
+
+def test_summary_lines_and_event_round_trip():
+    s = _summary("rmsnorm")
+    text = "\n".join(s.lines())
+    assert "DRAM 85.8% of peak, SM 42.6% of peak (memory-bound)" in text
+    assert "top warp stalls: long scoreboard 8.33" in text
+    event = ev.ProfileReady(attempt=0, branch_id="b1", reason="the start", summary=s.to_dict())
+    again = ev.event_from_dict(json.loads(json.dumps(event.to_dict())))
+    assert ProfileSummary.from_dict(again.summary) == s
+
+
+def test_rows_without_a_kernel_give_no_summary():
+    header = (DATA / "rmsnorm_details.csv").read_text().splitlines()[0]
+    assert parse_details(header + "\n") == []
+    assert summarize(header + "\n") is None
+
+
+def test_ncu_commands():
+    cmd = profile_command("/usr/local/cuda/bin/ncu", "/run/profiles/3", ["python3", "-m", "x"])
+    assert cmd[:3] == ["/usr/local/cuda/bin/ncu", "--profile-from-start", "off"]
+    assert cmd[-3:] == ["python3", "-m", "x"]
+    assert cmd[cmd.index("--set") + 1] == "full"  # as the fixture was captured
+    details, raw = export_commands("ncu", "r.ncu-rep")
+    assert details[-2:] == ["--page", "details"] and raw[-1] == "raw"
+
+
+# --- profile_candidate's plumbing, with a stand-in for ncu ---------------------------------
+# No GPU and no ncu on these machines: a small script plays ncu's command line (writes the
+# report file; `--import ... --csv --page X` prints the CSV captured on the H200), so the
+# command building, the exports and the ERR_NVGPUCTRPERM path are exercised for real.
+
+FAKE_NCU = """#!{python}
+import sys, pathlib
+args = sys.argv[1:]
+data = pathlib.Path({data!r})
+if {blocked!r}:
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+    sys.exit(1)
+if "--import" in args:
+    page = args[args.index("--page") + 1]
+    sys.stdout.write((data / f"rmsnorm_{{page}}.csv").read_text())
+    sys.exit(0)
+base = args[args.index("-o") + 1]
+assert args[args.index("--profile-from-start") + 1] == "off"
+assert "kernelladder.verifier.profile" in args and "drive" in args
+pathlib.Path(base + ".ncu-rep").write_bytes(b"report")
+print("==PROF== Disconnected from process 1")
+"""
+
+
+def _fake_ncu(tmp_path, monkeypatch, blocked: bool) -> None:
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ncu = bin_dir / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(DATA), blocked=blocked))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def test_profile_candidate_exports_and_summarises(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=False)
+    out = tmp_path / "run" / "profiles"
+    outcome = profile_candidate("rmsnorm", "def kernel(x, weight): ...\n", out, "7")
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.summary == _summary("rmsnorm")
+    assert outcome.report == str(out / "7.ncu-rep")
+    for kept in ("7.ncu-rep", "7_details.csv", "7_raw.csv", "7.py", "7.op.json", "7.ncu.log"):
+        assert (out / kept).exists(), kept
+
+
+def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=True)
+    outcome = profile_candidate("rmsnorm", "x = 1\n", tmp_path / "p", "0")
+    assert outcome.status == "unavailable"
+    assert "ERR_NVGPUCTRPERM" in outcome.reason
