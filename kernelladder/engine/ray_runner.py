@@ -52,7 +52,10 @@ class RayUnavailable(RunnerLost):
 
 def ray_installed() -> bool:
     """Whether ray can be imported here (without importing it)."""
-    return importlib.util.find_spec("ray") is not None
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # blocked, or a broken half-installed ray
+        return False
 
 
 def resolve_address(given: str | None) -> str | None:
@@ -88,7 +91,7 @@ def node_probe() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "gpus": [],
     }
-    for name in ("ray", "torch", "triton"):
+    for name in ("ray", "torch", "triton", "numpy"):
         try:
             out[name] = getattr(__import__(name), "__version__", "?")
         except Exception as exc:
@@ -98,6 +101,7 @@ def node_probe() -> dict[str, Any]:
         try:
             import torch
 
+            out["cuda_version"] = torch.version.cuda
             if torch.cuda.is_available():
                 count = torch.cuda.device_count()
                 out["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
@@ -298,7 +302,8 @@ def cluster_nodes() -> list[dict[str, Any]]:
 
 
 async def probe_nodes(nodes: list[dict[str, Any]], timeout_s: float = 180.0) -> list[dict]:
-    """node_probe() on every node (pinned there), each {"node_id", ...} or {"error"}."""
+    """node_probe() on every node (pinned there): the node's fields and the probe's, or
+    "error" with one line."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -307,14 +312,16 @@ async def probe_nodes(nodes: list[dict[str, Any]], timeout_s: float = 180.0) -> 
     async def one(node: dict[str, Any]) -> dict[str, Any]:
         strategy = NodeAffinitySchedulingStrategy(node_id=node["node_id"], soft=False)
         ref = task.options(num_cpus=0, scheduling_strategy=strategy).remote()
+        # the probe's "gpus" are the GPU names torch sees; Ray's own count is "ray_gpus"
+        seen = {**node, "ray_gpus": node["gpus"], "gpus": []}
         try:
             async with asyncio.timeout(timeout_s):
-                return {**node, **(await ref)}
+                return {**seen, **(await ref)}
         except TimeoutError:
             ray.cancel(ref, force=True)
-            return {**node, "error": f"no answer within {timeout_s:g}s"}
+            return {**seen, "error": f"no answer within {timeout_s:g}s"}
         except Exception as exc:
-            return {**node, "error": _one_line(exc)}
+            return {**seen, "error": _one_line(exc)}
 
     return list(await asyncio.gather(*(one(n) for n in nodes)))
 
