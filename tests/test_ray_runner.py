@@ -24,6 +24,9 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'kern
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parent.parent
+# Ray puts a driver's working directory on its workers' sys.path: drivers run elsewhere,
+# so that the nodes import only what py_modules shipped.
+ELSEWHERE = tempfile.gettempdir()
 
 # Started in its own process (no PYTHONPATH): the cluster lives while its stdin is open.
 HEAD = r"""
@@ -87,7 +90,7 @@ def _cli(*args: str, timeout: float = 400, **env: str) -> subprocess.CompletedPr
         [sys.executable, "-m", "kernelladder", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=ELSEWHERE,
         env=_env(**env),
         timeout=timeout,
     )
@@ -173,7 +176,7 @@ def test_actor_killed_mid_attempt_is_retried_and_the_run_resumes(cluster, tmp_pa
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "kernelladder", *_optimize(run_dir, cluster, 6)]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=ELSEWHERE, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     ray.init(address=cluster, namespace="kernelladder", log_to_driver=False)
     killed = ""
@@ -225,7 +228,7 @@ def test_all_actors_lost_stops_the_run_with_the_reason(cluster, tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "kernelladder", *_optimize(run_dir, cluster, 40)]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=ELSEWHERE, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     ray.init(address=cluster, namespace="kernelladder", log_to_driver=False)
     try:
