@@ -148,13 +148,13 @@ def test_search_run_spreads_attempts_over_both_actors(cluster, tmp_path):
     slots = {e["slot"] for e in started}
     assert len(slots) == 2, slots  # both actors verified attempts
     assert all(s.endswith((":cpu0", ":cpu1")) for s in slots), slots
-    assert {e["runner"] for e in started} == {"ray:1 node/2 CPU"}
+    assert {e["runner"] for e in started} == {"ray:1 node 2 CPU"}
     judged = {e["attempt"] for e in _of(events, "verdict_ready")}
     assert judged == {e["attempt"] for e in started} and len(judged) == 4
     notices = [e["message"] for e in _of(events, "notice")]
     assert any(m.startswith(f"Ray cluster at {cluster}: 1 node") for m in notices), notices
     assert _of(events, "run_finished")[0]["reason"] == "max-attempts"
-    assert json.loads(result.stdout)["runner"] == "ray:1 node/2 CPU"
+    assert json.loads(result.stdout)["runner"] == "ray:1 node 2 CPU"
 
 
 def _busy_actor(address: str) -> tuple[object, str] | None:
@@ -220,7 +220,7 @@ def test_actor_killed_mid_attempt_is_retried_and_the_run_resumes(cluster, tmp_pa
     judged = [e["attempt"] for e in _of(events, "verdict_ready")]
     assert sorted(judged) == list(range(1, 9))
     late = [e for e in _of(events, "attempt_started") if e["attempt"] > 6]
-    assert late and all(e["runner"] == "ray:1 node/2 CPU" for e in late)
+    assert late and all(e["runner"] == "ray:1 node 2 CPU" for e in late)
 
 
 def test_all_actors_lost_stops_the_run_with_the_reason(cluster, tmp_path):
@@ -337,3 +337,22 @@ print(json.dumps(sorted(m for m in sys.modules if m == "ray" or m.startswith("ra
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--runner", "ray"), "--runner ray needs --ray-address ADDR or KL_RAY_ADDRESS"),
+        (("--ray-address", "auto", "--ray-slots", "0"), "--ray-slots must be at least 1"),
+        (("--runner", "local", "--ray-address", "auto"), "go with --runner ray"),
+        (("--ray-address", "auto", "--remote"), "do not go together"),
+    ],
+    ids=["no-address", "zero-slots", "local-with-address", "with-remote"],
+)
+def test_bad_ray_options_are_one_line_and_exit_2(args, message, tmp_path):
+    run_dir = tmp_path / "r"
+    result = _cli("optimize", "rmsnorm", *args, "--run-dir", str(run_dir), timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+    assert not run_dir.exists()

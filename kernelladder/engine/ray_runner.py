@@ -337,6 +337,14 @@ def cluster_line(address: str, nodes: list[dict[str, Any]], dashboard: str, **ve
     return "; ".join(parts)
 
 
+def runner_name(actors_per_node: list[int], kind: str) -> str:
+    """The runner as the header and each AttemptStarted name it: nodes and actors per
+    node, e.g. "ray:2 nodes 4+4 GPU" or "ray:1 node 2 CPU"."""
+    nodes = len(actors_per_node)
+    per_node = "+".join(str(n) for n in actors_per_node)
+    return f"ray:{nodes} node{'s' if nodes != 1 else ''} {per_node} {kind}"
+
+
 class RayRunner:
     """The engine's Runner over Ray actors: one per GPU of the cluster (device cuda), or
     `slots` CPU actors running the Triton interpreter (device cpu)."""
@@ -478,7 +486,7 @@ class RayRunner:
             "nodes": [{**n, "actors": counts.get(str(n["ip"]), 0)} for n in nodes],
         }
         kind = "GPU" if self.device == "cuda" else "CPU"
-        self.name = f"ray:{len(counts)} node{'s' if len(counts) != 1 else ''}/{len(live)} {kind}"
+        self.name = runner_name(list(counts.values()), kind)
         self._notice(
             "info",
             cluster_line(
