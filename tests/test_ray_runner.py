@@ -9,6 +9,7 @@ CLI in subprocesses (their own Ray drivers), as a person would run them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -50,8 +51,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def cluster():
+@contextlib.contextmanager
+def _head():
+    """A one-node cluster whose head lives in its own process; (address, process)."""
     temp = tempfile.mkdtemp(prefix="klray", dir="/tmp")  # short: Ray's socket paths are long
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(RAY_ENV)
@@ -75,14 +77,26 @@ def cluster():
                 address = line.split()[1]
                 break
         assert address, "the test's Ray cluster did not start"
-        yield address
+        yield address, head
     finally:
-        head.stdin.close()  # the head shuts its cluster down
-        try:
-            head.wait(90)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait(10)
+        _stop_head(head)
+
+
+def _stop_head(head: subprocess.Popen) -> None:
+    if head.poll() is not None:
+        return
+    head.stdin.close()  # the head shuts its cluster down
+    try:
+        head.wait(90)
+    except subprocess.TimeoutExpired:
+        head.kill()
+        head.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with _head() as (address, _):
+        yield address
 
 
 def _cli(*args: str, timeout: float = 400, **env: str) -> subprocess.CompletedProcess:
@@ -223,38 +237,6 @@ def test_actor_killed_mid_attempt_is_retried_and_the_run_resumes(cluster, tmp_pa
     assert late and all(e["runner"] == "ray:1 node 2 CPU" for e in late)
 
 
-def test_all_actors_lost_stops_the_run_with_the_reason(cluster, tmp_path):
-    """Every slot gone (as when the cluster's nodes disappear): the run stops cleanly."""
-    run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "kernelladder", *_optimize(run_dir, cluster, 40)]
-    proc = subprocess.Popen(
-        cmd, cwd=ELSEWHERE, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    ray.init(address=cluster, namespace="kernelladder", log_to_driver=False)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if _of(_events(run_dir), "attempt_started"):
-                break
-            time.sleep(0.2)
-        for entry in ray.util.list_named_actors(all_namespaces=True):
-            if entry["namespace"] == "kernelladder" and entry["name"].startswith("verifier-"):
-                ray.kill(ray.get_actor(entry["name"], namespace="kernelladder"))
-        out, err = proc.communicate(timeout=300)
-    finally:
-        ray.shutdown()
-        if proc.poll() is None:
-            proc.kill()
-    events = _events(run_dir)
-    finished = _of(events, "run_finished")
-    assert len(finished) == 1, err[-2000:]
-    assert "no Ray actor left" in (finished[0].get("detail") or ""), finished
-    started = {e["attempt"] for e in _of(events, "attempt_started")}
-    ended = {e["attempt"] for e in _of(events, "verdict_ready") + _of(events, "attempt_cancelled")}
-    assert started and started <= ended | {e["attempt"] for e in _of(events, "attempt_retried")}
-    assert "Traceback" not in err
-
-
 def test_doctor_ray_shows_the_cluster(cluster):
     result = _cli("doctor", "--ray", "--ray-address", cluster, "--device", "cpu", "--json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
@@ -356,3 +338,42 @@ def test_bad_ray_options_are_one_line_and_exit_2(args, message, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not run_dir.exists()
+
+
+def test_a_cluster_that_disappears_stops_the_run_with_the_reason(tmp_path):
+    """The whole cluster shut down mid-run (its own cluster here, not the module's)."""
+    run_dir = tmp_path / "run"
+    with _head() as (address, head):
+        cmd = [sys.executable, "-m", "kernelladder", *_optimize(run_dir, address, 40)]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ELSEWHERE,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and proc.poll() is None:
+                if len(_of(_events(run_dir), "verdict_ready")) >= 1:
+                    break
+                time.sleep(0.2)
+            _stop_head(head)  # the head, its GCS and every actor go
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    events = _events(run_dir)
+    finished = _of(events, "run_finished")
+    assert len(finished) == 1, err[-3000:]  # the run ended itself, with its log complete
+    assert finished[0]["reason"] == "error"
+    assert "no Ray actor left" in finished[0]["detail"], finished
+    assert "Traceback" not in err
+    lost = [e["message"] for e in _of(events, "notice") if "left the pool" in e["message"]]
+    assert len(lost) == 2, lost  # both actors, each named with its node
+    # every attempt that started was judged, or retried until the run stopped
+    started = {e["attempt"] for e in _of(events, "attempt_started")}
+    judged = {e["attempt"] for e in _of(events, "verdict_ready")}
+    retried = {e["attempt"] for e in _of(events, "attempt_retried")}
+    assert retried and started == judged | retried
