@@ -52,11 +52,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _head():
+def _head(**extra_env: str):
     """A one-node cluster whose head lives in its own process; (address, process)."""
     temp = tempfile.mkdtemp(prefix="klray", dir="/tmp")  # short: Ray's socket paths are long
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(RAY_ENV)
+    env.update(RAY_ENV, **extra_env)
     head = subprocess.Popen(
         [sys.executable, "-c", HEAD, temp],
         stdin=subprocess.PIPE,
@@ -377,3 +377,36 @@ def test_a_cluster_that_disappears_stops_the_run_with_the_reason(tmp_path):
     judged = {e["attempt"] for e in _of(events, "verdict_ready")}
     retried = {e["attempt"] for e in _of(events, "attempt_retried")}
     assert retried and started == judged | retried
+
+
+# On the node's Python (every process the cluster starts), torch and triton are hidden,
+# as on a node where they are not installed. This machine has them, so a test double.
+NODE_WITHOUT_TORCH = r"""
+import sys
+class HideTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, HideTorch())
+"""
+
+
+def test_a_node_without_torch_is_named_in_one_line(tmp_path):
+    hider = tmp_path / "node-site"
+    hider.mkdir()
+    (hider / "sitecustomize.py").write_text(NODE_WITHOUT_TORCH)
+    run_dir = tmp_path / "run"
+    with _head(PYTHONPATH=str(hider)) as (address, _):
+        result = _cli(*_optimize(run_dir, address, 4))
+        doctor = _cli("doctor", "--ray", "--ray-address", address, "--device", "cpu", "--json")
+    finished = _of(_events(run_dir), "run_finished")
+    assert len(finished) == 1 and finished[0]["reason"] == "error", result.stderr[-2000:]
+    detail = finished[0]["detail"]
+    assert detail.startswith("the runner did not start: node "), detail
+    assert "has no torch and triton; the verifier needs torch and Triton on every node" in detail
+    assert "Traceback" not in result.stderr
+    assert doctor.returncode == 1
+    checks = json.loads(doctor.stdout)["checks"]
+    torch_checks = [c for c in checks if c["scope"].startswith("ray ") and c["name"] == "torch"]
+    assert torch_checks and torch_checks[0]["status"] == "FAIL"

@@ -115,8 +115,14 @@ def node_probe() -> dict[str, Any]:
 
 def _missing_on_node() -> str:
     """'' when this node's Python has torch and Triton, else what is missing."""
-    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
-    return " and ".join(missing)
+
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):
+            return True
+
+    return " and ".join(m for m in ("torch", "triton") if absent(m))
 
 
 class VerifierActor:
