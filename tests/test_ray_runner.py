@@ -9,7 +9,9 @@ CLI in subprocesses (their own Ray drivers), as a person would run them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import faulthandler
 import json
 import os
 import subprocess
@@ -410,3 +412,39 @@ def test_a_node_without_torch_is_named_in_one_line(tmp_path):
     checks = json.loads(doctor.stdout)["checks"]
     torch_checks = [c for c in checks if c["scope"].startswith("ray ") and c["name"] == "torch"]
     assert torch_checks and torch_checks[0]["status"] == "FAIL"
+
+
+async def test_the_app_runs_on_a_local_cluster_and_names_it_in_the_header(tmp_path, monkeypatch):
+    """The Textual app (its stdout/stderr captured, without file descriptors) drives a
+    Ray run on a cluster it starts (`local`); the header names the cluster: nodes and
+    actors per node."""
+    pytest.importorskip("textual")
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.engine.engine import create_run
+    from kernelladder.engine.options import RunOptions
+
+    for key, value in RAY_ENV.items():
+        monkeypatch.setenv(key, value)
+    options = RunOptions(
+        op="rmsnorm", device="cpu", ray_address="local", ray_slots=2, max_attempts=2,
+        branches=2, gate="approve", run_dir=str(tmp_path / "run"),
+    )  # fmt: skip
+    run = create_run(options)
+    app = KernelLadderApp(run=run)
+    # pytest enables faulthandler; `kernelladder-tui` does not, and then ray.init enables
+    # it on the app's captured stderr, which has no file descriptor
+    enabled = faulthandler.is_enabled()
+    faulthandler.disable()
+    try:
+        async with app.run_test(size=(120, 40)):
+            deadline = time.monotonic() + 240
+            while not run.finished and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
+            header = str(app.screen.query_one("RunHeader").render())
+    finally:
+        if enabled and not faulthandler.is_enabled():
+            faulthandler.enable(file=sys.__stderr__)
+    events = _events(tmp_path / "run")
+    assert _of(events, "run_finished")[0]["reason"] == "max-attempts", _of(events, "notice")
+    assert "via ray:1 node 2 CPU" in header, header

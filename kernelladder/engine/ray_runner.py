@@ -271,7 +271,8 @@ def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
     else:
         kwargs["address"] = address
     try:
-        ctx = ray.init(**kwargs)
+        with _real_std_streams():
+            ctx = ray.init(**kwargs)
     except Exception as exc:
         with contextlib.suppress(Exception):
             ray.shutdown()
@@ -284,6 +285,31 @@ def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
         "dashboard": getattr(ctx, "dashboard_url", "") or "",
         "owned": True,
     }
+
+
+@contextlib.contextmanager
+def _real_std_streams() -> Any:
+    """stdout/stderr with real file descriptors while Ray starts (it hands them to
+    faulthandler); the app captures them in objects that have none. Ray writes nothing
+    there at this logging level, so /dev/null stands in."""
+
+    def real(stream: Any) -> bool:
+        try:
+            return stream.fileno() >= 0
+        except Exception:
+            return False
+
+    if real(sys.stdout) and real(sys.stderr):
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    with open(os.devnull, "w") as null:
+        sys.stdout = sys.stdout if real(sys.stdout) else null
+        sys.stderr = sys.stderr if real(sys.stderr) else null
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
 
 
 def cluster_nodes() -> list[dict[str, Any]]:
