@@ -35,22 +35,28 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def join_parts(dirs: list[str], joined: Path) -> Path:
+    """Wheels carried in pieces (NAME.whl.part-00, -01, ... in any of `dirs`) joined in
+    `joined`, the pieces in the order of their suffix."""
+    joined.mkdir(parents=True, exist_ok=True)
+    parts: dict[str, list[Path]] = {}
+    for d in dirs:
+        for p in Path(d).glob("*.whl.part-*"):
+            parts.setdefault(p.name.split(".part-")[0], []).append(p)
+    for name, pieces in parts.items():
+        with open(joined / name, "wb") as whole:
+            for piece in sorted(pieces, key=lambda p: p.name):
+                whole.write(piece.read_bytes())
+    return joined
+
+
 def install_ray(dirs: list[str], out: Path) -> str:
     """pip install ray from local wheel directories (no index); '' when it worked."""
     if importlib.util.find_spec("ray") is not None:
         return ""
     if not dirs:
         return "ray is not installed and no --wheels DIR was given"
-    joined = out / "joined-wheels"
-    joined.mkdir(parents=True, exist_ok=True)
-    parts: dict[str, list[Path]] = {}
-    for d in dirs:
-        for p in sorted(Path(d).glob("*.whl.part-*")):
-            parts.setdefault(p.name.split(".part-")[0], []).append(p)
-    for name, pieces in parts.items():
-        with open(joined / name, "wb") as whole:
-            for piece in sorted(pieces):
-                whole.write(piece.read_bytes())
+    joined = join_parts(dirs, out / "joined-wheels")
     links = [str(joined), *dirs]
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index"]
     for link in links:
