@@ -106,6 +106,8 @@ def starting_line(run: Any) -> str:
     op = getattr(getattr(run, "op", None), "name", None) or "the run"
     if getattr(options, "remote", False):
         return f"{op}: connecting to the GPU box and starting its verifier worker…"
+    if getattr(options, "ray_address", None) is not None:
+        return f"{op}: connecting to the Ray cluster and starting its verifier actors…"
     device = getattr(options, "device", None)
     where = f" on {device}" if device else ""
     return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"

@@ -69,6 +69,64 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     add_remote_arguments(parser, with_remote_flag=True)
 
 
+def add_ray_arguments(parser: argparse.ArgumentParser, *, with_runner_flag: bool = True) -> None:
+    """--runner ray, --ray-address, --ray-slots (a run verified on a Ray cluster)."""
+    group = parser.add_argument_group("verification on a Ray cluster (README: On a Ray cluster)")
+    if with_runner_flag:
+        group.add_argument(
+            "--runner",
+            choices=("local", "ray"),
+            default=None,
+            help="where candidates are verified: local workers (default; --remote for SSH) "
+            "or Ray actors, one per GPU of the cluster",
+        )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster (env KL_RAY_ADDRESS): auto (the one this machine joined), "
+        "local (start one in this process), HOST:PORT or ray://HOST:PORT; implies --runner ray",
+    )
+    group.add_argument(
+        "--ray-slots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N CPU actors (Triton interpreter) on a cluster without GPUs; with --device "
+        "cuda, at most N GPU actors",
+    )
+
+
+def ray_requested(args: Any) -> bool:
+    """--runner ray, or a Ray setting given explicitly (--ray-address / --ray-slots)."""
+    return getattr(args, "runner", None) == "ray" or any(
+        getattr(args, dest, None) is not None for dest in ("ray_address", "ray_slots")
+    )
+
+
+def ray_settings(args: Any) -> tuple[str, int | None]:
+    """(address, slots) of a Ray run; UsageError (one line, exit 2) for a missing ray, a
+    missing address or a bad slot count. Never imports ray."""
+    from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed, resolve_address
+
+    if getattr(args, "runner", None) == "local":
+        raise UsageError("--ray-address and --ray-slots go with --runner ray")
+    if remote_requested(args):
+        raise UsageError("--runner ray and --remote (SSH) do not go together")
+    address = resolve_address(getattr(args, "ray_address", None))
+    if not address:
+        raise UsageError(
+            "--runner ray needs --ray-address ADDR or KL_RAY_ADDRESS "
+            "(auto: this machine's cluster; local: start one here)"
+        )
+    slots = getattr(args, "ray_slots", None)
+    if slots is not None and slots < 1:
+        raise UsageError(f"--ray-slots must be at least 1, not {slots}")
+    if not ray_installed():
+        raise UsageError(MISSING_RAY)
+    return address, slots
+
+
 def remote_requested(args: Any) -> bool:
     """--remote, or a host given explicitly (--ssh-target / --remote-config imply it). An
     empty one counts too (`--ssh-target "$UNSET"`): its check says so, instead of the
@@ -128,6 +186,8 @@ def default_device(args: Any) -> str:
         return device
     if remote_requested(args):
         return "cuda"
+    if ray_requested(args):  # CPU actors when --ray-slots asks for them, else the GPUs
+        return "cpu" if getattr(args, "ray_slots", None) is not None else "cuda"
     try:
         import torch
 

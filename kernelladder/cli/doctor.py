@@ -78,6 +78,19 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     add_remote_arguments(p, with_remote_flag=False)
+
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="also check the Ray cluster (--ray-address or KL_RAY_ADDRESS): its nodes, "
+        "GPUs per node, Ray and torch versions on the nodes, the dashboard",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster (env KL_RAY_ADDRESS): auto, local, HOST:PORT; implies --ray",
+    )
     p.set_defaults(func=run)
 
 
@@ -86,11 +99,14 @@ def run(args: Any) -> int:
     if args.trust and not remote:
         raise UsageError("--trust applies to --remote")
     config = load_remote(args) if remote else None  # UsageError (one line) on a bad setting
+    ray_address = _ray_address(args)
     checks = local_checks()
     if config is not None:
         checks += asyncio.run(
             remote_checks(config, trust=args.trust, interactive=_tty(), device=args.device)
         )
+    if ray_address is not None:
+        checks += asyncio.run(ray_checks(ray_address, device=args.device))
     if args.json:
         print(json.dumps({"ok": all_ok(checks), "checks": [asdict(c) for c in checks]}, indent=1))
     else:
@@ -130,6 +146,7 @@ def local_checks() -> list[Check]:
         ("networkx", "the strategy graph"),
         ("asyncssh", "--remote"),
         ("anthropic", "--proposer api"),
+        ("ray", "--runner ray"),
     ):
         version = _module_version(module)
         status = OK if version else (FAIL if module in ("rich", "networkx") else WARN)
@@ -315,6 +332,90 @@ async def host_checks(
     finally:
         await link.close()
     return checks
+
+
+# --- Ray ---------------------------------------------------------------------------------
+
+
+def _ray_address(args: Any) -> str | None:
+    """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
+    from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed, resolve_address
+
+    if not args.ray and args.ray_address is None:
+        return None
+    address = resolve_address(args.ray_address)
+    if not address:
+        raise UsageError(
+            "--ray needs --ray-address ADDR or KL_RAY_ADDRESS (auto, local, HOST:PORT)"
+        )
+    if not ray_installed():
+        raise UsageError(MISSING_RAY)
+    return address
+
+
+async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
+    """The cluster: connect, then per node its GPUs and what its Python offers (a probe
+    task pinned to the node, with the package shipped as the runner ships it)."""
+    from kernelladder.engine import ray_runner
+
+    scope = "ray"
+    try:
+        conn = await asyncio.to_thread(ray_runner.connect, address)
+    except ray_runner.RayUnavailable as exc:
+        return [Check(scope, "cluster", FAIL, str(exc))]
+    try:
+        import ray
+
+        nodes = await asyncio.to_thread(ray_runner.cluster_nodes)
+        gpus = sum(n["gpus"] for n in nodes)
+        per_node = ", ".join(f"{n['ip']}: {n['gpus']} GPU, {n['cpus']} CPU" for n in nodes)
+        status = OK
+        detail = f"{conn['address']}, Ray {ray.__version__}; {len(nodes)} node(s) ({per_node})"
+        if device == "cuda" and gpus == 0:
+            status = FAIL
+            detail += "; no GPUs (--device cpu --ray-slots N runs CPU actors)"
+        checks = [Check(scope, "cluster", status, detail)]
+        dashboard = conn.get("dashboard") or ""
+        checks.append(
+            Check(
+                scope,
+                "dashboard",
+                OK if dashboard else WARN,
+                dashboard or "not running (ray[default] on the head serves it)",
+            )
+        )
+        for probe in await ray_runner.probe_nodes(nodes):
+            where = f"ray {probe['ip']}"
+            host = probe.get("hostname") or "?"
+            if probe.get("error"):
+                checks.append(Check(where, "node", FAIL, f"{host}: {probe['error']}"))
+                continue
+            checks.append(
+                Check(
+                    where,
+                    "node",
+                    OK,
+                    f"{host}: {probe['ray_gpus']} GPU, {probe['cpus']} CPU; "
+                    f"the package ships to {probe.get('package')}",
+                )
+            )
+            same = probe.get("ray") == ray.__version__
+            checks.append(
+                Check(
+                    where,
+                    "ray",
+                    OK if same else WARN,
+                    f"{probe.get('ray')}" + ("" if same else f" (this machine: {ray.__version__})"),
+                )
+            )
+            needed = list(range(probe["ray_gpus"])) if device == "cuda" else None
+            checks += probe_checks(
+                where, probe, min_python=REMOTE_MIN_PYTHON, gpus_needed=needed or None
+            )
+        return checks
+    finally:
+        if conn.get("owned"):
+            await asyncio.to_thread(ray.shutdown)
 
 
 def _confirm_trust(exc: Any, interactive: bool) -> bool:

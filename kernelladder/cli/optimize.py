@@ -20,7 +20,10 @@ from typing import Any
 
 from kernelladder.cli import UsageError
 from kernelladder.cli.common import (
+    add_ray_arguments,
     add_runner_arguments,
+    ray_requested,
+    ray_settings,
     remote_options,
     remote_requested,
     require_local_gpu,
@@ -206,6 +209,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_runner_arguments(p)
 
+    add_ray_arguments(p)
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -275,6 +280,11 @@ def options_from_args(args: argparse.Namespace) -> Any:
         given["remote"] = True
         given["remote_config"] = remote_config
         given.setdefault("device", "cuda")
+
+    if ray_requested(args):
+        given["ray_address"], given["ray_slots"] = ray_settings(args)
+        given.setdefault("device", "cpu" if given["ray_slots"] is not None else "cuda")
+
     return RunOptions(op=args.op, run_dir=args.run_dir, **given)
 
 
@@ -301,6 +311,15 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
     hints = _read_hints(args.hints)
     if hints is not None:
         overrides["hints"] = hints
+
+    if ray_requested(args):  # the cluster may have moved since: the new address applies
+        if recorded.get("ray_address") is None:
+            raise UsageError("--runner ray cannot change on resume (the run was not on Ray)")
+        address, slots = ray_settings(args)
+        overrides["ray_address"] = address
+        if slots is not None:
+            overrides["ray_slots"] = slots
+
     return overrides
 
 
@@ -363,7 +382,12 @@ def _check_resumable(run_dir: str) -> None:
 def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
     made or its log touched (as `check --device cuda` does); remote runs use the box's."""
-    if not options.remote:
+    if options.ray_address is not None:
+        from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed
+
+        if not ray_installed():
+            raise UsageError(MISSING_RAY)
+    elif not options.remote:
         require_local_gpu(options.device)
 
 

@@ -240,7 +240,11 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         _check_theme(args.theme)  # before the run makes its directory and log
         run = _make_live_run(args)
         own_loop = args.engine_thread or (
-            sys.version_info >= (3, 12) and bool(getattr(run.options, "remote", False))
+            sys.version_info >= (3, 12)
+            and (
+                bool(getattr(run.options, "remote", False))
+                or getattr(run.options, "ray_address", None) is not None  # Ray's asyncio too
+            )
         )
         kwargs = {"run": run, "own_loop": own_loop}
     try:

@@ -37,6 +37,9 @@ class RunOptions:
     remote: bool = False  # verify over SSH (engine/ssh.py)
     remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
 
+    ray_address: str | None = None  # verify on a Ray cluster: "auto", "local", HOST:PORT
+    ray_slots: int | None = None  # Ray: CPU actors (device cpu) or at most N GPU actors
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

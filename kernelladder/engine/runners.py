@@ -126,7 +126,11 @@ _REMOTE_KEYS = {  # RunOptions.remote_config (CLI dests) -> RemoteSettings field
 
 
 def make_runner(options: RunOptions, device: str) -> Runner:
-    """The runner a run's options ask for: SSH (options.remote) or the local pool."""
+    """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
+    if options.ray_address is not None:
+        from kernelladder.engine.ray_runner import RayRunner  # imports ray only in start()
+
+        return RayRunner(options.ray_address, device=device, slots=options.ray_slots)
     if options.remote:
         from kernelladder.engine.remote_config import RemoteSettings, load_remote_config
         from kernelladder.engine.ssh import make_remote_runner

@@ -1,0 +1,707 @@
+"""Verification on a Ray cluster: one actor per GPU (or N CPU actors), each owning a
+persistent verifier worker on its node.
+
+    runner = RayRunner(address="auto", device="cuda")   # or "local", "HOST:PORT", "ray://..."
+    await runner.start()           # connect, ship the package, start one actor per slot
+    verdict = await runner.verify(request, on_progress)
+    await runner.close()
+
+Each actor drives the verifier's own WorkerClient over a LocalTransport on its node, so
+the worker speaks the same JSON-lines protocol, in the same scrubbed sandbox, as the
+local runner's. The package reaches the nodes through Ray's runtime environment
+(`py_modules`), not the SSH runner's SFTP sync. An actor or node lost during an attempt
+raises RunnerLost (the engine records AttemptRetried and runs the attempt on another
+slot); the lost slot leaves the pool with a notice; when none is left the run stops with
+the reason.
+
+Nothing here imports ray at module level: `import ray` happens in start() and in the
+doctor's probe, so only a run that chose the Ray runner needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.verifier.verdict import Verdict
+
+NAMESPACE = "kernelladder"  # the actors' Ray namespace (a test or an operator finds them here)
+ADDRESS_ENV = "KL_RAY_ADDRESS"
+MISSING_RAY = (
+    "the Ray runner needs the ray package on this machine: pip install 'kernelladder[ray]'"
+)
+ACTOR_START_TIMEOUT_S = 300.0  # scheduling on a busy cluster + torch import + CUDA context
+PROGRESS_POLL_S = 0.5
+CALL_MARGIN_S = 120.0  # beyond the candidate's own timeout before an actor counts as hung
+LOCAL_OBJECT_STORE = 128 * 1024**2  # verdicts are small; a local cluster needs little
+
+NoticeFn = Callable[[str, str], None]  # (level, message)
+
+
+class RayUnavailable(RunnerLost):
+    """ray is not installed, or the cluster cannot be reached: one line for a person."""
+
+
+def ray_installed() -> bool:
+    """Whether ray can be imported here (without importing it)."""
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # blocked, or a broken half-installed ray
+        return False
+
+
+def resolve_address(given: str | None) -> str | None:
+    """--ray-address, else KL_RAY_ADDRESS; None when neither is set."""
+    address = given if given is not None else os.environ.get(ADDRESS_ENV)
+    return address.strip() if address is not None else None
+
+
+def package_dir() -> str:
+    """The kernelladder package directory that runtime_env py_modules ships."""
+    import kernelladder
+
+    return os.path.dirname(os.path.abspath(kernelladder.__file__))
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:400]
+
+
+# --- on the nodes ---------------------------------------------------------------------
+
+
+def node_probe() -> dict[str, Any]:
+    """What a node offers: Python, torch, Triton, Ray, its GPUs and where the shipped
+    package was unpacked. Run as a Ray task pinned to that node (the doctor)."""
+    import platform
+    import socket
+
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "hostname": socket.gethostname(),
+        "gpus": [],
+    }
+    for name in ("ray", "torch", "triton", "numpy"):
+        try:
+            out[name] = getattr(__import__(name), "__version__", "?")
+        except Exception as exc:
+            out[name] = None
+            out[name + "_error"] = _one_line(f"{type(exc).__name__}: {exc}")[:200]
+    if out["torch"]:
+        try:
+            import torch
+
+            out["cuda_version"] = torch.version.cuda
+            if torch.cuda.is_available():
+                count = torch.cuda.device_count()
+                out["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
+        except Exception as exc:
+            out["cuda_error"] = _one_line(exc)[:200]
+    import kernelladder
+
+    out["package"] = os.path.dirname(os.path.abspath(kernelladder.__file__))
+    return out
+
+
+def _missing_on_node() -> str:
+    """'' when this node's Python has torch and Triton, else what is missing."""
+
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):
+            return True
+
+    return " and ".join(m for m in ("torch", "triton") if absent(m))
+
+
+class VerifierActor:
+    """A Ray actor (async: its calls share one event loop) that owns one persistent
+    verifier worker on its node: the same WorkerClient and LocalTransport as the local
+    runner, so the worker, its protocol and its sandbox are the local ones."""
+
+    def __init__(self, device: str, index: int):
+        self.device = device
+        self.index = index
+        self.client: Any = None
+        self.busy: str | None = None  # the request id being verified
+        self.progress_log: dict[str, list[tuple[str, str]]] = {}
+        self.slot = ""
+
+    def _where(self) -> tuple[str, str]:
+        import socket
+
+        import ray
+
+        return ray.util.get_node_ip_address(), socket.gethostname()
+
+    async def hello(self) -> dict[str, Any]:
+        """Start the worker; its hello plus the node. {"error": line} when it cannot."""
+        import ray
+
+        from kernelladder.verifier.client import LocalTransport, WorkerClient, WorkerUnavailable
+
+        ip, host = self._where()
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        kind = f"gpu{gpus[0]}" if self.device == "cuda" and gpus else f"{self.device}{self.index}"
+        self.slot = f"{ip}:{kind}"
+        base = {
+            "slot": self.slot,
+            "node_ip": ip,
+            "hostname": host,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "ray": ray.__version__,
+            "package": package_dir(),
+            "executable": sys.executable,
+        }
+        missing = _missing_on_node()
+        if missing:
+            return {
+                **base,
+                "error": f"node {ip} ({host}): its Python {sys.executable} has no {missing}; "
+                "the verifier needs torch and Triton on every node",
+            }
+        if self.client is None:
+            cuda = 0 if self.device == "cuda" else None  # index into the actor's GPUs
+            self.client = WorkerClient(lambda: LocalTransport(self.device, cuda_device=cuda))
+        try:
+            hello = await self.client.hello()
+        except WorkerUnavailable as exc:
+            return {**base, "error": f"node {ip} ({host}): {_one_line(exc)}"}
+        return {**base, "hello": hello}
+
+    async def verify(self, request: dict[str, Any], request_id: str) -> dict[str, Any]:
+        """{"verdict": Verdict.to_dict()}, or {"unavailable": line} when the worker
+        cannot be started (not the candidate's fault)."""
+        from kernelladder.verifier.client import WorkerUnavailable
+
+        log = self.progress_log.setdefault(request_id, [])
+        self.busy = request_id
+        try:
+            verdict = await self.client.verify(
+                request,
+                on_progress=lambda gate, message: log.append((gate, message)),
+                timeout_s=request.get("timeout_s"),
+            )
+            return {"verdict": verdict.to_dict()}
+        except WorkerUnavailable as exc:
+            return {"unavailable": _one_line(exc)}
+        finally:
+            self.busy = None
+
+    async def progress(self, request_id: str, since: int) -> list[tuple[str, str]]:
+        return list(self.progress_log.get(request_id, [])[since:])
+
+    async def forget(self, request_id: str) -> None:
+        self.progress_log.pop(request_id, None)
+
+    async def status(self) -> dict[str, Any]:
+        return {"slot": self.slot, "busy": self.busy is not None}
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+
+# --- on the user's machine ------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    index: int
+    actor: Any
+    name: str
+    label: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    gone: str | None = None
+
+
+def _actor_lost_types(ray: Any) -> tuple[type[BaseException], ...]:
+    exc = ray.exceptions
+    names = (
+        "RayActorError",
+        "ActorDiedError",
+        "ActorUnavailableError",
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "ObjectLostError",
+        "OwnerDiedError",
+        "RaySystemError",
+        "GetTimeoutError",
+    )
+    return tuple(getattr(exc, n) for n in names if isinstance(getattr(exc, n, None), type))
+
+
+def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
+    """ray.init for `address` ("local": a cluster started in this process; "auto": the
+    one this machine belongs to; else HOST:PORT or ray://...), shipping the package as
+    runtime_env py_modules. {"started": bool, "address": ..., "dashboard": ...}.
+    RayUnavailable with one line when ray is missing or the cluster unreachable."""
+    if not ray_installed():
+        raise RayUnavailable(MISSING_RAY)
+    import logging
+
+    import ray
+
+    if ray.is_initialized():  # the caller connected already (its runtime_env applies)
+        ctx = ray.get_runtime_context()
+        return {"started": False, "address": ctx.gcs_address, "dashboard": "", "owned": False}
+    runtime_env = {"py_modules": [package_dir()], "excludes": ["__pycache__", "*.pyc"]}
+    kwargs: dict[str, Any] = dict(
+        runtime_env=runtime_env,
+        namespace=NAMESPACE,
+        log_to_driver=False,  # worker stderr belongs to the verdicts, not the terminal
+        logging_level=logging.ERROR,  # e.g. "SIGTERM handler is not set" from a thread
+        configure_logging=True,
+    )
+    if address == "local":
+        kwargs.update(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE)
+        if local_cpus:
+            kwargs["num_cpus"] = local_cpus
+    else:
+        kwargs["address"] = address
+    try:
+        with _real_std_streams():
+            ctx = ray.init(**kwargs)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        where = "a local Ray cluster" if address == "local" else f"the Ray cluster at {address}"
+        raise RayUnavailable(f"cannot connect to {where}: {_one_line(exc)}") from None
+    info = getattr(ctx, "address_info", {}) or {}
+    return {
+        "started": address == "local",
+        "address": info.get("gcs_address") or address,
+        "dashboard": getattr(ctx, "dashboard_url", "") or "",
+        "owned": True,
+    }
+
+
+@contextlib.contextmanager
+def _real_std_streams() -> Any:
+    """stdout/stderr with real file descriptors while Ray starts (it hands them to
+    faulthandler); the app captures them in objects that have none. Ray writes nothing
+    there at this logging level, so /dev/null stands in."""
+
+    def real(stream: Any) -> bool:
+        try:
+            return stream.fileno() >= 0
+        except Exception:
+            return False
+
+    if real(sys.stdout) and real(sys.stderr):
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    with open(os.devnull, "w") as null:
+        sys.stdout = sys.stdout if real(sys.stdout) else null
+        sys.stderr = sys.stderr if real(sys.stderr) else null
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+def cluster_nodes() -> list[dict[str, Any]]:
+    """The cluster's live nodes: id, ip, hostname, GPUs, CPUs (ray.nodes())."""
+    import ray
+
+    nodes = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources") or {}
+        nodes.append(
+            {
+                "node_id": n.get("NodeID"),
+                "ip": n.get("NodeManagerAddress"),
+                "hostname": n.get("NodeManagerHostname"),
+                "gpus": int(res.get("GPU", 0)),
+                "cpus": int(res.get("CPU", 0)),
+            }
+        )
+    return nodes
+
+
+async def probe_nodes(nodes: list[dict[str, Any]], timeout_s: float = 180.0) -> list[dict]:
+    """node_probe() on every node (pinned there): the node's fields and the probe's, or
+    "error" with one line."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(node_probe)
+
+    async def one(node: dict[str, Any]) -> dict[str, Any]:
+        strategy = NodeAffinitySchedulingStrategy(node_id=node["node_id"], soft=False)
+        ref = task.options(num_cpus=0, scheduling_strategy=strategy).remote()
+        # the probe's "gpus" are the GPU names torch sees; Ray's own count is "ray_gpus"
+        seen = {**node, "ray_gpus": node["gpus"], "gpus": []}
+        try:
+            async with asyncio.timeout(timeout_s):
+                return {**seen, **(await ref)}
+        except TimeoutError:
+            ray.cancel(ref, force=True)
+            return {**seen, "error": f"no answer within {timeout_s:g}s"}
+        except Exception as exc:
+            return {**seen, "error": _one_line(exc)}
+
+    return list(await asyncio.gather(*(one(n) for n in nodes)))
+
+
+def cluster_line(address: str, nodes: list[dict[str, Any]], dashboard: str, **versions: Any) -> str:
+    """One line for a person: nodes, GPUs per node, versions, the dashboard."""
+    per_node = ", ".join(f"{n.get('ip')} {n.get('gpus', 0)} GPU" for n in nodes)
+    parts = [f"Ray cluster at {address}: {len(nodes)} node{'s' if len(nodes) != 1 else ''}"]
+    if per_node:
+        parts[0] += f" ({per_node})"
+    parts += [f"{k} {v}" for k, v in versions.items() if v]
+    parts.append(f"dashboard {dashboard}" if dashboard else "no dashboard")
+    return "; ".join(parts)
+
+
+def runner_name(actors_per_node: list[int], kind: str) -> str:
+    """The runner as the header and each AttemptStarted name it: nodes and actors per
+    node, e.g. "ray:2 nodes 4+4 GPU" or "ray:1 node 2 CPU"."""
+    nodes = len(actors_per_node)
+    per_node = "+".join(str(n) for n in actors_per_node)
+    return f"ray:{nodes} node{'s' if nodes != 1 else ''} {per_node} {kind}"
+
+
+class RayRunner:
+    """The engine's Runner over Ray actors: one per GPU of the cluster (device cuda), or
+    `slots` CPU actors running the Triton interpreter (device cpu)."""
+
+    reports_slot = True  # verify() names the slot it took ("node-ip:gpuN") through on_slot
+
+    def __init__(
+        self,
+        address: str = "auto",
+        *,
+        device: str = "cuda",
+        slots: int | None = None,
+        start_timeout_s: float = ACTOR_START_TIMEOUT_S,
+    ):
+        self.address = address
+        self.device = device
+        self.requested_slots = slots
+        self.start_timeout_s = start_timeout_s
+        self.name = "ray"
+        self.retries = 0  # attempts lost with an actor or node (each one re-run by the engine)
+        self.token = uuid.uuid4().hex[:8]  # this runner's actors, among others on the cluster
+        self.cluster: dict[str, Any] = {}
+        self._slots: list[_Slot] = []
+        self._free: list[_Slot] = []
+        self._changed: asyncio.Condition | None = None
+        self._started = False
+        self._owned = False  # ray.init was ours: close() shuts the connection (or cluster)
+        self._notice_sink: NoticeFn | None = None
+        self._pending_notices: list[tuple[str, str]] = []
+        self._ray: Any = None
+        self._seen: dict[str, int] = {}  # progress lines relayed, per request
+
+    # --- notices ---------------------------------------------------------------------
+    def set_notice_sink(self, sink: NoticeFn | None) -> None:
+        self._notice_sink = sink
+        pending, self._pending_notices = self._pending_notices, []
+        for level, message in pending:
+            self._notice(level, message)
+
+    def _notice(self, level: str, message: str) -> None:
+        if self._notice_sink is None:
+            self._pending_notices.append((level, message))
+            return
+        with contextlib.suppress(Exception):
+            self._notice_sink(level, message)
+
+    # --- Runner -------------------------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        live = sum(1 for s in self._slots if s.gone is None)
+        return live if self._started else (self.requested_slots or 1)
+
+    async def start(self) -> None:
+        """Connect, start the actors and their workers. RayUnavailable (one line) when ray
+        is missing, the cluster unreachable, or no actor could start."""
+        if self._started:
+            return
+        local_cpus = self.requested_slots if self.device == "cpu" else None
+        conn = await asyncio.to_thread(connect, self.address, local_cpus=local_cpus)
+        self._owned = bool(conn["owned"])
+        import ray
+
+        self._ray = ray
+        self._changed = asyncio.Condition()
+        try:
+            await self._start_actors(conn)
+        except BaseException:
+            await self.close()
+            raise
+        self._started = True
+
+    async def _start_actors(self, conn: dict[str, Any]) -> None:
+        ray = self._ray
+        nodes = await asyncio.to_thread(cluster_nodes)
+        gpus = sum(n["gpus"] for n in nodes)
+        where = conn["address"]
+        if self.device == "cuda":
+            if gpus == 0:
+                raise RayUnavailable(
+                    f"the Ray cluster at {where} has no GPUs "
+                    "(--device cpu --ray-slots N runs CPU actors with the Triton interpreter)"
+                )
+            count = min(gpus, self.requested_slots or gpus)
+            resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0}
+        else:
+            count = self.requested_slots or 1
+            resources = {"num_cpus": 1}
+        actor_class = ray.remote(VerifierActor)
+        for i in range(count):
+            name = f"verifier-{self.token}-{i}"
+            actor = actor_class.options(
+                name=name,
+                namespace=NAMESPACE,
+                max_concurrency=64,
+                max_restarts=0,
+                **resources,
+            ).remote(self.device, i)
+            self._slots.append(_Slot(i, actor, name))
+        hellos = await asyncio.gather(
+            *(self._hello(s) for s in self._slots), return_exceptions=True
+        )
+        for slot, hello in zip(self._slots, hellos, strict=True):
+            if isinstance(hello, asyncio.CancelledError):
+                raise hello
+            if isinstance(hello, BaseException):
+                slot.gone = _one_line(hello)
+            elif hello.get("error"):
+                slot.gone = str(hello["error"])
+                slot.label = str(hello.get("slot") or slot.name)
+            else:
+                slot.info = hello
+                slot.label = str(hello["slot"])
+            if slot.gone is not None:
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.actor)
+        live = [s for s in self._slots if s.gone is None]
+        if not live:
+            raise RayUnavailable(self._slots[0].gone if self._slots else "no actor started")
+        for slot in self._slots:
+            if slot.gone is not None:
+                self._notice("error", f"Ray actor {slot.label or slot.name} left: {slot.gone}")
+        if self.device == "cuda" and any(
+            (s.info.get("hello") or {}).get("device") != "cuda" for s in live
+        ):
+            bad = next(s for s in live if (s.info.get("hello") or {}).get("device") != "cuda")
+            raise RayUnavailable(
+                f"node {bad.info.get('node_ip')}: the worker sees no CUDA device in its actor"
+            )
+        self._free = list(live)
+        counts: dict[str, int] = {}
+        for s in live:
+            counts[s.info["node_ip"]] = counts.get(s.info["node_ip"], 0) + 1
+        first = live[0].info
+        hello = first.get("hello") or {}
+        self.cluster = {
+            "address": where,
+            "dashboard": conn.get("dashboard") or "",
+            "ray": ray.__version__,
+            "nodes": [{**n, "actors": counts.get(str(n["ip"]), 0)} for n in nodes],
+        }
+        kind = "GPU" if self.device == "cuda" else "CPU"
+        self.name = runner_name(list(counts.values()), kind)
+        self._notice(
+            "info",
+            cluster_line(
+                where,
+                nodes,
+                self.cluster["dashboard"],
+                Ray=ray.__version__,
+                torch=hello.get("torch"),
+                triton=hello.get("triton"),
+            )
+            + f"; {len(live)} {kind} actor{'s' if len(live) != 1 else ''}",
+        )
+
+    async def _hello(self, slot: _Slot) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(self.start_timeout_s):
+                return await slot.actor.hello.remote()
+        except TimeoutError:
+            return {
+                "error": f"actor {slot.name} did not start within {self.start_timeout_s:g}s "
+                "(not enough free GPUs/CPUs on the cluster, or a slow node)"
+            }
+
+    async def verify(
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: Callable[[str], None] | None = None,
+    ) -> Verdict:
+        if not self._started:
+            await self.start()
+        slot = await self._acquire()
+        try:
+            if on_slot is not None:
+                on_slot(slot.label)
+            return await self._verify_on(slot, request, on_progress)
+        finally:
+            self._release(slot)
+
+    async def _acquire(self) -> _Slot:
+        assert self._changed is not None
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._free) or not self._live())
+            if not self._live():
+                gone = "; ".join(f"{s.label or s.name}: {s.gone}" for s in self._slots)
+                raise RunnerLost(f"no Ray actor left ({gone})")
+            return self._free.pop(0)
+
+    def _live(self) -> list[_Slot]:
+        return [s for s in self._slots if s.gone is None]
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.gone is None:
+            self._free.append(slot)
+        changed = self._changed
+        if changed is None:
+            return
+
+        async def notify() -> None:
+            async with changed:
+                changed.notify_all()
+
+        asyncio.ensure_future(notify())
+
+    async def _verify_on(
+        self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
+    ) -> Verdict:
+        from kernelladder.verifier.client import request_dict
+
+        ray = self._ray
+        request_id = uuid.uuid4().hex
+        ref = slot.actor.verify.remote(request_dict(request), request_id)
+        poller = asyncio.ensure_future(self._follow(slot, request_id, on_progress))
+        limit = float(request.timeout_s or 300.0) + self.start_timeout_s + CALL_MARGIN_S
+        try:
+            async with asyncio.timeout(limit):
+                result = await ref
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)  # the actor's WorkerClient kills the candidate's worker
+            raise
+        except TimeoutError:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+            raise self._lose(slot, f"no answer within {limit:g}s") from None
+        except _actor_lost_types(ray) as exc:
+            raise self._lose(slot, _one_line(exc).split(". ")[0]) from None
+        except Exception as exc:  # the actor's method itself raised: not the candidate
+            raise RunnerLost(f"Ray actor {slot.label}: {_one_line(exc)}") from None
+        finally:
+            poller.cancel()
+            with contextlib.suppress(BaseException):
+                await poller
+        await self._drain_progress(slot, request_id, on_progress)
+        if "unavailable" in result:
+            raise RunnerLost(f"Ray actor {slot.label}: {result['unavailable']}")
+        return Verdict.from_dict(result["verdict"])
+
+    async def _follow(self, slot: _Slot, request_id: str, on_progress: ProgressFn | None) -> None:
+        """Relay the actor's progress lines while the attempt runs."""
+        while on_progress is not None:
+            await asyncio.sleep(PROGRESS_POLL_S)
+            await self._drain_progress(slot, request_id, on_progress, forget=False)
+
+    async def _drain_progress(
+        self,
+        slot: _Slot,
+        request_id: str,
+        on_progress: ProgressFn | None,
+        *,
+        forget: bool = True,
+    ) -> None:
+        seen = self._seen
+        try:
+            if on_progress is not None:
+                lines = await slot.actor.progress.remote(request_id, seen.get(request_id, 0))
+                seen[request_id] = seen.get(request_id, 0) + len(lines)
+                for gate, message in lines:
+                    with contextlib.suppress(Exception):
+                        on_progress(gate, message)
+            if forget:
+                seen.pop(request_id, None)
+                slot.actor.forget.remote(request_id)
+        except Exception:
+            return  # progress is a convenience; the verdict (or the loss) says what happened
+
+    def _lose(self, slot: _Slot, why: str) -> RunnerLost:
+        self.retries += 1
+        if slot.gone is None:
+            slot.gone = why
+            where = slot.info.get("node_ip") or "?"
+            self._notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
+            with contextlib.suppress(Exception):
+                self._ray.kill(slot.actor)
+        return RunnerLost(f"Ray actor {slot.label} lost during the attempt: {why}")
+
+    async def close(self) -> None:
+        ray = self._ray
+        if ray is None:
+            if self._owned:
+                with contextlib.suppress(Exception):
+                    import ray as ray_module
+
+                    ray_module.shutdown()
+            return
+        live = [s for s in self._slots if s.gone is None]
+        if live:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(30):
+                    await asyncio.gather(
+                        *(s.actor.close.remote() for s in live), return_exceptions=True
+                    )
+        for s in self._slots:
+            with contextlib.suppress(Exception):
+                ray.kill(s.actor)
+        self._slots, self._free = [], []
+        self._started = False
+        if self._owned:
+            self._owned = False
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(ray.shutdown)
+
+    def describe(self) -> dict[str, Any]:
+        live = [s for s in self._slots if s.gone is None]
+        hello = next(((s.info.get("hello") or {}) for s in live), {})
+        return {
+            "device": self.device,
+            "gpu": hello.get("gpu"),
+            "slots": len(live) if self._started else self.slots,
+            "host": f"ray:{self.cluster.get('address') or self.address}",
+            "cluster": self.cluster,
+            "actors": [
+                {
+                    "slot": s.label,
+                    "name": s.name,
+                    "node": s.info.get("node_ip"),
+                    "package": s.info.get("package"),
+                    "gone": s.gone,
+                }
+                for s in self._slots
+            ],
+            "python": hello.get("python"),
+            "torch": hello.get("torch"),
+            "triton": hello.get("triton"),
+            "retries": self.retries,
+        }
