@@ -149,7 +149,7 @@ def test_known_hosts_that_is_a_directory_is_refused_with_the_arguments(capsys, t
 
 def test_a_missing_known_hosts_file_is_still_allowed(tmp_path):
     # missing means "trust nothing"; trusting a key (doctor --trust, the TUI) creates it
-    from kernelladder.engine.remote_config import RemoteSettings, load_remote_config
+    from kernelladder.engine.runners.ssh.config import RemoteSettings, load_remote_config
 
     absent = tmp_path / "absent"
     settings = RemoteSettings(target="me@127.0.0.1:9", known_hosts=str(absent))

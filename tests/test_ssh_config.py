@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelladder.engine.remote_config import (
+from kernelladder.engine.runners.ssh.config import (
     DEFAULT_CONTAINER_PYTHON,
     DEFAULT_REMOTE_DIR,
     DEFAULT_REMOTE_PYTHON,

@@ -13,9 +13,9 @@ import pytest
 from sshd_fixture import SSHServer, sshd, sshd_available  # noqa: F401 (fixture)
 
 from kernelladder.cli.doctor import FAIL, OK, WARN, host_checks
-from kernelladder.engine.remote_config import RemoteConfigError, physical_gpus
-from kernelladder.engine.ssh import SSHRunner
-from kernelladder.engine.ssh_link import RemoteError
+from kernelladder.engine.runners.ssh.config import RemoteConfigError, physical_gpus
+from kernelladder.engine.runners.ssh.link import RemoteError
+from kernelladder.engine.runners.ssh.pool import SSHRunner
 
 pytestmark = pytest.mark.ssh
 

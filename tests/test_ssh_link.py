@@ -13,15 +13,20 @@ import asyncssh
 import pytest
 from sshd_fixture import FAKE_CONTAINER, sshd  # noqa: F401 (fixture)
 
-from kernelladder.engine.remote_config import SSHTarget
-from kernelladder.engine.ssh_link import (
+from kernelladder.engine.runners.ssh.config import SSHTarget
+from kernelladder.engine.runners.ssh.link import (
     HostKeyError,
     HostLink,
     RemoteError,
     trust_host_key,
     worker_command,
 )
-from kernelladder.engine.sync import MANIFEST_NAME, local_manifest, package_root, tree_id
+from kernelladder.engine.runners.ssh.sync import (
+    MANIFEST_NAME,
+    local_manifest,
+    package_root,
+    tree_id,
+)
 
 pytestmark = pytest.mark.ssh
 

@@ -23,8 +23,8 @@ from kernelladder.engine.engine import create_run
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.proposers import get_proposer
 from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-from kernelladder.engine.remote_config import RemoteConfig
-from kernelladder.engine.ssh import PoolRunner, SSHRunner
+from kernelladder.engine.runners.ssh.config import RemoteConfig
+from kernelladder.engine.runners.ssh.pool import PoolRunner, SSHRunner
 from kernelladder.ops.candidates import __path__ as candidates_path
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
@@ -249,8 +249,8 @@ _EAGER_SCRIPT = """
 import asyncio, json, sys
 from pathlib import Path
 from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-from kernelladder.engine.remote_config import HostConfig, SSHTarget
-from kernelladder.engine.ssh import SSHRunner
+from kernelladder.engine.runners.ssh.config import HostConfig, SSHTarget
+from kernelladder.engine.runners.ssh.pool import SSHRunner
 
 cfg = json.loads(sys.argv[1])
 host = HostConfig(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine.ssh_link import WORKER_BOOTSTRAP
+from kernelladder.engine.runners.ssh.link import WORKER_BOOTSTRAP
 from kernelladder.verifier import scratch
 from kernelladder.verifier.client import LocalTransport, WorkerClient, _package_root
 

@@ -79,7 +79,7 @@ def remote_requested(args: Any) -> bool:
 
 
 def remote_settings(args: Any) -> Any:
-    from kernelladder.engine.remote_config import RemoteSettings
+    from kernelladder.engine.runners.ssh.config import RemoteSettings
 
     return RemoteSettings(
         target=getattr(args, "ssh_target", None),
@@ -95,7 +95,7 @@ def remote_settings(args: Any) -> Any:
 
 def load_remote(args: Any) -> Any:
     """The RemoteConfig the options and environment describe; UsageError when bad."""
-    from kernelladder.engine.remote_config import RemoteConfigError, load_remote_config
+    from kernelladder.engine.runners.ssh.config import RemoteConfigError, load_remote_config
 
     try:
         return load_remote_config(remote_settings(args))
@@ -145,7 +145,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     from dataclasses import replace
 
     from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-    from kernelladder.engine.ssh_link import RemoteError
+    from kernelladder.engine.runners.ssh.link import RemoteError
     from kernelladder.verifier.client import WorkerUnavailable
 
     config = load_remote(args)
@@ -161,7 +161,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     )
 
     async def once() -> Any:
-        from kernelladder.engine.ssh import make_remote_runner
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         runner = make_remote_runner(config, device=verify_request.device)
         try:
@@ -180,7 +180,7 @@ def make_runner(args: Any, device: str) -> Any:
     """A Runner: the SSH runner (one host) or pool (several) when remote verification was
     asked for, else the local worker pool."""
     if remote_requested(args):
-        from kernelladder.engine.ssh import make_remote_runner
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         return make_remote_runner(load_remote(args), device=device)
     from kernelladder.engine.runners import LocalRunner

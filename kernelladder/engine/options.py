@@ -26,7 +26,7 @@ class RunOptions:
     timeout_s: float = 300.0  # per-candidate verifier timeout
     min_speedup: float = 1.0
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
-    remote: bool = False  # verify over SSH (engine/ssh.py)
+    remote: bool = False  # verify over SSH (engine/runners/ssh/)
     remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The engine's seams: runners (where candidates are verified), proposers (who writes
 them) and the steering API (what the TUI calls). Implementations live beside this file:
-runners.py (local worker pool), ssh.py (remote), proposers/ (search, api, code, replay),
+runners/ (local.py: the local worker pool; ssh/: remote hosts), proposers/ (search, api, code, replay),
 engine.py (the run itself implements RunControl).
 """
 

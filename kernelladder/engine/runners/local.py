@@ -1,6 +1,6 @@
 """Runners: where candidates are verified. LocalRunner drives the verifier's long-lived
-local workers (one per GPU, or one CPU interpreter worker); the SSH runner lives in
-ssh.py and plugs into the same Runner protocol.
+local workers (one per GPU, or one CPU interpreter worker); the SSH runners live
+in runners/ssh/ and plug into the same Runner protocol.
 
 A candidate's crash, hang or cheat is a Verdict. RunnerLost means the worker
 infrastructure itself failed (a worker that cannot start, a protocol breakdown) and the
@@ -128,8 +128,8 @@ _REMOTE_KEYS = {  # RunOptions.remote_config (CLI dests) -> RemoteSettings field
 def make_runner(options: RunOptions, device: str) -> Runner:
     """The runner a run's options ask for: SSH (options.remote) or the local pool."""
     if options.remote:
-        from kernelladder.engine.remote_config import RemoteSettings, load_remote_config
-        from kernelladder.engine.ssh import make_remote_runner
+        from kernelladder.engine.runners.ssh.config import RemoteSettings, load_remote_config
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         cfg = options.remote_config or {}
         settings = RemoteSettings(**{f: cfg.get(k) for k, f in _REMOTE_KEYS.items()})

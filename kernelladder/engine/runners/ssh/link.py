@@ -19,8 +19,8 @@ from typing import Any
 
 import asyncssh
 
-from kernelladder.engine.remote_config import HostConfig
-from kernelladder.engine.sync import SyncResult, remote_state, sync_tree
+from kernelladder.engine.runners.ssh.config import HostConfig
+from kernelladder.engine.runners.ssh.sync import SyncResult, remote_state, sync_tree
 from kernelladder.verifier.protocol import WORKER_MODULE
 
 KEEPALIVE_INTERVAL_S = 10.0  # a silent peer is declared lost after interval * count

@@ -6,7 +6,7 @@
     await runner.close()
 
 Each slot is a verifier WorkerClient whose Transport is an SSH channel running
-`python -m kernelladder.verifier.worker` on the box (ssh_link.WORKER_BOOTSTRAP), so an
+`python -m kernelladder.verifier.worker` on the box (link.WORKER_BOOTSTRAP), so an
 attempt pays no handshake, Python start, torch import or CUDA context. A candidate's
 crash or hang is a Verdict, as locally; a hung candidate's process group is killed on
 the box. A connection that drops during an attempt raises RunnerLost (the engine records
@@ -27,14 +27,14 @@ from typing import Any
 import asyncssh
 
 from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
-from kernelladder.engine.remote_config import (
+from kernelladder.engine.runners.ssh.config import (
     VISIBLE_DEVICES_PROBE,
     HostConfig,
     RemoteConfig,
     RemoteConfigError,
     physical_gpus,
 )
-from kernelladder.engine.ssh_link import HostKeyError, HostLink, RemoteError, python_command
+from kernelladder.engine.runners.ssh.link import HostKeyError, HostLink, RemoteError, python_command
 from kernelladder.verifier.client import WorkerClient, WorkerUnavailable
 from kernelladder.verifier.verdict import Verdict
 
@@ -264,7 +264,7 @@ class PoolRunner:
 
     async def _map_gpus(self, host: _Host) -> dict[int, str]:
         """The configured GPU indices, read into the box's own CUDA_VISIBLE_DEVICES when
-        its login environment sets one (remote_config.physical_gpus)."""
+        its login environment sets one (config.physical_gpus)."""
         link = host.link
         command = python_command(
             host.config, python=link.python or host.config.python, code=VISIBLE_DEVICES_PROBE
