@@ -25,7 +25,9 @@ from typing import Any
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
+    ProposerBase,
     ProposerExhausted,
+    RunnerBase,
     RunnerLost,
     VerifyRequest,
 )
@@ -74,7 +76,7 @@ def verdict_for(source: str, device: str) -> Verdict:
     )  # fmt: skip
 
 
-class ScriptedRunner:
+class ScriptedRunner(RunnerBase):
     """Runner double: verdicts come from the candidate's `# outcome:` line."""
 
     name = "scripted"
@@ -105,7 +107,7 @@ class ScriptedRunner:
         gpu = "Scripted GPU" if self.device == "cuda" else None
         return {"device": self.device, "gpu": gpu, "slots": self._slots, "host": "local"}
 
-    async def verify(self, request: VerifyRequest, on_progress=None) -> Verdict:
+    async def verify(self, request: VerifyRequest, on_progress=None, on_slot=None) -> Verdict:
         self.calls.append(request.source)
         self.concurrent += 1
         self.max_concurrent = max(self.max_concurrent, self.concurrent)
@@ -146,7 +148,7 @@ def move(
     )  # fmt: skip
 
 
-class ScriptedProposer:
+class ScriptedProposer(ProposerBase):
     """Proposer double: hands out scripted moves per branch (or from a shared list), and
     records every ProposalContext it was given."""
 

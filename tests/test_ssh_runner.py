@@ -22,7 +22,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.proposers import get_proposer
-from kernelladder.engine.protocols import RunnerLost, VerifyRequest
+from kernelladder.engine.protocols import ProposerBase, RunnerLost, VerifyRequest
 from kernelladder.engine.runners.ssh.config import RemoteConfig
 from kernelladder.engine.runners.ssh.pool import PoolRunner, SSHRunner
 from kernelladder.ops.candidates import __path__ as candidates_path
@@ -141,7 +141,7 @@ async def test_dropped_connection_mid_attempt_is_retried_and_recorded(sshd, tmp_
         reconnect_delays_s=(0.2, 0.5, 1.0),
     )
 
-    class SlowSearch:
+    class SlowSearch(ProposerBase):
         """The real search proposer, each candidate slowed a little (a window in which
         to cut the link while it is being verified)."""
 

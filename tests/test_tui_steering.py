@@ -28,12 +28,12 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
-from kernelladder.engine.protocols import Proposal
+from kernelladder.engine.protocols import Proposal, ProposerBase
 
 SIZE = (150, 44)
 
 
-class HeldProposer:
+class HeldProposer(ProposerBase):
     """Proposer double: scripted moves per branch, then it waits (cancellable) so the
     branch stays open for steering."""
 

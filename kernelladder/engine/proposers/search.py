@@ -31,6 +31,7 @@ from kernelladder.engine.proposers.templates import (
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
+    ProposerBase,
     ProposerError,
     ProposerExhausted,
 )
@@ -95,7 +96,7 @@ class Step:
     switched_from: str | None = None  # a family change
 
 
-class SearchProposer:
+class SearchProposer(ProposerBase):
     name = NAME
 
     def __init__(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelladder.engine.options import RunOptions
-from kernelladder.engine.protocols import ProgressFn, Runner, RunnerLost, VerifyRequest
+from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.verifier.verdict import Verdict
 
 
@@ -37,7 +37,7 @@ def _gpu_count() -> int:
         return 1
 
 
-class LocalRunner:
+class LocalRunner(RunnerBase):
     """Runner over the verifier's LocalPool: `slots` workers (default: one per GPU, one
     on the CPU), each started once and reused for many candidates."""
 

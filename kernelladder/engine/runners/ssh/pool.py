@@ -26,7 +26,7 @@ from typing import Any
 
 import asyncssh
 
-from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.engine.runners.ssh.config import (
     VISIBLE_DEVICES_PROBE,
     HostConfig,
@@ -40,8 +40,6 @@ from kernelladder.verifier.verdict import Verdict
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # then the host leaves the pool
 PGID_LINE_TYPE = "kl-pgid"
-
-NoticeFn = Callable[[str, str], None]  # (level, message)
 
 
 class _GroupReader:
@@ -150,8 +148,9 @@ class _Host:
     physical: dict[int, str] = field(default_factory=dict)  # index -> CUDA_VISIBLE_DEVICES
 
 
-class PoolRunner:
-    """The engine's Runner over one or more SSH hosts; one slot per configured GPU."""
+class PoolRunner(RunnerBase):
+    """The engine's Runner over one or more SSH hosts; one slot per configured GPU. Its
+    notices ("a host left the pool", "reconnected") go through RunnerBase.notice."""
 
     reports_slot = True  # verify() names the slot it took ("host:gpu") through on_slot
 
@@ -174,8 +173,6 @@ class PoolRunner:
         )
         self.retries = 0  # attempts lost to a dropped link (each one re-run by the engine)
         self.reconnect_delays_s = tuple(reconnect_delays_s)
-        self._notice_sink: NoticeFn | None = None
-        self._pending_notices: list[tuple[str, str]] = []
         self._hosts = [_Host(h, HostLink(h, root=root)) for h in config.hosts]
         for host in self._hosts:
             for gpu in host.config.gpus:
@@ -195,22 +192,6 @@ class PoolRunner:
         client = WorkerClient(factory, start_timeout_s=host.config.worker_start_timeout_s)
         slot = _Slot(host, gpu, client)
         return slot
-
-    # --- notices ---------------------------------------------------------------------
-    def set_notice_sink(self, sink: NoticeFn | None) -> None:
-        """Where "a host left the pool" and "reconnected" go (the engine records them as
-        Notice events); notices from before the sink was set are delivered now."""
-        self._notice_sink = sink
-        pending, self._pending_notices = self._pending_notices, []
-        for level, message in pending:
-            self._notice(level, message)
-
-    def _notice(self, level: str, message: str) -> None:
-        if self._notice_sink is None:
-            self._pending_notices.append((level, message))
-            return
-        with contextlib.suppress(Exception):
-            self._notice_sink(level, message)
 
     # --- Runner -------------------------------------------------------------------------
     @property
@@ -239,7 +220,7 @@ class PoolRunner:
                 if isinstance(result, asyncio.CancelledError):
                     raise result
                 host.gone = _one_line(result)
-                self._notice("error", f"{host.config.label} left the pool: {host.gone}")
+                self.notice("error", f"{host.config.label} left the pool: {host.gone}")
         if not self.live_hosts:
             first = next(h.gone for h in self._hosts if h.gone)
             await self.close()
@@ -348,7 +329,7 @@ class PoolRunner:
                     await host.link.kill_stale_groups()
                     await host.link.sync()
                     host.reconnects += 1
-                    self._notice("warning", f"reconnected to {host.config.label}")
+                    self.notice("warning", f"reconnected to {host.config.label}")
                     return True
                 except HostKeyError as exc:
                     last = _one_line(exc)  # never retried: the key itself is the problem
@@ -358,7 +339,7 @@ class PoolRunner:
                 await asyncio.sleep(delay)
             host.gone = last or "unreachable"
             message = f"{host.config.label} left the pool: {host.gone}"
-            self._notice("error", message)
+            self.notice("error", message)
             for slot in host.slots:
                 with contextlib.suppress(Exception):
                     await slot.client.close()
