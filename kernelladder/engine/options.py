@@ -27,7 +27,8 @@ class RunOptions:
     min_speedup: float = 1.0
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
     remote: bool = False  # verify over SSH (engine/runners/ssh/)
-    remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
+    # the remote settings given, keyed by RemoteSettings field (runners/ssh/config.py)
+    remote_config: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

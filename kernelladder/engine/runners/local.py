@@ -113,25 +113,12 @@ class LocalRunner(RunnerBase):
         }
 
 
-_REMOTE_KEYS = {  # RunOptions.remote_config (CLI dests) -> RemoteSettings fields
-    "ssh_target": "target",
-    "ssh_key": "key",
-    "known_hosts": "known_hosts",
-    "container": "container",
-    "remote_python": "python",
-    "remote_dir": "remote_dir",
-    "remote_config": "config",
-    "remote_gpus": "gpus",
-}
-
-
 def make_runner(options: RunOptions, device: str) -> Runner:
     """The runner a run's options ask for: SSH (options.remote) or the local pool."""
     if options.remote:
-        from kernelladder.engine.runners.ssh.config import RemoteSettings, load_remote_config
+        from kernelladder.engine.runners.ssh.config import load_remote_config, settings_from_record
         from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
-        cfg = options.remote_config or {}
-        settings = RemoteSettings(**{f: cfg.get(k) for k, f in _REMOTE_KEYS.items()})
+        settings = settings_from_record(options.remote_config or {})
         return make_remote_runner(load_remote_config(settings), device=device)
     return LocalRunner(device=device)

@@ -41,26 +41,54 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_COMMAND_TIMEOUT_S = 60.0  # sftp and short exec calls; the verifier has its own
 DEFAULT_WORKER_START_TIMEOUT_S = 180.0  # python start + torch import + CUDA context
 
-ENV_NAMES = {
-    "target": "KL_SSH_TARGET",
-    "key": "KL_SSH_KEY",
-    "known_hosts": "KL_SSH_KNOWN_HOSTS",
-    "container": "KL_CONTAINER",
-    "python": "KL_REMOTE_PYTHON",
-    "remote_dir": "KL_REMOTE_DIR",
-    "config": "KL_REMOTE_CONFIG",
-}
 
-# The option each setting comes from, for messages.
-OPTION_NAMES = {
-    "target": "--ssh-target",
-    "key": "--ssh-key",
-    "known_hosts": "--known-hosts",
-    "container": "--container",
-    "python": "--remote-python",
-    "remote_dir": "--remote-dir",
-    "config": "--remote-config",
-}
+@dataclass(frozen=True)
+class RemoteSetting:
+    """One remote setting, described once. The command-line options, the environment
+    names, the messages that name a setting and what a run records (RunOptions.remote_config,
+    keyed by `field`) are all read from REMOTE_SETTINGS."""
+
+    field: str  # RemoteSettings field; the key in a pool file and in RunOptions.remote_config
+    flag: str  # the command-line option
+    dest: str  # its argparse name (what run logs before the settings table recorded)
+    metavar: str
+    text: str  # what it is, for --help
+    env: str | None = None  # None: the option only (--gpus picks GPUs of one --ssh-target)
+    default: str | None = None  # shown in --help
+    note: str = ""  # one more clause for --help
+
+    @property
+    def help(self) -> str:
+        env = [f"env {self.env}"] if self.env else []
+        default = [f"default {self.default}"] if self.default else []
+        return f"{self.text} ({'; '.join([*env, *filter(None, [self.note]), *default])})"
+
+
+REMOTE_SETTINGS = (
+    RemoteSetting("target", "--ssh-target", "ssh_target", "USER@HOST[:PORT]", "the GPU box",
+                  env="KL_SSH_TARGET"),
+    RemoteSetting("key", "--ssh-key", "ssh_key", "PATH", "private key file", env="KL_SSH_KEY",
+                  note="key auth only"),
+    RemoteSetting("known_hosts", "--known-hosts", "known_hosts", "PATH", "known_hosts file",
+                  env="KL_SSH_KNOWN_HOSTS", default=DEFAULT_KNOWN_HOSTS),
+    RemoteSetting("container", "--container", "container", "NAME",
+                  "run the worker via `docker exec`", env="KL_CONTAINER"),
+    RemoteSetting("python", "--remote-python", "remote_python", "PATH", "Python on the box",
+                  env="KL_REMOTE_PYTHON", default=DEFAULT_REMOTE_PYTHON),
+    RemoteSetting("remote_dir", "--remote-dir", "remote_dir", "PATH",
+                  "where the verifier is synced on the box", env="KL_REMOTE_DIR",
+                  default=DEFAULT_REMOTE_DIR),
+    RemoteSetting("config", "--remote-config", "remote_config", "FILE",
+                  "TOML file listing several hosts and their GPUs", env="KL_REMOTE_CONFIG"),
+    RemoteSetting("gpus", "--gpus", "remote_gpus", "LIST", "GPU indices on the box, e.g. 0,1",
+                  note="they index the box's own CUDA_VISIBLE_DEVICES when its login sets one",
+                  default="0"),
+)  # fmt: skip
+
+# Settings read option first, then environment; for a pool file they fill in what a host
+# and [defaults] leave out.
+ENV_NAMES = {s.field: s.env for s in REMOTE_SETTINGS if s.env}
+OPTION_NAMES = {s.field: s.flag for s in REMOTE_SETTINGS if s.env}  # for messages
 
 _HOST_KEYS = frozenset(
     {
@@ -298,7 +326,8 @@ def check_timeout(value: Any, *, setting: str) -> float:
 
 @dataclass(frozen=True)
 class RemoteSettings:
-    """What the user gave on the command line (None: not given)."""
+    """What the user gave on the command line (None: not given); one field per row of
+    REMOTE_SETTINGS."""
 
     target: str | None = None
     key: str | None = None
@@ -308,6 +337,14 @@ class RemoteSettings:
     remote_dir: str | None = None
     config: str | None = None
     gpus: str | None = None
+
+
+def settings_from_record(record: Mapping[str, Any]) -> RemoteSettings:
+    """RemoteSettings from what a run recorded (RunOptions.remote_config): keyed by field,
+    or, in a run recorded before the settings table, by argparse name."""
+    return RemoteSettings(
+        **{s.field: record.get(s.field, record.get(s.dest)) for s in REMOTE_SETTINGS}
+    )
 
 
 def load_remote_config(
