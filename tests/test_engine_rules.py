@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from kernelladder.engine import events as ev
+from kernelladder.engine.gains import failure_signature, is_gain, normalize_error
 from kernelladder.engine.gating import assess_undo, fence_concerns
-from kernelladder.engine.rules import failure_signature, is_gain, normalize_error
 from kernelladder.engine.state import apply, fold, new_state
 
 
