@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 
 import pytest
+from helpers import ROOT
 
 from kernelladder.cli import UsageError
 from kernelladder.cli.common import (
@@ -69,3 +70,10 @@ def test_a_bad_setting_is_named_by_the_option_it_came_from(monkeypatch):
     monkeypatch.setenv("KL_REMOTE_PYTHON", "py; rm -rf /")
     with pytest.raises(UsageError, match="KL_REMOTE_PYTHON"):
         load_remote(parse("--ssh-target", "me@box"))
+
+
+def test_the_remote_setup_guide_lists_every_setting():
+    guide = (ROOT / "REMOTE_SETUP.md").read_text(encoding="utf-8")
+    for s in REMOTE_SETTINGS:
+        env = f" `{s.env}` " if s.env else " "
+        assert f"|{env}| `{s.flag}` |" in guide, s.flag

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: the verifier's GPU evidence, then a headless search run on rmsnorm.
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'

@@ -3,13 +3,13 @@
 # flash-tma with the longest query blocks first (REVERSE), then fresh 40-attempt searches
 # for int8_matmul and kv_quant with the current verifier (speed gate's rounds, int8
 # ceiling = max(torch._int_mm, 2x bf16)), each checked per shape by search_bar.py.
-#   bash bench/h200_s4.sh            (SKIP_PROBE=1 / OPS="kv_quant" / OPT_LIMIT=170)
-cd "$(dirname "$0")/.."
+#   bash bench/archive/2026-11-30-attention-backends-int8-kv/attention_backends_int8_kv_searches.sh            (SKIP_PROBE=1 / OPS="kv_quant" / OPT_LIMIT=170)
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
 if [ -z "$SKIP_PROBE" ]; then
-  timeout 150 python3 bench/attention_probe.py --backends --rounds 5 \
+  timeout 150 python3 bench/archive/2026-11-30-attention-search/attention_points.py --backends --rounds 5 \
     --point flash-tma,64,64,4,3 --point flash-tma,64,64,4,3,REVERSE=True \
     --point flash-tma,64,64,4,4,REVERSE=True --point flash-tma,128,64,8,3,REVERSE=True \
     --point flash-tma,128,128,8,2,REVERSE=True > $OUT/attention-probe.log 2>&1

@@ -3,7 +3,7 @@
 "flash-split" and the tensor-descriptor kernel "flash-tma") against SDPA at every GPU
 shape of the suite, round by round (order alternating), as in head_to_head.py. Needs a GPU.
 
-    PYTHONPATH=. python3 bench/attention_probe.py [--rounds 5]
+    PYTHONPATH=. python3 bench/archive/2026-11-30-attention-search/attention_points.py [--rounds 5]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -3,8 +3,8 @@
 # committed best rmsnorm and softmax kernels, twice each (the table, then --json: do the
 # rounds' words repeat?), then a fresh 40-attempt headless search per op whose verdicts
 # carry the rounds, checked by bench/search_bar.py.
-#   OPS="rmsnorm softmax" bash bench/h200_paired.sh    (SKIP_CHECKS=1: the searches only)
-cd "$(dirname "$0")/.."
+#   OPS="rmsnorm softmax" bash bench/archive/2026-11-30-speed-rounds/paired_rounds.sh    (SKIP_CHECKS=1: the searches only)
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'

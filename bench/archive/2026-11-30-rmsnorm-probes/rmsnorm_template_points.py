@@ -6,7 +6,7 @@ on every GPU shape next to F.rms_norm and torch.compile; stage 3 looks at the ti
 raw samples (how fine the event timer resolves a launch-bound kernel). Used to choose the
 search's starting points; writes a JSON log to $OUT (or the current directory).
 
-    PYTHONPATH=. python3 bench/rmsnorm_probe.py [--budget S]
+    PYTHONPATH=. python3 bench/archive/2026-11-30-rmsnorm-probes/rmsnorm_template_points.py [--budget S]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

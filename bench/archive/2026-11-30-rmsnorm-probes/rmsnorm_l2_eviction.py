@@ -5,9 +5,9 @@ A kernel ends when its stores reach L2; dirty lines still in L2 then are written
 later (here: during the next trial's L2 flush). Reads of x are used once, so loading them
 evict_first and storing y evict_last (all rows, or only the rows of the last tens of MB)
 could leave more of y dirty in L2 at the end and end sooner. Every variant is duelled with
-torch.compile round by round (order alternating), as in rmsnorm_probe3.py. Needs a GPU.
+torch.compile round by round (order alternating), as in rmsnorm_tie_shapes.py. Needs a GPU.
 
-    PYTHONPATH=. python3 bench/rmsnorm_probe4.py [--rounds 7] [--confirm 25]
+    PYTHONPATH=. python3 bench/archive/2026-11-30-rmsnorm-probes/rmsnorm_l2_eviction.py [--rounds 7] [--confirm 25]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

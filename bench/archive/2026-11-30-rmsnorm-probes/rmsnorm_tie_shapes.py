@@ -8,7 +8,7 @@ Every variant is timed against torch.compile round by round (order alternating),
 verdict per variant comes from per-round wins, as in head_to_head.py. The few with the
 most wins then get a longer confirmation. Needs a GPU.
 
-    PYTHONPATH=. python3 bench/rmsnorm_probe3.py [--rounds 7] [--confirm 25]
+    PYTHONPATH=. python3 bench/archive/2026-11-30-rmsnorm-probes/rmsnorm_tie_shapes.py [--rounds 7] [--confirm 25]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

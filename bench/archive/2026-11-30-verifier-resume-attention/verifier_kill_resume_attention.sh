@@ -3,7 +3,7 @@
 # repeat check, the side-stream cheat, warm verify time, the measured ceilings), a run killed
 # with -9 mid-flight and resumed (the log's writer lock on this filesystem), and a short
 # attention search (linked moves).
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'

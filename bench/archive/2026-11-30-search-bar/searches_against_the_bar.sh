@@ -2,8 +2,8 @@
 # One device call per op for issue 3's bar: a 40-attempt headless search with the current
 # verifier, the per-shape check of its verdicts (search_bar.py), then the kernels it found
 # against every baseline, interleaved round by round (head_to_head.py).
-#   OPS="rmsnorm" OPT_LIMIT=220 bash bench/h200_issue3.sh
-cd "$(dirname "$0")/.."
+#   OPS="rmsnorm" OPT_LIMIT=220 bash bench/archive/2026-11-30-search-bar/searches_against_the_bar.sh
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'

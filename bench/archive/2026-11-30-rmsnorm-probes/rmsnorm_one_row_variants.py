@@ -3,7 +3,7 @@
 yet hold (store hints, load cache modifiers, register caps, a constexpr-N two-pass), timed
 with the verifier's timer on the largest shape, the best few then on every GPU shape.
 
-    PYTHONPATH=. python3 bench/rmsnorm_probe2.py
+    PYTHONPATH=. python3 bench/archive/2026-11-30-rmsnorm-probes/rmsnorm_one_row_variants.py
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: remote (SSH) vs local rate, speed repeatability, and headless search
 # runs on the ops not yet run. Each step has its own time limit.
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -6,7 +6,7 @@ variants: one row per program, and a persistent grid whose row loop Triton may p
 Every variant is checked against the high-precision reference, then timed back to back
 with torch.compile, round after round (as bench/head_to_head.py). Needs a Hopper GPU.
 
-    PYTHONPATH=. python3 bench/rmsnorm_tma_probe.py
+    PYTHONPATH=. python3 bench/archive/2026-11-30-rmsnorm-probes/rmsnorm_tma.py
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the repository (bench/archive/<dir>/ is three down)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

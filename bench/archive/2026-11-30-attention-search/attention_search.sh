@@ -2,12 +2,12 @@
 # One device call for attention: the probe of both kernel kinds (pointer loads and
 # tensor descriptors) against SDPA, then a 40-attempt headless search with a branch per
 # attention family, its replay summary and its per-shape table (search_bar.py).
-#   OPT_LIMIT=240 bash bench/h200_attention.sh
-cd "$(dirname "$0")/.."
+#   OPT_LIMIT=240 bash bench/archive/2026-11-30-attention-search/attention_search.sh
+cd "$(dirname "$0")/../../.."  # the repository root
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys,torch,triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
-[ -n "$SKIP_PROBE" ] || timeout ${PROBE_LIMIT:-200} python3 bench/attention_probe.py > $OUT/attention-probe.log 2>&1
+[ -n "$SKIP_PROBE" ] || timeout ${PROBE_LIMIT:-200} python3 bench/archive/2026-11-30-attention-search/attention_points.py > $OUT/attention-probe.log 2>&1
 echo "probe exit $?"
 mkdir -p /tmp/runs
 timeout $((${OPT_LIMIT:-240} + 30)) python3 -m kernelladder optimize attention --device cuda \
