@@ -1,8 +1,11 @@
-"""What the tests share, in one place: the engine's test doubles (ScriptedRunner,
-ScriptedProposer, HeldProposer), a scripted run (make_run, live_app), paths, and one
-`until` for waiting on a condition (in the app's tests, with the pilot drawing meanwhile).
+"""What the tests share, in one place (no test module imports another):
 
-Test doubles for the engine's two seams, the Runner and the Proposer.
+- the engine's test doubles for its two seams: ScriptedRunner, ScriptedProposer,
+  HeldProposer (scripted moves, then it waits so a branch stays open for steering);
+- a scripted run: make_run, scripted_op; for the app, live_app, ready, logged, asking;
+- for the CLI: usage_line (exit 2, one line), saved_run, insert_line;
+- ROOT, EXAMPLES, CHEATS, DATA; and one `until` to wait on a condition (pilot=pilot in
+  the app's tests, so the screen goes on drawing meanwhile).
 
 Why doubles: the engine's behaviour (rules, gates, steering, resume, backpressure)
 depends on verdicts with measured speedups and on proposals arriving on cue, and this
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -252,6 +256,40 @@ async def until(predicate, what: str = "condition", timeout: float = 10.0, *, pi
 
 def kinds(events) -> list[str]:
     return [e.kind for e in events]
+
+
+# --- the CLI's tests ---------------------------------------------------------------------
+
+
+def usage_line(capsys, *argv: str, entry=None) -> str:
+    """Run the CLI in-process (`kernelladder`, or `entry`); it must exit 2 with exactly
+    one line on stderr, which is returned."""
+    if entry is None:
+        from kernelladder.cli import main as entry
+    try:
+        code = entry(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == 2, captured.err
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def saved_run(tmp_path: Path, name: str = "run") -> Path:
+    """A copy of the committed CPU run (examples/cpu-rmsnorm-run) to damage or resume."""
+    run_dir = tmp_path / name
+    shutil.copytree(EXAMPLES / "cpu-rmsnorm-run", run_dir)
+    return run_dir
+
+
+def insert_line(run_dir: Path, index: int, line: str) -> None:
+    """Insert a line into a run's event log before line `index` (0-based)."""
+    path = run_dir / "events.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(index, line)
+    path.write_text("".join(lines))
 
 
 # --- the app's tests ---------------------------------------------------------------------

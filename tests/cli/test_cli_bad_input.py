@@ -14,26 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, insert_line, saved_run, usage_line
 
 from kernelladder.cli import main
 from kernelladder.cli import tui as tui_cli
 from kernelladder.engine.proposers.replay import ReplayProposer
 
 CPU_RUN = ROOT / "examples" / "cpu-rmsnorm-run"
-
-
-def _usage_line(capsys, *argv: str, entry=main) -> str:
-    """Run the CLI in-process; it must exit 2 with exactly one line on stderr."""
-    try:
-        code = entry(list(argv))
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert code == 2, captured.err
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 def _cli(*argv: str, cwd: Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
@@ -61,12 +48,6 @@ def _without_root_powers() -> list[str]:
     return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
-def _saved_run(tmp_path: Path, name: str = "run") -> Path:
-    run_dir = tmp_path / name
-    shutil.copytree(CPU_RUN, run_dir)
-    return run_dir
-
-
 # --- numbers -----------------------------------------------------------------------------
 
 
@@ -77,9 +58,7 @@ def _saved_run(tmp_path: Path, name: str = "run") -> Path:
 def test_optimize_rejects_non_finite_numbers(capsys, tmp_path, flag, value):
     # nan passed `>= 0` (a budget that never trips) and inf reached the log as Infinity
     # an unknown op too, so that code accepting the number stops before running anything
-    line = _usage_line(
-        capsys, "optimize", "nosuchop", "--run-dir", str(tmp_path / "r"), flag, value
-    )
+    line = usage_line(capsys, "optimize", "nosuchop", "--run-dir", str(tmp_path / "r"), flag, value)
     assert flag in line and "finite" in line
     assert not (tmp_path / "r").exists()
 
@@ -87,7 +66,7 @@ def test_optimize_rejects_non_finite_numbers(capsys, tmp_path, flag, value):
 def test_tui_rejects_an_infinite_replay_speed(capsys):
     # an op as well, so that code accepting the speed stops before the app starts
     argv = ["--replay", str(CPU_RUN), "rmsnorm", "--speed", "inf"]
-    line = _usage_line(capsys, *argv, entry=tui_cli.main)
+    line = usage_line(capsys, *argv, entry=tui_cli.main)
     assert "--speed" in line and "finite" in line
 
 
@@ -99,13 +78,13 @@ def test_binary_or_special_hints_files_are_one_line(capsys, tmp_path):
     binary.write_bytes(b"\xff\xfe\x00\x81 not text")
     run_dir = str(tmp_path / "r")
     # a binary file raised AttributeError ('UnicodeDecodeError' has no strerror)
-    line = _usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", str(binary))
+    line = usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", str(binary))
     assert "cannot read hints file" in line and "not UTF-8 text" in line
-    saved = _saved_run(tmp_path)
-    line = _usage_line(capsys, "optimize", "--resume", str(saved), "--hints", str(binary))
+    saved = saved_run(tmp_path)
+    line = usage_line(capsys, "optimize", "--resume", str(saved), "--hints", str(binary))
     assert "cannot read hints file" in line and "not UTF-8 text" in line
     # a device is not a hints file (reading /dev/zero would never end)
-    line = _usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", "/dev/zero")
+    line = usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", "/dev/zero")
     assert "not a regular file" in line
     assert not (tmp_path / "r").exists()
 
@@ -113,35 +92,28 @@ def test_binary_or_special_hints_files_are_one_line(capsys, tmp_path):
 # --- damaged or mistaken run directories -------------------------------------------------
 
 
-def _insert_line(run_dir: Path, index: int, line: str) -> None:
-    path = run_dir / "events.jsonl"
-    lines = path.read_text().splitlines(keepends=True)
-    lines.insert(index, line)
-    path.write_text("".join(lines))
-
-
 def test_a_file_given_as_a_run_directory_is_one_line(capsys, tmp_path):
     a_file = tmp_path / "cand.py"
     a_file.write_text("x = 1\n")
     # NotADirectoryError escaped both readers
-    assert "not a run directory" in _usage_line(capsys, "replay", str(a_file))
-    assert "not a run directory" in _usage_line(capsys, "optimize", "--resume", str(a_file))
+    assert "not a run directory" in usage_line(capsys, "replay", str(a_file))
+    assert "not a run directory" in usage_line(capsys, "optimize", "--resume", str(a_file))
 
 
 def test_a_json_line_that_is_not_an_object_is_a_corrupt_line(capsys, tmp_path):
-    run_dir = _saved_run(tmp_path)
-    _insert_line(run_dir, 3, "[1, 2, 3]\n")  # valid JSON, not an event: AttributeError before
+    run_dir = saved_run(tmp_path)
+    insert_line(run_dir, 3, "[1, 2, 3]\n")  # valid JSON, not an event: AttributeError before
     before = (run_dir / "events.jsonl").read_bytes()
     for argv in (["replay", str(run_dir)], ["optimize", "--resume", str(run_dir)]):
-        line = _usage_line(capsys, *argv)
+        line = usage_line(capsys, *argv)
         assert "corrupt line" in line and "expected a JSON object" in line
     assert (run_dir / "events.jsonl").read_bytes() == before  # nothing repaired or lost
 
 
 def test_meta_json_that_is_not_an_object_is_one_line(capsys, tmp_path):
-    run_dir = _saved_run(tmp_path)
+    run_dir = saved_run(tmp_path)
     (run_dir / "meta.json").write_text("[1, 2]\n")  # AttributeError ('list' has no .get)
-    line = _usage_line(capsys, "optimize", "--resume", str(run_dir))
+    line = usage_line(capsys, "optimize", "--resume", str(run_dir))
     assert "meta.json" in line and "expected a JSON object" in line
 
 
@@ -149,31 +121,31 @@ def test_run_dir_that_is_a_file_or_under_one_is_one_line(capsys, tmp_path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine\n")
     # FileExistsError / NotADirectoryError from mkdir escaped as tracebacks
-    line = _usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", str(a_file))
+    line = usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", str(a_file))
     assert "is not a directory" in line
     under = str(a_file / "run")
-    line = _usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", under)
+    line = usage_line(capsys, "optimize", "rmsnorm", "--device", "cpu", "--run-dir", under)
     assert "cannot create or write the run directory" in line and "Not a directory" in line
     assert a_file.read_text() == "mine\n"
 
 
 def test_run_dir_holding_a_runs_files_without_its_log_is_refused(capsys, tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     (saved / "events.jsonl").unlink()  # meta.json and attempts/ stay: a new run overwrote them
     before = {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()}
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
-    line = _usage_line(capsys, *argv, str(saved))
+    line = usage_line(capsys, *argv, str(saved))
     assert "holds meta.json and attempts/ but no events.jsonl" in line
     assert {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()} == before
     assert not (saved / "events.jsonl").exists()
 
 
 def test_resume_of_an_emptied_log_beside_recorded_attempts_is_refused(capsys, tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     (saved / "events.jsonl").write_bytes(b"")
     before = {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()}
     # it used to start again at attempt 1 and overwrite attempts/1.py and 1.json
-    line = _usage_line(capsys, "optimize", "--resume", str(saved), "--max-attempts", "1")
+    line = usage_line(capsys, "optimize", "--resume", str(saved), "--max-attempts", "1")
     assert "holds no events but attempts/ holds files" in line
     assert {p.name: p.read_bytes() for p in (saved / "attempts").iterdir()} == before
     assert (saved / "events.jsonl").read_bytes() == b""
@@ -183,7 +155,7 @@ def test_read_only_run_directories_are_one_line(tmp_path):
     prefix = _without_root_powers()
     locked = tmp_path / "locked"
     locked.mkdir()
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     before = (saved / "events.jsonl").read_bytes()
     for path in (locked, saved, saved / "attempts"):
         path.chmod(0o555)
@@ -212,7 +184,7 @@ sys.stdin.read()
 
 
 def test_resume_of_a_run_another_process_is_writing_is_refused(tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_THE_LOG, str(saved)],
@@ -242,7 +214,7 @@ def test_resume_of_a_run_another_process_is_writing_is_refused(tmp_path):
 def test_reverify_rejects_a_timeout_that_is_not_positive(capsys, timeout):
     # it re-ran every attempt with that limit and reported each pass as "fail at timeout"
     argv = ["replay", str(CPU_RUN), "--reverify", "--device", "cpu", "--timeout", timeout]
-    assert "--timeout must be a positive number" in _usage_line(capsys, *argv)
+    assert "--timeout must be a positive number" in usage_line(capsys, *argv)
 
 
 def test_reverify_on_cuda_without_a_gpu_is_a_usage_error(capsys):
@@ -251,14 +223,14 @@ def test_reverify_on_cuda_without_a_gpu_is_a_usage_error(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     # the worker's 'Torch not compiled with CUDA enabled' escaped as a RunnerLost traceback
-    line = _usage_line(capsys, "replay", str(CPU_RUN), "--reverify", "--device", "cuda")
+    line = usage_line(capsys, "replay", str(CPU_RUN), "--reverify", "--device", "cuda")
     assert "no CUDA GPU" in line
 
 
 def test_reverify_names_what_meta_json_lacks(capsys, tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     (saved / "meta.json").write_text('{"run_id": "x"}\n')
-    line = _usage_line(capsys, "replay", str(saved), "--reverify", "--device", "cpu")
+    line = usage_line(capsys, "replay", str(saved), "--reverify", "--device", "cpu")
     assert "meta.json has no usable op" in line  # it said only "cannot re-verify: 'op'"
 
 
@@ -295,12 +267,12 @@ def test_an_empty_remote_setting_is_refused_not_dropped(capsys, tmp_path):
     # --device cuda: code that drops the empty target stops at once (no GPU) or at the
     # runner's start, instead of verifying on this machine
     check = ["check", "rmsnorm", cand, "--device", "cuda"]
-    assert "target is empty" in _usage_line(capsys, *check, "--ssh-target", "")
-    assert "--remote-config is empty" in _usage_line(capsys, *check, "--remote-config", "")
-    assert "target is empty" in _usage_line(capsys, "doctor", "--ssh-target", "")
+    assert "target is empty" in usage_line(capsys, *check, "--ssh-target", "")
+    assert "--remote-config is empty" in usage_line(capsys, *check, "--remote-config", "")
+    assert "target is empty" in usage_line(capsys, "doctor", "--ssh-target", "")
     run_dir = str(tmp_path / "r")
     optimize = ["optimize", "rmsnorm", "--device", "cuda", "--run-dir", run_dir]
-    assert "target is empty" in _usage_line(capsys, *optimize, "--ssh-target", "")
+    assert "target is empty" in usage_line(capsys, *optimize, "--ssh-target", "")
     assert not (tmp_path / "r").exists()
 
 
@@ -308,21 +280,21 @@ def test_an_empty_remote_setting_is_refused_not_dropped(capsys, tmp_path):
 def test_an_empty_path_option_is_refused(capsys, flag):
     # `--resume ""` started a whole new run; `--run-dir ""` put it in runs/<id>;
     # an unknown op stops code that lets the empty value through before any run
-    line = _usage_line(capsys, "optimize", "nosuchop", flag, "")
+    line = usage_line(capsys, "optimize", "nosuchop", flag, "")
     assert f"{flag} is empty" in line
 
 
 @pytest.mark.parametrize("flag", ["--replay", "--resume"])
 def test_tui_empty_run_directory_is_refused(capsys, flag):
-    assert f"{flag} is empty" in _usage_line(capsys, flag, "", entry=tui_cli.main)
+    assert f"{flag} is empty" in usage_line(capsys, flag, "", entry=tui_cli.main)
 
 
 def test_tui_replay_of_a_log_without_events_is_refused(capsys, tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     (saved / "events.jsonl").write_bytes(b"")
     # the headless replay printed an empty table with exit 0 (the app waited for ever);
     # both read the log through the same loader
-    line = _usage_line(capsys, "--headless", "--replay", str(saved), entry=tui_cli.main)
+    line = usage_line(capsys, "--headless", "--replay", str(saved), entry=tui_cli.main)
     assert "holds no events" in line
 
 
@@ -335,12 +307,12 @@ def test_a_local_cuda_run_without_a_gpu_is_refused_before_it_is_recorded(capsys,
     # it made the run directory, logged a run that ended on 'Torch not compiled with
     # CUDA enabled' and exited 1; a resume appended that to a GPU run's log
     argv = ["optimize", "rmsnorm", "--device", "cuda", "--max-attempts", "1"]
-    assert "no CUDA GPU" in _usage_line(capsys, *argv, "--run-dir", str(run_dir))
+    assert "no CUDA GPU" in usage_line(capsys, *argv, "--run-dir", str(run_dir))
     assert not run_dir.exists()
     gpu_run = tmp_path / "h200"
     shutil.copytree(ROOT / "examples" / "h200-rmsnorm-search", gpu_run)
     before = (gpu_run / "events.jsonl").read_bytes()
-    line = _usage_line(capsys, "optimize", "--resume", str(gpu_run), "--max-attempts", "99")
+    line = usage_line(capsys, "optimize", "--resume", str(gpu_run), "--max-attempts", "99")
     assert "no CUDA GPU" in line
     assert (gpu_run / "events.jsonl").read_bytes() == before
 
@@ -348,7 +320,7 @@ def test_a_local_cuda_run_without_a_gpu_is_refused_before_it_is_recorded(capsys,
 def test_a_problem_file_with_a_null_byte_names_no_line_none(capsys, tmp_path):
     problem = tmp_path / "nul.py"
     problem.write_bytes(b"x = 1\x00\n")
-    line = _usage_line(capsys, "ops", str(problem))
+    line = usage_line(capsys, "ops", str(problem))
     assert "syntax error" in line and "null bytes" in line
     assert "line None" not in line  # it said "syntax error at line None: ..."
 
@@ -363,7 +335,7 @@ sys.stdin.read()
 
 
 def test_replay_of_a_live_run_does_not_tell_to_resume_it(tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     log = saved / "events.jsonl"
     log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-1]))  # unfinished
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -387,7 +359,7 @@ def test_replay_of_a_live_run_does_not_tell_to_resume_it(tmp_path):
 def test_tui_unknown_theme_stops_before_a_live_run_is_made(capsys, tmp_path):
     run_dir = tmp_path / "r"
     argv = ["rmsnorm", "--device", "cpu", "--theme", "nosuch", "--run-dir", str(run_dir)]
-    assert "unknown theme 'nosuch'" in _usage_line(capsys, *argv, entry=tui_cli.main)
+    assert "unknown theme 'nosuch'" in usage_line(capsys, *argv, entry=tui_cli.main)
     # it left meta.json and an empty log behind: the same command then said
     # "already holds a run (use --resume)" for a run that never started
     assert not run_dir.exists()
@@ -398,9 +370,9 @@ def test_tui_replay_pacing_flags_without_a_replay_in_the_app_are_refused(capsys,
     # they were not there) and by nothing with --headless
     run_dir = tmp_path / "r"
     argv = ["rmsnorm", "--device", "cpu", "--speed", "4", "--run-dir", str(run_dir)]
-    assert "--speed: only with --replay" in _usage_line(capsys, *argv, entry=tui_cli.main)
+    assert "--speed: only with --replay" in usage_line(capsys, *argv, entry=tui_cli.main)
     assert not run_dir.exists()
-    line = _usage_line(capsys, "--replay", str(CPU_RUN), "--headless", "--end", entry=tui_cli.main)
+    line = usage_line(capsys, "--replay", str(CPU_RUN), "--headless", "--end", entry=tui_cli.main)
     assert "--end: not with --headless" in line
 
 
@@ -409,7 +381,7 @@ def test_a_log_whose_only_line_is_garbage_says_so(capsys, tmp_path):
     (tmp_path / "events.jsonl").write_text("garbage{\n")
     for argv, entry in (((str(tmp_path),), tui_cli.main), (("replay", str(tmp_path)), main)):
         argv = ("--replay", *argv) if entry is tui_cli.main else argv
-        line = _usage_line(capsys, *argv, entry=entry)
+        line = usage_line(capsys, *argv, entry=entry)
         assert "holds no events (its only line is cut short or not an event)" in line
 
 
@@ -419,7 +391,7 @@ def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkey
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     for proposer, words in (("api", "no Anthropic API key"), ("code", "claude CLI")):
         run_dir = tmp_path / proposer
-        line = _usage_line(
+        line = usage_line(
             capsys, "optimize", "rmsnorm", "--proposer", proposer, "--device", "cpu",
             "--run-dir", str(run_dir),
         )  # fmt: skip
@@ -432,14 +404,14 @@ def test_a_proposer_that_cannot_write_stops_before_the_run_exists(capsys, monkey
     meta["options"]["proposer"] = "api"
     (saved / "meta.json").write_text(json.dumps(meta))
     before = (saved / "events.jsonl").read_bytes()
-    line = _usage_line(capsys, "optimize", "--resume", str(saved))
+    line = usage_line(capsys, "optimize", "--resume", str(saved))
     assert "no Anthropic API key" in line
     assert (saved / "events.jsonl").read_bytes() == before
 
 
 def test_replay_from_a_run_of_another_op_is_refused(capsys, tmp_path):
     run_dir = tmp_path / "replayed"
-    line = _usage_line(
+    line = usage_line(
         capsys, "optimize", "softmax", "--replay-from", str(CPU_RUN), "--device", "cpu",
         "--run-dir", str(run_dir),
     )  # fmt: skip
@@ -472,21 +444,21 @@ def test_a_reader_asking_whether_a_run_is_live_does_not_block_its_writer(tmp_pat
 
 
 def test_replay_from_a_log_with_a_garbage_middle_line_is_one_line(capsys, tmp_path):
-    saved = _saved_run(tmp_path, "saved")
-    _insert_line(saved, 3, "this is not json\n")
+    saved = saved_run(tmp_path, "saved")
+    insert_line(saved, 3, "this is not json\n")
     log = saved / "events.jsonl"
     new = tmp_path / "new"
     # it used to be read without a word, the damaged line skipped
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--replay-from", str(saved)]
-    line = _usage_line(capsys, *argv, "--run-dir", str(new))
+    line = usage_line(capsys, *argv, "--run-dir", str(new))
     assert f"{log}: corrupt line 4 (byte " in line
     assert not new.exists()
     # `kernelladder replay` names the same line of the same file
-    assert f"{log}: corrupt line 4 (byte " in _usage_line(capsys, "replay", str(saved))
+    assert f"{log}: corrupt line 4 (byte " in usage_line(capsys, "replay", str(saved))
 
 
 def test_replay_from_a_log_with_a_torn_last_line_still_replays(tmp_path):
-    saved = _saved_run(tmp_path, "saved")
+    saved = saved_run(tmp_path, "saved")
     whole = ReplayProposer(run_dir=str(saved))
     with open(saved / "events.jsonl", "ab") as f:
         f.write(b'{"kind":"verdict_ready","seq":99,"attem')  # what a kill -9 leaves
@@ -504,7 +476,7 @@ def test_known_hosts_that_is_a_directory_is_refused_with_the_arguments(capsys, t
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--remote", "--ssh-target"]
     argv += ["me@127.0.0.1:9", "--known-hosts", str(a_dir), "--run-dir", str(new)]
     # it used to make the run directory and fail when the runner connected (exit 1)
-    line = _usage_line(capsys, *argv)
+    line = usage_line(capsys, *argv)
     assert line.endswith(f"--known-hosts: {a_dir} is a directory, not a file")
     assert not new.exists()
 
@@ -527,7 +499,7 @@ def test_run_dir_holding_unrelated_files_is_refused(capsys, tmp_path):
     mine.mkdir()
     (mine / "notes.txt").write_text("mine\n")
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
-    line = _usage_line(capsys, *argv, str(mine))  # it used to write the run in among them
+    line = usage_line(capsys, *argv, str(mine))  # it used to write the run in among them
     assert line.endswith(
         f"--run-dir {mine} is not empty and holds no run; pick an empty or new directory, "
         "or --resume a run"
@@ -537,10 +509,10 @@ def test_run_dir_holding_unrelated_files_is_refused(capsys, tmp_path):
 
 
 def test_run_dir_holding_a_run_still_points_to_resume(capsys, tmp_path):
-    saved = _saved_run(tmp_path)
+    saved = saved_run(tmp_path)
     before = (saved / "events.jsonl").read_bytes()
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--run-dir"]
-    assert f"use --resume {saved}" in _usage_line(capsys, *argv, str(saved))
+    assert f"use --resume {saved}" in usage_line(capsys, *argv, str(saved))
     assert (saved / "events.jsonl").read_bytes() == before
 
 
