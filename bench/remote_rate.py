@@ -283,9 +283,9 @@ def main() -> int:
     except Exception as exc:  # the table still says what ran
         results["versions_error"] = repr(exc)
 
-    from kernelladder.engine.remote_config import RemoteSettings, load_remote_config
     from kernelladder.engine.runners import LocalRunner
-    from kernelladder.engine.ssh import make_remote_runner
+    from kernelladder.engine.runners.ssh.config import RemoteSettings, load_remote_config
+    from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
     print(f"ssh server on 127.0.0.1:{server.port}; logs in {out}", flush=True)
     caches = fresh_caches(work, "latency-local")

@@ -26,7 +26,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from kernelladder.engine.remote_config import HostConfig, SSHTarget
+from kernelladder.engine.runners.ssh.config import HostConfig, SSHTarget
 
 SSHD = "/usr/sbin/sshd"
 FAKE_CONTAINER = "kl-test"

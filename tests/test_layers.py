@@ -85,3 +85,51 @@ def test_package_root_is_import_free():
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "0"
+
+
+def _module_imports(package_root: Path) -> dict[str, set[str]]:
+    """Each module of the package -> the package modules it imports at module level
+    (type-only imports included; imports inside functions, made on use, are not)."""
+    import ast
+
+    def name_of(path: Path) -> str:
+        parts = list(path.relative_to(package_root.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name_of(p): p for p in package_root.rglob("*.py") if "candidates" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Import):
+                    found.update(a.name for a in n.names)
+                elif isinstance(n, ast.ImportFrom):
+                    base = n.module or ""
+                    if n.level:
+                        up = package.split(".")[: len(package.split(".")) - (n.level - 1)]
+                        base = ".".join([*up, *([base] if base else [])])
+                    found.add(base)
+                    found.update(f"{base}.{a.name}" for a in n.names)
+                elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                    break
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def test_no_import_circle_in_the_package():
+    graph = _module_imports(ROOT / "kernelladder")
+    assert "kernelladder.engine.gains" in graph["kernelladder.engine.state"]
+    circles = []
+    for start in sorted(graph):
+        seen, stack = set(), [(start, (start,))]
+        while stack:
+            name, path = stack.pop()
+            for dep in sorted(graph[name]):
+                if dep == start:
+                    circles.append(" -> ".join((*path, dep)))
+                elif dep not in seen:
+                    seen.add(dep)
+                    stack.append((dep, (*path, dep)))
+    assert not circles, circles[:3]

@@ -951,7 +951,7 @@ class KernelLadderApp(App[int]):
         again. A changed key is never offered. A start that succeeds is the run's (the
         runner starts once); a failure (or a refusal) is handed to the run, which
         records it as its own start failure without connecting again."""
-        from kernelladder.engine.ssh_link import HostKeyError, trust_host_key
+        from kernelladder.engine.runners.ssh.link import HostKeyError, trust_host_key
 
         assert self.bridge is not None
         run = self.bridge.run

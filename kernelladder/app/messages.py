@@ -26,5 +26,5 @@ class HostKeyQuestion(Message):
 
     def __init__(self, error: Any, answer: Future[bool]) -> None:
         super().__init__()
-        self.error = error  # kernelladder.engine.ssh_link.HostKeyError, changed False
+        self.error = error  # kernelladder.engine.runners.ssh.link.HostKeyError, changed False
         self.answer = answer

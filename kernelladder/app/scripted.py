@@ -330,7 +330,7 @@ def load_script(total: int, *, attempts: int = 50, branches: int = 3) -> Iterato
         yield ev.AttemptProgress(attempt=n, gate="speed", message=f"line {made}")
 
 
-# --- load measurement (bench/tui_load.py and tests/test_tui_load.py) -----------------------
+# --- load measurement (bench/tui_load.py and tests/app/test_tui_load.py) -----------------------
 
 
 async def measure_load(

@@ -14,45 +14,10 @@ from typing import Any
 
 from kernelladder.cli import UsageError
 
-REMOTE_OPTIONS = (
-    ("--ssh-target", "ssh_target", "USER@HOST[:PORT]", "the GPU box (env KL_SSH_TARGET)"),
-    ("--ssh-key", "ssh_key", "PATH", "private key file (env KL_SSH_KEY; key auth only)"),
-    (
-        "--known-hosts",
-        "known_hosts",
-        "PATH",
-        "known_hosts file (env KL_SSH_KNOWN_HOSTS; default ~/.ssh/known_hosts)",
-    ),
-    ("--container", "container", "NAME", "run the worker via `docker exec` (env KL_CONTAINER)"),
-    (
-        "--remote-python",
-        "remote_python",
-        "PATH",
-        "Python on the box (env KL_REMOTE_PYTHON; default ~/kl-venv/bin/python)",
-    ),
-    (
-        "--remote-dir",
-        "remote_dir",
-        "PATH",
-        "where the verifier is synced on the box (env KL_REMOTE_DIR; default ~/work/kernelladder)",
-    ),
-    (
-        "--remote-config",
-        "remote_config",
-        "FILE",
-        "TOML file listing several hosts and their GPUs (env KL_REMOTE_CONFIG)",
-    ),
-    (
-        "--gpus",
-        "remote_gpus",
-        "LIST",
-        "GPU indices on the box, e.g. 0,1 (default 0); they index the box's own "
-        "CUDA_VISIBLE_DEVICES when its login sets one",
-    ),
-)
-
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
+    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+
     group = parser.add_argument_group("remote verification over SSH (see REMOTE_SETUP.md)")
     if with_remote_flag:
         group.add_argument(
@@ -60,8 +25,14 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: b
             action="store_true",
             help="verify on the GPU box(es) over SSH (KL_SSH_TARGET or --remote-config)",
         )
-    for flag, dest, metavar, text in REMOTE_OPTIONS:
-        group.add_argument(flag, dest=dest, metavar=metavar, default=None, help=text)
+    for setting in REMOTE_SETTINGS:
+        group.add_argument(
+            setting.flag,
+            dest=setting.dest,
+            metavar=setting.metavar,
+            default=None,
+            help=setting.help,
+        )
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,29 +102,24 @@ def remote_requested(args: Any) -> bool:
     """--remote, or a host given explicitly (--ssh-target / --remote-config imply it). An
     empty one counts too (`--ssh-target "$UNSET"`): its check says so, instead of the
     run going local without a word."""
+    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+
+    names_a_host = [s.dest for s in REMOTE_SETTINGS if s.field in ("target", "config")]
     return bool(getattr(args, "remote", False)) or any(
-        getattr(args, dest, None) is not None for dest in ("ssh_target", "remote_config")
+        getattr(args, dest, None) is not None for dest in names_a_host
     )
 
 
 def remote_settings(args: Any) -> Any:
-    from kernelladder.engine.remote_config import RemoteSettings
+    """The RemoteSettings the command line gave (None where an option was not given)."""
+    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS, RemoteSettings
 
-    return RemoteSettings(
-        target=getattr(args, "ssh_target", None),
-        key=getattr(args, "ssh_key", None),
-        known_hosts=getattr(args, "known_hosts", None),
-        container=getattr(args, "container", None),
-        python=getattr(args, "remote_python", None),
-        remote_dir=getattr(args, "remote_dir", None),
-        config=getattr(args, "remote_config", None),
-        gpus=getattr(args, "remote_gpus", None),
-    )
+    return RemoteSettings(**{s.field: getattr(args, s.dest, None) for s in REMOTE_SETTINGS})
 
 
 def load_remote(args: Any) -> Any:
     """The RemoteConfig the options and environment describe; UsageError when bad."""
-    from kernelladder.engine.remote_config import RemoteConfigError, load_remote_config
+    from kernelladder.engine.runners.ssh.config import RemoteConfigError, load_remote_config
 
     try:
         return load_remote_config(remote_settings(args))
@@ -162,11 +128,14 @@ def load_remote(args: Any) -> Any:
 
 
 def remote_options(args: Any) -> dict[str, Any]:
-    """What RunOptions.remote_config records (so `--resume` reconnects the same way)."""
+    """What RunOptions.remote_config records (so `--resume` reconnects the same way): the
+    settings given, keyed by RemoteSettings field."""
+    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+
     return {
-        dest: getattr(args, dest)
-        for _, dest, _, _ in REMOTE_OPTIONS
-        if getattr(args, dest, None) is not None
+        s.field: getattr(args, s.dest)
+        for s in REMOTE_SETTINGS
+        if getattr(args, s.dest, None) is not None
     }
 
 
@@ -205,7 +174,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     from dataclasses import replace
 
     from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-    from kernelladder.engine.ssh_link import RemoteError
+    from kernelladder.engine.runners.ssh.link import RemoteError
     from kernelladder.verifier.client import WorkerUnavailable
 
     config = load_remote(args)
@@ -221,7 +190,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     )
 
     async def once() -> Any:
-        from kernelladder.engine.ssh import make_remote_runner
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         runner = make_remote_runner(config, device=verify_request.device)
         try:
@@ -240,7 +209,7 @@ def make_runner(args: Any, device: str) -> Any:
     """A Runner: the SSH runner (one host) or pool (several) when remote verification was
     asked for, else the local worker pool."""
     if remote_requested(args):
-        from kernelladder.engine.ssh import make_remote_runner
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         return make_remote_runner(load_remote(args), device=device)
     from kernelladder.engine.runners import LocalRunner

@@ -223,8 +223,8 @@ def probe_checks(
 
 def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
     """The box's CUDA_VISIBLE_DEVICES and the devices the configured GPU indices become
-    (workers get the same mapping: remote_config.physical_gpus)."""
-    from kernelladder.engine.remote_config import RemoteConfigError, physical_gpus
+    (workers get the same mapping: runners.ssh.config.physical_gpus)."""
+    from kernelladder.engine.runners.ssh.config import RemoteConfigError, physical_gpus
 
     visible = visible if isinstance(visible, str) else None
     shown = "CUDA_VISIBLE_DEVICES not set" if visible is None else f"CUDA_VISIBLE_DEVICES={visible}"
@@ -253,7 +253,7 @@ async def remote_checks(
 async def host_checks(
     host: Any, *, trust: bool, interactive: bool, device: str = "cuda"
 ) -> list[Check]:
-    from kernelladder.engine.ssh_link import (
+    from kernelladder.engine.runners.ssh.link import (
         HostKeyError,
         HostLink,
         RemoteError,

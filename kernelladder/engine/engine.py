@@ -579,9 +579,7 @@ class Run:
             self._emit(ev.Notice(level="warning", message=message))
         if self._control_error:
             self._emit(ev.Notice(level="warning", message=self._control_error))
-        notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
-        if callable(notice_sink):
-            notice_sink(self._runner_notice)
+        self.runner.set_notice_sink(self._runner_notice)  # e.g. "host left the pool"
         if runner_error:
             self._emit(ev.Notice(level="error", message=runner_error))
             self._stop_detail = runner_error
@@ -651,16 +649,13 @@ class Run:
     def _tell_proposer_resumed(self) -> None:
         """A proposer that keeps its own place (replay: a queue of saved sources) learns
         what this run already proposed: (branch label, source hash) in attempt order."""
-        resumed = getattr(self.proposer, "resumed", None)
-        if not callable(resumed):
-            return
         s = self.state
         label = {bid: b.strategy for bid, b in s.branches.items()}  # what propose() is asked for
         proposed = [
             (label.get(a.branch_id, a.strategy), a.source_hash)
             for _, a in sorted(s.attempts.items())
         ]
-        resumed(self.op.description, self.options.branches, proposed)
+        self.proposer.resumed(self.op.description, self.options.branches, proposed)
 
     def _plan_resume(self) -> list[int]:
         """Attempts a killed or stopped run left without a verdict, grouped by branch."""
@@ -711,8 +706,8 @@ class Run:
         try:
             if self._run_called and self._started:
                 await self._drain_tasks()
-                left_over = getattr(self.proposer, "left_over", None)  # replay: unproposed
-                line = left_over() if callable(left_over) and not self.state.finished else None
+                # replay: the saved sources it never proposed
+                line = self.proposer.left_over() if not self.state.finished else None
                 if line:
                     self._emit(ev.Notice(level="warning", message=one_line(line)))
                 if not self.state.finished:
@@ -871,7 +866,7 @@ class Run:
                     move=one_line(proposal.move or "(no description)"),
                     undo_cost=cost,
                     undo_reason=one_line(reason),
-                    proposer=getattr(self.proposer, "name", self.options.proposer),
+                    proposer=self.proposer.name or self.options.proposer,
                     model=proposal.model,
                     tokens_in=int(proposal.tokens_in or 0),
                     tokens_out=int(proposal.tokens_out or 0),
@@ -997,14 +992,12 @@ class Run:
             while True:
                 started = self._start_attempt(bid, n, retry)
                 # a runner that names its slot emits AttemptStarted when it takes one
-                slot_kw = (
-                    {"on_slot": started} if getattr(self.runner, "reports_slot", False) else {}
-                )
-                if not slot_kw:
+                on_slot = started if self.runner.reports_slot else None
+                if on_slot is None:
                     started("")
                 try:
                     verdict = await self.runner.verify(
-                        request, on_progress=self._progress_sink(n), **slot_kw
+                        request, on_progress=self._progress_sink(n), on_slot=on_slot
                     )
                     started("")  # a runner that never named its slot: recorded anyway
                     break
@@ -1444,10 +1437,8 @@ def _default_proposer(options: RunOptions) -> Proposer:
 def _check_ready(proposer: Proposer) -> None:
     """A proposer that cannot write anything here (the api one without a key, the code
     one without its CLI) raises its ProposerError now, before the run's directory is made
-    or its log touched; `check_ready` is optional, as `resumed` and `left_over` are."""
-    ready = getattr(proposer, "check_ready", None)
-    if callable(ready):
-        ready()
+    or its log touched (ProposerBase's default: ready at once)."""
+    proposer.check_ready()
 
 
 def _pick_device(options: RunOptions) -> str:

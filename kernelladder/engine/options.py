@@ -34,8 +34,9 @@ class RunOptions:
     replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
     start: str | None = None  # a file with the user's own starting kernel (attempt #0)
     profile: str = "auto"  # "auto": Nsight Compute profiles when ncu can read counters; "off"
-    remote: bool = False  # verify over SSH (engine/ssh.py)
-    remote_config: dict[str, Any] = field(default_factory=dict)  # host/key/container/...
+    remote: bool = False  # verify over SSH (engine/runners/ssh/)
+    # the remote settings given, keyed by RemoteSettings field (runners/ssh/config.py)
+    remote_config: dict[str, Any] = field(default_factory=dict)
 
     ray_address: str | None = None  # verify on a Ray cluster: "auto", "local", HOST:PORT
     ray_slots: int | None = None  # Ray: CPU actors (device cpu) or at most N GPU actors

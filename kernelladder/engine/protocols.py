@@ -1,11 +1,12 @@
 """The engine's seams: runners (where candidates are verified), proposers (who writes
 them) and the steering API (what the TUI calls). Implementations live beside this file:
-runners.py (local worker pool), ssh.py (remote), proposers/ (search, api, code, replay),
+runners/ (local.py: the local worker pool; ssh/: remote hosts), proposers/ (search, api, code, replay),
 engine.py (the run itself implements RunControl).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -38,9 +39,17 @@ class RunnerLost(Exception):
     """Infrastructure failure (not the candidate's fault): the attempt may be re-run."""
 
 
+NoticeFn = Callable[[str, str], None]  # (level, message): a Notice event in the run's log
+SlotFn = Callable[[str], None]  # the slot an attempt took, e.g. "cuda:1" or "box:0"
+
+
 @runtime_checkable
 class Runner(Protocol):
+    """Every member is required; RunnerBase gives the optional hooks their defaults, so a
+    runner that subclasses it implements the whole protocol."""
+
     name: str  # e.g. "local", "ssh:user@host"
+    reports_slot: bool  # True: verify() calls on_slot(slot) once the attempt has a slot
 
     @property
     def slots(self) -> int:
@@ -50,7 +59,10 @@ class Runner(Protocol):
     async def start(self) -> None: ...
 
     async def verify(
-        self, request: VerifyRequest, on_progress: ProgressFn | None = None
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: SlotFn | None = None,
     ) -> Verdict:
         """A verdict for every candidate fault (crash, hang, cheat); RunnerLost when the
         runner itself failed and the attempt should be retried elsewhere or later."""
@@ -61,6 +73,41 @@ class Runner(Protocol):
     def describe(self) -> dict[str, Any]:
         """{"device": "cuda"|"cpu", "gpu": name|None, "slots": n, "host": ...}"""
         ...
+
+    def set_notice_sink(self, sink: NoticeFn | None) -> None:
+        """Where the runner's own news goes (e.g. "host left the pool"); the engine sets
+        it once the run has started."""
+        ...
+
+
+class RunnerBase:
+    """The optional runner hooks, declared once with their defaults (as an adapter base
+    declares the optional capabilities a backend may offer): a runner subclasses this,
+    implements slots/start/verify/close/describe, and overrides what it offers.
+
+    - reports_slot: set True when verify() calls on_slot(slot) as the attempt takes a
+      slot; the engine then records AttemptStarted with that slot (else with none).
+    - notice(level, message): a one-line Notice in the run's log; notices raised before
+      the engine set the sink are kept and delivered when it is set.
+    """
+
+    name: str = "runner"
+    reports_slot: bool = False
+    _notice_sink: NoticeFn | None = None
+    _pending_notices: tuple[tuple[str, str], ...] = ()  # raised before the sink was set
+
+    def set_notice_sink(self, sink: NoticeFn | None) -> None:
+        self._notice_sink = sink
+        pending, self._pending_notices = self._pending_notices, ()
+        for level, message in pending:
+            self.notice(level, message)
+
+    def notice(self, level: str, message: str) -> None:
+        if self._notice_sink is None:
+            self._pending_notices = (*self._pending_notices, (level, message))
+            return
+        with contextlib.suppress(Exception):  # a failing sink must not fail the runner
+            self._notice_sink(level, message)
 
 
 # --- proposers ----------------------------------------------------------------------------
@@ -117,6 +164,8 @@ class Proposal:
 
 @runtime_checkable
 class Proposer(Protocol):
+    """Every member is required; ProposerBase gives the optional hooks their defaults."""
+
     name: str  # "search" | "api" | "code" | "replay"
 
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
@@ -126,6 +175,36 @@ class Proposer(Protocol):
     async def propose(self, ctx: ProposalContext) -> Proposal:
         """Raises ProposerError (one line) or ProposerExhausted."""
         ...
+
+    def check_ready(self) -> None:
+        """Raises ProposerError (one line) when it cannot write anything here (no API
+        key, no CLI), before the run's directory is made or its log touched."""
+        ...
+
+    def resumed(self, op: dict[str, Any], k: int, proposed: list[tuple[str, str]]) -> None:
+        """On resume: what the run already proposed, (branch label, source hash) in
+        attempt order, for a proposer that keeps its own place (replay's queue)."""
+        ...
+
+    def left_over(self) -> str | None:
+        """At the end of an unfinished run: one line about what it never proposed."""
+        ...
+
+
+class ProposerBase:
+    """The optional proposer hooks with their defaults: ready at once, keeps no place of
+    its own, leaves nothing over. A proposer subclasses this and overrides what applies."""
+
+    name: str = "proposer"
+
+    def check_ready(self) -> None:
+        return None
+
+    def resumed(self, op: dict[str, Any], k: int, proposed: list[tuple[str, str]]) -> None:
+        return None
+
+    def left_over(self) -> str | None:
+        return None
 
 
 # --- steering --------------------------------------------------------------------------

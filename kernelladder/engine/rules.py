@@ -1,24 +1,12 @@
 """Exit rules: deterministic counters over the folded run state; no model call, no I/O.
 
-Speed and "gain" (documented once, used by the fold and by the engine alike):
-- With speed measured (a GPU), which pass is better is standing_rank's rule (slower than
-  the fastest baseline at no shape first, then vs best, then the floor fraction). An
-  attempt is a *gain* when it passes and beats the branch's reference (its best so far,
-  or the attempt it was opened from) beyond the measured noise: from slower somewhere to
-  slower nowhere, or vs best > ref * (1 + max(noise, 0.01)), noise being the larger of
-  the two attempts'. Logs without standings use the speedup over the reference the same
-  way. Any better pass becomes the branch's best; only a gain resets stagnation.
-- The target (--target) is on vs best; with --target-over reference, on the speedup over
-  the reference (older runs, which had no vs best, keep that meaning on resume).
-- Without speed (the CPU interpreter) nothing can be faster. "Best" is the first
-  passing attempt (of the branch, of the run), and a gain is a pass whose source has
-  not passed before in this run (a new verified variant); stagnation counts attempts
-  since the last new verified variant. The target rule never fires on the CPU.
+What counts as a gain (and so resets stagnation) is gains.py's, shared with the fold.
+The target (--target) is on vs best; with --target-over reference, on the speedup over
+the reference (older runs, which had no vs best, keep that meaning on resume).
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from kernelladder.engine import standing_rank
@@ -31,45 +19,17 @@ from kernelladder.engine.events import (
     RULE_STAGNATION,
     RULE_TARGET,
 )
+from kernelladder.engine.gains import (  # noqa: F401 (importable from here too)
+    MIN_NOISE,
+    failure_signature,
+    is_gain,
+    normalize_error,
+)
 
 if TYPE_CHECKING:
     from kernelladder.engine.state import BranchState, RunState
 
-MIN_NOISE = standing_rank.MIN_NOISE  # gains below 1% are never trusted
 REPEATED_FAILURE_LIMIT = 3
-
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]+")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_SPACE = re.compile(r"\s+")
-
-
-def normalize_error(text: str) -> str:
-    """An error line with addresses, paths and numbers blanked, so the same fault at
-    another index or with another value has the same signature."""
-    text = _ADDRESS.sub("<addr>", text or "")
-    text = _PATH.sub("<path>", text)
-    text = _NUMBER.sub("<n>", text)
-    return _SPACE.sub(" ", text).strip().lower()
-
-
-def failure_signature(gate: str | None, summary: str) -> str:
-    return f"{gate or '?'}: {normalize_error(summary)}"
-
-
-def is_gain(
-    reference: float | None,
-    speedup: float | None,
-    noise: float | None = None,
-    reference_noise: float | None = None,
-) -> bool:
-    """A measured pass beats the reference beyond noise (see the module doc)."""
-    if speedup is None:
-        return False
-    if reference is None:
-        return True
-    margin = max(noise or 0.0, reference_noise or 0.0, MIN_NOISE)
-    return speedup > reference * (1.0 + margin)
 
 
 def target_over(state: RunState) -> str:

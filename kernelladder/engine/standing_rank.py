@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelladder.engine.gains import MIN_NOISE
 from kernelladder.verifier.verdict import ShapeTiming, versus_fastest_baseline, vs_best
 
-MIN_NOISE = 0.01  # gains below 1% are never trusted, however quiet the timings
 TARGET_OVER = ("best", "reference")  # what --target is a speedup over
 
 

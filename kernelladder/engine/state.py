@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine import events as ev
-from kernelladder.engine import rules, standing_rank
+from kernelladder.engine import gains, standing_rank
 
 # Branch status, as shown to a person.
 RUNNING = "running"
@@ -616,7 +616,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
                 ref, ref_noise = b.best_speedup, b.best_noise
             else:
                 ref, ref_noise = b.baseline_speedup, b.baseline_noise
-            gain = rules.is_gain(ref, e.speedup, e.noise, ref_noise)
+            gain = gains.is_gain(ref, e.speedup, e.noise, ref_noise)
         else:
             gain = a.source_hash not in s.passed_sources
         s.passed_sources.add(a.source_hash)
@@ -624,7 +624,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     else:
         b.fails += 1
         b.stagnation += 1
-        sig = rules.failure_signature(e.gate, e.summary)
+        sig = gains.failure_signature(e.gate, e.summary)
         b.failure_counts[sig] = b.failure_counts.get(sig, 0) + 1
         b.dead_ends.append(f"{a.move} ({e.gate or e.verdict_kind} failed)")
 
@@ -713,7 +713,7 @@ def fold(events: Iterable[ev.Event], state: RunState | None = None) -> RunState:
 
 def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
     """(better than its branch's best, better than the run's best) for a judged attempt:
-    what BestImproved the engine records after its verdict (see rules.py for the CPU)."""
+    what BestImproved the engine records after its verdict (see gains.py for the CPU)."""
     a = state.attempts[attempt]
     if not a.passed:
         return False, False

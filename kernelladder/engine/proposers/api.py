@@ -18,7 +18,7 @@ from typing import Any
 from kernelladder.engine.proposers.extract import extract_reply, is_kernelbench
 from kernelladder.engine.proposers.pricing import cost_of
 from kernelladder.engine.proposers.prompt import build_prompt
-from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
+from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerBase, ProposerError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def strategies_for(op: dict[str, Any], k: int) -> list[str]:
     ]
 
 
-class ApiProposer:
+class ApiProposer(ProposerBase):
     name = NAME
 
     def __init__(

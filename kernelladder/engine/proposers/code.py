@@ -20,7 +20,7 @@ from kernelladder.engine.proposers.api import strategies_for
 from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.pricing import cost_of
 from kernelladder.engine.proposers.prompt import build_prompt
-from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
+from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerBase, ProposerError
 
 NAME = "code"
 MISSING_CLI_MESSAGE = (
@@ -38,7 +38,7 @@ def command(executable: str, model: str | None) -> list[str]:
     return args
 
 
-class CodeProposer:
+class CodeProposer(ProposerBase):
     name = NAME
 
     def __init__(

@@ -21,6 +21,7 @@ from typing import Any
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
+    ProposerBase,
     ProposerError,
     ProposerExhausted,
 )
@@ -64,7 +65,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-class ReplayProposer:
+class ReplayProposer(ProposerBase):
     name = NAME
 
     def __init__(self, *, run_dir: str | None = None, replay_from: str | None = None, **_: Any):

@@ -39,6 +39,7 @@ from kernelladder.engine.proposers.templates import (
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
+    ProposerBase,
     ProposerError,
     ProposerExhausted,
 )
@@ -169,7 +170,7 @@ def _stagnated(ctx: ProposalContext) -> int | None:
     return ctx.stagnation if since >= threshold else None
 
 
-class SearchProposer:
+class SearchProposer(ProposerBase):
     name = NAME
 
     def __init__(

@@ -1,0 +1,128 @@
+"""Runners: where candidates are verified. LocalRunner drives the verifier's long-lived
+local workers (one per GPU, or one CPU interpreter worker); the SSH runners live
+in runners/ssh/ and plug into the same Runner protocol.
+
+A candidate's crash, hang or cheat is a Verdict. RunnerLost means the worker
+infrastructure itself failed (a worker that cannot start, a protocol breakdown) and the
+engine may retry the attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.verifier.verdict import Verdict
+
+
+def default_device() -> str:
+    """cuda when this machine has a GPU torch can use, else the CPU interpreter."""
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except Exception:
+        return 1
+
+
+class LocalRunner(RunnerBase):
+    """Runner over the verifier's LocalPool: `slots` workers (default: one per GPU, one
+    on the CPU), each started once and reused for many candidates."""
+
+    name = "local"
+    reports_slot = True  # verify() names the slot it took through on_slot
+
+    def __init__(self, device: str = "cpu", slots: int | None = None, **pool_options: Any):
+        self.device = device
+        self._slots = slots if slots is not None else (_gpu_count() if device == "cuda" else 1)
+        self._pool_options = pool_options
+        self._pool: Any = None
+        self._hello: dict[str, Any] = {}
+        self._free: asyncio.Queue[tuple[str, Any]] | None = None  # (slot, worker client)
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    async def start(self) -> None:
+        from kernelladder.verifier.client import LocalPool, WorkerUnavailable
+
+        if self._pool is None:
+            self._pool = LocalPool(self.device, self._slots, **self._pool_options)
+        try:
+            hellos = await self._pool.start()
+        except WorkerUnavailable as exc:
+            raise RunnerLost(str(exc)) from None
+        self._hello = dict(hellos[0]) if hellos else {}
+
+    async def verify(
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: Callable[[str], None] | None = None,
+    ) -> Verdict:
+        from kernelladder.verifier.client import WorkerUnavailable
+
+        if self._pool is None:
+            await self.start()
+        if self._free is None:
+            # the pool's worker i runs on cuda:i (or is the i-th CPU interpreter worker)
+            self._free = asyncio.Queue()
+            for i, client in enumerate(self._pool.clients):
+                self._free.put_nowait((f"{self.device}:{i}", client))
+        free = self._free
+        slot, client = await free.get()
+        try:
+            if on_slot is not None:
+                on_slot(slot)
+            return await client.verify(
+                request, on_progress=on_progress, timeout_s=request.timeout_s
+            )
+        except WorkerUnavailable as exc:
+            raise RunnerLost(str(exc)) from None
+        finally:
+            free.put_nowait((slot, client))
+
+    async def close(self) -> None:
+        self._free = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "gpu": self._hello.get("gpu"),
+            "slots": self._slots,
+            "host": "local",
+            "python": self._hello.get("python"),
+            "torch": self._hello.get("torch"),
+            "triton": self._hello.get("triton"),
+        }
+
+
+def make_runner(options: RunOptions, device: str) -> Runner:
+    """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
+    if options.ray_address is not None:
+        from kernelladder.engine.ray_runner import RayRunner  # imports ray only in start()
+
+        return RayRunner(options.ray_address, device=device, slots=options.ray_slots)
+    if options.remote:
+        from kernelladder.engine.runners.ssh.config import load_remote_config, settings_from_record
+        from kernelladder.engine.runners.ssh.pool import make_remote_runner
+
+        settings = settings_from_record(options.remote_config or {})
+        return make_remote_runner(load_remote_config(settings), device=device)
+    return LocalRunner(device=device)

@@ -1,0 +1,425 @@
+"""Remote verification over SSH: one persistent worker per remote GPU, a pool of hosts.
+
+    runner = make_remote_runner(load_remote_config(settings), device="cuda")
+    await runner.start()           # connect (verified host keys), sync, start workers
+    verdict = await runner.verify(request, on_progress)
+    await runner.close()
+
+Each slot is a verifier WorkerClient whose Transport is an SSH channel running
+`python -m kernelladder.verifier.worker` on the box (link.WORKER_BOOTSTRAP), so an
+attempt pays no handshake, Python start, torch import or CUDA context. A candidate's
+crash or hang is a Verdict, as locally; a hung candidate's process group is killed on
+the box. A connection that drops during an attempt raises RunnerLost (the engine records
+AttemptRetried and runs the attempt again); the next verify reconnects with a bounded
+backoff. A host that stays down leaves the pool with a notice and the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncssh
+
+from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.ssh.config import (
+    VISIBLE_DEVICES_PROBE,
+    HostConfig,
+    RemoteConfig,
+    RemoteConfigError,
+    physical_gpus,
+)
+from kernelladder.engine.runners.ssh.link import HostKeyError, HostLink, RemoteError, python_command
+from kernelladder.verifier.client import WorkerClient, WorkerUnavailable
+from kernelladder.verifier.verdict import Verdict
+
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # then the host leaves the pool
+PGID_LINE_TYPE = "kl-pgid"
+
+
+class _GroupReader:
+    """The worker's stdout, minus the bootstrap's first line, which names the process
+    group to kill on the box."""
+
+    def __init__(self, reader: Any, transport: SSHTransport):
+        self._reader = reader
+        self._transport = transport
+
+    async def readline(self) -> bytes:
+        while True:
+            try:
+                line = await self._reader.readline()
+            except (asyncssh.Error, OSError):
+                # the link dropped: to the client that is EOF; the runner sees link_lost
+                self._transport.link_lost = True
+                return b""
+            if self._transport.pgid is None and line.startswith(b'{"type": "kl-pgid"'):
+                with contextlib.suppress(ValueError, TypeError):
+                    self._transport.pgid = int(json.loads(line)["pgid"])
+                    continue
+            return line
+
+
+class SSHTransport:
+    """A worker on the box over one SSH channel (the verifier's Transport protocol)."""
+
+    def __init__(self, link: HostLink, *, gpu: int, device: str, physical: str | None = None):
+        self.link = link
+        self.gpu = gpu
+        self.physical = str(gpu) if physical is None else physical  # its CUDA_VISIBLE_DEVICES
+        self.device = device
+        self.pgid: int | None = None
+        self.link_lost = False  # the channel closed with no exit status: the link dropped
+        self.stdin: Any = None
+        self.stdout: Any = None
+        self.stderr: Any = None
+        self._process: Any = None
+        self._killed = False
+
+    async def start(self) -> None:
+        if not self.link.connected or self.link.conn is None:
+            raise RemoteError(f"{self.link.host.target}: not connected")
+        command = self.link.worker_command(gpu=self.physical, device=self.device).command
+        self._process = await asyncio.wait_for(
+            self.link.conn.create_process(command, encoding=None),
+            self.link.host.command_timeout_s,
+        )
+        self.stdin = self._process.stdin
+        self.stdout = _GroupReader(self._process.stdout, self)
+        self.stderr = self._process.stderr
+
+    async def kill(self) -> None:
+        """Close the channel and SIGKILL the worker's process group on the box; when the
+        link is down the group is remembered and killed after the reconnect."""
+        if self._killed:
+            return
+        self._killed = True
+        process, pgid = self._process, self.pgid
+        if process is not None:
+            with contextlib.suppress(Exception):
+                process.close()
+        if pgid is not None:
+            await self.link.kill_group(pgid)  # remembered for after a reconnect if down
+
+    async def wait(self) -> int | None:
+        if self._process is None:
+            return None
+        await self._process.channel.wait_closed()
+        code = self._process.returncode
+        if self._process.exit_status is None and self._process.exit_signal is None:
+            self.link_lost = True
+            return None
+        if self._process.exit_signal is not None and code is None:
+            with contextlib.suppress(KeyError):
+                return -int(signal.Signals["SIG" + self._process.exit_signal[0]])
+        return code
+
+    def describe(self) -> str:
+        where = f"cuda:{self.gpu}" if self.device == "cuda" else self.device
+        return f"remote worker on {self.link.host.target} ({where}, pgid {self.pgid})"
+
+
+@dataclass
+class _Slot:
+    host: _Host
+    gpu: int
+    client: WorkerClient
+    transport: SSHTransport | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.host.config.label}:{self.gpu}"
+
+
+@dataclass
+class _Host:
+    config: HostConfig
+    link: HostLink
+    slots: list[_Slot] = field(default_factory=list)
+    gone: str | None = None  # why it left the pool
+    hello: dict[str, Any] = field(default_factory=dict)
+    reconnect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reconnects: int = 0
+    physical: dict[int, str] = field(default_factory=dict)  # index -> CUDA_VISIBLE_DEVICES
+
+
+class PoolRunner(RunnerBase):
+    """The engine's Runner over one or more SSH hosts; one slot per configured GPU. Its
+    notices ("a host left the pool", "reconnected") go through RunnerBase.notice."""
+
+    reports_slot = True  # verify() names the slot it took ("host:gpu") through on_slot
+
+    def __init__(
+        self,
+        config: RemoteConfig,
+        *,
+        device: str = "cuda",
+        root: Any = None,
+        reconnect_delays_s: tuple[float, ...] = RECONNECT_DELAYS_S,
+    ):
+        if not config.hosts:
+            raise ValueError("a remote runner needs at least one host")
+        self.config = config
+        self.device = device
+        self.name = (
+            f"ssh:{config.hosts[0].target}"
+            if len(config.hosts) == 1
+            else f"pool:{len(config.hosts)}"
+        )
+        self.retries = 0  # attempts lost to a dropped link (each one re-run by the engine)
+        self.reconnect_delays_s = tuple(reconnect_delays_s)
+        self._hosts = [_Host(h, HostLink(h, root=root)) for h in config.hosts]
+        for host in self._hosts:
+            for gpu in host.config.gpus:
+                host.slots.append(self._make_slot(host, gpu))
+        self._free: list[_Slot] = []
+        self._changed: asyncio.Condition | None = None
+        self._started = False
+
+    def _make_slot(self, host: _Host, gpu: int) -> _Slot:
+        slot: _Slot
+
+        def factory() -> SSHTransport:
+            physical = host.physical.get(gpu)
+            slot.transport = SSHTransport(host.link, gpu=gpu, device=self.device, physical=physical)
+            return slot.transport
+
+        client = WorkerClient(factory, start_timeout_s=host.config.worker_start_timeout_s)
+        slot = _Slot(host, gpu, client)
+        return slot
+
+    # --- Runner -------------------------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        return sum(len(h.slots) for h in self._hosts if h.gone is None)
+
+    @property
+    def live_hosts(self) -> list[str]:
+        return [h.config.label for h in self._hosts if h.gone is None]
+
+    async def start(self) -> None:
+        """Connect, sync and start every worker. A host key problem stops everything (a
+        person must look at it); another host failing leaves the pool with a notice;
+        RemoteError when no host is usable."""
+        if self._started:
+            return
+        self._changed = asyncio.Condition()
+        results = await asyncio.gather(
+            *(self._start_host(h) for h in self._hosts), return_exceptions=True
+        )
+        for host, result in zip(self._hosts, results, strict=True):
+            if isinstance(result, HostKeyError):
+                await self.close()
+                raise result
+            if isinstance(result, BaseException):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                host.gone = _one_line(result)
+                self.notice("error", f"{host.config.label} left the pool: {host.gone}")
+        if not self.live_hosts:
+            first = next(h.gone for h in self._hosts if h.gone)
+            await self.close()
+            raise RemoteError(first)
+        self._free = [s for h in self._hosts if h.gone is None for s in h.slots]
+        self._started = True
+
+    async def _start_host(self, host: _Host) -> None:
+        await host.link.connect()
+        await host.link.sync()
+        host.physical = await self._map_gpus(host)
+        try:
+            hellos = await asyncio.gather(*(s.client.hello() for s in host.slots))
+        except WorkerUnavailable as exc:
+            raise RemoteError(f"{host.config.label}: {_one_line(exc)}") from None
+        host.hello = dict(hellos[0]) if hellos else {}
+        if self.device == "cuda" and host.hello.get("device") != "cuda":
+            raise RemoteError(
+                f"{host.config.label}: the worker sees no CUDA device "
+                "(check the driver, CUDA_VISIBLE_DEVICES and --gpus; `kernelladder doctor --remote`)"
+            )
+
+    async def _map_gpus(self, host: _Host) -> dict[int, str]:
+        """The configured GPU indices, read into the box's own CUDA_VISIBLE_DEVICES when
+        its login environment sets one (config.physical_gpus)."""
+        link = host.link
+        command = python_command(
+            host.config, python=link.python or host.config.python, code=VISIBLE_DEVICES_PROBE
+        )
+        result = await link.run(command)
+        try:
+            visible = json.loads(str(result.stdout).strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            visible = None  # that Python does not run: the worker's start says why
+        if not isinstance(visible, str):
+            visible = None
+        gpus = host.config.gpus
+        try:
+            mapped = physical_gpus(gpus, visible, where=host.config.label)
+        except RemoteConfigError as exc:
+            if self.device == "cuda":
+                raise RemoteError(str(exc)) from None
+            return {}  # a CPU run uses no GPU: the indices stay as given
+        return dict(zip(gpus, mapped, strict=True))
+
+    async def verify(
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: Callable[[str], None] | None = None,
+    ) -> Verdict:
+        if not self._started:
+            await self.start()
+        while True:
+            slot = await self._acquire()
+            try:
+                ready = await self._ensure_host(slot.host)
+                if not ready:
+                    continue  # that host left the pool: take a slot of another one
+                if on_slot is not None:
+                    on_slot(slot.label)  # "host:gpu", where this attempt runs
+                return await self._verify_on(slot, request, on_progress)
+            finally:
+                self._release(slot)
+
+    async def _acquire(self) -> _Slot:
+        assert self._changed is not None
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._free) or not self.live_hosts)
+            if not self.live_hosts:
+                gone = "; ".join(f"{h.config.label}: {h.gone}" for h in self._hosts)
+                raise RunnerLost(f"no SSH host left in the pool ({gone})")
+            return self._free.pop(0)
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.host.gone is None:
+            self._free.append(slot)
+        self._wake()
+
+    def _wake(self) -> None:
+        changed = self._changed
+        if changed is None:
+            return
+
+        async def notify() -> None:
+            async with changed:
+                changed.notify_all()
+
+        asyncio.ensure_future(notify())
+
+    async def _ensure_host(self, host: _Host) -> bool:
+        """Reconnect a dropped link (bounded backoff). False once the host has left."""
+        if host.gone is not None:
+            return False
+        if host.link.connected:
+            return True
+        async with host.reconnect_lock:
+            if host.gone is not None:
+                return False
+            if host.link.connected:
+                return True
+            last = ""
+            for delay in self.reconnect_delays_s:
+                try:
+                    await host.link.connect()
+                    await host.link.kill_stale_groups()
+                    await host.link.sync()
+                    host.reconnects += 1
+                    self.notice("warning", f"reconnected to {host.config.label}")
+                    return True
+                except HostKeyError as exc:
+                    last = _one_line(exc)  # never retried: the key itself is the problem
+                    break
+                except RemoteError as exc:
+                    last = _one_line(exc)
+                await asyncio.sleep(delay)
+            host.gone = last or "unreachable"
+            message = f"{host.config.label} left the pool: {host.gone}"
+            self.notice("error", message)
+            for slot in host.slots:
+                with contextlib.suppress(Exception):
+                    await slot.client.close()
+            self._wake()
+            return False
+
+    async def _verify_on(
+        self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
+    ) -> Verdict:
+        host = slot.host
+        try:
+            verdict = await slot.client.verify(
+                request, on_progress=on_progress, timeout_s=request.timeout_s
+            )
+        except WorkerUnavailable as exc:
+            if self._lost_during(slot):
+                raise self._lost(slot) from None
+            raise RunnerLost(f"{host.config.label}: {_one_line(exc)}") from None
+        if verdict.kind in ("crash", "timeout") and self._lost_during(slot):
+            raise self._lost(slot)
+        return verdict
+
+    def _lost_during(self, slot: _Slot) -> bool:
+        transport = slot.transport
+        return slot.host.link.lost.is_set() or (transport is not None and transport.link_lost)
+
+    def _lost(self, slot: _Slot) -> RunnerLost:
+        self.retries += 1
+        with contextlib.suppress(Exception):
+            slot.host.link.lost.set()
+        return RunnerLost(f"connection to {slot.host.config.label} lost during the attempt")
+
+    async def close(self) -> None:
+        for host in self._hosts:
+            await asyncio.gather(*(s.client.close() for s in host.slots), return_exceptions=True)
+            await host.link.close()
+        self._started = False
+
+    def describe(self) -> dict[str, Any]:
+        hello = next((h.hello for h in self._hosts if h.hello), {})
+        return {
+            "device": self.device,
+            "gpu": hello.get("gpu"),
+            "slots": self.slots,
+            "host": ", ".join(str(h.config.target) for h in self._hosts),
+            "hosts": [
+                {
+                    "name": h.config.label,
+                    "target": str(h.config.target),
+                    "gpus": list(h.config.gpus),
+                    "physical_gpus": [h.physical.get(g, str(g)) for g in h.config.gpus],
+                    "container": h.config.container,
+                    "gpu": h.hello.get("gpu"),
+                    "tree": h.link.last_sync.tree if h.link.last_sync else None,
+                    "reconnects": h.reconnects,
+                    "gone": h.gone,
+                }
+                for h in self._hosts
+            ],
+            "python": hello.get("python"),
+            "torch": hello.get("torch"),
+            "triton": hello.get("triton"),
+            "retries": self.retries,
+        }
+
+
+class SSHRunner(PoolRunner):
+    """The runner for one SSH host (its slots are its GPUs)."""
+
+    def __init__(self, host: HostConfig, *, device: str = "cuda", **options: Any):
+        super().__init__(RemoteConfig(hosts=(host,)), device=device, **options)
+
+
+def make_remote_runner(config: RemoteConfig, *, device: str = "cuda", **options: Any) -> PoolRunner:
+    """SSHRunner for one host, PoolRunner for several (options: root, reconnect_delays_s)."""
+    if len(config.hosts) == 1:
+        return SSHRunner(config.hosts[0], device=device, **options)
+    return PoolRunner(config, device=device, **options)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:400]

@@ -1,0 +1,368 @@
+"""What the tests share, in one place (no test module imports another):
+
+- the engine's test doubles for its two seams: ScriptedRunner, ScriptedProposer,
+  HeldProposer (scripted moves, then it waits so a branch stays open for steering);
+- a scripted run: make_run, scripted_op; for the app, live_app, ready, logged, asking;
+- for the CLI: usage_line (exit 2, one line), saved_run, insert_line;
+- ROOT, EXAMPLES, CHEATS, DATA; and one `until` to wait on a condition (pilot=pilot in
+  the app's tests, so the screen goes on drawing meanwhile).
+
+Why doubles: the engine's behaviour (rules, gates, steering, resume, backpressure)
+depends on verdicts with measured speedups and on proposals arriving on cue, and this
+machine has no GPU (no speed exists here) and no model. The real verifier and the real
+`search` proposer are exercised end to end in cli/test_optimize_cli.py; these doubles only
+let the engine tests script outcomes exactly and fast. A scripted source carries its
+fate in a marker line the ScriptedRunner reads, e.g.
+
+    # outcome: pass 1.4 noise 0.02      -> a passing verdict, speedup 1.4x
+    # outcome: fail correctness max error 3.5 at index 17
+    # outcome: crash
+    # outcome: lost 1 then pass 1.2     -> RunnerLost once, then a pass
+    # outcome: hold                      -> waits until the runner's `release` is set
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kernelladder.engine.protocols import (
+    Proposal,
+    ProposalContext,
+    ProposerBase,
+    ProposerExhausted,
+    RunnerBase,
+    RunnerLost,
+    VerifyRequest,
+)
+from kernelladder.verifier.verdict import GATES, Feedback, GateResult, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+EXAMPLES = ROOT / "examples"  # committed runs and KernelBench problems
+CHEATS = ROOT / "tests" / "cheats"  # candidates that try to fool the verifier
+DATA = ROOT / "tests" / "data"  # expected outputs and saved verdicts the tests read
+
+_OUTCOME = re.compile(r"#\s*outcome:\s*(.*)")
+
+
+def verdict_for(source: str, device: str) -> Verdict:
+    m = _OUTCOME.search(source)
+    spec = (m.group(1) if m else "pass").strip()
+    if " then " in spec:
+        spec = spec.split(" then ", 1)[1]
+    words = spec.split()
+    kind = words[0]
+    gates: dict[str, GateResult] = {}
+    if kind == "pass":
+        speed = float(words[1]) if len(words) > 1 and device == "cuda" else None
+        noise = float(words[3]) if len(words) > 3 and words[2] == "noise" else 0.01
+        for g in GATES:
+            gates[g] = GateResult("pass", "ok")
+        if speed is None:
+            gates["speed"] = GateResult("skipped", "no GPU: speed not measured")
+        return Verdict(
+            verdict="pass", kind="pass", gate=None, gates=gates, op="scripted", device=device,
+            source_hash="", speedup=speed, noise=noise if speed else None,
+            floor_fraction=0.5 if speed else None,
+            feedback=Feedback(expected="ref", saw="ok", fence="the fence"),
+        )  # fmt: skip
+    if kind in ("crash", "timeout"):
+        gates[kind] = GateResult("fail", f"worker {kind} (pid 4242)")
+        return Verdict(
+            verdict="fail", kind=kind, gate=kind, gates=gates, op="scripted", device=device,
+            source_hash="", feedback=Feedback(expected="returns", saw=kind, fence="the fence"),
+        )  # fmt: skip
+    gate = words[1] if len(words) > 1 else "correctness"
+    detail = " ".join(words[2:]) or "wrong"
+    for g in GATES:
+        gates[g] = GateResult("pass", "ok")
+        if g == gate:
+            gates[g] = GateResult("fail", detail)
+            break
+    return Verdict(
+        verdict="fail", kind="fail", gate=gate, gates=gates, op="scripted", device=device,
+        source_hash="", feedback=Feedback(expected="1.0", saw=detail, fence="the fence"),
+    )  # fmt: skip
+
+
+class ScriptedRunner(RunnerBase):
+    """Runner double: verdicts come from the candidate's `# outcome:` line."""
+
+    name = "scripted"
+
+    def __init__(self, device: str = "cuda", slots: int = 1, delay: float = 0.0) -> None:
+        self.device = device
+        self._slots = slots
+        self.delay = delay
+        self.release = asyncio.Event()
+        self.calls: list[str] = []
+        self.lost: dict[str, int] = {}
+        self.started = False
+        self.closed = False
+        self.concurrent = 0
+        self.max_concurrent = 0
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def describe(self) -> dict[str, Any]:
+        gpu = "Scripted GPU" if self.device == "cuda" else None
+        return {"device": self.device, "gpu": gpu, "slots": self._slots, "host": "local"}
+
+    async def verify(self, request: VerifyRequest, on_progress=None, on_slot=None) -> Verdict:
+        self.calls.append(request.source)
+        self.concurrent += 1
+        self.max_concurrent = max(self.max_concurrent, self.concurrent)
+        try:
+            m = _OUTCOME.search(request.source)
+            spec = m.group(1) if m else "pass"
+            lost = re.match(r"lost (\d+) then", spec)
+            if lost:
+                seen = self.lost.get(request.source, 0)
+                if seen < int(lost.group(1)):
+                    self.lost[request.source] = seen + 1
+                    raise RunnerLost("connection to scripted-box lost")
+            if on_progress is not None:
+                for gate in ("load", "correctness"):
+                    for i in range(10):
+                        on_progress(gate, f"{gate} step {i}")
+            if spec.strip().startswith("hold"):
+                await self.release.wait()
+                return verdict_for("# outcome: pass 1.1", request.device)
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return verdict_for(request.source, request.device)
+        finally:
+            self.concurrent -= 1
+
+
+def move(
+    outcome: str, name: str | None = None, *, undo: str = "low", meta=None, body: str = ""
+) -> Proposal:
+    """A scripted proposal whose verdict will be `outcome`."""
+    label = name or outcome
+    source = (
+        f"# {label}\n# outcome: {outcome}\nimport triton\n{body}\ndef kernel(x):\n    return x\n"
+    )
+    return Proposal(
+        source=source, strategy="scripted", move=label, undo_cost=undo,
+        undo_reason=f"{undo} move", meta=dict(meta or {}),
+    )  # fmt: skip
+
+
+class ScriptedProposer(ProposerBase):
+    """Proposer double: hands out scripted moves per branch (or from a shared list), and
+    records every ProposalContext it was given."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        moves: list[Proposal] | dict[str, list[Proposal]] | Callable[[ProposalContext], Proposal],
+        *,
+        strategies: list[str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self._moves = moves
+        self._labels = strategies or ["alpha", "beta", "gamma", "delta"]
+        self.delay = delay
+        self.contexts: list[ProposalContext] = []
+        self._counter = itertools.count(1)
+        self.hold = asyncio.Event()
+        self.hold.set()
+        self.cancelled = 0
+
+    def strategies(self, op: dict[str, Any], k: int) -> list[str]:
+        return self._labels[:k]
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        self.contexts.append(ctx)
+        try:
+            await self.hold.wait()
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        if callable(self._moves):
+            return self._moves(ctx)
+        queue = self._moves if isinstance(self._moves, list) else self._moves.get(ctx.branch_id, [])
+        if not queue:
+            raise ProposerExhausted("script finished")
+        p = queue.pop(0)
+        if isinstance(p, BaseException):
+            raise p
+        # unique source per attempt, so "new passing variant" means what it says
+        return Proposal(**{**p.__dict__, "source": p.source + f"# n{next(self._counter)}\n"})
+
+
+# --- helpers shared by the engine tests ------------------------------------------------
+
+SCRIPTED_OP = None  # built lazily so importing this module stays cheap
+
+
+def scripted_op():
+    from kernelladder.engine.engine import OpInfo
+
+    return OpInfo(
+        name="scripted",
+        kind="builtin",
+        wire="scripted",
+        description={"name": "scripted", "fence": "the fence", "signature": "kernel(x)"},
+        starting_source="# starting candidate\n# outcome: pass 1.0\n",
+    )
+
+
+def make_run(tmp_path, moves, *, runner=None, proposer=None, strategies=None, **options):
+    from kernelladder.engine.engine import create_run
+    from kernelladder.engine.options import RunOptions
+
+    options.setdefault("branches", 1)
+    options.setdefault("gate", "veto")
+    options.setdefault("device", "cuda")
+    runner = runner or ScriptedRunner(device=options["device"])
+    proposer = proposer or ScriptedProposer(moves, strategies=strategies)
+    opts = RunOptions(op="scripted", proposer="scripted", run_dir=str(tmp_path / "run"), **options)
+    return create_run(opts, runner=runner, proposer=proposer, op=scripted_op()), runner, proposer
+
+
+async def until(predicate, what: str = "condition", timeout: float = 10.0, *, pilot=None):
+    """Wait until predicate() holds, else fail naming `what`. In an app test pass the
+    pilot: it pauses through the app so the screen goes on drawing meanwhile."""
+    if not callable(predicate):
+        raise TypeError("until(predicate, what, timeout, pilot=pilot): predicate first")
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        if pilot is not None:
+            await pilot.pause(0.02)
+        else:
+            await asyncio.sleep(0.005)
+
+
+def kinds(events) -> list[str]:
+    return [e.kind for e in events]
+
+
+# --- the CLI's tests ---------------------------------------------------------------------
+
+
+def usage_line(capsys, *argv: str, entry=None) -> str:
+    """Run the CLI in-process (`kernelladder`, or `entry`); it must exit 2 with exactly
+    one line on stderr, which is returned."""
+    if entry is None:
+        from kernelladder.cli import main as entry
+    try:
+        code = entry(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == 2, captured.err
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def saved_run(tmp_path: Path, name: str = "run") -> Path:
+    """A copy of the committed CPU run (examples/cpu-rmsnorm-run) to damage or resume."""
+    run_dir = tmp_path / name
+    shutil.copytree(EXAMPLES / "cpu-rmsnorm-run", run_dir)
+    return run_dir
+
+
+def insert_line(run_dir: Path, index: int, line: str) -> None:
+    """Insert a line into a run's event log before line `index` (0-based)."""
+    path = run_dir / "events.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(index, line)
+    path.write_text("".join(lines))
+
+
+# --- the app's tests ---------------------------------------------------------------------
+
+SIZE = (150, 44)
+
+
+class HeldProposer(ProposerBase):
+    """Proposer double: scripted moves per branch, then it waits (cancellable) so the
+    branch stays open for steering."""
+
+    name = "scripted"
+
+    def __init__(self, moves: dict[str, list[Proposal]]) -> None:
+        self.moves = {k: list(v) for k, v in moves.items()}
+        self.count = 0
+
+    def strategies(self, op, k: int) -> list[str]:
+        return ["alpha", "beta", "gamma"][:k]
+
+    async def propose(self, ctx) -> Proposal:
+        queue = self.moves.get(ctx.branch_id) or []
+        if not queue:
+            await asyncio.Event().wait()
+        p = queue.pop(0)
+        self.count += 1
+        return Proposal(**{**p.__dict__, "source": p.source + f"# n{self.count}\n"})
+
+
+def live_app(tmp_path: Path, *, gate: str = "ask") -> tuple[Any, Any]:
+    """A live app over the real engine: ScriptedRunner verdicts, HeldProposer moves (b1's
+    second move is high undo cost, so it waits at a gate under --gate ask)."""
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.engine.engine import create_run
+    from kernelladder.engine.options import RunOptions
+
+    proposer = HeldProposer(
+        {
+            "b1": [move("pass 1.2", "BLOCK 256"), move("pass 1.4", "two-pass", undo="high")],
+            "b2": [move("pass 1.1", "4 warps")],
+        }
+    )
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=2, gate=gate, device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=20, stagnation=20,
+    )  # fmt: skip
+    run = create_run(options, runner=ScriptedRunner(device="cuda"), proposer=proposer,
+                     op=scripted_op())  # fmt: skip
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    return app, run
+
+
+def logged(run, kind: type) -> list:
+    """The events of this kind in the run's log."""
+    from kernelladder.engine.log import read_events
+
+    return [e for e in read_events(run.run_dir) if isinstance(e, kind)]
+
+
+async def ready(pilot, app, run) -> None:
+    """Both branches judged their first attempts and b1's risky move waits at gate g1."""
+    await until(lambda: app.main.view.gate("g1") is not None, "gate g1", pilot=pilot)
+    await until(lambda: app.main.view.attempts_judged >= 2, "two verdicts", pilot=pilot)
+
+
+def asking(app) -> bool:
+    """The trust modal is up and ready (its buttons drawn, Cancel focused)."""
+    from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
+
+    screen = app.screen
+    return (
+        isinstance(screen, TrustHostKeyScreen)
+        and screen.focused is not None
+        and screen.focused.id == "no"
+        and screen.focused.region.area > 0
+    )

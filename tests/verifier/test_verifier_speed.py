@@ -1,0 +1,214 @@
+"""The speed gate's arithmetic and report, on a machine without a GPU.
+
+Test double (says so): CUDA events cannot run here, so the GpuTimer is replaced by a
+timer that returns the time each function takes by a fixed table (reference, library,
+torch.compile, candidate), with measured "ceilings" of our choosing. Everything else is
+the real verifier: real candidate calls through the Triton interpreter, real gates, real
+geometric means, floors, min-speedup gate and the over-10x flag. Runs in a fresh
+interpreter with the worker's interpreter patches, as the worker does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+PROBE = r"""
+import itertools, json, os, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton
+
+from kernelladder.verifier import fence, interp_patch, poison
+interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
+from kernelladder.verifier.gates import Verifier, VerifyOptions
+from kernelladder.verifier.timing import Timing
+
+CAND_MS = 1.0
+TABLE = {"reference": 2.0, "F.rms_norm": 0.5, "torch.compile": 0.6}
+
+class TableTimer:
+    # Times by who is being timed: the candidate's kernel(), the reference, a baseline.
+    # The candidate's times come from CAND_MS in turn (one value, or a list to cycle).
+    def time(self, fn, target_ms=100.0):
+        for _ in range(3):  # warm-up and trials, as the GPU timer calls it
+            fn()
+        code = getattr(fn, "__code__", None)
+        names = (code.co_names + code.co_freevars) if code else ()
+        if "call" in names:
+            ms = next(CAND)
+        elif "reference" in names:
+            ms = TABLE["reference"]
+        elif getattr(fn, "baseline_name", "") == RIVAL_FAILS:
+            raise RuntimeError("the baseline failed this time")
+        else:
+            ms = TABLE.get(getattr(fn, "baseline_name", ""), 0.55)
+        return Timing(ms, 0.01, 10)
+    def rates(self):
+        return {"copy": 1e9, "fp32": 1e12}  # bytes/ms and ops/ms
+    def floor_ms(self, nbytes, flops, unit):
+        return max(nbytes / 1e9, flops / 1e12)
+
+v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
+def baseline_ms(spec, shape, inputs):  # name the baseline closures for the table
+    return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
+v.baseline_ms = baseline_ms
+def named(name):
+    fn = lambda: None
+    fn.baseline_name = name
+    return fn
+v.baseline_fns = lambda spec, shape, inputs: {n: named(n) for n in TABLE if n != "reference"}
+verdicts = []
+for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
+    RIVAL_FAILS = CAND_MS.get("rival_fails") if isinstance(CAND_MS, dict) else None
+    CAND_MS = CAND_MS["cand"] if isinstance(CAND_MS, dict) else CAND_MS
+    CAND = itertools.cycle(CAND_MS if isinstance(CAND_MS, list) else [CAND_MS])
+    src = open(path).read()
+    opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,),
+                         **(extra[0] if extra else {}))
+    verdicts.append(v.verify(opts).verdict.to_dict())
+print(json.dumps(verdicts))
+"""
+
+
+CHEATS = ROOT / "tests" / "cheats"
+HONEST = str(CHEATS / "honest_rmsnorm.py")
+SCENARIOS = [
+    (1.0, 1.0, HONEST, "pass", None),
+    (1.0, 3.0, HONEST, "fail", "speed"),
+    (0.04, 1.0, HONEST, "fail", "anti-cheat"),
+    # a correct kernel at 0.9x the reference: a pass with optimize's min speedup 0 (its
+    # standing says it is slower), a speed failure with check's 1.0
+    (2.0 / 0.9, 0.0, HONEST, "pass", None),
+    (2.0 / 0.9, 1.0, HONEST, "fail", "speed"),
+]
+# the end of a run re-measures its best: 15 rounds with the fastest baseline at every shape
+REMEASURE = (1.0, 0.0, HONEST, {"paired_rounds": 15, "pair_every_shape": True})
+
+
+# The fastest baseline (F.rms_norm, 0.5 ms) close to the candidate: the two are timed back
+# to back in rounds, and the rounds decide. Candidate times cycle through the list.
+PAIRED = [
+    ([0.49], HONEST, "faster"),  # every round won
+    ([0.52], HONEST, "slower"),  # every round lost
+    ([0.49, 0.51], HONEST, "tie"),  # rounds split: a 2 % margin on one timing is not a win
+    # the close baseline fails when timed again: no rounds, the plain comparison stands
+    ({"cand": [0.49], "rival_fails": "F.rms_norm"}, HONEST, None),
+    ([0.49], str(CHEATS / "late_timing_cache.py"), "anti-cheat"),
+]
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    runs = json.dumps(
+        [s[:3] for s in SCENARIOS]
+        + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))]
+        + [(cand, 1.0, path) for cand, path, _word in PAIRED]
+        + [REMEASURE]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", PROBE, runs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("index", range(len(SCENARIOS)))
+def test_speed_gate(verdicts, index):
+    cand_ms, _min_speedup, _source, status, gate = SCENARIOS[index]
+    v = verdicts[index]
+    assert v["verdict"] == status and v["gate"] == gate, v["gates"]
+    assert v["speedup"] == pytest.approx(2.0 / cand_ms)
+    assert v["speedup_vs"] == {
+        "F.rms_norm": pytest.approx(0.5 / cand_ms),
+        "torch.compile": pytest.approx(0.6 / cand_ms),
+    }
+    assert len(v["timings"]) == 3 and all(t["candidate_ms"] == cand_ms for t in v["timings"])
+    largest = max(v["timings"], key=lambda t: t["floor_ms"])
+    assert v["floor_fraction"] == pytest.approx(largest["floor_ms"] / cand_ms)
+    speed = v["gates"]["speed"]
+    assert speed["status"] == ("fail" if gate == "speed" else "pass")
+    assert speed["evidence"]["per_shape"][0]["reference_ms"] == 2.0
+    if gate == "anti-cheat":  # 0.5 / 0.04 = 12.5x over the best library baseline
+        assert "speedup-over-10x-best-library" in v["flags"]
+        assert "suspicious" in v["gates"]["anti-cheat"]["detail"]
+    else:
+        assert v["flags"] == []
+    assert "time to beat" in v["feedback"]["expected"]
+
+
+def test_timed_calls_must_be_the_checked_calls(verdicts):
+    v = verdicts[len(SCENARIOS)]  # tests/cheats/timing_cache.py: caches once being timed
+    assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
+    assert v["gates"]["correctness"]["status"] == "pass"
+    assert "behaves differently when timed" in v["gates"]["anti-cheat"]["detail"]
+    assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]
+
+
+@pytest.mark.parametrize("index", range(len(PAIRED) - 2))
+def test_a_close_baseline_is_timed_back_to_back(verdicts, index):
+    from kernelladder.verifier.gates import PAIRED_ROUNDS
+
+    _cand, _path, word = PAIRED[index]
+    v = verdicts[len(SCENARIOS) + 1 + index]
+    assert v["verdict"] == "pass", v["gates"]
+    for t in v["timings"]:
+        paired = t["paired"]
+        assert paired["baseline"] == "F.rms_norm" and paired["rounds"] == PAIRED_ROUNDS
+        assert paired["verdict"] == word
+        assert paired["won"] + paired["lost"] == PAIRED_ROUNDS
+        assert paired["baseline_ms"] == 0.5
+    assert v["gates"]["speed"]["evidence"]["per_shape"][0]["paired"]["verdict"] == word
+
+
+def test_a_baseline_failing_in_the_rounds_leaves_the_plain_comparison(verdicts):
+    v = verdicts[len(SCENARIOS) + len(PAIRED) - 1]
+    assert v["verdict"] == "pass", v["gates"]
+    assert all(t["paired"] is None for t in v["timings"])
+    assert all(t["baselines_ms"]["F.rms_norm"] == 0.5 for t in v["timings"])
+
+
+def test_a_distant_baseline_is_not_timed_again(verdicts):
+    v = verdicts[0]  # 1.0 ms against 0.5 ms: no rounds needed to believe "slower"
+    assert all(t["paired"] is None for t in v["timings"])
+
+
+def test_the_back_to_back_calls_are_checked_too(verdicts):
+    v = verdicts[len(SCENARIOS) + len(PAIRED)]  # honest until the rounds start, then caches
+    assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
+    assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]
+
+
+def test_the_int8_ceiling_is_the_higher_of_int_mm_and_twice_bf16():
+    from kernelladder.verifier.timing import with_int8_ceiling
+
+    h200 = {"copy": 4.1e9, "bf16": 7.89e11, "int8_int_mm": 9.52e11}  # ops/ms, as measured
+    assert with_int8_ceiling(h200)["int8"] == 2 * 7.89e11
+    assert with_int8_ceiling({"bf16": 1e11, "int8_int_mm": 3e11})["int8"] == 3e11
+    assert with_int8_ceiling({"int8_int_mm": 3e11})["int8"] == 3e11  # no bf16 measured
+    assert "int8" not in with_int8_ceiling({"copy": 1.0})  # nothing to go on: no floor
+
+
+def test_a_re_measure_times_every_shape_back_to_back_for_more_rounds(verdicts):
+    v = verdicts[len(SCENARIOS) + 1 + len(PAIRED)]  # 1.0 ms against 0.5 ms: far apart
+    assert v["verdict"] == "pass", v["gates"]
+    for t in v["timings"]:
+        assert t["paired"]["baseline"] == "F.rms_norm" and t["paired"]["rounds"] == 15
+        assert (t["paired"]["lost"], t["paired"]["verdict"]) == (15, "slower")
+
+
+def test_a_correct_kernel_slower_than_the_reference_passes_at_min_speedup_zero(verdicts):
+    slow = verdicts[3]
+    assert slow["speedup"] == pytest.approx(0.9)
+    assert slow["gates"]["speed"]["status"] == "pass"
+    assert "min 0x" in slow["gates"]["speed"]["detail"]
+    assert verdicts[4]["gates"]["speed"]["detail"].startswith("too slow")
