@@ -12,11 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, until
-from textual.containers import Vertical
+from helpers import ROOT, replay_app, settled_footer, until
 from textual.geometry import Region
 from textual.widgets import Button, Label, Static
-from textual.widgets._footer import FooterKey
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.folding import ReplayTimeline
@@ -42,12 +40,6 @@ EXAMPLES = ROOT / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
 H200_RUN = EXAMPLES / "h200-rmsnorm-search"  # speeds, the speed gate's rounds
 SMALL, LARGE = (80, 24), (200, 50)
-
-
-def replay_app(run_dir: Path, **kwargs) -> KernelLadderApp:
-    return KernelLadderApp(
-        events=load_events(run_dir), run_dir=run_dir, frozen=True, at_end=True, **kwargs
-    )
 
 
 def replay_view(run_dir: Path):
@@ -104,27 +96,6 @@ async def test_every_dialog_fits_the_terminal_and_wraps_its_text(size):
                 assert body.region.height >= 2
             app.pop_screen()
             await settle(app, pilot)
-
-
-def footer_keys(app: KernelLadderApp) -> dict[str, tuple[str, bool, Region]]:
-    """What the footer shows: key -> (description, enabled, where on the screen)."""
-    return {
-        key.key: (key.description, not key.has_class("-disabled"), key.region)
-        for key in app.main.query(FooterKey).results()
-    }
-
-
-async def settled_footer(pilot, app: KernelLadderApp) -> dict[str, tuple[str, bool, Region]]:
-    """The footer once it stopped rebuilding itself (it recomposes after a bindings
-    refresh, a frame or more after the screen is drawn)."""
-    before: dict = {}
-    for _ in range(100):
-        keys = footer_keys(app)
-        if keys and keys == before and all(r.width for _, _, r in keys.values()):
-            return keys
-        before = keys
-        await pilot.pause(0.05)
-    raise AssertionError(f"the footer never settled: {before}")
 
 
 async def test_a_replay_footer_shows_its_play_step_keys_first():

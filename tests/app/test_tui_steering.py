@@ -10,18 +10,17 @@ so the run stays live while the test steers it.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from helpers import (
     SIZE,
     HeldProposer,
-    ScriptedRunner,
+    SlowStartRunner,
     live_app,
     logged,
     move,
     ready,
     scripted_op,
+    tree_text,
     until,
 )
 
@@ -50,10 +49,6 @@ async def select(pilot, app, attempt: int | None = None, branch: str | None = No
     else:
         tree.move_cursor(tree._branch_nodes[branch], animate=False)
         await until(lambda: app.main.selected_branch == branch, f"{branch} selected", pilot=pilot)
-
-
-def tree_text(app) -> str:
-    return "\n".join(app.main.screen_state()["tree"])
 
 
 async def test_prune_asks_then_prunes_the_branch(tmp_path):
@@ -336,19 +331,6 @@ async def test_real_cpu_search_run_steered_from_the_app(tmp_path):
     assert opened and opened[0].from_attempt == 1
     assert (resolved[0].decision, resolved[0].by) == ("approve", "user")
     assert events[-1].kind == "run_finished"
-
-
-class SlowStartRunner(ScriptedRunner):
-    """ScriptedRunner whose start waits until the test releases it, as a verifier worker
-    loading torch and Triton (or an SSH connection) keeps a real run waiting."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.release = asyncio.Event()
-
-    async def start(self) -> None:
-        await self.release.wait()
-        await super().start()
 
 
 async def test_header_says_what_the_run_waits_for_before_its_first_event(tmp_path):

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, Terminal
 
 pytestmark = [
     pytest.mark.tmux,
@@ -20,51 +18,6 @@ pytestmark = [
 
 EXAMPLE = ROOT / "examples" / "cpu-rmsnorm-run"
 EXAMPLE = Path(os.environ.get("KL_TUI_EXAMPLE", EXAMPLE))
-
-
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
-
-
-class Terminal:
-    def __init__(self, command: str, cwd: Path) -> None:
-        self.name = f"kl-{uuid.uuid4().hex[:8]}"
-        # COLUMNS/LINES can reach the pane from the test's environment (they did under
-        # pytest: 80x24); Textual would take them over the pane's 160x48
-        env = (
-            f"cd {cwd} && unset COLUMNS LINES && TERM=xterm-256color COLORTERM=truecolor "
-            f"exec {command}"
-        )
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", env],
-            check=True, timeout=30,
-        )  # fmt: skip
-
-    def screen(self) -> str:
-        return tmux("capture-pane", "-p", "-t", self.name)
-
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            tmux("send-keys", "-t", self.name, key)
-            # apart, so an Escape is not read as the start of an alt-key sequence
-            time.sleep(0.3)
-
-    def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name],
-                              capture_output=True).returncode == 0  # fmt: skip
-
-    def close(self) -> None:
-        if self.alive():
-            tmux("kill-session", "-t", self.name)
 
 
 def _script() -> str:

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'kernelladder[ray]')")
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parent.parent
 # Ray puts a driver's working directory on its workers' sys.path: drivers run elsewhere,
 # so that the nodes import only what py_modules shipped.
 ELSEWHERE = tempfile.gettempdir()

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from kernelladder.engine.proposers.tune import UP, apply_edits, find_knobs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 EXAMPLE = REPO / "examples" / "own-kernel"
 CANDIDATES = REPO / "kernelladder" / "ops" / "candidates"
 

@@ -7,7 +7,8 @@ captured on the H200 (tests/data/ncu), summarised by the same code a run uses.""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
+
+from helpers import EXAMPLES, ROOT
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.replay import load_events
@@ -16,9 +17,8 @@ from kernelladder.app.widgets.profile_view import NOT_TAKEN, profile_content
 from kernelladder.engine import events as ev
 from kernelladder.verifier.profile import summarize
 
-ROOT = Path(__file__).resolve().parent
-EXAMPLE = ROOT.parent / "examples" / "cpu-rmsnorm-run"
-NCU = ROOT / "data" / "ncu"
+EXAMPLE = EXAMPLES / "cpu-rmsnorm-run"
+NCU = ROOT / "tests" / "data" / "ncu"
 
 
 def _profile_event(attempt: int, seq: int, ts: float) -> ev.ProfileReady:

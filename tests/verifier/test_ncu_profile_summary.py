@@ -4,7 +4,8 @@ summarised on the CPU as a run records them."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from helpers import DATA
 
 from kernelladder.engine import events as ev
 from kernelladder.verifier.profile import (
@@ -15,12 +16,12 @@ from kernelladder.verifier.profile import (
     summarize,
 )
 
-DATA = Path(__file__).resolve().parent / "data" / "ncu"
+NCU = DATA / "ncu"
 
 
 def _summary(name: str) -> ProfileSummary:
-    details = (DATA / f"{name}_details.csv").read_text()
-    raw = (DATA / f"{name}_raw.csv").read_text()
+    details = (NCU / f"{name}_details.csv").read_text()
+    raw = (NCU / f"{name}_raw.csv").read_text()
     summary = summarize(details, raw)
     assert summary is not None
     return summary
@@ -60,7 +61,7 @@ def test_summary_lines_and_event_round_trip():
 
 
 def test_rows_without_a_kernel_give_no_summary():
-    header = (DATA / "rmsnorm_details.csv").read_text().splitlines()[0]
+    header = (NCU / "rmsnorm_details.csv").read_text().splitlines()[0]
     assert parse_details(header + "\n") == []
     assert summarize(header + "\n") is None
 
@@ -104,7 +105,7 @@ def _fake_ncu(tmp_path, monkeypatch, blocked: bool) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ncu = bin_dir / "ncu"
-    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(DATA), blocked=blocked))
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(NCU), blocked=blocked))
     ncu.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
 

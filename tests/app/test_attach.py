@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from test_engine_doubles import ScriptedRunner, move, scripted_op, until
+from helpers import ScriptedRunner, move, scripted_op, until
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.attach import AttachedRun, AttachError

@@ -5,12 +5,13 @@ worker on the CPU (Triton's interpreter); the speed gate is skipped here (no GPU
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+
+from helpers import CHEATS
 
 from kernelladder.engine.protocols import VerifyRequest
 from kernelladder.verifier.client import LocalTransport, WorkerClient
 
-HONEST = (Path(__file__).resolve().parent / "cheats" / "honest_rmsnorm.py").read_text()
+HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 
 
 def test_fresh_worker_starts_a_new_worker_for_that_request_only():

@@ -9,8 +9,7 @@ over the reference was #5). Older logs show as before (tests/test_tui_snapshots.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from helpers import EXAMPLES, reranked_events
 
 from kernelladder.app import format as fmt
 from kernelladder.app.app import KernelLadderApp
@@ -20,10 +19,7 @@ from kernelladder.app.widgets.run_header import status_line
 from kernelladder.app.widgets.speedup_chart import SERIES_FLOOR, chart_data, draw
 from kernelladder.engine.state import fold
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from standing_logs import reranked_events  # noqa: E402
-
-RUN = Path(__file__).resolve().parent.parent / "examples" / "h200-rmsnorm-search"
+RUN = EXAMPLES / "h200-rmsnorm-search"
 
 
 def _view():

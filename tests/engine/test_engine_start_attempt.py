@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_engine_doubles import ScriptedProposer, ScriptedRunner, move, scripted_op
+from helpers import ScriptedProposer, ScriptedRunner, move, scripted_op
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run

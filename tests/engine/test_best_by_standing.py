@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ROOT, ScriptedRunner, make_run, move, reranked_events
 
 from kernelladder.engine import events as ev
 from kernelladder.engine import rules, standing_rank
@@ -27,11 +27,6 @@ from kernelladder.engine.state import apply, fold, improvement, new_state
 from kernelladder.engine.summary import summarize
 from kernelladder.verifier.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from standing_logs import reranked_events  # noqa: E402
-from test_engine_doubles import ScriptedRunner, make_run, move  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 SUMMARIES = ROOT / "tests" / "data" / "replay-summaries"
 

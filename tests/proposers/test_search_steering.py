@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from test_engine_doubles import until, verdict_for
+from helpers import until, verdict_for
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run, resume_run

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tui_tmux import Terminal
+from helpers import ROOT, Terminal
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_log
@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (./dev/test installs it)"),
 ]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 
 
 def _python(*args: str) -> str:

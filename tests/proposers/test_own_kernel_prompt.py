@@ -5,7 +5,8 @@ and the tune proposer's order of moves from a profile."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+
+from helpers import DATA, ROOT
 
 from kernelladder.engine.engine import load_op_info
 from kernelladder.engine.proposers.prompt import build_prompt
@@ -14,9 +15,9 @@ from kernelladder.engine.protocols import ProposalContext
 from kernelladder.ops.workspace import knowledge_text
 from kernelladder.verifier.profile import summarize
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 EXAMPLE = REPO / "examples" / "own-kernel"
-NCU = Path(__file__).resolve().parent / "data" / "ncu"
+NCU = DATA / "ncu"
 
 
 def _profile() -> dict:

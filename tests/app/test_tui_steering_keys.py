@@ -14,14 +14,18 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_app_audit_s4 import H200_RUN, replay_app, settled_footer
-from test_engine_doubles import ScriptedRunner, move, scripted_op
-from test_tui_steering import (
+from helpers import (
+    H200_RUN,
     HeldProposer,
+    ScriptedRunner,
     SlowStartRunner,
     live_app,
     logged,
+    move,
     ready,
+    replay_app,
+    scripted_op,
+    settled_footer,
     tree_text,
     until,
 )
@@ -56,7 +60,7 @@ SMALL = (80, 24)
 async def open_gate_prompt(pilot, app, run) -> GatePrompt:
     await ready(pilot, app, run)
     await pilot.press("g")
-    await until(pilot, lambda: isinstance(app.screen, GatePrompt), "the gate prompt")
+    await until(lambda: isinstance(app.screen, GatePrompt), "the gate prompt", pilot=pilot)
     return app.screen
 
 
@@ -76,7 +80,7 @@ async def test_enter_in_the_gate_note_vetoes_with_the_note(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await open_gate_prompt(pilot, app, run)
         await pilot.press(*"keep one pass", "enter")
-        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        await until(lambda: logged(run, ev.GateResolved), "GateResolved in the log", pilot=pilot)
         resolved = logged(run, ev.GateResolved)
         assert [(r.gate_id, r.decision, r.note, r.by) for r in resolved] == [
             ("g1", "veto", "keep one pass", "user")
@@ -103,7 +107,7 @@ async def test_ctrl_a_approves_from_the_gate_prompt_without_a_note(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await open_gate_prompt(pilot, app, run)
         await pilot.press(*"draft", "ctrl+a")  # a note is for a veto: approving drops it
-        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        await until(lambda: logged(run, ev.GateResolved), "GateResolved in the log", pilot=pilot)
         resolved = logged(run, ev.GateResolved)
         assert [(r.gate_id, r.decision, r.note) for r in resolved] == [("g1", "approve", "")]
 
@@ -113,7 +117,7 @@ async def test_ctrl_v_vetoes_from_the_gate_prompt_without_a_note(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await open_gate_prompt(pilot, app, run)
         await pilot.press("ctrl+v")
-        await until(pilot, lambda: logged(run, ev.GateResolved), "GateResolved in the log")
+        await until(lambda: logged(run, ev.GateResolved), "GateResolved in the log", pilot=pilot)
         resolved = logged(run, ev.GateResolved)
         assert [(r.gate_id, r.decision, r.note) for r in resolved] == [("g1", "veto", "")]
 
@@ -171,9 +175,9 @@ def released_app(tmp_path: Path) -> tuple[KernelLadderApp, object, ReleasedPropo
 async def arrive(pilot, app, proposer, branch_id: str, n: int) -> None:
     """Branch `branch_id` proposes a move; wait until attempt #n is judged on screen."""
     proposer.release(branch_id, move("pass 1.1", f"step {n}"))
-    await until(pilot, lambda: n in app.main.view.attempts, f"#{n} on screen")
+    await until(lambda: n in app.main.view.attempts, f"#{n} on screen", pilot=pilot)
     await until(
-        pilot, lambda: app.main.view.attempts[n].state == "judged", f"#{n} judged", timeout=15
+        lambda: app.main.view.attempts[n].state == "judged", f"#{n} judged", timeout=15, pilot=pilot
     )
     await pilot.pause(0.1)
 
@@ -188,10 +192,10 @@ async def test_follow_keeps_the_newest_attempt_selected_across_branches(tmp_path
         await pilot.press("up")  # the person moves: following stops
         assert tree.follow is False
         await pilot.press("f")
-        await until(pilot, lambda: app.main.selected_attempt == 1, "#1 selected by f")
+        await until(lambda: app.main.selected_attempt == 1, "#1 selected by f", pilot=pilot)
         for n, branch in enumerate(["b1", "b1", "b2", "b1", "b2", "b2"], start=2):
             await arrive(pilot, app, proposer, branch, n)
-            await until(pilot, lambda n=n: app.main.selected_attempt == n, f"#{n} followed")
+            await until(lambda n=n: app.main.selected_attempt == n, f"#{n} followed", pilot=pilot)
             title = str(app.main.query_one("#attempt-title", Label).render())
             assert title.startswith(f"attempt #{n} · branch {branch}"), title
         assert tree.follow is True
@@ -204,15 +208,15 @@ async def test_moving_the_cursor_stops_following(tmp_path):
         await arrive(pilot, app, proposer, "b2", 2)
         assert app.main.selected_attempt == 2  # a new run follows from the start
         await pilot.press("up", "up")  # past b2's own row to b1's #1
-        await until(pilot, lambda: app.main.selected_attempt == 1, "the cursor on #1")
+        await until(lambda: app.main.selected_attempt == 1, "the cursor on #1", pilot=pilot)
         held = (app.main.selected_branch, app.main.selected_attempt)
         await arrive(pilot, app, proposer, "b1", 3)
         await arrive(pilot, app, proposer, "b2", 4)
         assert (app.main.selected_branch, app.main.selected_attempt) == held
         await pilot.press("f")  # and f follows again
-        await until(pilot, lambda: app.main.selected_attempt == 4, "#4 selected by f")
+        await until(lambda: app.main.selected_attempt == 4, "#4 selected by f", pilot=pilot)
         await arrive(pilot, app, proposer, "b1", 5)
-        await until(pilot, lambda: app.main.selected_attempt == 5, "#5 followed")
+        await until(lambda: app.main.selected_attempt == 5, "#5 followed", pilot=pilot)
 
 
 # --- a resumed run's first frame -------------------------------------------------------
@@ -268,8 +272,8 @@ async def test_a_resumed_run_shows_its_folded_state_from_the_first_frame(tmp_pat
         said = [f"{n.title} {n.message}" for n in app._notifications]
         assert not any("waits for you" in s or "run finished" in s for s in said), said
         runner.release.set()
-        await until(pilot, lambda: app.main.view.state == "running", "the session reopened")
-        await until(pilot, lambda: 4 in app.main.view.attempts, "#4, this session's first")
+        await until(lambda: app.main.view.state == "running", "the session reopened", pilot=pilot)
+        await until(lambda: 4 in app.main.view.attempts, "#4, this session's first", pilot=pilot)
         assert app.main.screen_state()["header"].split()[-1] in ("running", "finished")
         said = [f"{n.title} {n.message}" for n in app._notifications]
         assert not any("waits for you" in s for s in said), said
@@ -301,14 +305,14 @@ async def test_a_resumed_run_asks_again_for_a_gate_left_pending(tmp_path):
         assert app.main.screen_state()["header"].endswith("resuming")
         assert not any("waits for you" in (n.title or "") for n in app._notifications)
         runner.release.set()
-        await until(pilot, lambda: app.main.view.state == "running", "the session reopened")
+        await until(lambda: app.main.view.state == "running", "the session reopened", pilot=pilot)
         await until(
-            pilot,
             lambda: any(n.title == "gate g1 still waits for you" for n in app._notifications),
             "one notice that g1 still waits",
+            pilot=pilot,
         )
         await pilot.press("g", *"no", "enter")
-        await until(pilot, lambda: logged(run, ev.GateResolved), "the veto")
+        await until(lambda: logged(run, ev.GateResolved), "the veto", pilot=pilot)
         assert [(r.gate_id, r.decision, r.note) for r in logged(run, ev.GateResolved)] == [
             ("g1", "veto", "no")
         ]
@@ -369,11 +373,11 @@ async def test_the_help_screen_scrolls_to_its_last_key_at_80x24(tmp_path):
         assert dialog.max_scroll_y > 0 and dialog.scroll_y == 0
         assert "Every action by name" not in app.export_screenshot().replace("&#160;", " ")
         await pilot.press("down")
-        await until(pilot, lambda: dialog.scroll_y == 1, "down scrolls one row")
+        await until(lambda: dialog.scroll_y == 1, "down scrolls one row", pilot=pilot)
         await pilot.press("pagedown")
-        await until(pilot, lambda: dialog.scroll_y > 1, "pagedown scrolls a page")
+        await until(lambda: dialog.scroll_y > 1, "pagedown scrolls a page", pilot=pilot)
         await pilot.press("end")
-        await until(pilot, lambda: dialog.scroll_y == dialog.max_scroll_y, "the end")
+        await until(lambda: dialog.scroll_y == dialog.max_scroll_y, "the end", pilot=pilot)
         screen = app.export_screenshot().replace("&#160;", " ")
         assert "Every action by name" in screen  # the last row, ctrl+p, on screen
         # complete: every binding of the main screen and the app has its row
@@ -413,8 +417,8 @@ def said(app) -> list[str]:
 async def stopped(pilot, app, run) -> None:
     await ready(pilot, app, run)
     await pilot.press("s", "y")
-    await until(pilot, lambda: app.run_over, "the end of the run")
-    await until(pilot, lambda: app.main.view.state == "finished", "the finished state")
+    await until(lambda: app.run_over, "the end of the run", pilot=pilot)
+    await until(lambda: app.main.view.state == "finished", "the finished state", pilot=pilot)
 
 
 async def test_a_finished_run_dims_its_steering_keys_and_says_why_when_pressed(tmp_path):
@@ -473,7 +477,7 @@ async def test_notifications_stay_off_the_gates_table(tmp_path, size):
     async with app.run_test(size=size, notifications=True) as pilot:
         await ready(pilot, app, run)
         app.notify("one more notice", timeout=30)
-        await until(pilot, lambda: len(toasts(app)) >= 2, "toasts shown")
+        await until(lambda: len(toasts(app)) >= 2, "toasts shown", pilot=pilot)
         await pilot.pause(0.2)
         gates = app.main.query_one(GatesPanel).region
         header = app.main.query_one("#run-header").region
@@ -492,7 +496,7 @@ async def test_export_says_the_absolute_path_it_wrote(tmp_path, monkeypatch):
         best = app.main.view.best_attempt
         await pilot.press("e", "enter")
         out = tmp_path / f"best_scripted_{best}.py"
-        await until(pilot, out.exists, "the exported file")
+        await until(out.exists, "the exported file", pilot=pilot)
         await pilot.pause(0.1)
         assert f" | Wrote the best kernel (#{best}) to {out}." in said(app)
 
@@ -512,5 +516,5 @@ async def test_an_empty_target_with_no_target_set_records_nothing(tmp_path):
         )
         assert " | The target stays none." in said(app)
         await pilot.press("t", *"1.5", "enter")  # a change is still recorded
-        await until(pilot, lambda: logged(run, ev.TargetChanged), "TargetChanged")
+        await until(lambda: logged(run, ev.TargetChanged), "TargetChanged", pilot=pilot)
         assert [e.target for e in logged(run, ev.TargetChanged)] == [1.5]

@@ -13,13 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_engine_doubles import make_run, move, scripted_op
+from helpers import DATA, make_run, move, scripted_op
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events
 from kernelladder.verifier import profile as profile_mod
 
-NCU = Path(__file__).resolve().parent / "data" / "ncu"
+NCU = DATA / "ncu"
 
 
 def _summary():
