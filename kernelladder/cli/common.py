@@ -78,7 +78,7 @@ def ray_requested(args: Any) -> bool:
 def ray_settings(args: Any) -> tuple[str, int | None]:
     """(address, slots) of a Ray run; UsageError (one line, exit 2) for a missing ray, a
     missing address or a bad slot count. Never imports ray."""
-    from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed, resolve_address
+    from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed, resolve_address
 
     if getattr(args, "runner", None) == "local":
         raise UsageError("--ray-address and --ray-slots go with --runner ray")

@@ -339,7 +339,7 @@ async def host_checks(
 
 def _ray_address(args: Any) -> str | None:
     """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
-    from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed, resolve_address
+    from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed, resolve_address
 
     if not args.ray and args.ray_address is None:
         return None
@@ -356,7 +356,7 @@ def _ray_address(args: Any) -> str | None:
 async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
     """The cluster: connect, then per node its GPUs and what its Python offers (a probe
     task pinned to the node, with the package shipped as the runner ships it)."""
-    from kernelladder.engine import ray_runner
+    from kernelladder.engine.runners import ray as ray_runner
 
     scope = "ray"
     try:

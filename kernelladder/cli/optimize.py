@@ -383,7 +383,7 @@ def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
     made or its log touched (as `check --device cuda` does); remote runs use the box's."""
     if options.ray_address is not None:
-        from kernelladder.engine.ray_runner import MISSING_RAY, ray_installed
+        from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed
 
         if not ray_installed():
             raise UsageError(MISSING_RAY)

@@ -304,7 +304,7 @@ def test_nothing_imports_ray_unless_the_ray_runner_is_chosen():
     probe = r"""
 import json, sys
 import kernelladder.cli, kernelladder.cli.optimize, kernelladder.cli.doctor
-import kernelladder.engine.engine, kernelladder.engine.runners, kernelladder.engine.ray_runner
+import kernelladder.engine.engine, kernelladder.engine.runners, kernelladder.engine.runners.ray
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.runners import make_runner
 make_runner(RunOptions(op="rmsnorm", ray_address="auto", ray_slots=2), "cpu")  # built, not started

@@ -116,7 +116,7 @@ class LocalRunner(RunnerBase):
 def make_runner(options: RunOptions, device: str) -> Runner:
     """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
     if options.ray_address is not None:
-        from kernelladder.engine.ray_runner import RayRunner  # imports ray only in start()
+        from kernelladder.engine.runners.ray import RayRunner  # imports ray only in start()
 
         return RayRunner(options.ray_address, device=device, slots=options.ray_slots)
     if options.remote:

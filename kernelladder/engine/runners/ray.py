@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.verifier.verdict import Verdict
 
 NAMESPACE = "kernelladder"  # the actors' Ray namespace (a test or an operator finds them here)
@@ -42,8 +42,6 @@ ACTOR_START_TIMEOUT_S = 300.0  # scheduling on a busy cluster + torch import + C
 PROGRESS_POLL_S = 0.5
 CALL_MARGIN_S = 120.0  # beyond the candidate's own timeout before an actor counts as hung
 LOCAL_OBJECT_STORE = 128 * 1024**2  # verdicts are small; a local cluster needs little
-
-NoticeFn = Callable[[str, str], None]  # (level, message)
 
 
 class RayUnavailable(RunnerLost):
@@ -377,7 +375,7 @@ def runner_name(actors_per_node: list[int], kind: str) -> str:
     return f"ray:{nodes} node{'s' if nodes != 1 else ''} {per_node} {kind}"
 
 
-class RayRunner:
+class RayRunner(RunnerBase):
     """The engine's Runner over Ray actors: one per GPU of the cluster (device cuda), or
     `slots` CPU actors running the Triton interpreter (device cpu)."""
 
@@ -404,24 +402,8 @@ class RayRunner:
         self._changed: asyncio.Condition | None = None
         self._started = False
         self._owned = False  # ray.init was ours: close() shuts the connection (or cluster)
-        self._notice_sink: NoticeFn | None = None
-        self._pending_notices: list[tuple[str, str]] = []
         self._ray: Any = None
         self._seen: dict[str, int] = {}  # progress lines relayed, per request
-
-    # --- notices ---------------------------------------------------------------------
-    def set_notice_sink(self, sink: NoticeFn | None) -> None:
-        self._notice_sink = sink
-        pending, self._pending_notices = self._pending_notices, []
-        for level, message in pending:
-            self._notice(level, message)
-
-    def _notice(self, level: str, message: str) -> None:
-        if self._notice_sink is None:
-            self._pending_notices.append((level, message))
-            return
-        with contextlib.suppress(Exception):
-            self._notice_sink(level, message)
 
     # --- Runner -------------------------------------------------------------------------
     @property
@@ -497,7 +479,7 @@ class RayRunner:
             raise RayUnavailable(self._slots[0].gone if self._slots else "no actor started")
         for slot in self._slots:
             if slot.gone is not None:
-                self._notice("error", f"Ray actor {slot.label or slot.name} left: {slot.gone}")
+                self.notice("error", f"Ray actor {slot.label or slot.name} left: {slot.gone}")
         if self.device == "cuda" and any(
             (s.info.get("hello") or {}).get("device") != "cuda" for s in live
         ):
@@ -519,7 +501,7 @@ class RayRunner:
         }
         kind = "GPU" if self.device == "cuda" else "CPU"
         self.name = runner_name(list(counts.values()), kind)
-        self._notice(
+        self.notice(
             "info",
             cluster_line(
                 where,
@@ -650,7 +632,7 @@ class RayRunner:
         if slot.gone is None:
             slot.gone = why
             where = slot.info.get("node_ip") or "?"
-            self._notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
+            self.notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
             with contextlib.suppress(Exception):
                 self._ray.kill(slot.actor)
         return RunnerLost(f"Ray actor {slot.label} lost during the attempt: {why}")
