@@ -28,6 +28,7 @@ from typing import Any
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
+    ProposerBase,
     ProposerError,
     ProposerExhausted,
 )
@@ -359,7 +360,7 @@ def profile_order(group: str, profile: Mapping[str, Any] | None) -> tuple[int, i
     return (UP, DOWN)
 
 
-class TuneProposer:
+class TuneProposer(ProposerBase):
     name = NAME
 
     def __init__(self, **_: Any):
