@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, ScriptedRunner, make_run, move, reranked_events
+from helpers import ROOT, ScriptedRunner, make_run, move, reranked_events, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine import rules, standing_rank
@@ -241,7 +241,7 @@ class StandingRunner(ScriptedRunner):
         super().__init__(device="cuda")
         self.requests: list[Any] = []
 
-    async def verify(self, request, on_progress=None) -> Verdict:
+    async def verify(self, request, on_progress=None, on_slot=None) -> Verdict:
         self.requests.append(request)
         lines = {
             line.split(":", 1)[0].strip("# "): line.split(":", 1)[1].strip()
@@ -249,7 +249,7 @@ class StandingRunner(ScriptedRunner):
             if line.startswith(("# shapes:", "# again:"))
         }
         if "shapes" not in lines:
-            return await super().verify(request, on_progress)
+            return await super().verify(request, on_progress, on_slot)
         spec = lines.get("again") if request.pair_every_shape else None
         return _timed_verdict(spec or lines["shapes"], request)
 
@@ -376,7 +376,6 @@ def test_the_search_proposer_ranks_its_trials_by_the_same_rule():
 
 
 async def test_a_person_s_stop_still_re_measures_the_best(tmp_path):
-    from test_engine_doubles import until
 
     runner = StandingRunner()
     moves = [_standing_move("a", "1.02:tie 1.10:faster"), move("hold", "waits")]

@@ -2,7 +2,7 @@
 cannot read the counters.
 
 Doubles, and why: this machine has no GPU and no Nsight Compute, so the runner is the
-scripted one (tests/test_engine_doubles.py) and `profile_candidate` / `availability` are
+scripted one (tests/helpers.py) and `profile_candidate` / `availability` are
 replaced by functions returning what the real ones return on the H200: the summary of a
 real report captured there (tests/data/ncu). The real profile plumbing is tested in
 test_ncu_profile_summary.py."""
@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import DATA, make_run, move, scripted_op
+from helpers import DATA, ScriptedProposer, make_run, move, scripted_op, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events
@@ -114,8 +114,6 @@ async def test_profile_off(tmp_path, profiled):
 
 
 async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
-    from test_engine_doubles import ScriptedProposer, until
-
     class AfterTheRunsBest(ScriptedProposer):
         """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch
         best that is not the run's (not profiled as a new best)."""

@@ -1,6 +1,6 @@
 """The user's kernel as attempt #0: verified before any proposal, the branches open from
 it; a start that fails is said once and the branches start from its source anyway.
-(Scripted runner and proposer: see tests/test_engine_doubles.py for why.)"""
+(Scripted runner and proposer: see tests/helpers.py for why.)"""
 
 from __future__ import annotations
 

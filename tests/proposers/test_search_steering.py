@@ -6,7 +6,7 @@ offered a change of family at a gate before it runs out.
 The veto and directive runs use the real `search` proposer and the real CPU worker
 (Triton interpreter, rmsnorm's tiny CPU suite). The stagnation run needs measured
 speedups that stop improving, which only a GPU gives: there the verifier is a double
-that reports a constant 1.0x (as test_engine_doubles.py explains)."""
+that reports a constant 1.0x (as tests/helpers.py explains)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kernelladder.engine.engine import create_run, resume_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.protocols import ProposalContext, RunnerBase
 from kernelladder.engine.state import fold
 from kernelladder.ops.registry import get_op
 
@@ -41,11 +41,11 @@ async def test_a_vetoed_family_change_is_never_proposed_again_on_its_branch(tmp_
     run = create_run(_options(tmp_path, max_attempts=6))
     task = asyncio.ensure_future(run.run())
     s = run.state
-    await until(lambda: 1 in s.attempts and s.attempts[1].status == "running", 60, "#1 runs")
+    await until(lambda: 1 in s.attempts and s.attempts[1].status == "running", "#1 runs", 60)
     assert s.attempts[1].family == "multi-row"
     # asked while #1 is verified, so #2 is proposed under it: a family change, gated
     await run.edit_hints("prefer two-pass")
-    await until(lambda: "g1" in s.pending_gates, 120, "gate g1")
+    await until(lambda: "g1" in s.pending_gates, "gate g1", 120)
     gated = s.attempts[s.gates["g1"].attempt]
     assert gated.family == "two-pass" and gated.undo_cost == "high"
     assert "multi-row -> two-pass" in gated.move
@@ -121,8 +121,8 @@ def test_a_vetoed_family_is_left_even_when_the_branch_label_names_it():
     assert p.meta["family"] != "multi-row"
 
 
-class ConstantSpeedRunner:
-    """Verifier double: every candidate passes at 1.0x (no gain, ever)."""
+class ConstantSpeedRunner(RunnerBase):
+    """Verifier double (no GPU here): every candidate passes at 1.0x (no gain, ever)."""
 
     name = "constant"
     slots = 1
@@ -134,7 +134,7 @@ class ConstantSpeedRunner:
     def describe(self) -> dict[str, Any]:
         return {"device": "cuda", "gpu": "Scripted GPU", "slots": 1, "host": "local"}
 
-    async def verify(self, request, on_progress=None):
+    async def verify(self, request, on_progress=None, on_slot=None):
         return verdict_for("# outcome: pass 1.0", "cuda")
 
 
@@ -146,7 +146,7 @@ async def test_a_stagnating_branch_is_offered_a_family_change_at_a_gate(tmp_path
     run = create_run(opts, runner=ConstantSpeedRunner())
     task = asyncio.ensure_future(run.run())
     s = run.state
-    await until(lambda: "g1" in s.pending_gates, 30, "gate g1")
+    await until(lambda: "g1" in s.pending_gates, "gate g1", 30)
     b = s.branches["b1"]
     gated = s.attempts[s.gates["g1"].attempt]
     assert not b.closed and 0 < b.stagnation < 4  # offered before the rule ends the branch
