@@ -89,8 +89,12 @@ class LocalTransport:
         memory_limit_bytes: int | None = None,
         gpu_memory_fraction: float | None = None,
         extra_env: Mapping[str, str] | None = None,
+        sandbox: str = "auto",
+        package_root: str | None = None,
     ):
         self.device = device
+        self.sandbox = sandbox
+        self.package_root = package_root  # where the worker imports kernelladder from
         self.python = python
         self.environ = dict(os.environ if environ is None else environ)
         self.cuda_device = cuda_device
@@ -121,7 +125,7 @@ class LocalTransport:
         await asyncio.to_thread(sweep_stale)
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         extra = dict(self.extra_env)
-        root = _package_root()
+        root = self.package_root or _package_root()
         path = self.environ.get("PYTHONPATH", "")
         extra["PYTHONPATH"] = root + (os.pathsep + path if path else "")
         if self.cuda_device is not None:
@@ -132,7 +136,7 @@ class LocalTransport:
             extra["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env = worker_env(self._home, self.environ, extra)
         args = [self.python, "-m", WORKER_MODULE, "--device", self.device]
-        args += ["--scratch", self._home]
+        args += ["--scratch", self._home, "--sandbox", self.sandbox]
         if self.gpu_memory_fraction:
             args += ["--gpu-memory-fraction", str(self.gpu_memory_fraction)]
         limit = self.memory_limit_bytes

@@ -29,7 +29,7 @@ import torch
 
 from kernelladder.ops.spec import BaselineNotApplicable, Mismatch, OpSpec, Shape
 from kernelladder.verifier import candidate as candidate_mod
-from kernelladder.verifier import fence, integrity, poison
+from kernelladder.verifier import fence, integrity, poison, source_files
 from kernelladder.verifier.integrity import TRUSTED
 
 try:  # torch.compile's compile-worker pool and its idle timer (see _compile_pool_timer)
@@ -204,6 +204,13 @@ class Verifier:
             TRUSTED.empty(1)
         self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
+        self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
+        self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
+
+    def watch(self, walls: Any, files: dict[str, str] | None) -> None:
+        """Name the walls a candidate hits, and check the verifier's files after each."""
+        self.walls = walls
+        self.files = dict(files) if files is not None else None
 
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
     def timer(self) -> Any:
@@ -239,7 +246,19 @@ class Verifier:
             )
             return Outcome(verdict)
         run = _Run(self, spec, opts, digest, report)
-        outcome = run.execute()
+        if self.walls is not None:
+            self.walls.take()
+            self.walls.armed = True
+        try:
+            outcome = run.execute()
+        finally:
+            if self.walls is not None:
+                self.walls.armed = False
+        outcome = run.after_walls(
+            outcome,
+            self.walls.take() if self.walls is not None else [],
+            source_files.changed(self.files) if self.files is not None else [],
+        )
         elapsed = TRUSTED.perf_counter() - start
         from dataclasses import replace
 
@@ -479,6 +498,39 @@ class _Run:
         finally:
             candidate_mod.unload(self.cand.module_name)
 
+    def after_walls(self, outcome: Outcome, hits: list[str], changed: list[str]) -> Outcome:
+        """The verdict again when the candidate hit the sandbox's walls or changed the
+        verifier's files: it fails at anti-cheat, naming the wall or the files, whatever
+        the other gates said (a denied write often surfaces as a bare PermissionError)."""
+        if not hits and not changed:
+            return outcome
+        if changed:
+            shown = ", ".join(changed[:4]) + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else "")
+            detail = f"the candidate changed the verifier's files: {shown}"
+            flag, evidence = "verifier-files-changed", {"files": changed}
+        else:
+            detail = f"sandbox: {hits[0]}" + (f" (+{len(hits) - 1} more)" if len(hits) > 1 else "")
+            flag, evidence = "sandbox-wall", {"walls": hits}
+        if changed and hits:
+            evidence["walls"] = hits
+        before = GATES[: GATES.index("anti-cheat")]
+        for gate in list(self.results):
+            if gate not in before or self.results[gate].status == FAIL:
+                del self.results[gate]
+        for gate in before:
+            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
+        self.speed = {}
+        self.feedback = Feedback(fence=self.spec.fence)
+        self._fail(
+            "anti-cheat",
+            detail,
+            expected="a candidate that stays inside the sandbox's walls and leaves the verifier's files alone",
+            saw=detail,
+            **evidence,
+        )
+        self.flags.append(flag)
+        return Outcome(self._verdict(), outcome.recycle or bool(changed))
+
     def _fence_so_far(self) -> None:
         """After an early stop, the fence as judged on the calls that returned."""
         if "fence" in self.results or self.obs.launches == 0 or self.recorder is None:
@@ -579,6 +631,7 @@ class _Run:
                 active = rec.is_active()
         except BaseException as exc:
             state.watch_streams = False
+            self._stop_at_a_wall()
             if self.cuda and not self._device_healthy():
                 raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
             self._check_integrity("being called")
@@ -598,6 +651,7 @@ class _Run:
         finally:
             state.watch_streams = False
             del spacers
+        self._stop_at_a_wall()
         launches = state.launches - launches0
         self.obs.launches += launches
         if self.cuda and not self._device_healthy():
@@ -624,6 +678,11 @@ class _Run:
         self._side_work(outs, state, side0, other0, stream, where)
         self._anti_cheat_after_call(outs, inputs, pristine, where)
         return outs, pristine
+
+    def _stop_at_a_wall(self) -> None:
+        """A candidate that hit a wall is judged by that alone (after_walls): stop now."""
+        if self.v.walls is not None and self.v.walls.hits:
+            raise _Stop
 
     def _fence_fail(self, where: str, extra: str = "") -> None:
         rec = self.recorder
