@@ -26,9 +26,7 @@ def _rmsnorm_into(x, weight, y, rows=None):
 
 
 
-import os
 import socket
-
 
 PORT = 22
 
