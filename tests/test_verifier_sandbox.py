@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -259,7 +260,9 @@ def test_changed_verifier_files_fail_the_verdict_and_replace_the_worker(tmp_path
         )
         assert (v.verdict, v.gate) == ("fail", "anti-cheat"), gates_text(v)
         detail = v.gates["anti-cheat"].detail
-        assert detail == "the candidate changed the verifier's files: kernelladder/verifier/gates.py"
+        assert (
+            detail == "the candidate changed the verifier's files: kernelladder/verifier/gates.py"
+        )
         assert "verifier-files-changed" in v.flags
         assert v.gates["anti-cheat"].evidence["walls"][0].endswith("attempted (sandbox off)")
         assert not client.alive, "the worker that loaded a changed verifier was kept"
@@ -280,3 +283,94 @@ def test_require_refuses_to_start_without_landlock():
 
     with pytest.raises(WorkerUnavailable, match="--sandbox require"):
         asyncio.run(start())
+
+
+# --- correctness at shapes the proposer has not seen ---------------------------------------
+
+
+def test_unseen_shapes_are_reproducible_plausible_and_never_the_suites():
+    from kernelladder.ops.registry import builtin_ops
+
+    for spec in builtin_ops():
+        suite = {
+            (tuple(sorted(s.dims.items())), s.dtype) for s in spec.gpu_shapes + spec.cpu_shapes
+        }
+        for device in ("cpu", "cuda"):
+            for seed in range(20):
+                a = spec.draw_unseen_shapes(random.Random(seed), 3, device)
+                assert a == spec.draw_unseen_shapes(random.Random(seed), 3, device)
+                assert len(a) == 3 and len({s.label for s in a}) == 3
+                for shape in a:
+                    assert (tuple(sorted(shape.dims.items())), shape.dtype) not in suite
+                    assert shape.label.startswith("unseen ")
+                    assert shape.dims.keys() == spec.cpu_shapes[0].dims.keys()
+                    assert shape.dtype in {s.dtype for s in spec.gpu_shapes + spec.cpu_shapes}
+                    assert all(v >= 1 for v in shape.dims.values())
+                    if device == "cpu":  # the interpreter is slow: small on the CPU
+                        for name, size in shape.dims.items():
+                            dim = spec.unseen.dims[name]
+                            assert size <= max(dim.cpu_max, *dim.cpu_choices, 1) <= 700
+    lengths = {
+        s.dims["N"]
+        for seed in range(200)
+        for s in builtin_ops()[1].draw_unseen_shapes(random.Random(seed), 2, "cpu")
+    }
+    assert any(n % 2 for n in lengths) and any(n & (n - 1) == 0 for n in lengths)
+    assert 1 in {
+        s.dims["M"]
+        for seed in range(200)
+        for s in builtin_ops()[1].draw_unseen_shapes(random.Random(seed), 2, "cpu")
+    }
+
+
+def test_kernelbench_problems_keep_their_fixed_inputs():
+    from kernelladder.ops.registry import load_op
+
+    spec = load_op(str(ROOT / "examples" / "kernelbench" / "relu_bias_scale.py"))
+    assert spec.draw_unseen_shapes(random.Random(0), 3, "cpu") == ()
+
+
+def _seed_with_a_length_off_the_table() -> tuple[int, str]:
+    """A seed whose first unseen CPU shape has a row length that is no power of two
+    (the table cheat's fast path is right at powers of two)."""
+    from kernelladder.ops.registry import get_op
+
+    spec = get_op("rmsnorm")
+    for seed in range(1000):
+        shapes = spec.draw_unseen_shapes(random.Random(seed), 2, "cpu")
+        n = shapes[0].dims["N"]
+        if n & (n - 1) and n > 2:
+            return seed, shapes[0].label
+    raise AssertionError("no such seed")
+
+
+@needs_landlock
+def test_a_kernel_correct_only_at_the_suites_lengths_fails_at_an_unseen_shape(walled):
+    loop, client = walled
+    source = cheat("suite_lengths_only")
+    request = {"op": "rmsnorm", "source": source, "device": "cpu"}
+    suite_only = loop.run_until_complete(
+        client.verify({**request, "unseen_shapes": 0}, timeout_s=180)
+    )
+    assert suite_only.verdict == "pass", "the cheat should pass the suite alone (the hole)"
+    seed, label = _seed_with_a_length_off_the_table()
+    v = loop.run_until_complete(client.verify({**request, "unseen_seed": seed}, timeout_s=180))
+    assert (v.verdict, v.gate) == ("fail", "correctness"), gates_text(v)
+    detail = v.gates["correctness"].detail
+    assert detail.startswith(f"correct on the suite, wrong at an unseen shape: {label}: "), detail
+    assert v.feedback.saw.startswith("correct on the suite, wrong at an unseen shape: ")
+    evidence = v.gates["correctness"].evidence
+    assert evidence["unseen_seed"] == seed and evidence["unseen_shape"]["label"] == label
+    assert label not in v.feedback.fence
+
+
+@needs_landlock
+def test_a_pass_records_the_unseen_seed_and_shapes_so_it_can_be_reproduced(walled):
+    from kernelladder.ops.registry import get_op
+
+    v = verify(walled, cheat("honest_rmsnorm"))
+    assert v.verdict == "pass", gates_text(v)
+    evidence = v.gates["correctness"].evidence
+    drawn = get_op("rmsnorm").draw_unseen_shapes(random.Random(evidence["unseen_seed"]), 2, "cpu")
+    assert evidence["unseen_shapes"] == [s.to_dict() for s in drawn]
+    assert "+ 2 unseen shapes" in v.gates["correctness"].detail

@@ -196,7 +196,18 @@ def request_dict(request: Any) -> dict[str, Any]:
     """A verify request as a dict (accepts a dict or a VerifyRequest-like object)."""
     if isinstance(request, Mapping):
         return dict(request)
-    keys = ("op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds")
+    keys = (
+        "op",
+        "source",
+        "device",
+        "min_speedup",
+        "timeout_s",
+        "suite",
+        "baselines",
+        "seeds",
+        "unseen_shapes",
+        "unseen_seed",
+    )
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
 
 

@@ -18,6 +18,7 @@ import hashlib
 import math
 import os
 import platform
+import random
 import statistics
 import sys
 import threading
@@ -62,6 +63,7 @@ FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
 DETERMINISM_REPEATS = 2  # extra calls on the first seed's inputs
 SAME_POINTER_SEED_OFFSET = 1000
+UNSEEN_TRIAL = "unseen shape"
 
 ProgressFn = Callable[[str, str], None]
 
@@ -75,10 +77,13 @@ class VerifyOptions:
     suite: str | None = None
     seeds: tuple[int, ...] | None = None
     baselines: bool = True
+    unseen_shapes: int | None = None  # how many (None: the op's count; 0: none)
+    unseen_seed: int | None = None  # None: a fresh one, recorded in the verdict
 
     @classmethod
     def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
         seeds = msg.get("seeds")
+        unseen, unseen_seed = msg.get("unseen_shapes"), msg.get("unseen_seed")
         return cls(
             op=msg.get("op"),
             source=str(msg.get("source") or ""),
@@ -89,6 +94,8 @@ class VerifyOptions:
             suite=msg.get("suite"),
             seeds=tuple(int(s) for s in seeds) if seeds else None,
             baselines=bool(msg.get("baselines", True)),
+            unseen_shapes=int(unseen) if unseen is not None else None,
+            unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
         )
 
 
@@ -378,6 +385,18 @@ class _Run:
         else:
             self.shapes = tuple(spec.shapes_for(opts.device))
         self.seeds = opts.seeds or DEFAULT_SEEDS["cuda" if self.cuda else "cpu"]
+        # correctness also at shapes no proposer has seen, drawn afresh (seed recorded)
+        count = opts.unseen_shapes
+        if count is None:
+            count = spec.unseen.count if spec.unseen is not None else 0
+        self.unseen_seed = (
+            opts.unseen_seed
+            if opts.unseen_seed is not None
+            else int.from_bytes(os.urandom(4), "little")
+        )
+        self.unseen = spec.draw_unseen_shapes(
+            random.Random(self.unseen_seed), count, "cuda" if self.cuda else "cpu"
+        )
         self.results: dict[str, GateResult] = {}
         self.feedback = Feedback(fence=spec.fence)
         self.obs = _Observations()
@@ -505,7 +524,9 @@ class _Run:
         if not hits and not changed:
             return outcome
         if changed:
-            shown = ", ".join(changed[:4]) + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else "")
+            shown = ", ".join(changed[:4]) + (
+                f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+            )
             detail = f"the candidate changed the verifier's files: {shown}"
             flag, evidence = "verifier-files-changed", {"files": changed}
         else:
@@ -902,6 +923,35 @@ class _Run:
             outs, pristine = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
             self._judge(outs, hp, pristine, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
             del kept, outs, hp, pristine
+        for i, shape in enumerate(self.unseen):
+            self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
+            try:
+                inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+                hp = spec.reference_hp(inputs)
+                outs, pristine = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
+                self._judge(outs, hp, pristine, shape, self.seeds[0], UNSEEN_TRIAL)
+            except _Stop:
+                self._wrong_at_unseen(shape)
+                raise
+            del inputs, hp, outs, pristine
+
+    def _unseen_evidence(self) -> dict[str, Any]:
+        return {
+            "unseen_seed": self.unseen_seed,
+            "unseen_shapes": [s.to_dict() for s in self.unseen],
+        }
+
+    def _wrong_at_unseen(self, shape: Shape) -> None:
+        """Say that the suite passed and which unseen shape did not."""
+        result = self.results.get("correctness")
+        if result is None or result.status != FAIL:
+            return
+        lead = f"correct on the suite, wrong at an unseen shape: {shape.label}: "
+        evidence = {**result.evidence, **self._unseen_evidence(), "unseen_shape": shape.to_dict()}
+        self.results["correctness"] = GateResult(FAIL, lead + result.detail, evidence)
+        fb = self.feedback
+        if fb.saw and not fb.saw.startswith(lead):
+            self.feedback = Feedback(expected=fb.expected, saw=lead + fb.saw, fence=fb.fence)
 
     def _judge_after_trials(self) -> None:
         rec = self.recorder
@@ -921,11 +971,17 @@ class _Run:
             PASS,
             f"{self.obs.trials} trials within tolerance: {len(self.shapes)} "
             f"shape{'s' if len(self.shapes) != 1 else ''} x {len(self.seeds)} seeds "
-            "+ a same-pointer trial per shape",
+            "+ a same-pointer trial per shape"
+            + (
+                f" + {len(self.unseen)} unseen shape{'s' if len(self.unseen) != 1 else ''}"
+                if self.unseen
+                else ""
+            ),
             shapes=[s.label for s in self.shapes],
             seeds=list(self.seeds),
             trials=self.obs.trials,
             poison=self.v.environment.get("poison", ""),
+            **self._unseen_evidence(),
         )
         if self.obs.anti_cheat:
             first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))
