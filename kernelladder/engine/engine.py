@@ -482,6 +482,7 @@ class Run:
                     target=self.options.target,
                     settings=self.options.to_dict(),
                     speed_measured=device.startswith("cuda"),
+                    sandbox=info.get("sandbox"),
                 )
             )
         self._started = True

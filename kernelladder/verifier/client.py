@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from kernelladder.verifier.env import Redactor, secret_values, worker_env
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, WORKER_MODULE, decode, encode
+from kernelladder.verifier.sandbox import mode_from_env
 from kernelladder.verifier.scratch import add_owner, make_scratch, sweep_stale
 from kernelladder.verifier.verdict import FAIL, Feedback, GateResult, Verdict, fault_verdict
 
@@ -89,11 +90,11 @@ class LocalTransport:
         memory_limit_bytes: int | None = None,
         gpu_memory_fraction: float | None = None,
         extra_env: Mapping[str, str] | None = None,
-        sandbox: str = "auto",
+        sandbox: str | None = None,
         package_root: str | None = None,
     ):
         self.device = device
-        self.sandbox = sandbox
+        self.sandbox = sandbox  # None: the caller's KERNELLADDER_SANDBOX, else auto
         self.package_root = package_root  # where the worker imports kernelladder from
         self.python = python
         self.environ = dict(os.environ if environ is None else environ)
@@ -136,7 +137,7 @@ class LocalTransport:
             extra["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env = worker_env(self._home, self.environ, extra)
         args = [self.python, "-m", WORKER_MODULE, "--device", self.device]
-        args += ["--scratch", self._home, "--sandbox", self.sandbox]
+        args += ["--scratch", self._home, "--sandbox", self.sandbox or mode_from_env(self.environ)]
         if self.gpu_memory_fraction:
             args += ["--gpu-memory-fraction", str(self.gpu_memory_fraction)]
         limit = self.memory_limit_bytes

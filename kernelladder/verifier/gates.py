@@ -535,6 +535,9 @@ class _Run:
         if changed and hits:
             evidence["walls"] = hits
         before = GATES[: GATES.index("anti-cheat")]
+        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
+        if then:  # what the other gates said, kept as evidence
+            evidence["then"] = then
         for gate in list(self.results):
             if gate not in before or self.results[gate].status == FAIL:
                 del self.results[gate]
@@ -652,7 +655,6 @@ class _Run:
                 active = rec.is_active()
         except BaseException as exc:
             state.watch_streams = False
-            self._stop_at_a_wall()
             if self.cuda and not self._device_healthy():
                 raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
             self._check_integrity("being called")

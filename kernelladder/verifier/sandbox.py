@@ -40,6 +40,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 MODES = ("auto", "require", "off")
+ENV_VAR = "KERNELLADDER_SANDBOX"  # the caller's choice; --sandbox sets it
+
+
+def mode_from_env(environ: dict[str, str] | None = None) -> str:
+    """The sandbox mode the caller asked for (KERNELLADDER_SANDBOX), default auto."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip() or "auto"
+    if value not in MODES:
+        raise ValueError(f"{ENV_VAR}={value!r}: expected one of {', '.join(MODES)}")
+    return value
+
 
 # --- the kernel interface (include/uapi/linux/landlock.h) --------------------------------
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -414,7 +424,9 @@ def apply(policy: Policy, mode: str = "auto") -> SandboxState:
         for path in policy.writable:
             _add_rule(libc, ruleset, path, fs)
         _no_new_privs(libc)
-        rc = libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+        rc = libc.syscall(
+            ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)
+        )
         if rc < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")

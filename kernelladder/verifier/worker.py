@@ -23,6 +23,23 @@ from kernelladder.verifier.scratch import make_scratch
 
 # scratch directories this worker removes as it exits (os._exit skips atexit handlers)
 _owned_scratch: list[str] = []
+# (process, pipe) of the janitor that removes them from outside the walls
+_janitor: list[tuple[Any, int]] = []
+
+# Runs outside the walls: waits for the worker's end of the pipe to close (the worker
+# exits, or is killed), then removes the scratch directories, which the walled worker
+# can empty but not remove (their parent is not its to write).
+JANITOR = """\
+import os, shutil, sys
+fd = int(sys.argv[1])
+try:
+    while os.read(fd, 4096):
+        pass
+except OSError:
+    pass
+for path in sys.argv[2:]:
+    shutil.rmtree(path, ignore_errors=True)
+"""
 
 
 class _Channel:
@@ -64,7 +81,30 @@ def _exit(code: int) -> NoReturn:
     _flush_std()
     for path in _owned_scratch:
         shutil.rmtree(path, ignore_errors=True)
+    for process, fd in _janitor:
+        os.close(fd)
+        try:
+            process.wait(timeout=10)
+        except Exception:
+            pass
     os._exit(code)
+
+
+def _start_janitor() -> None:
+    """The scratch this worker owns is removed from outside the walls when it ends."""
+    import subprocess
+
+    read_fd, write_fd = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-S", "-c", JANITOR, str(read_fd), *_owned_scratch],
+        pass_fds=(read_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a kill of the worker's group leaves it to clean up
+    )
+    os.close(read_fd)
+    _janitor.append((process, write_fd))
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -160,6 +200,8 @@ def _wall_in(args: argparse.Namespace, sandbox: Any) -> tuple[Any, Any]:
     policy = sandbox.build_policy(
         scratch, caches, extra_readable=[os.path.dirname(package_dir())], home=home
     )
+    if _owned_scratch and args.sandbox != "off" and sandbox.landlock_abi()[0] > 0:
+        _start_janitor()
     state = sandbox.apply(policy, args.sandbox)
     if not state.on:
         print(f"kernelladder worker: WARNING: sandbox off ({state.reason})", file=sys.stderr)
