@@ -61,6 +61,20 @@ class Mismatch:
     reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
 
 
+# What the sandbox allows a candidate (verifier/sandbox.py), for every op's FENCE.
+SANDBOX_RULE = (
+    "The candidate runs walled in: it may allocate tensors, read its inputs, compile and "
+    "launch Triton kernels (@triton.autotune too) and write its working directory and "
+    "Triton's cache; writing any other file, reading files outside Python's and the "
+    "libraries' own, network connections and other processes are denied and fail the "
+    "verdict at anti-cheat."
+)
+# Correctness is also checked at sizes no prompt lists (OpSpec.unseen).
+ANY_SIZE_RULE = (
+    "Be correct for every size and dtype the signature allows, not only the shapes listed."
+)
+
+
 class OpLoadError(ValueError):
     """An op that cannot be found or loaded (unknown name, bad problem file); the message
     is one line for the user."""
