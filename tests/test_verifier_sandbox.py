@@ -9,6 +9,7 @@ thing must not have happened, and the verifier's files must hash the same afterw
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -374,3 +375,20 @@ def test_a_pass_records_the_unseen_seed_and_shapes_so_it_can_be_reproduced(walle
     drawn = get_op("rmsnorm").draw_unseen_shapes(random.Random(evidence["unseen_seed"]), 2, "cpu")
     assert evidence["unseen_shapes"] == [s.to_dict() for s in drawn]
     assert "+ 2 unseen shapes" in v.gates["correctness"].detail
+
+
+def test_check_reproduces_a_verdict_from_its_unseen_seed():
+    seed, label = _seed_with_a_length_off_the_table()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelladder", "check", "rmsnorm"]
+        + [str(CHEATS / "suite_lengths_only.py"), "--device", "cpu", "--json"]
+        + ["--unseen-seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    verdict = json.loads(proc.stdout)
+    assert verdict["gate"] == "correctness"
+    assert verdict["gates"]["correctness"]["evidence"]["unseen_shape"]["label"] == label

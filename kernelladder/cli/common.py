@@ -182,6 +182,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
         min_speedup=float(request.get("min_speedup", 1.0)),
         timeout_s=float(getattr(args, "timeout", None) or 300.0),
         baselines=bool(request.get("baselines", True)),
+        unseen_seed=request.get("unseen_seed"),
     )
 
     async def once() -> Any:

@@ -24,6 +24,7 @@ class VerifyRequest:
     timeout_s: float = 300.0
     suite: str | None = None  # None: the device's suite
     baselines: bool = True  # measure library baselines (cached per worker)
+    unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
 
 
 ProgressFn = Callable[[str, str], None]  # (gate, message)
