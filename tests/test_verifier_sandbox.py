@@ -392,3 +392,42 @@ def test_check_reproduces_a_verdict_from_its_unseen_seed():
     verdict = json.loads(proc.stdout)
     assert verdict["gate"] == "correctness"
     assert verdict["gates"]["correctness"]["evidence"]["unseen_shape"]["label"] == label
+
+
+def test_wall_log_names_only_a_candidates_attempts_on_the_walls(tmp_path):
+    """The audit hook's judgement, called directly (installing it would last for good)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    policy = sandbox.build_policy(str(scratch), home=str(home))
+    log = sandbox.WallLog(policy, on=True)
+    inet, unix = socket.socket(), socket.socket(socket.AF_UNIX)
+    try:
+        calls = [
+            ("open", (str(ROOT / "kernelladder" / "verifier" / "gates.py"), "a", os.O_WRONLY)),
+            ("open", (str(scratch / "ok.txt"), "w", os.O_WRONLY | os.O_CREAT)),
+            ("open", (str(home / ".ssh" / "id_ed25519"), "r", os.O_RDONLY)),
+            ("open", (f"/proc/{os.getppid()}/environ", "rb", os.O_RDONLY)),
+            ("open", ("/proc/self/status", "r", os.O_RDONLY)),
+            ("open", (sandbox.__file__, "r", os.O_RDONLY)),
+            ("socket.connect", (inet, ("127.0.0.1", 9))),
+            ("socket.connect", (unix, "/run/some.sock")),
+            ("os.remove", (str(ROOT / "README.md"),)),
+        ]
+        for event, args in calls:  # not armed: the verifier's own work
+            log._hook(event, args)
+        assert log.take() == []
+        log.armed = True
+        for event, args in calls:
+            log._hook(event, args)
+    finally:
+        inet.close()
+        unix.close()
+    assert log.take() == [
+        f"write to {ROOT}/kernelladder/verifier/gates.py denied",
+        f"read of {home}/.ssh/id_ed25519 denied",
+        f"read of /proc/{os.getppid()}/environ denied",
+        "connect to 127.0.0.1:9 denied",
+        f"removal of {ROOT}/README.md denied",
+    ]
