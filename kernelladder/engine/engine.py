@@ -488,6 +488,11 @@ class Run:
         self._started = True
         for message in self._startup_notices:
             self._emit(ev.Notice(level="warning", message=message))
+        walls = str(info.get("sandbox") or "")
+        if walls.startswith("off"):  # said once per session, resumed ones too
+            self._emit(
+                ev.Notice(level="warning", message=f"sandbox {walls}: candidates run without walls")
+            )
         notice_sink = getattr(self.runner, "set_notice_sink", None)  # e.g. "host left the pool"
         if callable(notice_sink):
             notice_sink(self._runner_notice)
