@@ -431,3 +431,17 @@ def test_wall_log_names_only_a_candidates_attempts_on_the_walls(tmp_path):
         "connect to 127.0.0.1:9 denied",
         f"removal of {ROOT}/README.md denied",
     ]
+
+
+def test_doctor_tries_the_walls_here():
+    from kernelladder.cli.doctor import local_sandbox_check
+
+    off = local_sandbox_check("off")
+    assert off.status == "warn" and off.detail.startswith("off (turned off (--sandbox off))")
+    check = local_sandbox_check("require")
+    if ABI >= 4:
+        assert check.status == "ok", check
+        assert check.detail.startswith(f"on (Landlock ABI {ABI}: ")
+        assert check.detail.endswith("tried and denied: write outside, other /proc, tcp bind")
+    else:
+        assert check.status == "FAIL" and check.detail.startswith("off (")
