@@ -7,8 +7,8 @@
    cache inside the walls; must pass) and one wall cheat (it must fail at anti-cheat
    naming the wall: the walls hold for root on the GPU box too).
 2. The warm verify time of rmsnorm's starting candidate with the sandbox on and off,
-   side by side: two workers on the same GPU, each warmed by one verify, then
-   alternating (on, off, off, on, ...) for --repeats rounds each; medians and ratio.
+   side by side: two workers on the same GPU, each warmed by one verify (the open one
+   during step 1, to fit the time), then alternating (on, off, off, on, ...) for --repeats rounds each; medians and ratio.
    Both use the same unseen-shape seed, so they check the same shapes.
 
 Logs (hello lines, every verdict) go to $OUT (a temp dir when unset); the table is
@@ -60,6 +60,11 @@ async def main(args: argparse.Namespace) -> int:
     walled, open_ = _client(device, "require"), _client(device, "off")
     rows: list[tuple[str, str, str]] = []
     ok = True
+    rms_source = Path(get_op("rmsnorm").starting_candidate).read_text()
+    # the open worker starts and warms up (baselines compiled) while the walled one works
+    warm_off = asyncio.ensure_future(
+        _verify(open_, "rmsnorm", rms_source, device, unseen_seed=UNSEEN_SEED)
+    )
     try:
         hello = await walled.hello()
         _save(out, "hello_sandbox_on", hello)
@@ -89,13 +94,12 @@ async def main(args: argparse.Namespace) -> int:
             )
         )
 
-        source = Path(get_op("rmsnorm").starting_candidate).read_text()
+        source = rms_source
         timing = {"on": [], "off": []}
         clients = {"on": walled, "off": open_}
-        for side in ("on", "off"):  # warm: baselines compiled, kernels cached
-            v, took = await _verify(
-                clients[side], "rmsnorm", source, device, unseen_seed=UNSEEN_SEED
-            )
+        warm = {"on": await _verify(walled, "rmsnorm", source, device, unseen_seed=UNSEEN_SEED)}
+        warm["off"] = await warm_off
+        for side, (v, took) in warm.items():  # warm: baselines compiled, kernels cached
             _save(out, f"warmup_{side}", v.to_dict())
             print(f"warm-up sandbox {side}: {v.verdict} in {took:.1f} s", flush=True)
         for r in range(args.repeats):
@@ -108,7 +112,9 @@ async def main(args: argparse.Namespace) -> int:
                 timing[side].append(took)
                 print(f"round {r + 1} sandbox {side}: {took:.2f} s ({v.verdict})", flush=True)
     finally:
-        await asyncio.gather(walled.close(), open_.close())
+        if not warm_off.done():
+            warm_off.cancel()
+        await asyncio.gather(walled.close(), open_.close(), return_exceptions=True)
     _save(out, "timing", timing)
     on, off = statistics.median(timing["on"]), statistics.median(timing["off"])
     print()
