@@ -268,6 +268,9 @@ def test_changed_verifier_files_fail_the_verdict_and_replace_the_worker(tmp_path
         assert v.gates["anti-cheat"].evidence["walls"][0].endswith("attempted (sandbox off)")
         assert not client.alive, "the worker that loaded a changed verifier was kept"
         assert "the candidate was here" in (copy / "kernelladder/verifier/gates.py").read_text()
+        # and no fresh worker is trusted with the altered verifier
+        with pytest.raises(WorkerUnavailable, match="the verifier's files changed on disk"):
+            loop.run_until_complete(client.hello())
     finally:
         loop.run_until_complete(client.close())
         loop.close()

@@ -253,6 +253,7 @@ class WorkerClient:
         self._drain_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.workers_started = 0
+        self._verifier_files: str | None = None  # the first worker's hash of them
 
     # --- life cycle ---------------------------------------------------------------------
     @property
@@ -303,6 +304,7 @@ class WorkerClient:
                             raise WorkerUnavailable(
                                 f"worker speaks protocol {msg.get('protocol')}, not {PROTOCOL_VERSION}"
                             )
+                        self._check_verifier_files(msg.get("verifier_files"))
                         self._hello = self.redactor.redact_obj(msg)
                         return
         except TimeoutError:
@@ -314,6 +316,19 @@ class WorkerClient:
         except WorkerUnavailable:
             await self._discard()
             raise
+
+    def _check_verifier_files(self, digest: Any) -> None:
+        """A later worker must load the verifier the first one loaded: after a change on
+        disk (a candidate's, where the walls were off) no new worker is trusted."""
+        if not isinstance(digest, str):
+            return
+        if self._verifier_files is None:
+            self._verifier_files = digest
+        elif digest != self._verifier_files:
+            raise WorkerUnavailable(
+                "the verifier's files changed on disk since this run's first worker started "
+                "(a candidate may have altered them): restore them, then start again"
+            )
 
     async def _drain_stderr(self, transport: Transport) -> None:
         reader = transport.stderr
