@@ -78,6 +78,7 @@ def build_view(s: RunState) -> RunView:
         runner=s.runner,
         target=s.target,
         speed_measured=s.speed_measured,
+        sandbox=s.sandbox,
         settings=dict(s.settings),
         state=run_state,
         finish_reason=s.finish_reason or "",

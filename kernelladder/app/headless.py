@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -62,6 +63,8 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
     """The whole panel for one state (also used by `kernelladder replay`); only notices
     logged at or after seq `notices_from` (a resumed session's own) are shown."""
     speed_note = "" if state.speed_measured else "  [yellow]speed not measured (no GPU)[/]"
+    if state.sandbox and state.sandbox.startswith("off"):  # candidates run without walls
+        speed_note += f"  [yellow]sandbox: {escape(state.sandbox)}[/]"
     header = Text.from_markup(
         f"[bold]{state.op}[/] on {state.device}{' (' + state.gpu + ')' if state.gpu else ''}"
         f"  proposer [bold]{state.proposer}[/]{' ' + state.model if state.model else ''}"

@@ -128,6 +128,10 @@ def _failure_evidence(verdict: Verdict) -> Any:
         parts.append(Text("altered: " + ", ".join(ev["altered"])))
     if ev.get("problems"):
         parts.append(Text("\n".join(f"{k}: {v}" for k, v in ev["problems"].items())))
+    if ev.get("walls"):  # the sandbox's walls the candidate ran into
+        parts.append(Text("walls: " + "; ".join(str(w) for w in ev["walls"])))
+    if isinstance(ev.get("then"), dict):  # what the other gates had said
+        parts.append(Text("\n".join(f"{k} (before): {v}" for k, v in ev["then"].items())))
     if not parts:
         return None
     return Panel(
@@ -169,7 +173,14 @@ def render(verdict: Verdict, console: Console | None = None) -> None:
     env = verdict.environment
     if env:
         bits = [f"{k} {env[k]}" for k in ("gpu", "torch", "triton", "python") if env.get(k)]
+        sandbox = str(env.get("sandbox") or "")
+        if sandbox.startswith("on"):  # the walls' list is long: the ABI says enough here
+            bits.append("sandbox " + sandbox.split(":")[0] + ")")
         out.print(Text(" · ".join(bits), style="dim"))
+        if sandbox.startswith("off"):
+            out.print(
+                Text(f"sandbox: {sandbox}: the candidate ran without walls", style="bold yellow")
+            )
     out.print(feedback_panel(verdict))
 
 

@@ -103,6 +103,7 @@ class RunView:
     runner: str = ""
     target: float | None = None
     speed_measured: bool = False
+    sandbox: str | None = None  # "off (why)" shows in the header; None in older logs
     settings: dict[str, Any] = field(default_factory=dict)
     state: str = RUN_NOT_STARTED
     finish_reason: str = ""

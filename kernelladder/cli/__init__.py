@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    from kernelladder.cli.common import apply_sandbox_choice
+
+    apply_sandbox_choice(args)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

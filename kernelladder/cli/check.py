@@ -42,6 +42,15 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--no-baselines", action="store_true", help="skip library/torch.compile baselines"
     )
+
+    p.add_argument(
+        "--unseen-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="draw the unseen shapes a verdict names (its correctness evidence's "
+        "unseen_seed) again, to reproduce it",
+    )
     from kernelladder.cli.common import add_runner_arguments  # --remote and the SSH settings
 
     add_runner_arguments(p)
@@ -103,6 +112,8 @@ def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
         "min_speedup": args.min_speedup,
         "baselines": not args.no_baselines,
     }
+    if args.unseen_seed is not None:
+        request["unseen_seed"] = args.unseen_seed
     show = _progress_printer(not args.json and sys.stderr.isatty())
     try:
         if remote_requested(args):

@@ -10,6 +10,7 @@ reached is reported when the runner starts (RemoteError, one line).
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from kernelladder.cli import UsageError
@@ -38,6 +39,29 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: b
 def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     """--remote and its settings, for a command that verifies candidates."""
     add_remote_arguments(parser, with_remote_flag=True)
+
+    add_sandbox_argument(parser)
+
+
+SANDBOX_ENV = "KERNELLADDER_SANDBOX"
+
+
+def add_sandbox_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "require", "off"),
+        default=None,
+        help="walls around every worker (Landlock): auto runs with a warning where it is "
+        "missing (default; or KERNELLADDER_SANDBOX), require refuses, off turns them off",
+    )
+
+
+def apply_sandbox_choice(args: Any) -> None:
+    """--sandbox reaches every worker this process starts, local or over SSH, through
+    KERNELLADDER_SANDBOX (the transports read it)."""
+    choice = getattr(args, "sandbox", None)
+    if choice:
+        os.environ[SANDBOX_ENV] = choice
 
 
 def add_ray_arguments(parser: argparse.ArgumentParser, *, with_runner_flag: bool = True) -> None:
@@ -187,6 +211,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
         min_speedup=float(request.get("min_speedup", 1.0)),
         timeout_s=float(getattr(args, "timeout", None) or 300.0),
         baselines=bool(request.get("baselines", True)),
+        unseen_seed=request.get("unseen_seed"),
     )
 
     async def once() -> Any:

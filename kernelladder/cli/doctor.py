@@ -48,6 +48,97 @@ print(json.dumps(out))
 """
 
 
+# The walls a worker would get, tried in a throwaway child of the interpreter being
+# checked: verifier/sandbox.py's own source (stdlib only, so it runs on a box before any
+# sync) followed by this footer; prints one JSON object.
+SANDBOX_PROBE_FOOTER = """
+import json as _json, os as _os, shutil as _shutil, socket as _socket, tempfile as _tempfile
+_parent = _tempfile.mkdtemp(prefix="kl-doctor-")
+_scratch = _os.path.join(_parent, "scratch")
+_os.mkdir(_scratch)
+_read, _write = _os.pipe()
+_pid = _os.fork()
+if _pid == 0:
+    _out = {}
+    try:
+        _state = apply(build_policy(_scratch), _MODE)
+        _out = {"on": _state.on, "abi": _state.abi, "line": describe_state(_state)}
+        _out["walls"] = list(_state.walls)
+        _tried = {}
+        def _try(name, fn):
+            try:
+                fn()
+                _tried[name] = "allowed"
+            except OSError:
+                _tried[name] = "denied"
+        _try("write in scratch", lambda: open(_os.path.join(_scratch, "ok"), "w").close())
+        _try("write outside", lambda: open(_os.path.join(_parent, "outside"), "w").close())
+        _try("other /proc", lambda: open("/proc/%d/environ" % _os.getppid(), "rb").read(1))
+        _try("tcp bind", lambda: _socket.socket().bind(("127.0.0.1", 0)))
+        _out["tried"] = _tried
+    except Exception as _exc:
+        _out = {"on": False, "line": "off (%s)" % str(_exc)[:200], "error": True}
+    _os.write(_write, _json.dumps(_out).encode())
+    _os._exit(0)
+_os.close(_write)
+_data = b""
+while True:
+    _chunk = _os.read(_read, 65536)
+    if not _chunk:
+        break
+    _data += _chunk
+_os.waitpid(_pid, 0)
+_shutil.rmtree(_parent, ignore_errors=True)
+print(_data.decode() or _json.dumps({"on": False, "line": "off (the probe died)"}))
+"""
+
+
+def sandbox_probe(mode: str = "auto") -> str:
+    """Python source that tries the walls (see SANDBOX_PROBE_FOOTER)."""
+    from pathlib import Path
+
+    from kernelladder.verifier import sandbox
+
+    source = Path(sandbox.__file__).read_text(encoding="utf-8")
+    return source + f"\n_MODE = {mode!r}\n" + SANDBOX_PROBE_FOOTER
+
+
+def sandbox_check(scope: str, probe: dict[str, Any], mode: str = "auto") -> Check:
+    """On: OK with the ABI, the walls and what the probe tried; off: WARN (FAIL under
+    --sandbox require), with the reason."""
+    line = str(probe.get("line") or "off (no answer from the probe)")
+    if probe.get("on"):
+        tried = probe.get("tried") or {}
+        held = [k for k in ("write outside", "other /proc", "tcp bind") if tried.get(k) == "denied"]
+        broken = [
+            k for k in ("write outside", "other /proc", "tcp bind") if tried.get(k) == "allowed"
+        ]
+        detail = line + ("; tried and denied: " + ", ".join(held) if held else "")
+        if broken or tried.get("write in scratch") != "allowed":
+            why = ", ".join(broken) or "writing the scratch directory was denied"
+            return Check(scope, "sandbox", FAIL, f"{detail}; NOT walled as expected: {why}")
+        return Check(scope, "sandbox", OK, detail)
+    status = FAIL if mode == "require" else WARN
+    return Check(
+        scope,
+        "sandbox",
+        status,
+        f"{line}: candidates run without walls"
+        + ("" if mode == "require" else " (--sandbox require refuses to run so)"),
+    )
+
+
+def local_sandbox_check(mode: str = "auto") -> Check:
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", sandbox_probe(mode)], capture_output=True, text=True, timeout=60
+        )
+        probe = json.loads(result.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+        probe = {"on": False, "line": f"off (the sandbox probe failed: {exc})"}
+    return sandbox_check("local", probe, mode)
+
+
 @dataclass(frozen=True)
 class Check:
     scope: str  # "local" or a host label
@@ -77,6 +168,15 @@ def add_parser(subparsers: Any) -> None:
         "Triton interpreter only",
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    p.add_argument(
+        "--sandbox",
+        choices=("auto", "require", "off"),
+        default=None,
+        help="the walls runs will ask for: require makes a missing sandbox a failure "
+        "(default: KERNELLADDER_SANDBOX, else auto)",
+    )
+
     add_remote_arguments(p, with_remote_flag=False)
 
     p.add_argument(
@@ -100,10 +200,14 @@ def run(args: Any) -> int:
         raise UsageError("--trust applies to --remote")
     config = load_remote(args) if remote else None  # UsageError (one line) on a bad setting
     ray_address = _ray_address(args)
+    mode = sandbox_mode(args)
     checks = local_checks()
+    checks.append(local_sandbox_check(mode))
     if config is not None:
         checks += asyncio.run(
-            remote_checks(config, trust=args.trust, interactive=_tty(), device=args.device)
+            remote_checks(
+                config, trust=args.trust, interactive=_tty(), device=args.device, sandbox=mode
+            )
         )
     if ray_address is not None:
         checks += asyncio.run(ray_checks(ray_address, device=args.device))
@@ -242,16 +346,24 @@ def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
 
 
 async def remote_checks(
-    config: Any, *, trust: bool, interactive: bool, device: str = "cuda"
+    config: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
 ) -> list[Check]:
     checks: list[Check] = []
     for host in config.hosts:
-        checks += await host_checks(host, trust=trust, interactive=interactive, device=device)
+        checks += await host_checks(
+            host, trust=trust, interactive=interactive, device=device, sandbox=sandbox
+        )
     return checks
 
 
+def sandbox_mode(args: Any) -> str:
+    from kernelladder.verifier.sandbox import mode_from_env
+
+    return getattr(args, "sandbox", None) or mode_from_env()
+
+
 async def host_checks(
-    host: Any, *, trust: bool, interactive: bool, device: str = "cuda"
+    host: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
 ) -> list[Check]:
     from kernelladder.engine.runners.ssh.link import (
         HostKeyError,
@@ -312,6 +424,15 @@ async def host_checks(
                 gpus_needed=host.gpus if device == "cuda" else None,
             )
             checks.append(gpu_map_check(host, probe.get("cuda_visible_devices"), device))
+            command = python_command(
+                host, python=link.python or host.python, code=sandbox_probe(sandbox)
+            )
+            walled = await link.run(command, timeout_s=max(host.command_timeout_s, 60))
+            try:
+                answer = json.loads(str(walled.stdout).strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                answer = {"on": False, "line": f"off (probe failed: {_last_line(walled.stderr)})"}
+            checks.append(sandbox_check(scope, answer, sandbox))
         state = await link.sync_state()
         if not state["exists"]:
             detail = f"{state['remote_dir']} absent: the first run creates it and sends {state['would_send']} files"

@@ -126,6 +126,9 @@ def _load(run_dir: Path) -> list:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    from kernelladder.cli.common import apply_sandbox_choice
+
+    apply_sandbox_choice(args)
     try:
         return _main(args, argv)
     except UsageError as exc:

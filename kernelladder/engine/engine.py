@@ -563,6 +563,7 @@ class Run:
                     target=self.options.target,
                     settings=self.options.to_dict(),
                     speed_measured=device.startswith("cuda"),
+                    sandbox=info.get("sandbox"),
                 )
             )
         self._started = True
@@ -579,6 +580,11 @@ class Run:
             self._emit(ev.Notice(level="warning", message=message))
         if self._control_error:
             self._emit(ev.Notice(level="warning", message=self._control_error))
+        walls = str(info.get("sandbox") or "")
+        if walls.startswith("off"):  # said once per session, resumed ones too
+            self._emit(
+                ev.Notice(level="warning", message=f"sandbox {walls}: candidates run without walls")
+            )
         self.runner.set_notice_sink(self._runner_notice)  # e.g. "host left the pool"
         if runner_error:
             self._emit(ev.Notice(level="error", message=runner_error))

@@ -104,6 +104,7 @@ class RunStarted(Event):
     target: float | None = None  # target speedup
     settings: dict[str, Any] = field(default_factory=dict)  # the optimize options, as given
     speed_measured: bool = False  # False on the CPU: no speed numbers exist
+    sandbox: str | None = None  # the workers' walls: "on (Landlock ABI 7: ...)" or "off (why)"
 
 
 @_register

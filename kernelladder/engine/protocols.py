@@ -30,6 +30,7 @@ class VerifyRequest:
     paired_rounds: int | None = None
     pair_every_shape: bool = False
     fresh_worker: bool = False
+    unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
 
 
 ProgressFn = Callable[[str, str], None]  # (gate, message)

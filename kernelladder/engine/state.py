@@ -190,6 +190,7 @@ class RunState:
     gpu: str | None = None
     runner: str = ""
     speed_measured: bool = False
+    sandbox: str | None = None  # the workers' walls, as the runner's first worker said
     settings: dict[str, Any] = field(default_factory=dict)
     target: float | None = None
     started_ts: float | None = None
@@ -319,6 +320,7 @@ def _run_started(s: RunState, e: ev.RunStarted) -> None:
     s.gpu = e.gpu
     s.runner = e.runner
     s.speed_measured = e.speed_measured
+    s.sandbox = e.sandbox
     s.settings = dict(e.settings)
     s.target = e.target
     s.hints = str(e.settings.get("hints") or "")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from kernelladder.ops.spec import Mismatch, Tolerance
+from kernelladder.ops.spec import ANY_SIZE_RULE, SANDBOX_RULE, Mismatch, Tolerance
 
 CANDIDATES_DIR = Path(__file__).resolve().parent / "candidates"
 
@@ -153,6 +153,8 @@ def fence_text(signature: str, outputs: str, forbidden: str, extra: str = "") ->
         "synchronization or comparisons.",
         "Return fresh, contiguous, plain torch.Tensor outputs of exactly the stated dtype "
         "and shape, on the inputs' device.",
+        ANY_SIZE_RULE,
+        SANDBOX_RULE,
     ]
     if extra:
         rules.append(extra)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpSpec, Shape, Tolerance
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
 
 # The output is a convex combination of v rows (|v| ~ 1). A flash kernel rounds P to
 # bf16 for the P v matmul (2^-9 relative per term) and rounds the result to bf16; the
@@ -116,6 +116,15 @@ ATTENTION = AttentionSpec(
         "aten::_flash_attention_forward, aten::_softmax, ...)",
     ),
     starting_candidate=_common.candidate_path("attention"),
+    unseen=UnseenShapes(
+        {
+            "B": Dim(cpu_max=2, gpu_max=4),
+            "H": Dim(cpu_max=3, gpu_max=16),
+            "S": Dim(cpu_max=48, gpu_max=4096, gpu_lo=16),
+            "D": Dim(0, 0, cpu_choices=(16, 32, 48, 64), gpu_choices=(64, 80, 96, 128)),
+        },
+        ("bfloat16", "float16"),
+    ),
     forbidden_aten=frozenset(
         {
             "aten::bmm",

@@ -13,7 +13,15 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import BaselineNotApplicable, FlopModel, Mismatch, OpSpec, Shape
+from kernelladder.ops.spec import (
+    BaselineNotApplicable,
+    Dim,
+    FlopModel,
+    Mismatch,
+    OpSpec,
+    Shape,
+    UnseenShapes,
+)
 
 A_HARD_KINDS = ("min", "max", "zero")
 B_HARD_KINDS = ("min", "max")
@@ -129,6 +137,14 @@ INT8_MATMUL = Int8MatmulSpec(
         "torch._scaled_mm or any torch compute (aten::_int_mm, aten::mm, aten::matmul, ...)",
     ),
     starting_candidate=_common.candidate_path("int8_matmul"),
+    unseen=UnseenShapes(
+        {
+            "M": Dim(cpu_max=64, gpu_max=4096),
+            "N": Dim(cpu_max=80, gpu_max=8192, gpu_lo=256),
+            "K": Dim(cpu_max=128, gpu_max=8192, gpu_lo=256),
+        },
+        ("int8",),
+    ),
     forbidden_aten=frozenset(
         {
             "aten::_int_mm",

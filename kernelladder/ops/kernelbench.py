@@ -27,7 +27,15 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape, Tolerance
+from kernelladder.ops.spec import (
+    SANDBOX_RULE,
+    FlopModel,
+    Mismatch,
+    OpLoadError,
+    OpSpec,
+    Shape,
+    Tolerance,
+)
 
 MODEL_SEED = 42  # seed before building Model and ModelNew (KernelBench does the same)
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -46,7 +54,8 @@ FENCE_TEMPLATE = """\
 - Parameters: ModelNew is built right after torch.manual_seed({seed}), as Model is; create the same parameters in the same order to get the same values.
 - Compute with at least one Triton kernel launch (@triton.jit); do not call Model or its forward.
 - Do not modify the inputs, return outputs that alias an input, launch work on side streams or threads, cache results across calls, or touch the verifier's timers, synchronization or comparisons.
-- Return fresh plain torch.Tensor outputs of the reference's dtypes and shapes ({outputs})."""
+- Return fresh plain torch.Tensor outputs of the reference's dtypes and shapes ({outputs}).
+- """ + SANDBOX_RULE.replace("{", "{{").replace("}", "}}")
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpSpec, Shape, Tolerance
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
 
 QMAX = 127.0
 # scale: a correctly rounded fp32 absmax / 127 is within 2^-24; absmax * (1/127) within
@@ -163,6 +163,14 @@ KV_QUANT = KvQuantSpec(
         "torch compute (aten::abs, aten::amax, aten::round, aten::clamp, aten::div, ...)",
     ),
     starting_candidate=_common.candidate_path("kv_quant"),
+    unseen=UnseenShapes(
+        {
+            "T": Dim(cpu_max=40, gpu_max=32768),
+            "H": Dim(cpu_max=4, gpu_max=32),
+            "D": Dim(0, 0, cpu_choices=(32, 64, 80, 96, 128), gpu_choices=(64, 80, 96, 128, 256)),
+        },
+        ("bfloat16",),
+    ),
     forbidden_aten=frozenset(
         {
             "aten::abs",

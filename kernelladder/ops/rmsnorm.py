@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpSpec, Shape
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 EPS = 1e-6
 
@@ -118,6 +118,13 @@ RMSNORM = RmsNormSpec(
         "(aten::rms_norm, aten::_fused_rms_norm, aten::rsqrt, aten::mean, aten::pow, ...)",
     ),
     starting_candidate=_common.candidate_path("rmsnorm"),
+    unseen=UnseenShapes(
+        {
+            "M": Dim(cpu_max=40, gpu_max=16384),
+            "N": Dim(cpu_max=700, gpu_max=16384, lo=2, gpu_lo=256),
+        },
+        ("float32", "bfloat16", "float16"),
+    ),
     forbidden_aten=frozenset(
         {
             "aten::rms_norm",

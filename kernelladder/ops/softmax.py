@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpSpec, Shape
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 # Row hard cases: "large" (|x| ~ 1e4, exp overflows without max subtraction), "huge"
 # (|x| near the format's top: x - max reaches -inf), "equal" (uniform result), "spike"
@@ -106,6 +106,13 @@ SOFTMAX = SoftmaxSpec(
         "or any torch compute (aten::_softmax, aten::softmax, aten::_safe_softmax, ...)",
     ),
     starting_candidate=_common.candidate_path("softmax"),
+    unseen=UnseenShapes(
+        {
+            "M": Dim(cpu_max=40, gpu_max=16384),
+            "N": Dim(cpu_max=700, gpu_max=16384, lo=2, gpu_lo=256),
+        },
+        ("float32", "bfloat16", "float16"),
+    ),
     forbidden_aten=frozenset(
         {
             "aten::_softmax",

@@ -8,6 +8,8 @@ app, rich or textual.
 from __future__ import annotations
 
 import abc
+import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +61,20 @@ class Mismatch:
     reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
 
 
+# What the sandbox allows a candidate (verifier/sandbox.py), for every op's FENCE.
+SANDBOX_RULE = (
+    "The candidate runs walled in: it may allocate tensors, read its inputs, compile and "
+    "launch Triton kernels (@triton.autotune too) and write its working directory and "
+    "Triton's cache; writing any other file, reading files outside Python's and the "
+    "libraries' own, network connections and other processes are denied and fail the "
+    "verdict at anti-cheat."
+)
+# Correctness is also checked at sizes no prompt lists (OpSpec.unseen).
+ANY_SIZE_RULE = (
+    "Be correct for every size and dtype the signature allows, not only the shapes listed."
+)
+
+
 class OpLoadError(ValueError):
     """An op that cannot be found or loaded (unknown name, bad problem file); the message
     is one line for the user."""
@@ -67,6 +83,70 @@ class OpLoadError(ValueError):
 class BaselineNotApplicable(Exception):
     """Raised by a library baseline for inputs it does not support (e.g. torch._int_mm
     with M <= 16, or off CUDA); the verifier reports that baseline as skipped there."""
+
+
+@dataclass(frozen=True)
+class Dim:
+    """Plausible sizes of one dimension at unseen shapes: log-uniform in [lo, cpu_max or
+    gpu_max] (a third of draws a power of two, a third odd), or one of `choices` (head
+    dims) where given. The CPU maxima stay small: the Triton interpreter is slow."""
+
+    cpu_max: int
+    gpu_max: int
+    lo: int = 1
+    cpu_choices: tuple[int, ...] = ()
+    gpu_choices: tuple[int, ...] = ()
+    gpu_lo: int = 0  # the GPU's smallest size where it differs (0: lo)
+
+    def draw(self, rng: random.Random, device: str) -> int:
+        gpu = device.startswith("cuda")
+        choices = self.gpu_choices if gpu else self.cpu_choices
+        if choices:
+            return rng.choice(choices)
+        lo = (self.gpu_lo or self.lo) if gpu else self.lo
+        hi = max(lo, self.gpu_max if gpu else self.cpu_max)
+        kind = rng.randrange(3)
+        if kind == 0:
+            powers = [1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi]
+            if powers:
+                return rng.choice(powers)
+        value = round(math.exp(rng.uniform(math.log(lo), math.log(hi + 1))))
+        value = min(hi, max(lo, value))
+        if kind == 1 and value % 2 == 0:
+            value = value + 1 if value < hi else max(lo, value - 1)
+        return value
+
+
+@dataclass(frozen=True)
+class UnseenShapes:
+    """Where an op's unseen shapes come from: a Dim per dimension and the op's dtypes.
+    They are drawn afresh for every verification and never shown to a proposer."""
+
+    dims: Mapping[str, Dim]
+    dtypes: tuple[str, ...]
+    count: int = 2  # per verification
+
+    def draw(
+        self, rng: random.Random, n: int, device: str, suite: Sequence[Shape] = ()
+    ) -> tuple[Shape, ...]:
+        """`n` shapes, none equal to a shape of `suite` nor to each other."""
+        seen = {(tuple(sorted(s.dims.items())), s.dtype) for s in suite}
+        out: list[Shape] = []
+        for _ in range(20 * n):
+            if len(out) >= n:
+                break
+            dims = {name: dim.draw(rng, device) for name, dim in self.dims.items()}
+            dtype = rng.choice(self.dtypes)
+            key = (tuple(sorted(dims.items())), dtype)
+            if key in seen:
+                continue
+            seen.add(key)
+            words = " ".join(f"{name}{size}" for name, size in dims.items())
+            out.append(Shape(f"unseen {words} {DTYPE_SHORT.get(dtype, dtype)}", dims, dtype))
+        return tuple(out)
+
+
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +177,9 @@ class OpSpec(abc.ABC):
     # schema name without overload, e.g. "aten::_softmax", "aten::mean", "aten::_int_mm".
     forbidden_aten: frozenset[str] = field(default_factory=frozenset)
     kind: str = "builtin"  # "builtin" or "kernelbench"
+    # correctness is also checked at shapes drawn from here (None: the suite only, as for
+    # KernelBench problems, whose get_inputs fixes the shapes)
+    unseen: UnseenShapes | None = None
 
     # --- inputs -------------------------------------------------------------------
     @abc.abstractmethod
@@ -157,6 +240,12 @@ class OpSpec(abc.ABC):
             "cpu_shapes": [s.to_dict() for s in self.cpu_shapes],
             "fence": self.fence,
         }
+
+    def draw_unseen_shapes(self, rng: random.Random, n: int, device: str) -> tuple[Shape, ...]:
+        """`n` shapes outside both suites, drawn from the op's plausible sizes."""
+        if self.unseen is None or n <= 0:
+            return ()
+        return self.unseen.draw(rng, n, device, self.gpu_shapes + self.cpu_shapes)
 
     def shapes_for(self, device: str) -> tuple[Shape, ...]:
         return self.gpu_shapes if device.startswith("cuda") else self.cpu_shapes

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from kernelladder.verifier.env import Redactor, secret_values, worker_env
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, WORKER_MODULE, decode, encode
+from kernelladder.verifier.sandbox import mode_from_env
 from kernelladder.verifier.scratch import add_owner, make_scratch, sweep_stale
 from kernelladder.verifier.verdict import FAIL, Feedback, GateResult, Verdict, fault_verdict
 
@@ -89,8 +90,12 @@ class LocalTransport:
         memory_limit_bytes: int | None = None,
         gpu_memory_fraction: float | None = None,
         extra_env: Mapping[str, str] | None = None,
+        sandbox: str | None = None,
+        package_root: str | None = None,
     ):
         self.device = device
+        self.sandbox = sandbox  # None: the caller's KERNELLADDER_SANDBOX, else auto
+        self.package_root = package_root  # where the worker imports kernelladder from
         self.python = python
         self.environ = dict(os.environ if environ is None else environ)
         self.cuda_device = cuda_device
@@ -121,7 +126,7 @@ class LocalTransport:
         await asyncio.to_thread(sweep_stale)
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         extra = dict(self.extra_env)
-        root = _package_root()
+        root = self.package_root or _package_root()
         path = self.environ.get("PYTHONPATH", "")
         extra["PYTHONPATH"] = root + (os.pathsep + path if path else "")
         if self.cuda_device is not None:
@@ -132,7 +137,7 @@ class LocalTransport:
             extra["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env = worker_env(self._home, self.environ, extra)
         args = [self.python, "-m", WORKER_MODULE, "--device", self.device]
-        args += ["--scratch", self._home]
+        args += ["--scratch", self._home, "--sandbox", self.sandbox or mode_from_env(self.environ)]
         if self.gpu_memory_fraction:
             args += ["--gpu-memory-fraction", str(self.gpu_memory_fraction)]
         limit = self.memory_limit_bytes
@@ -194,7 +199,7 @@ def request_dict(request: Any) -> dict[str, Any]:
         return dict(request)
     keys = (
         "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
-        "paired_rounds", "pair_every_shape", "fresh_worker",
+        "paired_rounds", "pair_every_shape", "fresh_worker", "unseen_shapes", "unseen_seed",
     )  # fmt: skip
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
 
@@ -240,6 +245,7 @@ class WorkerClient:
         self._drain_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.workers_started = 0
+        self._verifier_files: str | None = None  # the first worker's hash of them
 
     # --- life cycle ---------------------------------------------------------------------
     @property
@@ -290,6 +296,7 @@ class WorkerClient:
                             raise WorkerUnavailable(
                                 f"worker speaks protocol {msg.get('protocol')}, not {PROTOCOL_VERSION}"
                             )
+                        self._check_verifier_files(msg.get("verifier_files"))
                         self._hello = self.redactor.redact_obj(msg)
                         return
         except TimeoutError:
@@ -301,6 +308,19 @@ class WorkerClient:
         except WorkerUnavailable:
             await self._discard()
             raise
+
+    def _check_verifier_files(self, digest: Any) -> None:
+        """A later worker must load the verifier the first one loaded: after a change on
+        disk (a candidate's, where the walls were off) no new worker is trusted."""
+        if not isinstance(digest, str):
+            return
+        if self._verifier_files is None:
+            self._verifier_files = digest
+        elif digest != self._verifier_files:
+            raise WorkerUnavailable(
+                "the verifier's files changed on disk since this run's first worker started "
+                "(a candidate may have altered them): restore them, then start again"
+            )
 
     async def _drain_stderr(self, transport: Transport) -> None:
         reader = transport.stderr

@@ -70,23 +70,41 @@ def scrub_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return kept
 
 
+CALLER_HOME_VAR = "KERNELLADDER_CALLER_HOME"
+CACHE_SUBDIR = os.path.join("kernelladder", "compile")
+
+
+def compile_cache_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where workers keep Triton's and inductor's caches: kernelladder's own directory
+    under $XDG_CACHE_HOME (default ~/.cache), never the user's general ones, so a
+    candidate that writes there cannot reach the caches of the user's other work."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    root = os.path.join(base, CACHE_SUBDIR)
+    return {
+        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+    }
+
+
 def worker_env(
     home: str, environ: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment a worker starts with: scrubbed, HOME and TMPDIR in its own temp dir.
 
-    Compile caches stay where the caller's are (Triton kernels and inductor outputs
-    would otherwise recompile in every fresh worker).
+    Compile caches persist across workers (Triton kernels and inductor outputs would
+    otherwise recompile in every fresh worker) in a directory of kernelladder's own, the
+    only place outside its scratch a sandboxed worker may write (compile_cache_dirs);
+    caches the caller named explicitly are kept. The caller's home goes along by name
+    only (CALLER_HOME_VAR), so the sandbox keeps the worker out of it.
     """
     env = os.environ if environ is None else environ
     out = scrub_env(env)
     real_home = env.get("HOME") or os.path.expanduser("~")
-    user = env.get("USER") or env.get("LOGNAME") or str(os.getuid())
-    out.setdefault("TRITON_CACHE_DIR", os.path.join(real_home, ".triton", "cache"))
-    out.setdefault(
-        "TORCHINDUCTOR_CACHE_DIR",
-        os.path.join(env.get("TMPDIR") or "/tmp", f"torchinductor_{user}"),
-    )
+    for name, path in compile_cache_dirs(env).items():
+        out.setdefault(name, path)
+    out[CALLER_HOME_VAR] = real_home
     out["HOME"] = home
     out["TMPDIR"] = home
     out["PYTHONUNBUFFERED"] = "1"

@@ -18,6 +18,7 @@ import hashlib
 import math
 import os
 import platform
+import random
 import statistics
 import sys
 import threading
@@ -29,7 +30,7 @@ import torch
 
 from kernelladder.ops.spec import BaselineNotApplicable, Mismatch, OpSpec, Shape
 from kernelladder.verifier import candidate as candidate_mod
-from kernelladder.verifier import fence, integrity, poison
+from kernelladder.verifier import fence, integrity, poison, source_files
 from kernelladder.verifier.integrity import TRUSTED
 
 try:  # torch.compile's compile-worker pool and its idle timer (see _compile_pool_timer)
@@ -62,6 +63,7 @@ FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
 DETERMINISM_REPEATS = 2  # extra calls on the first seed's inputs
 SAME_POINTER_SEED_OFFSET = 1000
+UNSEEN_TRIAL = "unseen shape"
 
 ProgressFn = Callable[[str, str], None]
 
@@ -79,10 +81,13 @@ class VerifyOptions:
     # rounds, with the fastest baseline at every shape, not only the close ones
     paired_rounds: int = PAIRED_ROUNDS
     pair_every_shape: bool = False
+    unseen_shapes: int | None = None  # how many (None: the op's count; 0: none)
+    unseen_seed: int | None = None  # None: a fresh one, recorded in the verdict
 
     @classmethod
     def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
         seeds = msg.get("seeds")
+        unseen, unseen_seed = msg.get("unseen_shapes"), msg.get("unseen_seed")
         return cls(
             op=msg.get("op"),
             source=str(msg.get("source") or ""),
@@ -95,6 +100,8 @@ class VerifyOptions:
             baselines=bool(msg.get("baselines", True)),
             paired_rounds=max(1, int(msg.get("paired_rounds") or PAIRED_ROUNDS)),
             pair_every_shape=bool(msg.get("pair_every_shape", False)),
+            unseen_shapes=int(unseen) if unseen is not None else None,
+            unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
         )
 
 
@@ -210,6 +217,26 @@ class Verifier:
             TRUSTED.empty(1)
         self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
+        self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
+        self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
+
+    @contextlib.contextmanager
+    def library_work(self) -> Iterator[None]:
+        """The baselines (torch.compile's inductor and its compile workers) are the
+        verifier's own work: what they touch is no wall the candidate hit."""
+        armed = self.walls is not None and self.walls.armed
+        if armed:
+            self.walls.armed = False
+        try:
+            yield
+        finally:
+            if armed:
+                self.walls.armed = True
+
+    def watch(self, walls: Any, files: dict[str, str] | None) -> None:
+        """Name the walls a candidate hits, and check the verifier's files after each."""
+        self.walls = walls
+        self.files = dict(files) if files is not None else None
 
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
     def timer(self) -> Any:
@@ -245,7 +272,19 @@ class Verifier:
             )
             return Outcome(verdict)
         run = _Run(self, spec, opts, digest, report)
-        outcome = run.execute()
+        if self.walls is not None:
+            self.walls.take()
+            self.walls.armed = True
+        try:
+            outcome = run.execute()
+        finally:
+            if self.walls is not None:
+                self.walls.armed = False
+        outcome = run.after_walls(
+            outcome,
+            self.walls.take() if self.walls is not None else [],
+            source_files.changed(self.files) if self.files is not None else [],
+        )
         elapsed = TRUSTED.perf_counter() - start
         from dataclasses import replace
 
@@ -401,6 +440,18 @@ class _Run:
         else:
             self.shapes = tuple(spec.shapes_for(opts.device))
         self.seeds = opts.seeds or DEFAULT_SEEDS["cuda" if self.cuda else "cpu"]
+        # correctness also at shapes no proposer has seen, drawn afresh (seed recorded)
+        count = opts.unseen_shapes
+        if count is None:
+            count = spec.unseen.count if spec.unseen is not None else 0
+        self.unseen_seed = (
+            opts.unseen_seed
+            if opts.unseen_seed is not None
+            else int.from_bytes(os.urandom(4), "little")
+        )
+        self.unseen = spec.draw_unseen_shapes(
+            random.Random(self.unseen_seed), count, "cuda" if self.cuda else "cpu"
+        )
         self.results: dict[str, GateResult] = {}
         self.feedback = Feedback(fence=spec.fence)
         self.obs = _Observations()
@@ -532,6 +583,44 @@ class _Run:
         finally:
             candidate_mod.unload(self.cand.module_name)
 
+    def after_walls(self, outcome: Outcome, hits: list[str], changed: list[str]) -> Outcome:
+        """The verdict again when the candidate hit the sandbox's walls or changed the
+        verifier's files: it fails at anti-cheat, naming the wall or the files, whatever
+        the other gates said (a denied write often surfaces as a bare PermissionError)."""
+        if not hits and not changed:
+            return outcome
+        if changed:
+            shown = ", ".join(changed[:4]) + (
+                f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+            )
+            detail = f"the candidate changed the verifier's files: {shown}"
+            flag, evidence = "verifier-files-changed", {"files": changed}
+        else:
+            detail = f"sandbox: {hits[0]}" + (f" (+{len(hits) - 1} more)" if len(hits) > 1 else "")
+            flag, evidence = "sandbox-wall", {"walls": hits}
+        if changed and hits:
+            evidence["walls"] = hits
+        before = GATES[: GATES.index("anti-cheat")]
+        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
+        if then:  # what the other gates said, kept as evidence
+            evidence["then"] = then
+        for gate in list(self.results):
+            if gate not in before or self.results[gate].status == FAIL:
+                del self.results[gate]
+        for gate in before:
+            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
+        self.speed = {}
+        self.feedback = Feedback(fence=self.spec.fence)
+        self._fail(
+            "anti-cheat",
+            detail,
+            expected="a candidate that stays inside the sandbox's walls and leaves the verifier's files alone",
+            saw=detail,
+            **evidence,
+        )
+        self.flags.append(flag)
+        return Outcome(self._verdict(), outcome.recycle or bool(changed))
+
     def _fence_so_far(self) -> None:
         """After an early stop, the fence as judged on the calls that returned."""
         if "fence" in self.results or self.obs.launches == 0 or self.recorder is None:
@@ -655,6 +744,7 @@ class _Run:
         finally:
             state.watch_streams = False
             del spacers
+        self._stop_at_a_wall()
         launches = state.launches - launches0
         self.obs.launches += launches
         if self.cuda and not self._device_healthy():
@@ -683,6 +773,11 @@ class _Run:
         self._side_work(outs, state, side0, other0, stream, where)
         self._anti_cheat_after_call(outs, inputs, pristine, where)
         return outs, pristine
+
+    def _stop_at_a_wall(self) -> None:
+        """A candidate that hit a wall is judged by that alone (after_walls): stop now."""
+        if self.v.walls is not None and self.v.walls.hits:
+            raise _Stop
 
     def _fence_fail(self, where: str, extra: str = "") -> None:
         rec = self.recorder
@@ -902,6 +997,35 @@ class _Run:
             outs, pristine = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
             self._judge(outs, hp, pristine, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
             del kept, outs, hp, pristine
+        for i, shape in enumerate(self.unseen):
+            self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
+            try:
+                inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+                hp = spec.reference_hp(inputs)
+                outs, pristine = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
+                self._judge(outs, hp, pristine, shape, self.seeds[0], UNSEEN_TRIAL)
+            except _Stop:
+                self._wrong_at_unseen(shape)
+                raise
+            del inputs, hp, outs, pristine
+
+    def _unseen_evidence(self) -> dict[str, Any]:
+        return {
+            "unseen_seed": self.unseen_seed,
+            "unseen_shapes": [s.to_dict() for s in self.unseen],
+        }
+
+    def _wrong_at_unseen(self, shape: Shape) -> None:
+        """Say that the suite passed and which unseen shape did not."""
+        result = self.results.get("correctness")
+        if result is None or result.status != FAIL:
+            return
+        lead = f"correct on the suite, wrong at an unseen shape: {shape.label}: "
+        evidence = {**result.evidence, **self._unseen_evidence(), "unseen_shape": shape.to_dict()}
+        self.results["correctness"] = GateResult(FAIL, lead + result.detail, evidence)
+        fb = self.feedback
+        if fb.saw and not fb.saw.startswith(lead):
+            self.feedback = Feedback(expected=fb.expected, saw=lead + fb.saw, fence=fb.fence)
 
     def _judge_after_trials(self) -> None:
         rec = self.recorder
@@ -921,11 +1045,17 @@ class _Run:
             PASS,
             f"{self.obs.trials} trials within tolerance: {len(self.shapes)} "
             f"shape{'s' if len(self.shapes) != 1 else ''} x {len(self.seeds)} seeds "
-            "+ a same-pointer trial per shape",
+            "+ a same-pointer trial per shape"
+            + (
+                f" + {len(self.unseen)} unseen shape{'s' if len(self.unseen) != 1 else ''}"
+                if self.unseen
+                else ""
+            ),
             shapes=[s.label for s in self.shapes],
             seeds=list(self.seeds),
             trials=self.obs.trials,
             poison=self.v.environment.get("poison", ""),
+            **self._unseen_evidence(),
         )
         if self.obs.anti_cheat:
             first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))
@@ -1003,7 +1133,8 @@ class _Run:
             paired: dict[str, Any] | None = None
             if self.opts.baselines:
                 self.report("speed", f"baselines {shape.label}")
-                baselines = self.v.baseline_ms(spec, shape, inputs)
+                with self.v.library_work():
+                    baselines = self.v.baseline_ms(spec, shape, inputs)
                 self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
                 rival = close_rival(cand, baselines)
                 if self.opts.pair_every_shape and rival is None:
@@ -1056,7 +1187,8 @@ class _Run:
                     calls += last[1]
                     continue
                 try:
-                    rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+                    with self.v.library_work():
+                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
                 except Exception:  # the baseline's failure is not the candidate's: no rounds
                     failed = True
                     break

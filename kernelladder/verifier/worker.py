@@ -23,6 +23,23 @@ from kernelladder.verifier.scratch import make_scratch
 
 # scratch directories this worker removes as it exits (os._exit skips atexit handlers)
 _owned_scratch: list[str] = []
+# (process, pipe) of the janitor that removes them from outside the walls
+_janitor: list[tuple[Any, int]] = []
+
+# Runs outside the walls: waits for the worker's end of the pipe to close (the worker
+# exits, or is killed), then removes the scratch directories, which the walled worker
+# can empty but not remove (their parent is not its to write).
+JANITOR = """\
+import os, shutil, sys
+fd = int(sys.argv[1])
+try:
+    while os.read(fd, 4096):
+        pass
+except OSError:
+    pass
+for path in sys.argv[2:]:
+    shutil.rmtree(path, ignore_errors=True)
+"""
 
 
 class _Channel:
@@ -64,7 +81,30 @@ def _exit(code: int) -> NoReturn:
     _flush_std()
     for path in _owned_scratch:
         shutil.rmtree(path, ignore_errors=True)
+    for process, fd in _janitor:
+        os.close(fd)
+        try:
+            process.wait(timeout=10)
+        except Exception:
+            pass
     os._exit(code)
+
+
+def _start_janitor() -> None:
+    """The scratch this worker owns is removed from outside the walls when it ends."""
+    import subprocess
+
+    read_fd, write_fd = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-S", "-c", JANITOR, str(read_fd), *_owned_scratch],
+        pass_fds=(read_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a kill of the worker's group leaves it to clean up
+    )
+    os.close(read_fd)
+    _janitor.append((process, write_fd))
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -77,6 +117,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="cap this process's share of GPU memory (torch's caching allocator)",
     )
     parser.add_argument("--scratch", default=None, help="directory for candidate files")
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "require", "off"),
+        default="auto",
+        help="walls around candidates (Landlock): auto = on where available, else a warning",
+    )
     parser.add_argument(
         "--remove-scratch",
         action="store_true",
@@ -122,7 +168,55 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         skipped = {k: v for k, v in applied.items() if v != "applied"}
         if skipped:
             env["interp_patches_skipped"] = skipped
-    return {**extras, **env}, Verifier(device, args.scratch, env)
+    from kernelladder.ops import registry
+    from kernelladder.verifier import sandbox, source_files
+
+    registry.builtin_ops()  # every op imported before the walls go up
+    files = source_files.snapshot()
+    state, walls = _wall_in(args, sandbox)
+    env["sandbox"] = sandbox.describe_state(state)
+    extras["sandbox_state"] = state.to_dict()
+    extras["verifier_files"] = source_files.combined(files)
+    verifier = Verifier(device, args.scratch, env)
+    verifier.watch(walls, files)
+    return {**extras, **env}, verifier
+
+
+def _wall_in(args: argparse.Namespace, sandbox: Any) -> tuple[Any, Any]:
+    """Put up the walls (no candidate code has run yet); the audit log naming them."""
+    from kernelladder.verifier.env import CALLER_HOME_VAR, compile_cache_dirs
+    from kernelladder.verifier.source_files import package_dir
+
+    scratch = os.path.realpath(args.scratch)
+    caches = []
+    for name, default in compile_cache_dirs().items():
+        path = os.path.realpath(os.environ.get(name) or default)
+        if _too_wide(path, scratch, package_dir(), os.environ.get(CALLER_HOME_VAR, "")):
+            path = os.path.join(scratch, "caches", name.lower())  # walls stay tight
+        os.environ[name] = path
+        os.makedirs(path, exist_ok=True)
+        caches.append(path)
+    home = os.environ.get(CALLER_HOME_VAR) or None
+    policy = sandbox.build_policy(
+        scratch, caches, extra_readable=[os.path.dirname(package_dir())], home=home
+    )
+    if _owned_scratch and args.sandbox != "off" and sandbox.landlock_abi()[0] > 0:
+        _start_janitor()
+    state = sandbox.apply(policy, args.sandbox)
+    if not state.on:
+        print(f"kernelladder worker: WARNING: sandbox off ({state.reason})", file=sys.stderr)
+    sys.dont_write_bytecode = True  # a lazy import's .pyc write is no wall a candidate hit
+    walls = sandbox.WallLog(policy, on=state.on)
+    walls.install()
+    return state, walls
+
+
+def _too_wide(cache: str, scratch: str, package: str, home: str) -> bool:
+    """A cache dir that holds the verifier, a home or the root would open the walls."""
+    homes = {os.path.realpath(h) for h in (home, os.path.expanduser("~")) if h}
+    if cache == "/" or cache in homes or scratch.startswith(cache.rstrip("/") + "/"):
+        return True
+    return package == cache or package.startswith(cache.rstrip("/") + "/")
 
 
 def _claim_scratch(args: argparse.Namespace) -> str:

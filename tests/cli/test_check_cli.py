@@ -77,17 +77,23 @@ def test_hang_becomes_a_timeout_verdict_within_the_limit():
 
 
 @pytest.mark.parametrize("as_json", [True, False])
-def test_secrets_never_reach_any_output(as_json):
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_secrets_never_reach_any_output(as_json, sandbox):
     # The candidate reads its own env (scrubbed) and /proc/<ppid>/environ (the CLI's),
-    # prints what it found at import and in its call, then raises with it.
-    args = ["rmsnorm", str(CHEATS / "secret_leak.py"), "--device", "cpu"]
+    # prints what it found at import and in its call, then raises with it. With the
+    # sandbox on the read is denied; with it off the redaction is what stops the leak.
+    args = ["rmsnorm", str(CHEATS / "secret_leak.py"), "--device", "cpu", "--sandbox", sandbox]
     proc = check(*args, *(["--json"] if as_json else []), env_extra={"KL_TEST_API_KEY": SECRET})
     assert proc.returncode == 1
     everything = proc.stdout + proc.stderr
     assert SECRET not in everything and "kl-secret" not in everything
-    assert "[REDACTED]" in everything  # it really did find the secret, and it was scrubbed
+    walled = sandbox == "auto" and "sandbox: read of /proc/" in everything
+    if sandbox == "off" or not walled:  # it really did find the secret, and it was scrubbed
+        assert "[REDACTED]" in everything
     if as_json:
-        assert json.loads(proc.stdout)["gate"] == "correctness"
+        verdict = json.loads(proc.stdout)
+        assert verdict["gate"] == "anti-cheat"  # the read of the caller's /proc is named
+        assert verdict["gates"]["anti-cheat"]["detail"].startswith("sandbox: read of /proc/")
 
 
 # --- bad usage: exit 2, one line, no traceback -------------------------------------------------

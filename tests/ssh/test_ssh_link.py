@@ -211,7 +211,7 @@ async def test_container_wraps_the_worker_in_docker_exec(sshd, tmp_path):  # noq
         assert call[:4] == ["exec", "-i", FAKE_CONTAINER, "sh"] and call[4] == "-c"
         assert call[5].startswith(f"cd {sync.tree_path} && exec {sys.executable} -c ")
         assert "import os, sys, tempfile" in call[5]  # the bootstrap, as one quoted word
-        assert call[5].endswith(f" {sync.tree_path} 3 cpu")
+        assert call[5].endswith(f" {sync.tree_path} 3 cpu auto")  # auto: the --sandbox mode
         pgid = json.loads(line)["pgid"]
         assert pgid > 0
     finally:
@@ -230,5 +230,5 @@ def test_worker_command_quotes_every_value(sshd):  # noqa: F811
     assert argv[:5] == ["exec", "docker", "exec", "-i", "c'; rm -rf /; '"]
     inner = shlex.split(argv[7])
     assert inner[:2] == ["cd", "/t/$(x)"] and inner[4] == "/opt/py thon"
-    assert inner[5] == "-c" and len(inner) == 10
-    assert inner[-3:] == ["/t/$(x)", "0", "cpu"]
+    assert inner[5] == "-c" and len(inner) == 11
+    assert inner[-4:] == ["/t/$(x)", "0", "cpu", "auto"]  # auto: the worker's --sandbox

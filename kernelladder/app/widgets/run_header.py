@@ -93,6 +93,9 @@ def header_line(view: v.RunView, width: int | None = None) -> Content:
     if view.runner and view.runner != "local":
         where.append(f" via {view.runner}")
     no_gpu = Content("") if view.speed_measured else Content.styled(NO_GPU, "bold $warning")
+    if view.sandbox and view.sandbox.startswith("off"):  # candidates run without walls
+        walls = Content.styled(f"sandbox: {view.sandbox}", "bold $warning")
+        no_gpu = Content.assemble(no_gpu, "  ", walls) if no_gpu else walls
     proposer = view.proposer + (f"/{view.model}" if view.model else "")
     parts = [
         Content.assemble(("KernelLadder", "bold $primary"), "  "),

@@ -110,6 +110,7 @@ class LocalRunner(RunnerBase):
             "python": self._hello.get("python"),
             "torch": self._hello.get("torch"),
             "triton": self._hello.get("triton"),
+            "sandbox": self._hello.get("sandbox"),
         }
 
 

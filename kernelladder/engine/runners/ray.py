@@ -254,7 +254,12 @@ def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
     if ray.is_initialized():  # the caller connected already (its runtime_env applies)
         ctx = ray.get_runtime_context()
         return {"started": False, "address": ctx.gcs_address, "dashboard": "", "owned": False}
-    runtime_env = {"py_modules": [package_dir()], "excludes": ["__pycache__", "*.pyc"]}
+    runtime_env: dict[str, Any] = {
+        "py_modules": [package_dir()],
+        "excludes": ["__pycache__", "*.pyc"],
+    }
+    if os.environ.get("KERNELLADDER_SANDBOX"):  # --sandbox: the actors' workers obey it too
+        runtime_env["env_vars"] = {"KERNELLADDER_SANDBOX": os.environ["KERNELLADDER_SANDBOX"]}
     kwargs: dict[str, Any] = dict(
         runtime_env=runtime_env,
         namespace=NAMESPACE,

@@ -35,6 +35,7 @@ KEEPALIVE_COUNT_MAX = 3
 WORKER_BOOTSTRAP = """\
 import os, sys, tempfile
 tree, gpu, device = sys.argv[1:4]
+sandbox = sys.argv[4] if len(sys.argv) > 4 else "auto"
 sys.path.insert(0, tree)
 from kernelladder.verifier.env import worker_env
 from kernelladder.verifier.scratch import make_scratch
@@ -50,7 +51,7 @@ if device == "cpu":
 home = make_scratch(tempfile.gettempdir())
 env = worker_env(home, os.environ, extra)
 argv = [sys.executable, "-m", "@MODULE@", "--device", device, "--scratch", home]
-argv.append("--remove-scratch")
+argv += ["--remove-scratch", "--sandbox", sandbox]
 os.execve(sys.executable, argv, env)
 """.replace("@MODULE@", WORKER_MODULE)
 
@@ -275,13 +276,16 @@ def python_command(
     )
 
 
-def worker_command(host: HostConfig, *, python: str, tree_path: str, gpu: str, device: str) -> str:
-    """The command that starts one worker from a synced tree (see WORKER_BOOTSTRAP)."""
+def worker_command(
+    host: HostConfig, *, python: str, tree_path: str, gpu: str, device: str, sandbox: str = "auto"
+) -> str:
+    """The command that starts one worker from a synced tree (see WORKER_BOOTSTRAP);
+    `sandbox` is the worker's --sandbox mode (the walls go up on the box)."""
     return python_command(
         host,
         python=python,
         code=WORKER_BOOTSTRAP,
-        args=(tree_path, gpu, device),
+        args=(tree_path, gpu, device, sandbox),
         cwd=tree_path,
     )
 
@@ -383,7 +387,7 @@ class HostLink:
                     samples.append(time.perf_counter() - started)
         return min(samples)
 
-    def worker_command(self, *, gpu: str, device: str) -> WorkerCommand:
+    def worker_command(self, *, gpu: str, device: str, sandbox: str = "auto") -> WorkerCommand:
         if self.last_sync is None or self.python is None:
             raise RemoteError(f"{self.host.target}: sync before starting a worker")
         command = worker_command(
@@ -392,6 +396,7 @@ class HostLink:
             tree_path=self.last_sync.tree_path,
             gpu=gpu,
             device=device,
+            sandbox=sandbox,
         )
         return WorkerCommand(command, self.last_sync.tree_path, gpu, device)
 

@@ -68,8 +68,17 @@ class _GroupReader:
 class SSHTransport:
     """A worker on the box over one SSH channel (the verifier's Transport protocol)."""
 
-    def __init__(self, link: HostLink, *, gpu: int, device: str, physical: str | None = None):
+    def __init__(
+        self,
+        link: HostLink,
+        *,
+        gpu: int,
+        device: str,
+        physical: str | None = None,
+        sandbox: str | None = None,
+    ):
         self.link = link
+        self.sandbox = sandbox  # the worker's --sandbox mode (None: KERNELLADDER_SANDBOX)
         self.gpu = gpu
         self.physical = str(gpu) if physical is None else physical  # its CUDA_VISIBLE_DEVICES
         self.device = device
@@ -84,7 +93,12 @@ class SSHTransport:
     async def start(self) -> None:
         if not self.link.connected or self.link.conn is None:
             raise RemoteError(f"{self.link.host.target}: not connected")
-        command = self.link.worker_command(gpu=self.physical, device=self.device).command
+        from kernelladder.verifier.sandbox import mode_from_env
+
+        sandbox = self.sandbox or mode_from_env()
+        command = self.link.worker_command(
+            gpu=self.physical, device=self.device, sandbox=sandbox
+        ).command
         self._process = await asyncio.wait_for(
             self.link.conn.create_process(command, encoding=None),
             self.link.host.command_timeout_s,
@@ -383,6 +397,7 @@ class PoolRunner(RunnerBase):
         return {
             "device": self.device,
             "gpu": hello.get("gpu"),
+            "sandbox": hello.get("sandbox"),
             "slots": self.slots,
             "host": ", ".join(str(h.config.target) for h in self._hosts),
             "hosts": [
