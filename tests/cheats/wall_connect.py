@@ -25,7 +25,6 @@ def _rmsnorm_into(x, weight, y, rows=None):
     return y
 
 
-
 import socket
 
 PORT = 22

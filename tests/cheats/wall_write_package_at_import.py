@@ -25,7 +25,6 @@ def _rmsnorm_into(x, weight, y, rows=None):
     return y
 
 
-
 import importlib.util
 
 with open(importlib.util.find_spec("kernelladder.verifier.gates").origin, "a") as _f:

@@ -16,15 +16,16 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
+from kernelladder.engine.ssh import SSHRunner
 from sshd_fixture import sshd  # noqa: F401 (fixture)
 
 from kernelladder.engine.protocols import VerifyRequest
-from kernelladder.engine.ssh import SSHRunner
 from kernelladder.verifier import sandbox, source_files
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+
 CHEATS = ROOT / "tests" / "cheats"
 ABI, WHY_NOT = sandbox.landlock_abi()
 needs_landlock = pytest.mark.skipif(ABI < 4, reason=f"Landlock ABI 4+ needed: {WHY_NOT or ABI}")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from kernelladder.engine.proposers.templates import catalog
 from kernelladder.ops.registry import BUILTIN_OPS, get_op
@@ -18,7 +19,7 @@ from kernelladder.verifier.client import LocalTransport, WorkerClient
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+
 ABI, WHY_NOT = sandbox.landlock_abi()
 
 

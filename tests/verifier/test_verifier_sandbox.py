@@ -18,14 +18,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from kernelladder.verifier import sandbox, source_files
 from kernelladder.verifier.client import LocalTransport, WorkerClient, WorkerUnavailable
 
-ROOT = Path(__file__).resolve().parent.parent
 CHEATS = ROOT / "tests" / "cheats"
 SECRET = "sk-test-SANDBOX-NEVER-SHOWN-98765"
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY----- fake-key-material-for-the-test"
