@@ -8,6 +8,7 @@ the standing per shape, whether the end's re-measure (BestConfirmed) held, the f
 fraction and the speedup over the reference, as a table printed last. Needs a GPU.
 
     python3 bench/standing_searches.py [--ops rmsnorm softmax attention] [--budget-s 450]
+                                       [--search-s S]
 
 Logs and runs go under $OUT (a temporary directory when unset): OP/ is the run
 directory, OP.stderr its progress lines, OP.json the summary, table.txt the table.
@@ -47,7 +48,7 @@ def run_search(op: str, out: Path, search_s: float, hard_s: float, env: dict[str
     stderr = (out / f"{op}.stderr").open("w")
     cmd = _cli(
         "optimize", op, "--max-attempts", "40", "--branches", "3", "--gate", "approve",
-        "--time-limit", str(search_s), "--run-dir", str(run_dir), "--json",
+        "--time-limit", str(search_s), "--run-dir", str(run_dir), "--json", "--profile", "off",
     )  # fmt: skip
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -109,6 +110,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="+", default=["rmsnorm", "softmax", "attention"])
     parser.add_argument("--budget-s", type=float, default=450.0, help="all runs together")
+    parser.add_argument(
+        "--search-s", type=float, default=None, help="--time-limit of every run (default: per op)"
+    )
     args = parser.parse_args()
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="standing-searches-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -118,7 +122,7 @@ def main() -> int:
     for i, op in enumerate(args.ops):
         left = deadline - time.monotonic()
         still = len(args.ops) - i
-        search_s = min(SEARCH_S.get(op, 75), max(20.0, left / still - OVERHEAD_S))
+        search_s = min(args.search_s or SEARCH_S.get(op, 75), max(20.0, left / still - OVERHEAD_S))
         hard_s = max(30.0, min(search_s + OVERHEAD_S + 30, left - (still - 1) * 60))
         print(f"{op}: search {search_s:.0f}s (hard stop after {hard_s:.0f}s)", flush=True)
         results.append(run_search(op, out, search_s, hard_s, env))

@@ -49,7 +49,9 @@ def main(which: str) -> None:
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         for _ in range(3):
-            matmul_tiles[(m // 128, n // 128)](a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+            matmul_tiles[(m // 128, n // 128)](
+                a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3
+            )
     torch.cuda.synchronize()
     print(which, "ran", triton.__version__, torch.__version__)
 
