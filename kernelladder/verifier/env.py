@@ -104,6 +104,9 @@ def worker_env(
     real_home = env.get("HOME") or os.path.expanduser("~")
     for name, path in compile_cache_dirs(env).items():
         out.setdefault(name, path)
+    # torch.compile compiles in the worker itself: its pool of compile processes would
+    # inherit the walls without a /proc entry of their own, and the baseline would fail
+    out.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     out[CALLER_HOME_VAR] = real_home
     out["HOME"] = home
     out["TMPDIR"] = home

@@ -41,6 +41,14 @@ def test_worker_env_has_its_own_home_and_tmp_and_the_callers_caches():
     assert not any(v in env.values() for v in secret_values(CALLER))
 
 
+def test_worker_env_has_torch_compile_compile_in_the_worker():
+    """Inductor's pool of compile processes would inherit the walls without a /proc entry
+    of its own (on the H200 torch.compile then failed at three of rmsnorm's five shapes)."""
+    assert worker_env("/tmp/kl-w1", CALLER)["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    mine = worker_env("/tmp/kl-w1", {**CALLER, "TORCHINDUCTOR_COMPILE_THREADS": "8"})
+    assert mine["TORCHINDUCTOR_COMPILE_THREADS"] == "8"  # a caller's own setting is kept
+
+
 def test_secret_values_are_the_long_values_of_secret_names():
     values = set(secret_values(CALLER))
     assert "sk-ant-api03-abcdefghijklmnop" in values and "hunter2hunter2" in values
