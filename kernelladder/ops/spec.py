@@ -181,6 +181,13 @@ class OpSpec(abc.ABC):
     # KernelBench problems, whose get_inputs fixes the shapes)
     unseen: UnseenShapes | None = None
 
+    @property
+    def compiled_baseline(self) -> bool:
+        """Whether torch.compile of the reference is a baseline: False where the reference
+        is itself a hand-written Triton kernel (a workspace without reference.py), which
+        torch.compile cannot make into anything a user could use instead."""
+        return True
+
     # --- inputs -------------------------------------------------------------------
     @abc.abstractmethod
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:

@@ -222,6 +222,10 @@ class WorkspaceSpec(OpSpec):
         return "\n# --\n".join([f.kernel, f.inputs, f.reference or ""])
 
     @property
+    def compiled_baseline(self) -> bool:
+        return self.reference_kind != "original"
+
+    @property
     def reference_note(self) -> str:
         return ORIGINAL_REFERENCE_NOTE if self.reference_kind == "original" else ""
 

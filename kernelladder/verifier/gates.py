@@ -316,7 +316,8 @@ class Verifier:
         fns: dict[str, Callable[[], Any]] = {}
         for name, fn in spec.library_baselines().items():
             fns[name] = lambda fn=fn: fn(inputs)
-        fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
+        if spec.compiled_baseline:
+            fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
         return fns
 
     def _compiled_reference(

@@ -279,3 +279,20 @@ def test_a_kernel_with_two_outputs(tmp_path):
     cand.write_text(WHOLE_ROW_KERNEL)  # returns one tensor where the original returns two
     done = _cli("check", str(ws), str(cand), "--json")
     assert done.returncode == 1 and json.loads(done.stdout)["gate"] == "correctness"
+
+
+def test_without_reference_py_torch_compile_of_the_kernel_is_no_baseline(tmp_path):
+    """torch.compile of the user's own Triton launch is nothing a user could use instead;
+    on the H200 it timed 180-680x slower than the kernel and tripped the 10x anti-cheat
+    flag on every attempt. With a reference.py it stays the compiled baseline."""
+    from kernelladder.ops.registry import get_op
+    from kernelladder.ops.workspace import WorkspaceSpec
+    from kernelladder.verifier.gates import Verifier
+
+    own = WorkspaceSpec.from_dir(EXAMPLE)
+    assert own.reference_kind == "original" and not own.compiled_baseline
+    ws = _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, WHOLE_ROW_REFERENCE)
+    assert WorkspaceSpec.from_dir(ws).compiled_baseline and get_op("rmsnorm").compiled_baseline
+    shape = own.cpu_shapes[0]
+    inputs = own.make_inputs(shape, 0, "cpu")
+    assert "torch.compile" not in Verifier("cpu", str(tmp_path)).baseline_fns(own, shape, inputs)
