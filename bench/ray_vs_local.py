@@ -93,7 +93,7 @@ def one_run(label: str, extra: list[str], args: argparse.Namespace, out: Path) -
         sys.executable, "-m", "kernelladder", "optimize", args.op,
         "--device", args.device, "--max-attempts", str(args.attempts),
         "--branches", str(args.branches), "--stagnation", "1000", "--gate", "approve",
-        "--run-dir", str(run_dir), "--json", *extra,
+        "--run-dir", str(run_dir), "--json", "--profile", "off", "--no-confirm", *extra,
     ]  # fmt: skip
     started = time.monotonic()
     try:
