@@ -369,7 +369,7 @@ async def test_hints_editor_shows_which_lines_are_directives(tmp_path):
         assert "free text: 1 line" in shown
         assert "reads only directives" not in shown  # this run's proposer is not the search
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: logged(run, ev.HintEdited), "HintEdited in the log")
+        await until(lambda: logged(run, ev.HintEdited), "HintEdited in the log", pilot=pilot)
         assert logged(run, ev.HintEdited)[0].text == "prefer two-pass\nfix EPT\ngo wide"
 
 
