@@ -3,7 +3,8 @@
     python -m kernelladder.app.screenshots RUN_DIR OUT_DIR [--theme NAME]
 
 Writes main.svg (the main screen at the run's end), verdict.svg, source.svg, diff.svg,
-gate.svg (a gate prompt, when the run raised one), hints.svg (the hints editor),
+gate.svg (a gate prompt, when the run raised one), profile.svg (the Profile tab, when
+the run took Nsight Compute profiles), hints.svg (the hints editor),
 help.svg (the key map). Replay mode, so the clocks are the log's own: the same run
 gives the same pictures.
 """
@@ -19,6 +20,7 @@ from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.modals.gate_prompt import GatePrompt
 from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.replay import load_events
+from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
 
 SIZE = (160, 48)
@@ -58,6 +60,15 @@ async def take(run_dir: Path, out: Path, theme: str | None = None) -> list[Path]
             await pilot.press(key)
             await settle(app, pilot)
             shot(name)
+        profiled = [e.attempt for e in events if isinstance(e, ev.ProfileReady)]
+        if profiled:  # the Profile tab of the best attempt that has one
+            best = app.main.view.best_attempt
+            app.main.query_one(StrategyTree).select_attempt(
+                best if best in profiled else profiled[-1]
+            )
+            await pilot.press("5")
+            await settle(app, pilot)
+            shot("profile")
         await pilot.press("1")
         await pilot.press("question_mark")
         await settle(app, pilot)

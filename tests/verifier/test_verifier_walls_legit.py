@@ -31,6 +31,8 @@ def _example_bests() -> list[tuple[str, str, Path]]:
         op = meta["op"]["wire"]
         best = None
         for verdict_file in (run / "attempts").glob("*.json"):
+            if not verdict_file.stem.isdigit():  # N.confirm.json: the end's re-measure
+                continue
             verdict = json.loads(verdict_file.read_text())
             if verdict.get("verdict") == "pass":
                 key = (verdict.get("speedup") or 0, -int(verdict_file.stem))
@@ -76,7 +78,9 @@ def test_honest_kernel_passes_inside_the_walls_and_at_unseen_shapes(walled, inde
     v = loop.run_until_complete(client.verify(request, timeout_s=300))
     assert v.verdict == "pass", (label, {g: r.detail for g, r in v.gates.items()})
     evidence = v.gates["correctness"].evidence
-    assert evidence["unseen_seed"] == 1000 + index and len(evidence["unseen_shapes"]) == 3
+    # a workspace (like a KernelBench problem) keeps the fixed inputs of its inputs.py
+    unseen = 3 if isinstance(op, str) else 0
+    assert evidence["unseen_seed"] == 1000 + index and len(evidence["unseen_shapes"]) == unseen
     if ABI >= 4:
         assert v.environment["sandbox"].startswith("on (Landlock ABI")
     else:
