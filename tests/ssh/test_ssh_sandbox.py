@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
-from kernelladder.engine.ssh import SSHRunner
+from kernelladder.engine.runners.ssh.pool import SSHRunner
 from sshd_fixture import sshd  # noqa: F401 (fixture)
 
 from kernelladder.engine.protocols import VerifyRequest
