@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
-from kernelladder.engine.runners.ssh.pool import SSHRunner
 from sshd_fixture import sshd  # noqa: F401 (fixture)
 
 from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.engine.runners.ssh.pool import SSHRunner
 from kernelladder.verifier import sandbox, source_files
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
