@@ -25,12 +25,13 @@ from kernelladder.engine.control import OWNER_FILE, live_owner, read_owner
 from kernelladder.engine.engine import create_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
+from kernelladder.engine.protocols import ProposerBase
 
 SIZE = (150, 44)
 
 
-class HeldProposer:
-    """Proposer double: one scripted move per branch, then it waits (cancellable)."""
+class TwoMovesProposer(ProposerBase):
+    """Proposer double (no model here): two scripted moves, then it waits (cancellable)."""
 
     name = "scripted"
 
@@ -53,7 +54,7 @@ def owned_run(tmp_path):
         op="scripted", proposer="scripted", run_dir=str(tmp_path / "run"), branches=2,
         gate="ask", device="cuda",
     )  # fmt: skip
-    return create_run(opts, runner=ScriptedRunner(), proposer=HeldProposer(), op=scripted_op())
+    return create_run(opts, runner=ScriptedRunner(), proposer=TwoMovesProposer(), op=scripted_op())
 
 
 async def started(run) -> asyncio.Future:

@@ -46,7 +46,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run, resume_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
-from kernelladder.engine.protocols import Proposal
+from kernelladder.engine.protocols import Proposal, ProposerBase
 from kernelladder.engine.state import fold
 from kernelladder.engine.summary import summarize
 
@@ -136,7 +136,7 @@ async def test_escape_leaves_the_gate_waiting(tmp_path):
 # --- follow ----------------------------------------------------------------------------
 
 
-class ReleasedProposer:
+class ReleasedProposer(ProposerBase):
     """Proposer double: each branch waits until the test releases its next move, so new
     attempts arrive one at a time while the app is watched."""
 
