@@ -61,7 +61,9 @@ async def test_a_vetoed_family_change_is_never_proposed_again_on_its_branch(tmp_
     # a fact of the log, not of the proposer's memory: a fresh fold (a resume) has it
     assert fold(read_events(run.run_dir)).branches["b1"].vetoed_families == ["two-pass"]
 
-    resumed = resume_run(run.run_dir, overrides={"max_attempts": 8})
+    # on the CPU the search offers another family after 4 attempts in one: decided by
+    # policy here, so the resumed run does not wait at that gate
+    resumed = resume_run(run.run_dir, overrides={"max_attempts": 8, "gate": "veto"})
     state = await asyncio.wait_for(resumed.run(), 300)
     late = [e for e in _received(run.run_dir) if e.attempt > 6]
     assert late and all(e.family != "two-pass" for e in late)
@@ -301,3 +303,18 @@ def test_vetoes_fold_into_branch_state_and_a_branch_opened_by_hand_starts_open()
     assert b1.vetoed_moves == ["A 1->2"]  # the step, without the base it started from
     assert any("not now" in d for d in b1.dead_ends)
     assert b2.vetoed_families == [] and b2.vetoed_moves == []  # opened by hand: open
+
+
+async def test_a_default_cpu_run_meets_a_family_change_gate(tmp_path):
+    """Without speed every new passing variant is a gain, so a branch never stagnates;
+    the search still offers another family after half the stagnation limit of attempts
+    in one family, so a person running `kernelladder-tui rmsnorm` on the CPU meets a gate."""
+    run = create_run(_options(tmp_path, max_attempts=10, stagnation=8, gate="veto"))
+    state = await asyncio.wait_for(run.run(), 300)
+    raised = [e for e in read_events(run.run_dir) if isinstance(e, ev.GateRaised)]
+    assert raised, "no gate in a default CPU run"
+    gated = state.attempts[raised[0].attempt]
+    assert gated.undo_cost == "high" and "family multi-row ->" in gated.move
+    assert "speed is not measured here" in raised[0].reason
+    after = [e for e in _received(run.run_dir) if e.attempt > gated.number]
+    assert after and all(e.family != gated.family for e in after)  # the veto binds

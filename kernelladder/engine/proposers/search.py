@@ -13,7 +13,8 @@ Steering it obeys (read from the context each time, so a resume keeps it): a fam
 person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
 directives (engine/directives.py) prefer or avoid families and fix, avoid or try
 parameter values. A branch that stagnates for half its stagnation limit is offered a
-change of family (a high undo-cost move a person weighs at a gate) before it runs out.
+change of family (a high undo-cost move a person weighs at a gate) before it runs out;
+on the CPU, where nothing is judged faster, after half that many attempts in one family.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class Steering:
     avoided_values: frozenset[tuple[str, str]] = frozenset()
     tries: tuple[tuple[str, str], ...] = ()
     stagnated: int | None = None  # attempts without a gain, when a family change is due
+    measured: bool = True  # speed is measured (a GPU): "stagnated" counts attempts without a gain
 
 
 def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
@@ -146,17 +148,22 @@ def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
         avoided_values=d.avoided_values,
         tries=d.tries,
         stagnated=_stagnated(ctx),
+        measured=str(ctx.device or "").startswith("cuda"),
     )
 
 
 def _stagnated(ctx: ProposalContext) -> int | None:
     """The branch's attempts without a gain when it has gone half its stagnation limit
-    without one, and as long again since its last family change was offered."""
+    without one, and as long again since its last family change was offered. Without
+    speed (the CPU interpreter) no attempt is judged faster, so every new passing variant
+    counts as a gain and a branch would never stagnate: there the attempts in one family
+    since the last family change are counted instead, so a person meets the gate too."""
     limit = ctx.stagnation_limit
     if not limit or limit < 2:
         return None
     threshold = max(1, limit // 2)
-    if ctx.stagnation < threshold:
+    measured = str(ctx.device or "").startswith("cuda")
+    if measured and ctx.stagnation < threshold:
         return None
     since = 0
     for entry in ctx.history:
@@ -167,7 +174,9 @@ def _stagnated(ctx: ProposalContext) -> int | None:
             since = 0
         elif entry.get("verdict") is not None:
             since += 1
-    return ctx.stagnation if since >= threshold else None
+    if since < threshold:
+        return None
+    return ctx.stagnation if measured else since
 
 
 class SearchProposer(ProposerBase):
@@ -603,7 +612,12 @@ def _next_step(
         elif name != current:
             why = ""
             if steer.stagnated is not None:
-                why = f"the branch went {steer.stagnated} attempts without a gain"
+                why = (
+                    f"the branch went {steer.stagnated} attempts without a gain"
+                    if steer.measured
+                    else f"{steer.stagnated} attempts in this family; speed is not "
+                    "measured here, so another family is offered"
+                )
             elif name in steer.preferred:
                 why = f"the hints prefer {name}"
             step = Step(
