@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
-from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from kernelladder.app import view as v
+from kernelladder.app.actions import app_bindings
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
 from kernelladder.app.folding import RunFold
@@ -72,27 +72,7 @@ class KernelLadderApp(App[int]):
     TITLE = "KernelLadder"
     CSS_PATH = str(STYLESHEET)
     COMMANDS = App.COMMANDS | {SteeringCommands}
-    BINDINGS = [
-        Binding(
-            "q", "quit", "Quit", id="app.quit", tooltip="Quit (asks whether to stop a running run)"
-        ),
-        Binding(
-            "ctrl+q",
-            "quit",
-            "Quit",
-            id="app.quit_ctrl",
-            show=False,
-            tooltip="Quit (asks whether to stop a running run)",
-        ),
-        Binding(
-            "ctrl+p",
-            "command_palette",
-            "Commands",
-            id="app.palette",
-            show=False,
-            tooltip="Every action by name",
-        ),
-    ]
+    BINDINGS = app_bindings()  # app/actions.py
 
     def __init__(
         self,
