@@ -101,9 +101,7 @@ def resume_event(state: RunState, branch_id: str | None) -> ev.Event:
     return ev.BranchResumed(branch_id=branch_id, by="user")
 
 
-def open_branch_event(
-    state: RunState, from_attempt: int, strategy: str | None
-) -> ev.BranchOpened:
+def open_branch_event(state: RunState, from_attempt: int, strategy: str | None) -> ev.BranchOpened:
     """A new branch from an attempt; its label is `strategy`, else the attempt's own."""
     if state.stopping:
         raise ValueError("the run is stopping")

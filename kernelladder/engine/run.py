@@ -7,14 +7,9 @@ risky moves, verifying through the runner and recording every fact as an event.
 
 Every state change goes through `_emit`: the event is appended to the log (fsync'd),
 folded into `self.state` with the same fold replay uses, then offered to subscribers.
-Steering commands (RunControl) validate against that state, emit their event and wake
-whatever waits on it.
-
-Run is the scheduling; its parts sit beside it by job: commands.py (the steering
-checks, state and arguments to events), verification.py (one attempt through the
-runner), proposal_inputs.py (what a proposer is told), profiling.py and
-best_confirmation.py (the end-of-run re-measure). setup.py builds and resumes runs.
-"""
+Steering commands (RunControl) check that state (commands.py), emit their events and
+wake whatever waits. Parts by job: verification.py, proposal_inputs.py, profiling.py,
+best_confirmation.py; setup.py builds runs."""
 
 from __future__ import annotations
 
