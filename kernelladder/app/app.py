@@ -1,8 +1,9 @@
 """The KernelLadder app: watch and steer a live run, or replay a saved one.
 
 The App owns the event source (an EngineBridge for a live run, a ReplayController for
-a saved one) and the fold; the MainScreen owns the widgets, the selection and every
-steering action. Steering goes through the engine's RunControl commands only, so each
+a saved one) and the fold; the MainScreen (screens/main.py) owns the widgets, the
+selection and every steering action, and asks the app by message to send a command or
+move the replay. Steering goes through the engine's RunControl commands only, so each
 action is an event in the log and shows up in replays.
 """
 
@@ -16,84 +17,36 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import events, on
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
-from textual.widgets import Label
+from textual.app import App
 from textual.worker import Worker, WorkerState
 
-from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.app.actions import app_bindings
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
-from kernelladder.app.folding import AttemptLogs, RunFold
-from kernelladder.app.messages import EventsArrived, HostKeyQuestion
+from kernelladder.app.folding import RunFold
+from kernelladder.app.messages import (
+    EventsArrived,
+    HostKeyQuestion,
+    ReplaySeekRequested,
+    ReplaySpeedRequested,
+    ReplayToggled,
+    SteerRequested,
+)
 from kernelladder.app.modals.confirm import ConfirmScreen
-from kernelladder.app.modals.gate_prompt import GateDecision, GatePrompt
-from kernelladder.app.modals.help_screen import HelpScreen
-from kernelladder.app.modals.hints_editor import HintsEditor
-from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.modals.leave_run import DETACH, STOP, LeaveRunScreen
 from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
+from kernelladder.app.remote_start import start_remote_runner
 from kernelladder.app.replay import ReplayController
 from kernelladder.app.run_files import RunFiles
-from kernelladder.app.widgets.attempt_panel import AttemptPanel
-from kernelladder.app.widgets.branch_trends import BranchTrends
-from kernelladder.app.widgets.gates_panel import GatesPanel
-from kernelladder.app.widgets.key_footer import KeyFooter
+from kernelladder.app.screens.main import MainScreen
 from kernelladder.app.widgets.replay_bar import ReplayBar
-from kernelladder.app.widgets.run_header import RunHeader
-from kernelladder.app.widgets.speedup_chart import SpeedupChart
-from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
 from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 
 PLAYBACK_TICK_S = 0.1
 NOTICES_PER_BATCH = 3  # toasts per batch; the rest are counted in one more toast
 QUIT_WAIT_S = 30.0  # after a stop, how long quitting waits for the log to be closed
-
-STEERING_ACTIONS = frozenset(
-    {
-        "prune_branch",
-        "edit_hints",
-        "edit_branch_hints",
-        "approve_gate",
-        "veto_gate",
-        "open_gate",
-        "toggle_run_pause",
-        "toggle_branch_pause",
-        "open_branch",
-        "change_target",
-        "stop_run",
-    }
-)
-REPLAY_ACTIONS = frozenset(
-    {
-        "replay_toggle",
-        "replay_step",
-        "replay_end",
-        "replay_start",
-        "replay_faster",
-        "replay_slower",
-    }
-)
-
-SECTIONS = (("steer", "Steering"), ("view", "View"), ("replay", "Replay"), ("app", "App"))
-
-# On a narrow terminal the footer leaves keys out in this order (after the disabled ones)
-# until its row fits; Target, Stop, Export, Help and Quit always stay; help lists them all.
-FOOTER_DROP_ORDER = (
-    "steer.branch_pause",
-    "steer.branch_hints",
-    "steer.open_branch",
-    "steer.prune",
-    "steer.hints",
-    "steer.veto",
-    "steer.approve",
-    "steer.pause",
-)
 
 
 def starting_line(run: Any) -> str:
@@ -113,730 +66,13 @@ def starting_line(run: Any) -> str:
     return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"
 
 
-class MainScreen(Screen):
-    BINDINGS = [
-        # Replay keys first: the footer lists keys in this order and shows one binding per
-        # key, so in a replay `p` reads Play (not a disabled Pause) and the replay keys are
-        # not pushed off a narrow footer by the disabled steering keys. Off in a live run.
-        Binding(
-            "p",
-            "replay_toggle",
-            "Play",
-            id="replay.toggle",
-            tooltip="Play or pause the replay",
-        ),
-        Binding(
-            "comma",
-            "replay_step(-1)",
-            "Back",
-            id="replay.back",
-            key_display=",",
-            tooltip="Step one event back",
-        ),
-        Binding(
-            "full_stop",
-            "replay_step(1)",
-            "Step",
-            id="replay.forward",
-            key_display=".",
-            tooltip="Step one event forward",
-        ),
-        Binding(
-            "G,end",
-            "replay_end",
-            "End",
-            id="replay.end",
-            key_display="G",
-            tooltip="Jump to the end of the run",
-            priority=True,  # before the tree's own end key; off outside a replay
-        ),
-        Binding(
-            "home",
-            "replay_start",
-            "Start",
-            id="replay.start",
-            show=False,
-            tooltip="Jump to the start of the run",
-            priority=True,
-        ),
-        Binding(
-            "plus,equals_sign",
-            "replay_faster",
-            "Faster",
-            id="replay.faster",
-            show=False,
-            key_display="+",
-            tooltip="Play faster",
-        ),
-        Binding(
-            "minus",
-            "replay_slower",
-            "Slower",
-            id="replay.slower",
-            show=False,
-            key_display="-",
-            tooltip="Play slower",
-        ),
-        Binding(
-            "x",
-            "prune_branch",
-            "Prune",
-            id="steer.prune",
-            tooltip="Prune the selected branch and every branch opened from it (asks first)",
-        ),
-        Binding(
-            "h",
-            "edit_hints",
-            "Hints",
-            id="steer.hints",
-            tooltip="Edit the global hints the next proposals get",
-        ),
-        Binding(
-            "H",
-            "edit_branch_hints",
-            "Br.hints",
-            id="steer.branch_hints",
-            tooltip="Edit the selected branch's hints",
-        ),
-        Binding(
-            "a",
-            "approve_gate",
-            "Approve",
-            id="steer.approve",
-            tooltip="Approve the selected pending gate",
-        ),
-        Binding(
-            "v",
-            "veto_gate",
-            "Veto",
-            id="steer.veto",
-            tooltip="Veto the selected pending gate: the move becomes a dead end",
-        ),
-        Binding(
-            "g",
-            "open_gate",
-            "Gate",
-            id="steer.gate",
-            show=False,
-            tooltip="Open the selected gate's prompt (also enter on a gate)",
-        ),
-        Binding(
-            "p",
-            "toggle_run_pause",
-            "Pause",
-            id="steer.pause",
-            tooltip="Pause or resume the whole run",
-        ),
-        Binding(
-            "b",
-            "toggle_branch_pause",
-            "Pause br.",
-            id="steer.branch_pause",
-            tooltip="Pause or resume the selected branch",
-        ),
-        Binding(
-            "o",
-            "open_branch",
-            "Branch",
-            id="steer.open_branch",
-            tooltip="Open a new branch from the selected attempt",
-        ),
-        Binding(
-            "t", "change_target", "Target", id="steer.target", tooltip="Change the target speedup"
-        ),
-        Binding(
-            "s",
-            "stop_run",
-            "Stop",
-            id="steer.stop",
-            tooltip="Stop the run: in-flight attempts finish, the log is closed (asks first)",
-        ),
-        Binding(
-            "e",
-            "export_best",
-            "Export",
-            id="view.export",
-            tooltip="Write the best passing kernel to a file",
-        ),
-        Binding(
-            "f",
-            "follow_newest",
-            "Follow",
-            id="view.follow",
-            show=False,
-            tooltip="Keep the newest attempt selected",
-        ),
-        Binding(
-            "F",
-            "toggle_chart_series",
-            "Floor",
-            id="view.chart_series",
-            show=False,
-            tooltip="Chart: vs best <-> fraction of the floor",
-        ),
-        Binding(
-            "1",
-            "show_tab('tab-log')",
-            "Log",
-            id="view.tab_log",
-            show=False,
-            tooltip="Show the attempt's live log",
-        ),
-        Binding(
-            "2",
-            "show_tab('tab-verdict')",
-            "Verdict",
-            id="view.tab_verdict",
-            show=False,
-            tooltip="Show the attempt's verdict, gate by gate",
-        ),
-        Binding(
-            "3",
-            "show_tab('tab-source')",
-            "Source",
-            id="view.tab_source",
-            show=False,
-            tooltip="Show the attempt's source",
-        ),
-        Binding(
-            "4",
-            "show_tab('tab-diff')",
-            "Diff",
-            id="view.tab_diff",
-            show=False,
-            tooltip="Show the attempt's diff against its parent",
-        ),
-        Binding(
-            "5",
-            "show_tab('tab-profile')",
-            "Profile",
-            id="view.tab_profile",
-            show=False,
-            tooltip="Show the attempt's Nsight Compute profile",
-        ),
-        Binding(
-            "T",
-            "app.change_theme",
-            "Theme",
-            id="view.theme",
-            show=False,
-            tooltip="Pick a theme (also --theme NAME)",
-        ),
-        Binding(
-            "question_mark,f1",
-            "help",
-            "Help",
-            id="view.help",
-            key_display="?",
-            tooltip="Show the key map",
-        ),
-    ]
-
-    def __init__(
-        self,
-        *,
-        replay: bool,
-        files: RunFiles,
-        logs: AttemptLogs,
-        clock: Callable[[], float],
-        starting: str = "",
-    ) -> None:
-        super().__init__()
-        self.replay = replay
-        self.starting = starting  # the header's line until the run's first event
-        self.files = files
-        self.logs = logs
-        self.clock = clock
-        self.view: v.RunView = v.EMPTY_VIEW
-        self.selected_branch: str | None = None
-        self.selected_attempt: int | None = None
-        self._before_seq: int | None = None
-        self._bindings_key: tuple | None = None
-
-    # --- layout ----------------------------------------------------------------------
-
-    def compose(self) -> ComposeResult:
-        yield RunHeader(
-            clock=self.clock, replay=self.replay, starting=self.starting, id="run-header"
-        )
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield Label("strategy graph", id="strategy-title")
-                yield StrategyTree(id="strategy-tree")
-                yield BranchTrends(id="branch-trends")
-            with Vertical(id="right"):
-                yield SpeedupChart(id="speedup-chart")
-                yield Label("selected attempt", id="attempt-title")
-                yield AttemptPanel(self.files, self.logs, id="attempt-panel")
-        yield GatesPanel(clock=self.clock, replay=self.replay, id="gates")
-        if self.replay:
-            yield ReplayBar(id="replay-bar")
-        yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
-
-    def on_mount(self) -> None:
-        self.query_one(StrategyTree).focus()
-        if self.kl_app.bridge is not None and self.kl_app.fold.folded:
-            self.show(self.kl_app.live_view())  # a resumed run's first frame
-        # The footer fills itself on a bindings refresh it was there to hear.
-        self.call_after_refresh(self.refresh_bindings)
-
-    # --- updates ---------------------------------------------------------------------
-
-    def show(
-        self,
-        view: v.RunView,
-        *,
-        before_seq: int | None = None,
-        rewind: bool = False,
-        immediate: bool = False,
-    ) -> None:
-        """Bring every widget up to `view` (one call per batch or replay step)."""
-        self.view = view
-        self._before_seq = before_seq
-        self.query_one(RunHeader).show(view)
-        tree = self.query_one(StrategyTree)
-        trends = self.query_one(BranchTrends)
-        if rewind:
-            tree.reset()
-            trends.reset()
-        tree.show(view)
-        trends.show(view)
-        self.query_one(GatesPanel).show(view)
-        self.query_one(SpeedupChart).show(view, immediate=immediate or rewind)
-        if self.selected_attempt is not None and self.selected_attempt not in view.attempts:
-            self.selected_attempt = None
-        if self.selected_branch is not None and view.branch(self.selected_branch) is None:
-            self.selected_branch = None
-        self._show_attempt(rewind=rewind)
-        self.bindings_may_change()
-
-    def bindings_may_change(self) -> None:
-        """Refresh the footer only when what check_action depends on changed: a footer
-        refresh rebuilds its keys, far too costly to do for every batch."""
-        key = (self.view.state, self.kl_app.run_over)
-        if key != self._bindings_key:
-            self._bindings_key = key
-            self.refresh_bindings()
-
-    def _show_attempt(self, *, rewind: bool = False) -> None:
-        self.query_one(AttemptPanel).show(
-            self.view, self.selected_attempt, before_seq=self._before_seq, rewind=rewind
-        )
-        title = "selected attempt"
-        a = self.view.attempts.get(-1 if self.selected_attempt is None else self.selected_attempt)
-        if a is not None:
-            title = f"attempt #{a.number} · branch {a.branch_id} · {a.strategy}"
-        elif self.selected_branch:
-            title = f"branch {self.selected_branch}: no attempt yet"
-        self.query_one("#attempt-title", Label).update(title)
-
-    @on(StrategyTree.Selected)
-    def _selected(self, event: StrategyTree.Selected) -> None:
-        self.selected_branch = event.branch_id
-        if event.attempt is not None:
-            self.selected_attempt = event.attempt
-        else:
-            branch = self.view.branch(event.branch_id)
-            self.selected_attempt = branch.attempts[-1] if branch and branch.attempts else None
-        self._show_attempt()
-
-    @on(GatesPanel.GateChosen)
-    def _gate_chosen(self, event: GatesPanel.GateChosen) -> None:
-        self.action_open_gate(event.gate_id)
-
-    # --- action availability ----------------------------------------------------------
-
-    @property
-    def kl_app(self) -> KernelLadderApp:
-        return self.app  # type: ignore[return-value]
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in STEERING_ACTIONS:
-            return None if self.steering_refusal() else True
-        if action in REPLAY_ACTIONS:
-            return self.replay
-        return True
-
-    def steering_refusal(self) -> str | None:
-        """Why steering cannot be done now, or None when it can."""
-        if self.replay:
-            return "This is a replay: steering is off (start a live run to steer)."
-        if self.kl_app.run_over or self.view.state == v.RUN_FINISHED:
-            return "The run has finished: there is nothing left to steer."
-        return None
-
-    def on_key(self, event: events.Key) -> None:
-        """A steering key that no longer applies (shown dimmed in the footer) says why,
-        once, where it did nothing silently."""
-        why = self.steering_refusal()
-        if why is None:
-            return
-        active = self.active_bindings.get(event.key)
-        if active is None or active.enabled:
-            return
-        if active.binding.action.split("(", 1)[0] in STEERING_ACTIONS:
-            event.stop()
-            self.notify(why, severity="warning", timeout=3)
-
-    async def run_from_palette(self, action: str) -> None:
-        name = action.split("(", 1)[0]
-        if name in STEERING_ACTIONS and (why := self.steering_refusal()):
-            self.notify(why, severity="warning")
-            return
-        if name in REPLAY_ACTIONS and not self.replay:
-            self.notify("Only a replay has play, step and jump.", severity="warning")
-            return
-        await self.run_action(action)
-
-    # --- steering actions -------------------------------------------------------------
-
-    def _need_branch(self) -> v.BranchView | None:
-        branch = self.view.branch(self.selected_branch)
-        if branch is None:
-            self.notify("Select a branch in the strategy graph first.", severity="warning")
-        return branch
-
-    def _need_gate(self, gate_id: str | None = None) -> v.GateView | None:
-        gate_id = gate_id or self.query_one(GatesPanel).selected_gate
-        gate = self.view.gate(gate_id)
-        if gate is None:
-            self.notify("No pending gate.", severity="warning")
-        return gate
-
-    def action_prune_branch(self) -> None:
-        branch = self._need_branch()
-        if branch is None:
-            return
-        if branch.state == v.BRANCH_PRUNED:
-            self.notify(f"Branch {branch.branch_id} is already pruned.", severity="warning")
-            return
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.kl_app.steer("prune", branch.branch_id)
-
-        self.app.push_screen(
-            ConfirmScreen(
-                f"Prune branch {branch.branch_id}?",
-                f"{branch.branch_id} ({branch.strategy}) and every branch opened from its "
-                "attempts stop; their in-flight attempts are still recorded.",
-                yes="Prune",
-            ),
-            answer,
-        )
-
-    def action_edit_hints(self) -> None:
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.kl_app.steer("edit_hints", text, None)
-
-        self.app.push_screen(
-            HintsEditor("global", self.view.hints, **self._hint_vocabulary()), done
-        )
-
-    def action_edit_branch_hints(self) -> None:
-        branch = self._need_branch()
-        if branch is None:
-            return
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.kl_app.steer("edit_hints", text, branch.branch_id)
-
-        self.app.push_screen(
-            HintsEditor(branch.branch_id, branch.hints, **self._hint_vocabulary()), done
-        )
-
-    def _hint_vocabulary(self) -> dict[str, str]:
-        return {"op": self.view.op, "proposer": self.view.proposer}
-
-    def action_approve_gate(self) -> None:
-        gate = self._need_gate()
-        if gate is not None:
-            self.kl_app.steer("approve", gate.gate_id)
-
-    def action_veto_gate(self) -> None:
-        gate = self._need_gate()
-        if gate is not None:
-            self.kl_app.steer("veto", gate.gate_id, "vetoed from the gates panel")
-
-    def action_open_gate(self, gate_id: str | None = None) -> None:
-        if why := self.steering_refusal():
-            self.notify(why, severity="warning")
-            return
-        gate = self._need_gate(gate_id)
-        if gate is None:
-            return
-
-        def decided(decision: GateDecision | None) -> None:
-            if decision is None:
-                return
-            if decision.decision == "approve":
-                self.kl_app.steer("approve", decision.gate_id)
-            else:
-                self.kl_app.steer("veto", decision.gate_id, decision.note)
-
-        after = str((self.view.settings or {}).get("gate_timeout_policy", "veto"))
-        self.app.push_screen(
-            GatePrompt(gate, now=self.query_one(GatesPanel).now, after_policy=after), decided
-        )
-
-    def action_toggle_run_pause(self) -> None:
-        if self.view.state == v.RUN_PAUSED:
-            self.kl_app.steer("resume", None)
-        else:
-            self.kl_app.steer("pause", None)
-
-    def action_toggle_branch_pause(self) -> None:
-        branch = self._need_branch()
-        if branch is None:
-            return
-        if branch.state == v.BRANCH_PAUSED:
-            self.kl_app.steer("resume", branch.branch_id)
-        else:
-            self.kl_app.steer("pause", branch.branch_id)
-
-    def action_open_branch(self) -> None:
-        attempt = self.view.attempts.get(
-            -1 if self.selected_attempt is None else self.selected_attempt
-        )
-        if attempt is None:
-            self.notify("Select an attempt to branch from.", severity="warning")
-            return
-
-        def done(strategy: str | None) -> None:
-            if strategy is None:
-                return
-            self.kl_app.steer(
-                "open_branch",
-                attempt.number,
-                strategy.strip() or None,
-                on_done=lambda branch_id: self.notify(
-                    f"Opened branch {branch_id} from #{attempt.number}."
-                ),
-            )
-
-        self.app.push_screen(
-            InputPrompt(
-                f"Open a branch from attempt #{attempt.number}",
-                "A strategy label for the new branch (empty: the proposer picks one).",
-                placeholder=attempt.strategy,
-            ),
-            done,
-        )
-
-    def action_change_target(self) -> None:
-        def done(text: str | None) -> None:
-            if text is None:
-                return
-            target = parse_target(text)
-            if target == self.view.target:  # e.g. empty with no target set: no event
-                self.notify(f"The target stays {fmt.speedup(target, unmeasured='none')}.")
-                return
-            self.kl_app.steer("set_target", target)
-
-        current = "" if self.view.target is None else f"{self.view.target:g}"
-        self.app.push_screen(
-            InputPrompt(
-                "Change the target speedup",
-                (
-                    "A speedup over the reference, e.g. 1.5; empty or 'none' for no target."
-                    if (self.view.settings or {}).get("target_over", "reference") == "reference"
-                    else "vs best: a speedup over the fastest library baseline (geomean over "
-                    "the shapes), e.g. 1.05; empty or 'none' for no target."
-                ),
-                value=current,
-                placeholder="none",
-                check=target_error,
-            ),
-            done,
-        )
-
-    def action_stop_run(self) -> None:
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.kl_app.steer("stop", "user")
-
-        self.app.push_screen(
-            ConfirmScreen(
-                "Stop the run?",
-                "No new proposals; in-flight attempts finish and are recorded, then the "
-                "log is closed. A stopped run can be resumed with --resume.",
-                yes="Stop run",
-            ),
-            answer,
-        )
-
-    # --- non-steering actions ---------------------------------------------------------
-
-    def action_export_best(self) -> None:
-        best = self.view.best_attempt
-        if best is None:
-            self.notify("No passing attempt yet: nothing to export.", severity="warning")
-            return
-        source = self.files.source(best)
-        if source is None:
-            self.notify(f"The source of #{best} is not available.", severity="error")
-            return
-
-        def done(path: str | None) -> None:
-            if path is None:
-                return
-            target = Path(path).expanduser().absolute()  # the message says where, in full
-            try:
-                target.write_text(source, encoding="utf-8")
-            except OSError as exc:
-                self.notify(f"Could not write {target}: {exc.strerror}", severity="error")
-                return
-            self.notify(f"Wrote the best kernel (#{best}) to {target}.")
-
-        self.app.push_screen(
-            InputPrompt(
-                f"Export the best kernel (#{best})",
-                "Path of the file to write (it must not exist yet).",
-                value=f"best_{self.view.op}_{best}.py",
-                check=export_path_error,
-            ),
-            done,
-        )
-
-    def action_follow_newest(self) -> None:
-        tree = self.query_one(StrategyTree)
-        tree.follow = True
-        newest = max(self.view.attempts, default=None)
-        if newest is not None:
-            tree.select_attempt(newest)
-
-    def action_toggle_chart_series(self) -> None:
-        series = self.query_one(SpeedupChart).toggle_series()
-        self.notify(f"chart: {series}", timeout=2)
-
-    def action_show_tab(self, tab: str) -> None:
-        self.query_one(AttemptPanel).active = tab
-
-    def action_help(self) -> None:
-        sections = []
-        for prefix, title in SECTIONS:
-            bindings = [b for b in self.BINDINGS if (b.id or "").startswith(prefix + ".")]
-            if prefix == "replay" and not self.replay:
-                continue
-            if prefix == "app":
-                bindings = [b for b in self.app.BINDINGS if isinstance(b, Binding)]
-            sections.append((title, bindings))
-        note = (
-            "Every action is also in the command palette (ctrl+p). On a narrow terminal "
-            "the footer leaves some keys out: all of them are here."
-        )
-        if self.replay:
-            note += " In a replay, steering is off."
-        self.app.push_screen(HelpScreen(sections, note))
-
-    # --- replay actions ---------------------------------------------------------------
-
-    def action_replay_toggle(self) -> None:
-        self.kl_app.replay_toggle()
-
-    def action_replay_step(self, n: int) -> None:
-        self.kl_app.replay_seek(n, relative=True)
-
-    def action_replay_end(self) -> None:
-        self.kl_app.replay_seek(10**12)
-
-    def action_replay_start(self) -> None:
-        self.kl_app.replay_seek(0)
-
-    def action_replay_faster(self) -> None:
-        self.kl_app.replay_speed(faster=True)
-
-    def action_replay_slower(self) -> None:
-        self.kl_app.replay_speed(faster=False)
-
-    # --- for tests and the replay-equals-live check -----------------------------------
-
-    def screen_state(self) -> dict[str, Any]:
-        """What the screen shows, as plain text, independent of the event source."""
-        tree = self.query_one(StrategyTree)
-        lines = []
-
-        def walk(node, depth: int) -> None:
-            for child in node.children:
-                lines.append("  " * depth + child.label.plain)
-                walk(child, depth + 1)
-
-        walk(tree.root, 0)
-        header = self.query_one(RunHeader)
-        gates = self.query_one(GatesPanel)
-        return {
-            "header": str(header.render().plain),
-            "tree": lines,
-            "gates": [g.gate_id for g in self.view.gates],
-            "gate_rows": gates.row_count,
-            "chart": [
-                "".join(text for text, _ in row)
-                for row in self.query_one(SpeedupChart)._layout(self.query_one(SpeedupChart).size)
-            ],
-            "state": self.view.state,
-            "best": (self.view.best_attempt, self.view.best_speedup),
-            "hints": self.view.hints,
-            "branches": [(b.branch_id, b.state, b.rule, b.hints) for b in self.view.branches],
-        }
-
-
-def parse_target(text: str) -> float | None:
-    text = text.strip().rstrip("x×").strip()
-    if text.lower() in ("", "none", "off"):
-        return None
-    return float(text)
-
-
-def target_error(text: str) -> str | None:
-    try:
-        value = parse_target(text)
-    except ValueError:
-        return f"Not a number: {text.strip()!r}"
-    if value is not None and not value > 0:
-        return "The target must be a speedup above 0, e.g. 1.5"
-    return None
-
-
-def export_path_error(text: str) -> str | None:
-    if not text.strip():
-        return "Give a file name."
-    path = Path(text.strip()).expanduser()
-    if path.exists():
-        return f"{path} exists: choose another name."
-    if not path.parent.is_dir():
-        return f"No such directory: {path.parent}"
-    return None
-
-
 class KernelLadderApp(App[int]):
     """`kernelladder-tui`: a live run (give `run`) or a replay (give `events`)."""
 
     TITLE = "KernelLadder"
     CSS_PATH = str(STYLESHEET)
     COMMANDS = App.COMMANDS | {SteeringCommands}
-    BINDINGS = [
-        Binding(
-            "q", "quit", "Quit", id="app.quit", tooltip="Quit (asks whether to stop a running run)"
-        ),
-        Binding(
-            "ctrl+q",
-            "quit",
-            "Quit",
-            id="app.quit_ctrl",
-            show=False,
-            tooltip="Quit (asks whether to stop a running run)",
-        ),
-        Binding(
-            "ctrl+p",
-            "command_palette",
-            "Commands",
-            id="app.palette",
-            show=False,
-            tooltip="Every action by name",
-        ),
-    ]
+    BINDINGS = app_bindings()  # app/actions.py
 
     def __init__(
         self,
@@ -946,41 +182,10 @@ class KernelLadderApp(App[int]):
         )
 
     async def _start_remote_runner(self) -> None:
-        """On the engine's loop, before the run: start the remote runner; for an UNKNOWN
-        host key, show its fingerprint and, when the person trusts it, record it and try
-        again. A changed key is never offered. A start that succeeds is the run's (the
-        runner starts once); a failure (or a refusal) is handed to the run, which
-        records it as its own start failure without connecting again."""
-        from kernelladder.engine.runners.ssh.link import HostKeyError, trust_host_key
-
+        """On the engine's loop, before the run: start the remote runner, asking about
+        an unknown host key (remote_start.py)."""
         assert self.bridge is not None
-        run = self.bridge.run
-        runner = getattr(run, "runner", None)
-        if runner is None:
-            return
-
-        def hand_over(error: Exception) -> None:
-            failed = getattr(run, "runner_start_failed", None)
-            if failed is not None:  # else (not an engine Run) its own start tries again
-                failed(error)
-
-        while True:
-            try:
-                await runner.start()
-                return
-            except HostKeyError as exc:
-                offered = not exc.changed and exc.key is not None and exc.known_hosts is not None
-                if not offered or not await self._ask_trust(exc):
-                    hand_over(exc)
-                    return
-                try:
-                    trust_host_key(exc.known_hosts, exc.host, exc.port, exc.key)
-                except OSError as err:  # e.g. known_hosts not writable: the run says so
-                    hand_over(err)
-                    return
-            except Exception as exc:  # the run records it, in its log and on screen
-                hand_over(exc)
-                return
+        await start_remote_runner(self.bridge.run, self._ask_trust)
 
     async def _ask_trust(self, error: Any) -> bool:
         """From the engine's loop (maybe another thread): the person's answer."""
@@ -1094,6 +299,18 @@ class KernelLadderApp(App[int]):
         self.run_worker(
             send(), group="steering", description=f"steering: {command}", exit_on_error=False
         )
+
+    def on_steer_requested(self, message: SteerRequested) -> None:
+        self.steer(message.command, *message.args, on_done=message.on_done)
+
+    def on_replay_toggled(self, message: ReplayToggled) -> None:
+        self.replay_toggle()
+
+    def on_replay_seek_requested(self, message: ReplaySeekRequested) -> None:
+        self.replay_seek(message.position, relative=message.relative)
+
+    def on_replay_speed_requested(self, message: ReplaySpeedRequested) -> None:
+        self.replay_speed(faster=message.faster)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -28,3 +29,37 @@ class HostKeyQuestion(Message):
         super().__init__()
         self.error = error  # kernelladder.engine.runners.ssh.link.HostKeyError, changed False
         self.answer = answer
+
+
+class SteerRequested(Message):
+    """The main screen asks the app to send a RunControl command to the engine (the app
+    owns the bridge); `on_done` gets the command's result, e.g. a new branch's id."""
+
+    def __init__(
+        self, command: str, args: tuple[Any, ...], on_done: Callable[[Any], None] | None = None
+    ) -> None:
+        super().__init__()
+        self.command = command
+        self.args = args
+        self.on_done = on_done
+
+
+class ReplayToggled(Message):
+    """The main screen asks the app to play or pause the replay."""
+
+
+class ReplaySeekRequested(Message):
+    """The main screen asks the app to move the replay to `position` (or by it)."""
+
+    def __init__(self, position: int, *, relative: bool = False) -> None:
+        super().__init__()
+        self.position = position
+        self.relative = relative
+
+
+class ReplaySpeedRequested(Message):
+    """The main screen asks the app to play the replay faster or slower."""
+
+    def __init__(self, *, faster: bool) -> None:
+        super().__init__()
+        self.faster = faster

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.engine.log import EVENTS_FILE, write_durable, writer_active
+from kernelladder.engine.protocols import RunControl
 
 OWNER_FILE = "owner.json"
 DETACHED_LOG = "optimize.log"  # a run started in the background writes its output here
@@ -32,19 +34,12 @@ OWNER_SCHEMA_VERSION = 1
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux (104 on macOS)
 MAX_REQUEST_BYTES = 1 << 20
 
-# The RunControl commands an app may send (the in-process bridge uses the same list).
+# The RunControl commands an app may send (the in-process bridge uses the same list):
+# the protocol's async methods, so a new command is declared once, in protocols.py.
 STEERING_COMMANDS = frozenset(
-    {
-        "prune",
-        "edit_hints",
-        "approve",
-        "veto",
-        "pause",
-        "resume",
-        "open_branch",
-        "set_target",
-        "stop",
-    }
+    name
+    for name, member in vars(RunControl).items()
+    if not name.startswith("_") and inspect.iscoroutinefunction(member)
 )
 
 

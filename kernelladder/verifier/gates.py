@@ -9,37 +9,36 @@ Trials per shape of the suite: seed s0 (then two more calls on the same inputs f
 determinism), the other seeds with fresh inputs, and one trial that writes new values
 into the seed-s0 input tensors (same pointers) and calls again, so results cached by
 pointer fail.
+
+This module holds the Verifier and one candidate's run (_Run: load, fence, the checked
+call, the verdict); the gates' own checks sit beside it by job: correctness.py (with
+determinism and unseen shapes), anti_cheat.py, speed_gate.py (timing.py times);
+gate_tools.py has what they share.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import platform
 import random
-import statistics
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kernelladder.ops.spec import BaselineNotApplicable, Mismatch, OpSpec, Shape
+from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape
 from kernelladder.verifier import candidate as candidate_mod
 from kernelladder.verifier import fence, integrity, poison, source_files
+from kernelladder.verifier.anti_cheat import AntiCheatChecks
+from kernelladder.verifier.correctness import CorrectnessTrials
+from kernelladder.verifier.gate_tools import _Broken, _children, _Stop
 from kernelladder.verifier.integrity import TRUSTED
-
-try:  # torch.compile's compile-worker pool and its idle timer (see _compile_pool_timer)
-    from torch._inductor.compile_worker.subproc_pool import SubprocPool as _POOL_CLS
-    from torch._inductor.compile_worker.timer import Timer as _TIMER_CLS
-
-    _TIMER_CHECK = _TIMER_CLS.check
-except Exception:  # another torch layout: no exemption
-    _POOL_CLS = _TIMER_CLS = _TIMER_CHECK = None
+from kernelladder.verifier.speed_gate import PAIRED_ROUNDS, SpeedGate
 from kernelladder.verifier.verdict import (
     FAIL,
     GATES,
@@ -47,23 +46,10 @@ from kernelladder.verifier.verdict import (
     SKIPPED,
     Feedback,
     GateResult,
-    ShapeTiming,
     Verdict,
-    fastest_baseline,
 )
 
-# Back-to-back rounds with the fastest baseline when the two are this close (relative):
-# at a hardware limit they differ by less than the drift between separate timings.
-PAIRED_BAND = 0.05
-PAIRED_BAND_MAX = 0.25
-PAIRED_ROUNDS = 7
-PAIRED_TARGET_MS = 10.0  # of trials per timing in a round
-SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
-FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
-DETERMINISM_REPEATS = 2  # extra calls on the first seed's inputs
-SAME_POINTER_SEED_OFFSET = 1000
-UNSEEN_TRIAL = "unseen shape"
 
 ProgressFn = Callable[[str, str], None]
 
@@ -111,85 +97,8 @@ class Outcome:
     recycle: bool = False
 
 
-class _Stop(Exception):
-    """Ends the trials early; the gate results so far say why."""
-
-
-class _Broken(Exception):
-    """The CUDA context is unusable (illegal memory access...): a crash verdict."""
-
-
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The raw bytes of a tensor (NaN-safe bitwise comparisons)."""
-    flat = t.detach().contiguous().reshape(-1)
-    return flat.view(torch.uint8) if flat.numel() else flat
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return bool(TRUSTED.equal(_bits(a), _bits(b)))
-
-
-def _storage_range(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
-    start = storage.data_ptr()
-    return start, start + storage.nbytes()
-
-
-def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]
-
-
-def _compile_pool_timer(thread: threading.Thread) -> bool:
-    """Whether `thread` is the idle timer of torch.compile's own compile-worker pool.
-
-    Inductor starts it (named "subproc_worker_timer") whenever its pool gets work, e.g.
-    for the torch.compile baseline, and it can appear while a later candidate runs: an
-    H200 check flagged an honest rmsnorm candidate for it. Only that timer is exempt: its
-    target must be the original Timer.check (bound at import, before any candidate) of a
-    Timer whose expiry calls a SubprocPool's own method. A thread merely named like it, or
-    such a Timer that calls anything else, still counts; a pool the candidate started
-    itself shows up as child processes.
-    """
-    if _TIMER_CHECK is None:
-        return False
-    target = getattr(thread, "_target", None)
-    timer = getattr(target, "__self__", None)
-    if type(timer) is not _TIMER_CLS or getattr(target, "__func__", None) is not _TIMER_CHECK:
-        return False
-    owner = getattr(getattr(timer, "call", None), "__self__", None)
-    return type(owner) is _POOL_CLS
-
-
-def _children() -> set[int]:
-    pids: set[int] = set()
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children") as fh:
-                pids.update(int(p) for p in fh.read().split())
-    except OSError:
-        pass
-    return pids
-
-
-def _fmt_ms(ms: float | None) -> str:
-    return "n/a" if ms is None else (f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms")
-
-
-def _geomean(values: Sequence[float]) -> float | None:
-    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
-
-
-def _index_str(index: Sequence[int]) -> str:
-    return "[" + ", ".join(str(i) for i in index) + "]"
 
 
 class Verifier:
@@ -374,40 +283,6 @@ def _workspace_tripwire(spec: OpSpec, hits: list[str]) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
-def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
-    """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
-    up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
-    back-to-back rounds to be believed."""
-    fastest = fastest_baseline(baselines)
-    if fastest is None or not cand.median_ms or cand.median_ms <= 0:
-        return None
-    name, ms = fastest
-    band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * (cand.noise or 0.0)))
-    return name if abs(ms / cand.median_ms - 1.0) <= band else None
-
-
-def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
-    """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
-    "faster" or "slower" only when every round went that way (a one-sided sign test,
-    p = 2**-rounds: 0.008 at 7 rounds), else "tie"."""
-    pairs = list(zip(cand_ms, rival_ms, strict=True))
-    won = sum(1 for k, b in pairs if k < b)
-    lost = sum(1 for k, b in pairs if k > b)
-    rounds = len(pairs)
-    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
-    ratios = [b / k for k, b in pairs if k > 0]
-    return {
-        "baseline": rival,
-        "rounds": rounds,
-        "won": won,
-        "lost": lost,
-        "ratio": statistics.median(ratios) if ratios else math.nan,
-        "candidate_ms": statistics.median(cand_ms),
-        "baseline_ms": statistics.median(rival_ms),
-        "verdict": word,
-    }
-
-
 def _spec_key(spec: OpSpec) -> str:
     return spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
 
@@ -421,7 +296,7 @@ class _Observations:
     trials: int = 0
 
 
-class _Run:
+class _Run(AntiCheatChecks, CorrectnessTrials, SpeedGate):
     """One candidate's verification (state of the trials and the gate results)."""
 
     def __init__(
@@ -809,563 +684,6 @@ class _Run:
         if not calls:
             return "none"
         return ", ".join(f"{k}x{v}" for k, v in sorted(calls.items())[:8])
-
-    def _outputs(self, result: Any, shape: Shape, where: str) -> tuple[torch.Tensor, ...]:
-        spec = self.spec
-        expected = spec.expected_outputs(shape)
-        n = len(expected)
-        if isinstance(result, (tuple, list)):
-            outs = tuple(result)
-        else:
-            outs = (result,)
-        # Checked before anything touches an output: a subclass could hook our comparisons.
-        for i, o in enumerate(outs):
-            if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor:
-                detail = f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, not a plain torch.Tensor"
-                self.recycle = True
-                self._set("correctness", SKIPPED, "not judged: the outputs are not plain tensors")
-                self._fail("anti-cheat", detail, expected="plain torch.Tensor outputs", saw=detail)
-                raise _Stop
-        want = self._outputs_text(shape)
-        if len(outs) != n:
-            detail = f"returned {len(outs)} output(s) on {where}, expected {n}: {want}"
-            self._fail("correctness", detail, expected=want, saw=detail)
-            raise _Stop
-        for name, o, (oshape, odtype) in zip(spec.output_names, outs, expected, strict=False):
-            if not isinstance(o, torch.Tensor):
-                detail = f"output {name} is a {type(o).__name__}, not a tensor, on {where}"
-                self._fail("correctness", detail, expected=want, saw=detail)
-                raise _Stop
-            problem = None
-            if tuple(o.shape) != tuple(oshape):
-                problem = f"output {name} has shape {list(o.shape)}, expected {list(oshape)}"
-            elif o.dtype != odtype:
-                problem = f"output {name} has dtype {str(o.dtype).replace('torch.', '')}, expected {str(odtype).replace('torch.', '')}"
-            elif o.device.type != torch.device(self.device).type:
-                problem = f"output {name} is on {o.device}, expected {self.device}"
-            if problem:
-                self._fail(
-                    "correctness",
-                    f"{problem} on {where}",
-                    expected=want,
-                    saw=f"{problem} on {where}",
-                )
-                raise _Stop
-        return outs
-
-    def _side_work(self, outs, state, side0: int, other0: int, stream, where: str) -> None:
-        if state.other_thread_launches > other0:
-            self.obs.anti_cheat.setdefault(
-                "launches from another thread", f"{state.other_thread_launches - other0} on {where}"
-            )
-        if not self.cuda:
-            return
-        if state.side_stream_launches > side0:
-            self.obs.anti_cheat.setdefault(
-                "launches on a side stream",
-                f"{state.side_stream_launches - side0} Triton launches off the caller's stream on {where}",
-            )
-        if fence._current_stream_handle() != stream:
-            self.obs.anti_cheat.setdefault(
-                "left another stream current", f"the current CUDA stream changed on {where}"
-            )
-        # Read on the caller's stream before any device-wide sync, then after it: work
-        # left running on another stream shows up as a difference.
-        early = [TRUSTED.tensor_clone(o) for o in outs]
-        TRUSTED.cuda_synchronize()
-        if not all(_same_bits(a, b) for a, b in zip(early, outs, strict=True)):
-            self.obs.anti_cheat.setdefault(
-                "work left on another stream",
-                f"outputs changed after a device-wide synchronize on {where}",
-            )
-
-    def _anti_cheat_after_call(self, outs, inputs, pristine, where: str) -> None:
-        new_threads = [
-            t
-            for t in threading.enumerate()
-            if t not in self.threads_before and t.is_alive() and not _compile_pool_timer(t)
-        ]
-        if new_threads:
-            self.recycle = True
-            names = ", ".join(t.name for t in new_threads[:4])
-            self.obs.anti_cheat.setdefault("threads left running", f"{names} after {where}")
-        children = _children() - self.children_before
-        if children:
-            self.recycle = True
-            self.obs.anti_cheat.setdefault(
-                "child processes left running", f"pids {sorted(children)[:4]} after {where}"
-            )
-        changed = [n for n, t in inputs.items() if not _same_bits(t, pristine[n])]
-        if changed:
-            self.obs.anti_cheat.setdefault(
-                "inputs modified", f"{', '.join(changed)} changed by the call on {where}"
-            )
-        in_ranges = {n: _storage_range(t) for n, t in inputs.items()}
-        for out_name, o in zip(self.spec.output_names, outs, strict=False):
-            r = _storage_range(o)
-            for in_name, ir in in_ranges.items():
-                if _overlap(r, ir):
-                    self.obs.anti_cheat.setdefault(
-                        "output aliases an input",
-                        f"{out_name} shares memory with input {in_name} on {where}",
-                    )
-        ranges = [
-            (n, _storage_range(o)) for n, o in zip(self.spec.output_names, outs, strict=False)
-        ]
-        for i in range(len(ranges)):
-            for j in range(i + 1, len(ranges)):
-                if _overlap(ranges[i][1], ranges[j][1]):
-                    self.obs.anti_cheat.setdefault(
-                        "outputs overlap",
-                        f"{ranges[i][0]} and {ranges[j][0]} share memory on {where}",
-                    )
-
-    # --- correctness --------------------------------------------------------------------
-    def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
-        self.obs.trials += 1
-        mismatch = self.spec.compare(outs, hp, pristine, shape)
-        if mismatch is None:
-            return
-        self._correctness_fail(mismatch, shape, seed, trial)
-
-    def _correctness_fail(self, m: Mismatch, shape: Shape, seed: int, trial: str) -> None:
-        where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
-        reason = f" ({m.reason})" if m.reason else ""
-        detail = (
-            f"{m.output}{_index_str(m.index)}: got {m.saw:.6g}, expected {m.expected:.6g}{reason}; "
-            f"{m.count}/{m.total} elements out of tolerance on {where}"
-        )
-        self._fail(
-            "correctness",
-            detail,
-            expected=f"{m.output}{_index_str(m.index)} = {m.expected:.8g} (high-precision reference) on {where}",
-            saw=(
-                f"{m.output}{_index_str(m.index)} = {m.saw:.8g}, error {m.error:.3g} > allowed "
-                f"{m.allowed:.3g}{reason}; {m.count}/{m.total} elements out of tolerance; "
-                f"shape '{shape.label}', seed {seed}" + (f", {trial}" if trial else "")
-            ),
-            output=m.output,
-            index=list(m.index),
-            expected_value=m.expected,
-            saw_value=m.saw,
-            error=m.error,
-            allowed=m.allowed,
-            count=m.count,
-            total=m.total,
-            shape=shape.label,
-            seed=seed,
-            trial=trial or "fresh inputs",
-        )
-        raise _Stop
-
-    def _trials(self) -> None:
-        spec = self.spec
-        for shape in self.shapes:
-            s0 = self.seeds[0]
-            kept: dict[str, torch.Tensor] | None = None
-            for i, seed in enumerate(self.seeds):
-                self.report("correctness", f"{shape.label} seed {seed}")
-                inputs = spec.make_inputs(shape, seed, self.device)
-                hp = spec.reference_hp(inputs)
-                outs, pristine = self._checked_call(inputs, shape, seed, "")
-                self._judge(outs, hp, pristine, shape, seed, "")
-                if i == 0:
-                    kept = inputs
-                    first = [TRUSTED.tensor_clone(o) for o in outs]
-                    del hp, pristine
-                    for rep in range(DETERMINISM_REPEATS):
-                        again, _ = self._checked_call(inputs, shape, seed, f"repeat {rep + 1}")
-                        diff = [
-                            n
-                            for n, a, b in zip(spec.output_names, first, again, strict=False)
-                            if not _same_bits(a, b)
-                        ]
-                        if diff:
-                            self.obs.determinism.append(
-                                f"{', '.join(diff)} differ bitwise between call 1 and call {rep + 2} "
-                                f"on shape '{shape.label}', seed {seed}"
-                            )
-                    del first, again
-                del outs
-            assert kept is not None
-            self.report("correctness", f"{shape.label}: same input pointers, new values")
-            fresh = spec.make_inputs(shape, s0 + SAME_POINTER_SEED_OFFSET, self.device)
-            for name, t in kept.items():
-                TRUSTED.tensor_copy_(t, fresh[name])
-            del fresh
-            hp = spec.reference_hp(kept)
-            trial = "same input pointers, new values"
-            outs, pristine = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            self._judge(outs, hp, pristine, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            del kept, outs, hp, pristine
-        for i, shape in enumerate(self.unseen):
-            self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
-            try:
-                inputs = spec.make_inputs(shape, self.seeds[0], self.device)
-                hp = spec.reference_hp(inputs)
-                outs, pristine = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
-                self._judge(outs, hp, pristine, shape, self.seeds[0], UNSEEN_TRIAL)
-            except _Stop:
-                self._wrong_at_unseen(shape)
-                raise
-            del inputs, hp, outs, pristine
-
-    def _unseen_evidence(self) -> dict[str, Any]:
-        return {
-            "unseen_seed": self.unseen_seed,
-            "unseen_shapes": [s.to_dict() for s in self.unseen],
-        }
-
-    def _wrong_at_unseen(self, shape: Shape) -> None:
-        """Say that the suite passed and which unseen shape did not."""
-        result = self.results.get("correctness")
-        if result is None or result.status != FAIL:
-            return
-        lead = f"correct on the suite, wrong at an unseen shape: {shape.label}: "
-        evidence = {**result.evidence, **self._unseen_evidence(), "unseen_shape": shape.to_dict()}
-        self.results["correctness"] = GateResult(FAIL, lead + result.detail, evidence)
-        fb = self.feedback
-        if fb.saw and not fb.saw.startswith(lead):
-            self.feedback = Feedback(expected=fb.expected, saw=lead + fb.saw, fence=fb.fence)
-
-    def _judge_after_trials(self) -> None:
-        rec = self.recorder
-        assert rec is not None
-        per_call = self.obs.launches / max(1, self.obs.calls)
-        self._set(
-            "fence",
-            PASS,
-            f"{self.obs.launches} Triton launches over {self.obs.calls} calls "
-            f"({per_call:.1f} per call); torch ops: {self._ops_text(rec.calls)}",
-            launches=self.obs.launches,
-            calls=self.obs.calls,
-            torch_ops=dict(rec.calls),
-        )
-        self._set(
-            "correctness",
-            PASS,
-            f"{self.obs.trials} trials within tolerance: {len(self.shapes)} "
-            f"shape{'s' if len(self.shapes) != 1 else ''} x {len(self.seeds)} seeds "
-            "+ a same-pointer trial per shape"
-            + (
-                f" + {len(self.unseen)} unseen shape{'s' if len(self.unseen) != 1 else ''}"
-                if self.unseen
-                else ""
-            ),
-            shapes=[s.label for s in self.shapes],
-            seeds=list(self.seeds),
-            trials=self.obs.trials,
-            poison=self.v.environment.get("poison", ""),
-            **self._unseen_evidence(),
-        )
-        if self.obs.anti_cheat:
-            first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))
-            detail = f"{first_problem}: {first_evidence}"
-            if len(self.obs.anti_cheat) > 1:
-                detail += f" (+{len(self.obs.anti_cheat) - 1} more)"
-            self._fail(
-                "anti-cheat",
-                detail,
-                expected="inputs untouched, fresh plain outputs, no side work, verifier intact",
-                saw="; ".join(f"{k}: {v}" for k, v in self.obs.anti_cheat.items()),
-                problems=dict(self.obs.anti_cheat),
-            )
-            raise _Stop
-        self._set(
-            "anti-cheat",
-            PASS,
-            "inputs unchanged, no aliasing, plain tensors, verifier intact, "
-            + ("no threads or side streams" if self.cuda else "no threads left running"),
-        )
-        if self.obs.determinism:
-            detail = self.obs.determinism[0]
-            self._fail(
-                "determinism",
-                detail,
-                expected="bitwise-equal outputs for the same inputs",
-                saw=detail,
-                differences=list(self.obs.determinism),
-            )
-            raise _Stop
-        self._set(
-            "determinism",
-            PASS,
-            f"{1 + DETERMINISM_REPEATS} calls per shape bitwise equal",
-            repeats=1 + DETERMINISM_REPEATS,
-        )
-
-    # --- speed --------------------------------------------------------------------------
-    def _speed_gate(self) -> None:
-        if not self.cuda and not self.v.timer_supplied:
-            self._set(
-                "speed", SKIPPED, "no GPU (Triton interpreter on the CPU): speed not measured"
-            )
-            self.feedback = Feedback(
-                expected=f"outputs within tolerance on {len(self.shapes)} shapes (speed not measured without a GPU)",
-                saw=f"all {self.obs.trials} trials within tolerance; speed not measured (no GPU)",
-                fence=self.spec.fence,
-            )
-            return
-        assert self.cand is not None
-        spec, timer = self.spec, self.v.timer()
-        call = self.cand.call
-        rows: list[dict[str, Any]] = []
-        for shape in self.shapes:
-            self.report("speed", f"timing {shape.label}")
-            inputs = spec.make_inputs(shape, self.seeds[0], self.device)
-            args = [inputs[n] for n in spec.arg_names]
-            ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
-            pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
-            last: list[Any] = [None, 0]  # the latest timed call's result, calls made
-
-            def timed(args: list[Any] = args, last: list[Any] = last) -> None:
-                last[0] = call(*args)
-                last[1] += 1
-
-            launches0 = fence.STATE.launches
-            cand = timer.time(timed)
-            launched = fence.STATE.launches - launches0
-            if not self._check_integrity("being timed"):
-                raise _Stop
-            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
-            fl = spec.flops(shape)
-            floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
-            baselines: dict[str, float | str] = {}
-            paired: dict[str, Any] | None = None
-            if self.opts.baselines:
-                self.report("speed", f"baselines {shape.label}")
-                with self.v.library_work():
-                    baselines = self.v.baseline_ms(spec, shape, inputs)
-                self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
-                rival = close_rival(cand, baselines)
-                if self.opts.pair_every_shape and rival is None:
-                    fastest = fastest_baseline(baselines)
-                    rival = fastest[0] if fastest else None
-                if rival is not None:
-                    self.report("speed", f"{shape.label}: back to back with {rival}")
-                    paired = self._paired(shape, inputs, pristine, timed, last, rival)
-            del pristine, last
-            rows.append(
-                {
-                    "shape": shape,
-                    "ref": ref,
-                    "cand": cand,
-                    "floor": floor,
-                    "baselines": baselines,
-                    "paired": paired,
-                }
-            )
-            del inputs, args
-        self._speed_results(rows)
-
-    def _paired(
-        self,
-        shape: Shape,
-        inputs: dict[str, torch.Tensor],
-        pristine: dict[str, torch.Tensor],
-        timed: Callable[[], None],
-        last: list[Any],
-        rival: str,
-    ) -> dict[str, Any] | None:
-        """The candidate and its closest baseline timed back to back, paired_rounds times,
-        the order alternating: a margin smaller than the drift between the candidate's
-        timing and the (cached) baseline's is settled by rounds won, not by two medians
-        taken minutes apart. The candidate's calls here are checked as the others are.
-        None when the baseline fails here (it ran before): the plain comparison stands."""
-        timer = self.v.timer()
-        cand_ms: list[float] = []
-        rival_ms: list[float] = []
-        calls = launched = 0
-        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
-        failed = False
-        for r in range(self.opts.paired_rounds):
-            for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
-                if who == "candidate":
-                    last[1] = 0
-                    launches0 = fence.STATE.launches
-                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
-                    launched += fence.STATE.launches - launches0
-                    calls += last[1]
-                    continue
-                try:
-                    with self.v.library_work():
-                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
-                except Exception:  # the baseline's failure is not the candidate's: no rounds
-                    failed = True
-                    break
-            if failed:
-                break
-        if not self._check_integrity("being timed"):
-            raise _Stop
-        if calls:
-            self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
-        if failed:
-            return None
-        return paired_result(rival, cand_ms, rival_ms)
-
-    def _check_timed_calls(
-        self,
-        shape: Shape,
-        inputs: dict[str, torch.Tensor],
-        pristine: dict[str, torch.Tensor],
-        result: Any,
-        calls: int,
-        launched: int,
-    ) -> None:
-        """The calls being timed must be the calls that were checked: each launches
-        Triton, leaves the inputs alone, and the last one's outputs are right."""
-        where = f"shape '{shape.label}' while being timed"
-        if self.cuda:
-            TRUSTED.cuda_synchronize()
-        problem = ""
-        if launched < calls:
-            problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
-        elif any(not _same_bits(t, pristine[n]) for n, t in inputs.items()):
-            problem = f"the inputs changed on {where}"
-        else:
-            outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            expected = self.spec.expected_outputs(shape)
-            ok = len(outs) == len(expected) and all(
-                type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
-                for o, (s, d) in zip(outs, expected, strict=False)
-            )
-            if not ok:
-                problem = f"the last timed call returned outputs of the wrong kind on {where}"
-            else:
-                m = self.spec.compare(outs, self.spec.reference_hp(pristine), pristine, shape)
-                if m is not None:
-                    problem = (
-                        f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "
-                        f"expected {m.expected:.6g} on {where}"
-                    )
-        if problem:
-            self._fail(
-                "anti-cheat",
-                f"the candidate behaves differently when timed: {problem}",
-                expected="timed calls compute the same checked result",
-                saw=problem,
-            )
-            raise _Stop
-
-    def _speed_results(self, rows: list[dict[str, Any]]) -> None:
-        timings: list[ShapeTiming] = []
-        skipped_baselines: dict[str, str] = {}
-        for row in rows:
-            ref, cand, floor = row["ref"], row["cand"], row["floor"]
-            b_ms = {k: v for k, v in row["baselines"].items() if isinstance(v, float)}
-            for k, v in row["baselines"].items():
-                if not isinstance(v, float):
-                    skipped_baselines[f"{k} @ {row['shape'].label}"] = v
-            timings.append(
-                ShapeTiming(
-                    label=row["shape"].label,
-                    reference_ms=ref.median_ms,
-                    candidate_ms=cand.median_ms,
-                    noise=cand.noise,
-                    speedup=ref.median_ms / cand.median_ms if cand.median_ms > 0 else None,
-                    floor_ms=floor,
-                    floor_fraction=(floor / cand.median_ms)
-                    if floor and cand.median_ms > 0
-                    else None,
-                    baselines_ms=b_ms,
-                    paired=row.get("paired"),
-                )
-            )
-        speedup = _geomean([t.speedup or 0 for t in timings])
-        names = sorted({k for t in timings for k in t.baselines_ms})
-        speedup_vs = {}
-        for name in names:
-            g = _geomean(
-                [
-                    t.baselines_ms[name] / t.candidate_ms
-                    for t in timings
-                    if name in t.baselines_ms and t.candidate_ms
-                ]
-            )
-            if g is not None:
-                speedup_vs[name] = g
-        largest = max(
-            range(len(rows)),
-            key=lambda i: (
-                self.spec.bytes_moved(rows[i]["shape"]),
-                self.spec.flops(rows[i]["shape"]).count,
-            ),
-        )
-        noise = max((t.noise for t in timings if t.noise is not None), default=None)
-        self.speed = {
-            "speedup": speedup,
-            "speedup_vs": speedup_vs,
-            "floor_fraction": timings[largest].floor_fraction,
-            "noise": noise,
-            "timings": timings,
-        }
-        rates = self.v.timer().rates()
-        evidence = {
-            "per_shape": [
-                {
-                    "shape": t.label,
-                    "reference_ms": t.reference_ms,
-                    "candidate_ms": t.candidate_ms,
-                    "speedup": t.speedup,
-                    "noise": t.noise,
-                    "floor_ms": t.floor_ms,
-                    "floor_fraction": t.floor_fraction,
-                    "baselines_ms": t.baselines_ms,
-                    "paired": t.paired,
-                    "trials": rows[i]["cand"].trials,
-                }
-                for i, t in enumerate(timings)
-            ],
-            "speedup_vs": speedup_vs,
-            "rates": {k: v for k, v in rates.items()},
-            "skipped_baselines": skipped_baselines,
-            "min_speedup": self.opts.min_speedup,
-        }
-        ref_text = "; ".join(f"{t.label}: {_fmt_ms(t.reference_ms)}" for t in timings)
-        cand_text = "; ".join(
-            f"{t.label}: {_fmt_ms(t.candidate_ms)} ({t.speedup:.2f}x"
-            + (f", {t.floor_fraction:.0%} of floor" if t.floor_fraction else "")
-            + ")"
-            for t in timings
-        )
-        best_lib = min(speedup_vs.items(), key=lambda kv: kv[1]) if speedup_vs else None
-        expected = f"time to beat (reference, x{self.opts.min_speedup:g} needed): {ref_text}"
-        if best_lib:
-            expected += (
-                f"; best library baseline {best_lib[0]} (candidate is {best_lib[1]:.2f}x it)"
-            )
-        saw = (
-            f"candidate {cand_text}; geomean speedup {speedup:.3f}x"
-            if speedup
-            else f"candidate {cand_text}"
-        )
-        if speedup is None:
-            self._fail("speed", "no valid timing", expected=expected, saw=saw, **evidence)
-            return
-        if best_lib and best_lib[1] > SUSPICIOUS_SPEEDUP:
-            self.flags.append(FLAG_SUSPICIOUS)
-            detail = (
-                f"speedup {best_lib[1]:.1f}x over the best library baseline ({best_lib[0]}) "
-                f"exceeds {SUSPICIOUS_SPEEDUP:g}x: flagged as suspicious"
-            )
-            self._set("anti-cheat", FAIL, detail, flag=FLAG_SUSPICIOUS, speedup_vs=speedup_vs)
-            self.feedback = Feedback(
-                expected=expected, saw=f"{detail}; {saw}", fence=self.spec.fence
-            )
-        detail = (
-            f"{speedup:.3f}x over the reference (geomean of {len(timings)} shapes; "
-            f"min {self.opts.min_speedup:g}x), noise {noise:.1%}"
-            if noise is not None
-            else f"{speedup:.3f}x over the reference"
-        )
-        if best_lib:
-            detail += f"; {best_lib[1]:.2f}x vs {best_lib[0]}"
-        if speedup >= self.opts.min_speedup:
-            self._set("speed", PASS, detail, **evidence)
-            if not self.feedback.saw:
-                self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
-        else:
-            self._fail("speed", f"too slow: {detail}", expected=expected, saw=saw, **evidence)
 
 
 def environment_info(device: str) -> dict[str, Any]:

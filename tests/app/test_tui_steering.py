@@ -286,8 +286,8 @@ async def test_palette_runs_steering_commands(tmp_path):
 
 @pytest.mark.parametrize("key", ["x", "h", "a", "v", "p", "o", "t", "s"])
 def test_every_steering_key_is_in_the_palette(key):
-    from kernelladder.app.app import STEERING_ACTIONS, MainScreen
     from kernelladder.app.commands import PALETTE_COMMANDS
+    from kernelladder.app.screens.main import STEERING_ACTIONS, MainScreen
 
     actions = {c.action for c in PALETTE_COMMANDS}
     binding = next(b for b in MainScreen.BINDINGS if b.key == key and b.id.startswith("steer."))

@@ -103,7 +103,7 @@ def test_rounds_timed_back_to_back_decide_over_two_medians():
 
 
 def test_which_baseline_is_close_enough_to_time_back_to_back():
-    from kernelladder.verifier.gates import close_rival, paired_result
+    from kernelladder.verifier.speed_gate import close_rival, paired_result
     from kernelladder.verifier.timing import Timing
 
     base = {"F.rms_norm": 0.40, "torch.compile": 0.25, "sdpa": "not applicable: ..."}

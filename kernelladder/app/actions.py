@@ -1,0 +1,181 @@
+"""Every action of the app, declared once: its key, the screen's action, the footer's
+label and tooltip, whether it steers the run (off in a replay and after the end) or
+works only in a replay, its place in the command palette and in the narrow footer's
+drop order. MainScreen.BINDINGS, the app's BINDINGS, the command palette, the help
+screen's sections and STEERING_ACTIONS / REPLAY_ACTIONS are all built from ACTIONS.
+
+What a steering action sends to the engine is a RunControl command (engine/control.py
+STEERING_COMMANDS, which the bridge accepts): the engine cannot import the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+APP, STEER, VIEW, REPLAY = "app", "steer", "view", "replay"
+# the help screen's sections, in order (an action's id starts with its section)
+SECTIONS = ((STEER, "Steering"), (VIEW, "View"), (REPLAY, "Replay"), (APP, "App"))
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str  # "<section>.<name>": the binding's id
+    key: str  # Textual key names, comma-separated
+    action: str  # the screen's (or app's) action, with its arguments
+    description: str  # the footer's and the help screen's label
+    tooltip: str
+    show: bool = True  # in the footer (the help screen lists every action)
+    key_display: str | None = None
+    priority: bool = False  # before a focused widget's own binding of the key
+    palette: tuple[int, str, str] | None = None  # (position, title, help) in the palette
+    footer_drop: int | None = None  # a narrow footer leaves it out this early (1: first)
+
+    @property
+    def section(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        """The action without its arguments: replay_step(1) -> replay_step."""
+        return self.action.split("(", 1)[0]
+
+    @property
+    def steers(self) -> bool:
+        """Steers the run: off in a replay and once the run is over."""
+        return self.section == STEER
+
+    @property
+    def replay_only(self) -> bool:
+        return self.section == REPLAY
+
+    def binding(self) -> Binding:
+        return Binding(
+            self.key,
+            self.action,
+            self.description,
+            show=self.show,
+            key_display=self.key_display,
+            priority=self.priority,
+            tooltip=self.tooltip,
+            id=self.id,
+        )
+
+
+_QUIT_TIP = "Quit (asks whether to stop a running run)"
+
+ACTIONS: tuple[Action, ...] = (
+    # The main screen's, in footer order. Replay keys first: the footer lists keys in
+    # this order and shows one binding per key, so in a replay `p` reads Play (not a
+    # disabled Pause) and the replay keys are not pushed off a narrow footer by the
+    # disabled steering keys. Off in a live run.
+    Action("replay.toggle", "p", "replay_toggle", "Play", "Play or pause the replay",
+           palette=(15, "Replay: play / pause", "Replay only")),
+    Action("replay.back", "comma", "replay_step(-1)", "Back", "Step one event back",
+           key_display=",", palette=(17, "Replay: step back", "One event back")),
+    Action("replay.forward", "full_stop", "replay_step(1)", "Step", "Step one event forward",
+           key_display=".", palette=(16, "Replay: step forward", "One event forward")),
+    # priority: before the tree's own end key; off outside a replay
+    Action("replay.end", "G,end", "replay_end", "End", "Jump to the end of the run",
+           key_display="G", priority=True,
+           palette=(18, "Replay: jump to end", "Show the final state")),
+    Action("replay.start", "home", "replay_start", "Start", "Jump to the start of the run",
+           show=False, priority=True,
+           palette=(19, "Replay: jump to start", "Show the first event")),
+    Action("replay.faster", "plus,equals_sign", "replay_faster", "Faster", "Play faster",
+           show=False, key_display="+", palette=(20, "Replay: faster", "Double the speed")),
+    Action("replay.slower", "minus", "replay_slower", "Slower", "Play slower",
+           show=False, key_display="-", palette=(21, "Replay: slower", "Halve the speed")),
+    Action("steer.prune", "x", "prune_branch", "Prune",
+           "Prune the selected branch and every branch opened from it (asks first)",
+           palette=(1, "Prune selected branch", "Stop the branch and its subtree"),
+           footer_drop=4),
+    Action("steer.hints", "h", "edit_hints", "Hints",
+           "Edit the global hints the next proposals get",
+           palette=(2, "Edit global hints", "Hints for every branch's next proposals"),
+           footer_drop=5),
+    Action("steer.branch_hints", "H", "edit_branch_hints", "Br.hints",
+           "Edit the selected branch's hints",
+           palette=(3, "Edit branch hints", "Hints for the selected branch's next proposals"),
+           footer_drop=2),
+    Action("steer.approve", "a", "approve_gate", "Approve", "Approve the selected pending gate",
+           palette=(4, "Approve selected gate", "Let the risky move be verified"),
+           footer_drop=7),
+    Action("steer.veto", "v", "veto_gate", "Veto",
+           "Veto the selected pending gate: the move becomes a dead end",
+           palette=(5, "Veto selected gate", "Make the move a dead end of its branch"),
+           footer_drop=6),
+    Action("steer.gate", "g", "open_gate", "Gate",
+           "Open the selected gate's prompt (also enter on a gate)", show=False,
+           palette=(6, "Open gate prompt", "See the selected gate in full and decide")),
+    Action("steer.pause", "p", "toggle_run_pause", "Pause", "Pause or resume the whole run",
+           palette=(7, "Pause / resume run", "No new proposals while paused"),
+           footer_drop=8),
+    Action("steer.branch_pause", "b", "toggle_branch_pause", "Pause br.",
+           "Pause or resume the selected branch",
+           palette=(8, "Pause / resume selected branch", "Hold one branch, others go on"),
+           footer_drop=1),
+    Action("steer.open_branch", "o", "open_branch", "Branch",
+           "Open a new branch from the selected attempt",
+           palette=(9, "Open branch from selected attempt", "A new line of attack from here"),
+           footer_drop=3),
+    Action("steer.target", "t", "change_target", "Target", "Change the target speedup",
+           palette=(10, "Change target speedup", "Branches stop once they reach it")),
+    Action("steer.stop", "s", "stop_run", "Stop",
+           "Stop the run: in-flight attempts finish, the log is closed (asks first)",
+           palette=(11, "Stop run", "Finish in-flight attempts and end the run")),
+    Action("view.export", "e", "export_best", "Export", "Write the best passing kernel to a file",
+           palette=(12, "Export best kernel", "Write the best passing source to a file")),
+    Action("view.follow", "f", "follow_newest", "Follow", "Keep the newest attempt selected",
+           show=False,
+           palette=(13, "Follow newest attempt", "Keep the newest attempt selected")),
+    Action("view.chart_series", "F", "toggle_chart_series", "Floor",
+           "Chart: vs best <-> fraction of the floor", show=False),
+    Action("view.tab_log", "1", "show_tab('tab-log')", "Log", "Show the attempt's live log",
+           show=False),
+    Action("view.tab_verdict", "2", "show_tab('tab-verdict')", "Verdict",
+           "Show the attempt's verdict, gate by gate", show=False),
+    Action("view.tab_source", "3", "show_tab('tab-source')", "Source",
+           "Show the attempt's source", show=False),
+    Action("view.tab_diff", "4", "show_tab('tab-diff')", "Diff",
+           "Show the attempt's diff against its parent", show=False),
+    Action("view.tab_profile", "5", "show_tab('tab-profile')", "Profile",
+           "Show the attempt's Nsight Compute profile", show=False),
+    Action("view.theme", "T", "app.change_theme", "Theme", "Pick a theme (also --theme NAME)",
+           show=False),
+    Action("view.help", "question_mark,f1", "help", "Help", "Show the key map",
+           key_display="?", palette=(14, "Show key map", "Every key and what it does")),
+    # the app's own, on every screen
+    Action("app.quit", "q", "quit", "Quit", _QUIT_TIP),
+    Action("app.quit_ctrl", "ctrl+q", "quit", "Quit", _QUIT_TIP, show=False),
+    Action("app.palette", "ctrl+p", "command_palette", "Commands", "Every action by name",
+           show=False),
+)  # fmt: skip
+
+
+def screen_bindings() -> list[Binding]:
+    """MainScreen.BINDINGS, in footer order."""
+    return [a.binding() for a in ACTIONS if a.section != APP]
+
+
+def app_bindings() -> list[Binding]:
+    """KernelLadderApp.BINDINGS."""
+    return [a.binding() for a in ACTIONS if a.section == APP]
+
+
+def palette_actions() -> tuple[Action, ...]:
+    """The command palette's entries, in its order."""
+    listed = [a for a in ACTIONS if a.palette is not None]
+    return tuple(sorted(listed, key=lambda a: a.palette[0]))  # type: ignore[index]
+
+
+def footer_drop_order() -> tuple[str, ...]:
+    """On a narrow terminal the footer leaves keys out in this order (after the disabled
+    ones) until its row fits; keys not listed (Target, Stop, Export, Help, Quit) always
+    stay; the help screen lists them all."""
+    dropped = [a for a in ACTIONS if a.footer_drop is not None]
+    return tuple(a.id for a in sorted(dropped, key=lambda a: a.footer_drop))  # type: ignore[arg-type, return-value]
+
+
+STEERING_ACTIONS = frozenset(a.name for a in ACTIONS if a.steers)
+REPLAY_ACTIONS = frozenset(a.name for a in ACTIONS if a.replay_only)

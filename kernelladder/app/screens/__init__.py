@@ -1,0 +1,1 @@
+"""The app's screens (modal dialogs are in app/modals/)."""

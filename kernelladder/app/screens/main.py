@@ -1,0 +1,537 @@
+"""The main screen: the run's header, strategy tree, chart, attempt panel, gates and
+footer, the selection, and every steering and replay action. What only the app can do
+(send a command to the engine, move the replay) the screen asks for with a message
+(app/messages.py); the app owns the event source and the fold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Label
+
+from kernelladder.app import format as fmt
+from kernelladder.app import view as v
+from kernelladder.app.actions import (
+    REPLAY_ACTIONS,
+    SECTIONS,
+    STEERING_ACTIONS,
+    footer_drop_order,
+    screen_bindings,
+)
+from kernelladder.app.folding import AttemptLogs
+from kernelladder.app.messages import (
+    ReplaySeekRequested,
+    ReplaySpeedRequested,
+    ReplayToggled,
+    SteerRequested,
+)
+from kernelladder.app.modals.confirm import ConfirmScreen
+from kernelladder.app.modals.gate_prompt import GateDecision, GatePrompt
+from kernelladder.app.modals.help_screen import HelpScreen
+from kernelladder.app.modals.hints_editor import HintsEditor
+from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.run_files import RunFiles
+from kernelladder.app.widgets.attempt_panel import AttemptPanel
+from kernelladder.app.widgets.branch_trends import BranchTrends
+from kernelladder.app.widgets.gates_panel import GatesPanel
+from kernelladder.app.widgets.key_footer import KeyFooter
+from kernelladder.app.widgets.replay_bar import ReplayBar
+from kernelladder.app.widgets.run_header import RunHeader
+from kernelladder.app.widgets.speedup_chart import SpeedupChart
+from kernelladder.app.widgets.strategy_tree import StrategyTree
+
+FOOTER_DROP_ORDER = footer_drop_order()
+
+
+class MainScreen(Screen):
+    BINDINGS = screen_bindings()  # app/actions.py: every action declared once
+
+    def __init__(
+        self,
+        *,
+        replay: bool,
+        files: RunFiles,
+        logs: AttemptLogs,
+        clock: Callable[[], float],
+        starting: str = "",
+    ) -> None:
+        super().__init__()
+        self.replay = replay
+        self.starting = starting  # the header's line until the run's first event
+        self.files = files
+        self.logs = logs
+        self.clock = clock
+        self.view: v.RunView = v.EMPTY_VIEW
+        self.selected_branch: str | None = None
+        self.selected_attempt: int | None = None
+        self._before_seq: int | None = None
+        self._bindings_key: tuple | None = None
+
+    # --- layout ----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(
+            clock=self.clock, replay=self.replay, starting=self.starting, id="run-header"
+        )
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield Label("strategy graph", id="strategy-title")
+                yield StrategyTree(id="strategy-tree")
+                yield BranchTrends(id="branch-trends")
+            with Vertical(id="right"):
+                yield SpeedupChart(id="speedup-chart")
+                yield Label("selected attempt", id="attempt-title")
+                yield AttemptPanel(self.files, self.logs, id="attempt-panel")
+        yield GatesPanel(clock=self.clock, replay=self.replay, id="gates")
+        if self.replay:
+            yield ReplayBar(id="replay-bar")
+        yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
+
+    def on_mount(self) -> None:
+        self.query_one(StrategyTree).focus()
+        if self.kl_app.bridge is not None and self.kl_app.fold.folded:
+            self.show(self.kl_app.live_view())  # a resumed run's first frame
+        # The footer fills itself on a bindings refresh it was there to hear.
+        self.call_after_refresh(self.refresh_bindings)
+
+    # --- updates ---------------------------------------------------------------------
+
+    def show(
+        self,
+        view: v.RunView,
+        *,
+        before_seq: int | None = None,
+        rewind: bool = False,
+        immediate: bool = False,
+    ) -> None:
+        """Bring every widget up to `view` (one call per batch or replay step)."""
+        self.view = view
+        self._before_seq = before_seq
+        self.query_one(RunHeader).show(view)
+        tree = self.query_one(StrategyTree)
+        trends = self.query_one(BranchTrends)
+        if rewind:
+            tree.reset()
+            trends.reset()
+        tree.show(view)
+        trends.show(view)
+        self.query_one(GatesPanel).show(view)
+        self.query_one(SpeedupChart).show(view, immediate=immediate or rewind)
+        if self.selected_attempt is not None and self.selected_attempt not in view.attempts:
+            self.selected_attempt = None
+        if self.selected_branch is not None and view.branch(self.selected_branch) is None:
+            self.selected_branch = None
+        self._show_attempt(rewind=rewind)
+        self.bindings_may_change()
+
+    def bindings_may_change(self) -> None:
+        """Refresh the footer only when what check_action depends on changed: a footer
+        refresh rebuilds its keys, far too costly to do for every batch."""
+        key = (self.view.state, self.kl_app.run_over)
+        if key != self._bindings_key:
+            self._bindings_key = key
+            self.refresh_bindings()
+
+    def _show_attempt(self, *, rewind: bool = False) -> None:
+        self.query_one(AttemptPanel).show(
+            self.view, self.selected_attempt, before_seq=self._before_seq, rewind=rewind
+        )
+        title = "selected attempt"
+        a = self.view.attempts.get(-1 if self.selected_attempt is None else self.selected_attempt)
+        if a is not None:
+            title = f"attempt #{a.number} · branch {a.branch_id} · {a.strategy}"
+        elif self.selected_branch:
+            title = f"branch {self.selected_branch}: no attempt yet"
+        self.query_one("#attempt-title", Label).update(title)
+
+    @on(StrategyTree.Selected)
+    def _selected(self, event: StrategyTree.Selected) -> None:
+        self.selected_branch = event.branch_id
+        if event.attempt is not None:
+            self.selected_attempt = event.attempt
+        else:
+            branch = self.view.branch(event.branch_id)
+            self.selected_attempt = branch.attempts[-1] if branch and branch.attempts else None
+        self._show_attempt()
+
+    @on(GatesPanel.GateChosen)
+    def _gate_chosen(self, event: GatesPanel.GateChosen) -> None:
+        self.action_open_gate(event.gate_id)
+
+    # --- action availability ----------------------------------------------------------
+
+    @property
+    def kl_app(self) -> Any:
+        """The KernelLadderApp (its fold and bridge are read here, never changed)."""
+        return self.app
+
+    def _steer(
+        self, command: str, *args: Any, on_done: Callable[[Any], None] | None = None
+    ) -> None:
+        self.post_message(SteerRequested(command, args, on_done))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in STEERING_ACTIONS:
+            return None if self.steering_refusal() else True
+        if action in REPLAY_ACTIONS:
+            return self.replay
+        return True
+
+    def steering_refusal(self) -> str | None:
+        """Why steering cannot be done now, or None when it can."""
+        if self.replay:
+            return "This is a replay: steering is off (start a live run to steer)."
+        if self.kl_app.run_over or self.view.state == v.RUN_FINISHED:
+            return "The run has finished: there is nothing left to steer."
+        return None
+
+    def on_key(self, event: events.Key) -> None:
+        """A steering key that no longer applies (shown dimmed in the footer) says why,
+        once, where it did nothing silently."""
+        why = self.steering_refusal()
+        if why is None:
+            return
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        if active.binding.action.split("(", 1)[0] in STEERING_ACTIONS:
+            event.stop()
+            self.notify(why, severity="warning", timeout=3)
+
+    async def run_from_palette(self, action: str) -> None:
+        name = action.split("(", 1)[0]
+        if name in STEERING_ACTIONS and (why := self.steering_refusal()):
+            self.notify(why, severity="warning")
+            return
+        if name in REPLAY_ACTIONS and not self.replay:
+            self.notify("Only a replay has play, step and jump.", severity="warning")
+            return
+        await self.run_action(action)
+
+    # --- steering actions -------------------------------------------------------------
+
+    def _need_branch(self) -> v.BranchView | None:
+        branch = self.view.branch(self.selected_branch)
+        if branch is None:
+            self.notify("Select a branch in the strategy graph first.", severity="warning")
+        return branch
+
+    def _need_gate(self, gate_id: str | None = None) -> v.GateView | None:
+        gate_id = gate_id or self.query_one(GatesPanel).selected_gate
+        gate = self.view.gate(gate_id)
+        if gate is None:
+            self.notify("No pending gate.", severity="warning")
+        return gate
+
+    def action_prune_branch(self) -> None:
+        branch = self._need_branch()
+        if branch is None:
+            return
+        if branch.state == v.BRANCH_PRUNED:
+            self.notify(f"Branch {branch.branch_id} is already pruned.", severity="warning")
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._steer("prune", branch.branch_id)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Prune branch {branch.branch_id}?",
+                f"{branch.branch_id} ({branch.strategy}) and every branch opened from its "
+                "attempts stop; their in-flight attempts are still recorded.",
+                yes="Prune",
+            ),
+            answer,
+        )
+
+    def action_edit_hints(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self._steer("edit_hints", text, None)
+
+        self.app.push_screen(
+            HintsEditor("global", self.view.hints, **self._hint_vocabulary()), done
+        )
+
+    def action_edit_branch_hints(self) -> None:
+        branch = self._need_branch()
+        if branch is None:
+            return
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self._steer("edit_hints", text, branch.branch_id)
+
+        self.app.push_screen(
+            HintsEditor(branch.branch_id, branch.hints, **self._hint_vocabulary()), done
+        )
+
+    def _hint_vocabulary(self) -> dict[str, str]:
+        return {"op": self.view.op, "proposer": self.view.proposer}
+
+    def action_approve_gate(self) -> None:
+        gate = self._need_gate()
+        if gate is not None:
+            self._steer("approve", gate.gate_id)
+
+    def action_veto_gate(self) -> None:
+        gate = self._need_gate()
+        if gate is not None:
+            self._steer("veto", gate.gate_id, "vetoed from the gates panel")
+
+    def action_open_gate(self, gate_id: str | None = None) -> None:
+        if why := self.steering_refusal():
+            self.notify(why, severity="warning")
+            return
+        gate = self._need_gate(gate_id)
+        if gate is None:
+            return
+
+        def decided(decision: GateDecision | None) -> None:
+            if decision is None:
+                return
+            if decision.decision == "approve":
+                self._steer("approve", decision.gate_id)
+            else:
+                self._steer("veto", decision.gate_id, decision.note)
+
+        after = str((self.view.settings or {}).get("gate_timeout_policy", "veto"))
+        self.app.push_screen(
+            GatePrompt(gate, now=self.query_one(GatesPanel).now, after_policy=after), decided
+        )
+
+    def action_toggle_run_pause(self) -> None:
+        if self.view.state == v.RUN_PAUSED:
+            self._steer("resume", None)
+        else:
+            self._steer("pause", None)
+
+    def action_toggle_branch_pause(self) -> None:
+        branch = self._need_branch()
+        if branch is None:
+            return
+        if branch.state == v.BRANCH_PAUSED:
+            self._steer("resume", branch.branch_id)
+        else:
+            self._steer("pause", branch.branch_id)
+
+    def action_open_branch(self) -> None:
+        attempt = self.view.attempts.get(
+            -1 if self.selected_attempt is None else self.selected_attempt
+        )
+        if attempt is None:
+            self.notify("Select an attempt to branch from.", severity="warning")
+            return
+
+        def done(strategy: str | None) -> None:
+            if strategy is None:
+                return
+            self._steer(
+                "open_branch",
+                attempt.number,
+                strategy.strip() or None,
+                on_done=lambda branch_id: self.notify(
+                    f"Opened branch {branch_id} from #{attempt.number}."
+                ),
+            )
+
+        self.app.push_screen(
+            InputPrompt(
+                f"Open a branch from attempt #{attempt.number}",
+                "A strategy label for the new branch (empty: the proposer picks one).",
+                placeholder=attempt.strategy,
+            ),
+            done,
+        )
+
+    def action_change_target(self) -> None:
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            target = parse_target(text)
+            if target == self.view.target:  # e.g. empty with no target set: no event
+                self.notify(f"The target stays {fmt.speedup(target, unmeasured='none')}.")
+                return
+            self._steer("set_target", target)
+
+        current = "" if self.view.target is None else f"{self.view.target:g}"
+        self.app.push_screen(
+            InputPrompt(
+                "Change the target speedup",
+                (
+                    "A speedup over the reference, e.g. 1.5; empty or 'none' for no target."
+                    if (self.view.settings or {}).get("target_over", "reference") == "reference"
+                    else "vs best: a speedup over the fastest library baseline (geomean over "
+                    "the shapes), e.g. 1.05; empty or 'none' for no target."
+                ),
+                value=current,
+                placeholder="none",
+                check=target_error,
+            ),
+            done,
+        )
+
+    def action_stop_run(self) -> None:
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._steer("stop", "user")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "Stop the run?",
+                "No new proposals; in-flight attempts finish and are recorded, then the "
+                "log is closed. A stopped run can be resumed with --resume.",
+                yes="Stop run",
+            ),
+            answer,
+        )
+
+    # --- non-steering actions ---------------------------------------------------------
+
+    def action_export_best(self) -> None:
+        best = self.view.best_attempt
+        if best is None:
+            self.notify("No passing attempt yet: nothing to export.", severity="warning")
+            return
+        source = self.files.source(best)
+        if source is None:
+            self.notify(f"The source of #{best} is not available.", severity="error")
+            return
+
+        def done(path: str | None) -> None:
+            if path is None:
+                return
+            target = Path(path).expanduser().absolute()  # the message says where, in full
+            try:
+                target.write_text(source, encoding="utf-8")
+            except OSError as exc:
+                self.notify(f"Could not write {target}: {exc.strerror}", severity="error")
+                return
+            self.notify(f"Wrote the best kernel (#{best}) to {target}.")
+
+        self.app.push_screen(
+            InputPrompt(
+                f"Export the best kernel (#{best})",
+                "Path of the file to write (it must not exist yet).",
+                value=f"best_{self.view.op}_{best}.py",
+                check=export_path_error,
+            ),
+            done,
+        )
+
+    def action_follow_newest(self) -> None:
+        tree = self.query_one(StrategyTree)
+        tree.follow = True
+        newest = max(self.view.attempts, default=None)
+        if newest is not None:
+            tree.select_attempt(newest)
+
+    def action_toggle_chart_series(self) -> None:
+        series = self.query_one(SpeedupChart).toggle_series()
+        self.notify(f"chart: {series}", timeout=2)
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(AttemptPanel).active = tab
+
+    def action_help(self) -> None:
+        sections = []
+        for prefix, title in SECTIONS:
+            bindings = [b for b in self.BINDINGS if (b.id or "").startswith(prefix + ".")]
+            if prefix == "replay" and not self.replay:
+                continue
+            if prefix == "app":
+                bindings = [b for b in self.app.BINDINGS if isinstance(b, Binding)]
+            sections.append((title, bindings))
+        note = (
+            "Every action is also in the command palette (ctrl+p). On a narrow terminal "
+            "the footer leaves some keys out: all of them are here."
+        )
+        if self.replay:
+            note += " In a replay, steering is off."
+        self.app.push_screen(HelpScreen(sections, note))
+
+    # --- replay actions ---------------------------------------------------------------
+
+    def action_replay_toggle(self) -> None:
+        self.post_message(ReplayToggled())
+
+    def action_replay_step(self, n: int) -> None:
+        self.post_message(ReplaySeekRequested(n, relative=True))
+
+    def action_replay_end(self) -> None:
+        self.post_message(ReplaySeekRequested(10**12))
+
+    def action_replay_start(self) -> None:
+        self.post_message(ReplaySeekRequested(0))
+
+    def action_replay_faster(self) -> None:
+        self.post_message(ReplaySpeedRequested(faster=True))
+
+    def action_replay_slower(self) -> None:
+        self.post_message(ReplaySpeedRequested(faster=False))
+
+    # --- for tests and the replay-equals-live check -----------------------------------
+
+    def screen_state(self) -> dict[str, Any]:
+        """What the screen shows, as plain text, independent of the event source."""
+        tree = self.query_one(StrategyTree)
+        lines = []
+
+        def walk(node, depth: int) -> None:
+            for child in node.children:
+                lines.append("  " * depth + child.label.plain)
+                walk(child, depth + 1)
+
+        walk(tree.root, 0)
+        header = self.query_one(RunHeader)
+        gates = self.query_one(GatesPanel)
+        return {
+            "header": str(header.render().plain),
+            "tree": lines,
+            "gates": [g.gate_id for g in self.view.gates],
+            "gate_rows": gates.row_count,
+            "chart": [
+                "".join(text for text, _ in row)
+                for row in self.query_one(SpeedupChart)._layout(self.query_one(SpeedupChart).size)
+            ],
+            "state": self.view.state,
+            "best": (self.view.best_attempt, self.view.best_speedup),
+            "hints": self.view.hints,
+            "branches": [(b.branch_id, b.state, b.rule, b.hints) for b in self.view.branches],
+        }
+
+
+def parse_target(text: str) -> float | None:
+    text = text.strip().rstrip("x×").strip()
+    if text.lower() in ("", "none", "off"):
+        return None
+    return float(text)
+
+
+def target_error(text: str) -> str | None:
+    try:
+        value = parse_target(text)
+    except ValueError:
+        return f"Not a number: {text.strip()!r}"
+    if value is not None and not value > 0:
+        return "The target must be a speedup above 0, e.g. 1.5"
+    return None
+
+
+def export_path_error(text: str) -> str | None:
+    if not text.strip():
+        return "Give a file name."
+    path = Path(text.strip()).expanduser()
+    if path.exists():
+        return f"{path} exists: choose another name."
+    if not path.parent.is_dir():
+        return f"No such directory: {path.parent}"
+    return None

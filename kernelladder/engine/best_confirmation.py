@@ -1,0 +1,176 @@
+"""The end of a run: its best re-measured back to back with the fastest baseline in a
+fresh worker, recorded as BestConfirmed. A part of Run (run.py), kept here because it
+is one job with its own rules (which attempts, how many, when one holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.lines import one_line, verdict_line
+from kernelladder.engine.log import ATTEMPTS_DIR, write_durable
+from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.engine.standing_rank import (
+    MIN_NOISE,
+    best_baseline_name,
+    merit_of,
+    standing_shapes,
+)
+from kernelladder.engine.state import RunState, ranked_passes
+from kernelladder.verifier.verdict import vs_best
+
+CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
+CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)
+
+
+class BestConfirmation:
+    """Run's end-of-run re-measure (Run inherits it; it uses Run's state, log and runner)."""
+
+    async def _confirm_at_end(self, reason: str) -> None:
+        """Re-measure the run's best (and the runner-up when within noise) in a fresh
+        worker, back to back with the fastest baseline at every shape for CONFIRM_ROUNDS
+        rounds; record BestConfirmed for each; when one does not hold, the next best is
+        re-measured (CONFIRM_LIMIT in all). Skipped, with a Notice, where it cannot run."""
+        s = self.state
+        if not self.options.confirm or self._run_cancelled or self.internal_error is not None:
+            return
+        best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
+        if best is None:
+            return
+        if not s.speed_measured:
+            self._emit(
+                ev.Notice(
+                    level="info",
+                    message=f"best #{best.number} not re-measured: speed is not measured "
+                    "without a GPU",
+                )
+            )
+            return
+        if reason == ev.RULE_ERROR:
+            self._emit(
+                ev.Notice(
+                    level="warning",
+                    message=f"best #{best.number} not re-measured: the run ended on an error",
+                )
+            )
+            return
+        ranked = [n for n in ranked_passes(s) if s.attempts[n].vs_best is not None]
+        if not ranked:
+            self._emit(
+                ev.Notice(
+                    level="info",
+                    message=f"best #{best.number} not re-measured: no library baseline "
+                    "ran to measure it against",
+                )
+            )
+            return
+        queue = ranked[:2] if within_noise(s, ranked[0], ranked[1:2]) else ranked[:1]
+        rest = ranked[len(queue) :]
+        self._confirm_task = asyncio.ensure_future(self._confirm_queue(queue, rest))
+        try:
+            await self._confirm_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._run_cancelled or (current is not None and current.cancelling()):
+                raise  # the run itself is being cancelled, not only the re-measure
+            self._emit(ev.Notice(level="warning", message="re-measuring the best was stopped"))
+        finally:
+            self._confirm_task = None
+
+    async def _confirm_queue(self, queue: list[int], rest: list[int]) -> None:
+        held_any = False
+        done = 0
+        while queue and done < CONFIRM_LIMIT:
+            n = queue.pop(0)
+            # one fresh worker for the re-measures: later ones reuse it (its baselines)
+            held = await self._confirm_one(n, fresh=done == 0)
+            if held is None:  # the runner failed: said so; nothing more to re-measure
+                return
+            done += 1
+            held_any = held_any or held
+            if not queue and not held_any and rest:
+                queue.append(rest.pop(0))
+
+    async def _confirm_one(self, n: int, *, fresh: bool = True) -> bool | None:
+        a = self.state.attempts[n]
+        against = best_baseline_name(a.standing_shapes) or "the fastest baseline"
+        self._emit(
+            ev.Notice(
+                level="info",
+                message=f"re-measuring #{n} against {against}: {CONFIRM_ROUNDS} rounds back "
+                f"to back per shape in {'a fresh' if fresh else 'the same fresh'} worker",
+            )
+        )
+        request = VerifyRequest(
+            op=self.op.wire,
+            source=self._source(n),
+            device=self.device,
+            min_speedup=self.options.min_speedup,
+            timeout_s=self.options.timeout_s,
+            paired_rounds=CONFIRM_ROUNDS,
+            pair_every_shape=True,
+            fresh_worker=fresh,
+        )
+        try:
+            verdict = await self.runner.verify(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            line = f"#{n} not re-measured: the runner failed: {one_line(exc)}"
+            self._emit(ev.Notice(level="warning", message=line))
+            return None
+        with contextlib.suppress(OSError):
+            text = json.dumps(verdict.to_dict(), indent=1, sort_keys=True)
+            write_durable(self.run_dir / ATTEMPTS_DIR / f"{n}.confirm.json", text.encode())
+        recorded = merit_of(a)
+        if not verdict.passed:
+            self._emit(
+                ev.BestConfirmed(
+                    attempt=n,
+                    held=False,
+                    recorded_vs_best=a.vs_best,
+                    rounds=CONFIRM_ROUNDS,
+                    detail=f"did not pass again: {verdict_line(verdict)}",
+                )
+            )
+            return False
+        shapes = standing_shapes(verdict.timings)
+        again = vs_best(verdict.timings)
+        band = max(verdict.noise or 0.0, MIN_NOISE)
+        slower = sorted(label for label, row in shapes.items() if row["standing"] == "slower")
+        why = ""
+        if recorded.never_slower and slower:
+            why = f"slower than the fastest baseline at {', '.join(slower)}"
+        elif again is None:
+            why = "no baseline ran to measure it against"
+        elif a.vs_best is not None and again * (1.0 + band) < a.vs_best:
+            why = (
+                f"vs best {again:.3g}x, below {a.vs_best:.3g}x by more than the noise ({band:.1%})"
+            )
+        self._emit(
+            ev.BestConfirmed(
+                attempt=n,
+                held=not why,
+                vs_best=None if again is None else round(again, 6),
+                recorded_vs_best=a.vs_best,
+                shapes=shapes,
+                noise=round(band, 6),
+                rounds=CONFIRM_ROUNDS,
+                detail=why,
+            )
+        )
+        return not why
+
+
+def within_noise(state: RunState, first: int, others: list[int]) -> bool:
+    """Is the runner-up (others[0]) as good as the best within the noise: slower nowhere
+    alike and vs best inside the larger noise of the two?"""
+    if not others:
+        return False
+    a, b = merit_of(state.attempts[first]), merit_of(state.attempts[others[0]])
+    if a.never_slower != b.never_slower or a.vs_best is None or b.vs_best is None:
+        return False
+    margin = max(a.noise or 0.0, b.noise or 0.0, MIN_NOISE)
+    return b.vs_best * (1.0 + margin) >= a.vs_best

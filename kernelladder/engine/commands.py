@@ -1,0 +1,131 @@
+"""Steering commands as pure functions: the run's state and the command's arguments in,
+the events it records out, or ValueError with the one line a person is shown. The run
+(run.py) emits what these return; the fold (state.py) applies it."""
+
+from __future__ import annotations
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.lines import one_line
+from kernelladder.engine.state import BranchState, GateState, RunState
+
+# the stop reasons a stop command may name; any other text is a user stop with that detail
+STOP_RULES = {
+    ev.RULE_TARGET, ev.RULE_MAX_ATTEMPTS, ev.RULE_STAGNATION, ev.RULE_REPEATED_FAILURE,
+    ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
+    ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
+}  # fmt: skip
+
+
+def check_live(state: RunState, *, started: bool, closed: bool) -> None:
+    if not started:
+        raise ValueError("the run has not started yet")
+    if state.finished or closed:
+        raise ValueError("the run has finished")
+
+
+def branch_of(state: RunState, branch_id: str) -> BranchState:
+    b = state.branches.get(branch_id)
+    if b is None:
+        raise ValueError(f"no branch {branch_id}")
+    return b
+
+
+def pending_gate(state: RunState, gate_id: str) -> GateState:
+    g = state.gates.get(gate_id)
+    if g is None or not g.pending:
+        raise ValueError(f"no pending gate {gate_id}")
+    return g
+
+
+def prune_events(state: RunState, branch_id: str) -> list[ev.Event]:
+    """The branch and its open sub-branches pruned; their pending gates vetoed."""
+    b = branch_of(state, branch_id)
+    if b.closed:
+        raise ValueError(f"branch {branch_id} is already {b.status}")
+    subtree = pruned_subtree(state, branch_id)
+    events: list[ev.Event] = [
+        ev.BranchPruned(branch_id=branch_id, pruned=tuple(subtree), by="user")
+    ]
+    for gid in list(state.pending_gates):
+        if state.gates[gid].branch_id in subtree:
+            events.append(
+                ev.GateResolved(gate_id=gid, decision="veto", by="user", note="branch pruned")
+            )
+    return events
+
+
+def pruned_subtree(state: RunState, branch_id: str) -> list[str]:
+    """The branch and its sub-branches that are still open (what a prune closes)."""
+    return [x for x in state.subtree_branches(branch_id) if not state.branches[x].closed]
+
+
+def hint_event(state: RunState, text: str, branch_id: str | None) -> ev.Event:
+    if not isinstance(text, str):
+        raise ValueError("hints must be text")
+    if branch_id is not None:
+        branch_of(state, branch_id)
+    return ev.HintEdited(text=text, branch_id=branch_id, by="user")
+
+
+def approve_event(state: RunState, gate_id: str) -> ev.Event:
+    pending_gate(state, gate_id)
+    return ev.GateResolved(gate_id=gate_id, decision="approve", by="user")
+
+
+def veto_event(state: RunState, gate_id: str, note: str) -> ev.Event:
+    pending_gate(state, gate_id)
+    return ev.GateResolved(gate_id=gate_id, decision="veto", by="user", note=one_line(note))
+
+
+def pause_event(state: RunState, branch_id: str | None) -> ev.Event:
+    if branch_id is None:
+        if state.paused:
+            raise ValueError("the run is already paused")
+        return ev.RunPaused(by="user")
+    b = branch_of(state, branch_id)
+    if b.closed:
+        raise ValueError(f"branch {branch_id} is {b.status}")
+    if b.paused:
+        raise ValueError(f"branch {branch_id} is already paused")
+    return ev.BranchPaused(branch_id=branch_id, by="user")
+
+
+def resume_event(state: RunState, branch_id: str | None) -> ev.Event:
+    if branch_id is None:
+        if not state.paused:
+            raise ValueError("the run is not paused")
+        return ev.RunResumed(by="user")
+    b = branch_of(state, branch_id)
+    if not b.paused or b.closed:
+        raise ValueError(f"branch {branch_id} is not paused")
+    return ev.BranchResumed(branch_id=branch_id, by="user")
+
+
+def open_branch_event(state: RunState, from_attempt: int, strategy: str | None) -> ev.BranchOpened:
+    """A new branch from an attempt; its label is `strategy`, else the attempt's own."""
+    if state.stopping:
+        raise ValueError("the run is stopping")
+    a = state.attempts.get(from_attempt) if isinstance(from_attempt, int) else None
+    if a is None:
+        raise ValueError(f"no attempt {from_attempt}")
+    label = one_line(strategy, 80) if strategy and strategy.strip() else a.strategy
+    bid = state.next_branch_id
+    return ev.BranchOpened(branch_id=bid, strategy=label, from_attempt=from_attempt, by="user")
+
+
+def target_event(target: float | None) -> ev.Event:
+    if target is not None:
+        try:
+            target = float(target)
+        except (TypeError, ValueError):
+            raise ValueError("the target must be a number") from None
+        if not target > 0:
+            raise ValueError("the target must be a positive speedup")
+    return ev.TargetChanged(target=target, by="user")
+
+
+def stop_rule(reason: str) -> tuple[str, str]:
+    """(rule, detail) of a stop command: a named rule, or a user stop with the text."""
+    rule = reason if reason in STOP_RULES else ev.RULE_USER_STOP
+    detail = "" if reason in STOP_RULES or reason == "user" else one_line(reason)
+    return rule, detail

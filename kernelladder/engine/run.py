@@ -1,0 +1,800 @@
+"""The run: K branches as asyncio tasks, each asking its proposer for a move, gating
+risky moves, verifying through the runner and recording every fact as an event.
+
+    run = create_run(RunOptions(op="rmsnorm", device="cpu"))
+    sub = run.subscribe()          # the UI's event stream (bounded, never blocks us)
+    state = await run.run()        # until a rule, a budget or a person ends it
+
+Every state change goes through `_emit`: the event is appended to the log (fsync'd),
+folded into `self.state` with the same fold replay uses, then offered to subscribers.
+Steering commands (RunControl) check that state (commands.py), emit their events and
+wake whatever waits. Parts by job: verification.py, proposal_inputs.py, profiling.py,
+best_confirmation.py; setup.py builds runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kernelladder.engine import commands
+from kernelladder.engine import events as ev
+from kernelladder.engine.best_confirmation import BestConfirmation
+from kernelladder.engine.channels import Broadcaster, Subscription
+from kernelladder.engine.control import ControlServer
+from kernelladder.engine.gating import assess_undo
+from kernelladder.engine.lines import one_line
+from kernelladder.engine.log import EventLog
+from kernelladder.engine.op_info import START_ATTEMPT, OpInfo
+from kernelladder.engine.options import RunOptions
+from kernelladder.engine.profiling import Profiling
+from kernelladder.engine.proposal_inputs import ProposalInputs
+from kernelladder.engine.protocols import (
+    Proposal,
+    Proposer,
+    ProposerError,
+    ProposerExhausted,
+    Runner,
+)
+from kernelladder.engine.rules import (
+    all_branches_done,
+    attempts_left,
+    max_attempts_reached,
+    run_exit,
+)
+from kernelladder.engine.state import (
+    CANCELLED,
+    GATED,
+    PROPOSED,
+    RUNNING_ATTEMPT,
+    RunState,
+    apply,
+    fold,
+    new_state,
+)
+from kernelladder.engine.verification import (
+    DONE,
+    GATE,
+    IDLE,
+    PROPOSING,
+    QUEUED,
+    VERIFYING,
+    AttemptVerification,
+)
+
+RETRY_BACKOFF_S = 1.0
+PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
+GATE_POLICIES = ("ask", "approve", "veto")
+
+
+class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
+    """One optimization run. Implements RunControl (protocols.py)."""
+
+    retry_backoff_s = RETRY_BACKOFF_S  # tests shorten it
+
+    def __init__(
+        self,
+        options: RunOptions,
+        *,
+        run_dir: str | Path,
+        op: OpInfo,
+        runner: Runner,
+        proposer: Proposer,
+        run_id: str | None = None,
+        resumed: bool = False,
+        repaired_tail: bool = False,
+        overrides: dict[str, Any] | None = None,
+        notices: Sequence[str] = (),
+        gate_policy: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if options.gate not in GATE_POLICIES or gate_policy not in (None, *GATE_POLICIES):
+            raise ValueError(f"gate policy must be one of {', '.join(GATE_POLICIES)}")
+        if options.gate_timeout_policy not in ("approve", "veto"):
+            raise ValueError("gate timeout policy must be approve or veto")
+        self.options = options
+        # the policy in force for this session only (never saved): options.gate, or an
+        # unattended one when no one can answer an ask-gate (options.unattended_gate_policy)
+        self.gate_policy: str = gate_policy or options.gate
+        self.run_dir = Path(run_dir)
+        self.op = op
+        self.runner = runner
+        self.proposer = proposer
+        self._clock = clock
+        self.log = EventLog(self.run_dir, clock=clock)
+        self.state: RunState = fold(self.log.read_from(0)) if resumed else new_state()
+        self.run_id = run_id or self.state.run_id or self.run_dir.name
+        self._resumed = resumed and self.state.started_ts is not None
+        # events below this seq were logged by earlier sessions (0 for a new run)
+        self.session_start_seq: int = self.log.next_seq if resumed else 0
+        self._repaired_tail = repaired_tail
+        self._overrides = dict(overrides or {})
+        self._startup_notices = list(notices)
+        self._bus = Broadcaster(self.log.read_from, lambda: self.log.next_seq)
+        self._waiters: list[asyncio.Future[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._profiling = False  # Nsight Compute profiles (decided at start)
+        self._profiled: set[int] = set()
+        self._phase: dict[str, str] = {}
+        self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
+        self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
+        self._sources: dict[int, str] = {}
+        self._verdicts: dict[int, dict[str, Any]] = {}
+        self._reserved = 0  # proposals asked for and not yet numbered
+        self._next_number = self.state.next_attempt
+        self._slots: asyncio.Semaphore | None = None
+        self._started = False
+        self._run_called = False
+        self._closed = False
+        self._stop_detail = ""
+        self._early_runner_error: Exception | None = None  # see runner_start_failed
+        self._cancel_inflight = False
+        self._run_cancelled = False  # run() itself was cancelled: end without re-measuring
+        self._confirm_task: asyncio.Future[Any] | None = None
+        self._finished = asyncio.Event()
+        self.internal_error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._control: ControlServer | None = None  # attached apps steer through it
+        self._control_error = ""
+        if not resumed:
+            self.log.write_meta(
+                {"run_id": self.run_id, "options": options.to_dict(), "op": op.to_dict()}
+            )
+
+    # --- public ---------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """RunStarted (or RunReopened) is logged: steering commands apply from now."""
+        return self._started
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def device(self) -> str:
+        return self.state.device or self.options.device or "cpu"
+
+    def runner_start_failed(self, error: Exception) -> None:
+        """The runner was started before run() (the app does so to ask about an unknown
+        SSH host key) and failed: run() records this error as its own runner start
+        failure instead of connecting a second time."""
+        if self._run_called:
+            raise RuntimeError("the runner's start failure must be handed over before run()")
+        self._early_runner_error = error
+
+    def subscribe(self, maxsize: int = 10_000, from_seq: int = 0) -> Subscription:
+        """Every event from `from_seq` (default: the whole log) in order, then live ones,
+        until the run finishes. Never blocks the engine; never loses an event."""
+        return self._bus.subscribe(maxsize=maxsize, from_seq=from_seq)
+
+    async def wait_finished(self) -> RunState:
+        await self._finished.wait()
+        return self.state
+
+    async def run(self) -> RunState:
+        """Run until a rule, a budget or a stop ends it; returns the final state.
+        The log is complete when this returns (RunFinished is its last event)."""
+        if self._run_called:
+            raise RuntimeError("Run.run() may be called once")
+        self._run_called = True
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        reason, detail = ev.RULE_ERROR, ""
+        try:
+            try:
+                await self._open_control()
+                started = await self._start()
+                if started:
+                    reason, detail = await self._supervise()
+                else:
+                    reason, detail = ev.RULE_ERROR, self._stop_detail
+            except asyncio.CancelledError:
+                reason, detail = ev.RULE_USER_STOP, "the run was cancelled"
+                self._cancel_inflight = True
+                self._run_cancelled = True
+                raise
+            except Exception as exc:  # an engine bug: record it, end the run, say so
+                self.internal_error = exc
+                reason, detail = (
+                    ev.RULE_ERROR,
+                    f"internal error: {type(exc).__name__}: {one_line(exc)}",
+                )
+        finally:
+            await self._shutdown(reason, detail)
+        return self.state
+
+    async def _open_control(self) -> None:
+        """Serve the control channel (engine/control.py) so apps can attach; a run that
+        cannot serve one goes on and says so."""
+        server = None
+        try:
+            server = ControlServer(self, self.run_dir)
+            await server.start()
+        except Exception as exc:  # no Unix sockets here, a read-only runtime directory
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.close()
+            self._control_error = f"attach is off for this run: {one_line(exc)}"
+            return
+        self._control = server
+
+    # --- steering (RunControl): the checks and events are commands.py's -----------------
+    def _check_live(self) -> None:
+        commands.check_live(self.state, started=self._started, closed=self._closed)
+
+    async def prune(self, branch_id: str) -> None:
+        self._check_live()
+        events = commands.prune_events(self.state, branch_id)
+        subtree = commands.pruned_subtree(self.state, branch_id)
+        for event in events:
+            self._emit(event)
+        for bid in subtree:
+            task = self._proposal_tasks.get(bid)
+            if task is not None and not task.done():
+                task.cancel()
+
+    async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
+        self._check_live()
+        self._emit(commands.hint_event(self.state, text, branch_id))
+
+    async def approve(self, gate_id: str) -> None:
+        self._check_live()
+        self._emit(commands.approve_event(self.state, gate_id))
+
+    async def veto(self, gate_id: str, note: str = "") -> None:
+        self._check_live()
+        self._emit(commands.veto_event(self.state, gate_id, note))
+
+    async def pause(self, branch_id: str | None = None) -> None:
+        self._check_live()
+        self._emit(commands.pause_event(self.state, branch_id))
+
+    async def resume(self, branch_id: str | None = None) -> None:
+        self._check_live()
+        self._emit(commands.resume_event(self.state, branch_id))
+
+    async def open_branch(self, from_attempt: int, strategy: str | None = None) -> str:
+        self._check_live()
+        opened = commands.open_branch_event(self.state, from_attempt, strategy)
+        self._emit(opened)
+        self._spawn(opened.branch_id)
+        return opened.branch_id
+
+    async def set_target(self, target: float | None) -> None:
+        self._check_live()
+        self._emit(commands.target_event(target))
+
+    async def stop(self, reason: str = "user", cancel: bool = False) -> None:
+        """Stop cleanly: proposals and gate waits are dropped, verifications finish and
+        are recorded. A second stop (or cancel=True) cancels verifications too (recorded
+        as AttemptCancelled; a resume re-runs them). Returns once StopRequested is logged;
+        `run()` returns after RunFinished. While the best is being re-measured at the end,
+        a stop ends the re-measure (recorded as a Notice)."""
+        if self._confirm_task is not None and not self._confirm_task.done():
+            self._confirm_task.cancel()
+            return
+        self._check_live()
+        rule, detail = commands.stop_rule(reason)
+        if self.state.stopping:
+            if self._cancel_inflight:
+                raise ValueError("the run is already stopping")
+            cancel = True
+        self._request_stop(rule, by="user", cancel=cancel, detail=detail)
+
+    # --- events ---------------------------------------------------------------------
+    def _emit(self, event: ev.Event) -> ev.Event:
+        stored = self.log.append(event)
+        apply(self.state, stored)
+        self._bus.publish(stored)
+        self._wake()
+        return stored
+
+    def _runner_notice(self, level: str, message: str) -> None:
+        if not self._closed:  # a runner may report after the run has ended
+            self._emit(ev.Notice(level=level, message=one_line(message)))
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    async def _wait_change(self, timeout: float | None = None) -> None:
+        assert self._loop is not None
+        f = self._loop.create_future()
+        self._waiters.append(f)
+        try:
+            async with asyncio.timeout(timeout):  # never swallows a cancel, unlike 3.11's wait_for
+                await f
+        except TimeoutError:
+            pass
+
+    def _request_stop(self, rule: str, *, by: str, cancel: bool = False, detail: str = "") -> None:
+        if self.state.finished:
+            return
+        if self.state.stopping:
+            # already stopping: only an escalation to cancelling in-flight work is news
+            if cancel and not self._cancel_inflight:
+                self._cancel_inflight = True
+                reason = self.state.stop_reason or rule
+                self._emit(ev.StopRequested(reason=reason, cancel=True, by=by))
+            return
+        self._stop_detail = detail
+        self._cancel_inflight = cancel
+        self._emit(ev.StopRequested(reason=rule, cancel=cancel, by=by))
+
+    # --- the main loop ------------------------------------------------------------------
+    async def _start(self) -> bool:
+        failure = self._early_runner_error
+        if failure is None:
+            try:
+                await self.runner.start()
+            except Exception as exc:
+                failure = exc
+        runner_error = None
+        if failure is not None:
+            runner_error = f"the runner did not start: {one_line(failure)}"
+        # after start(): a runner may learn its slot count (GPUs) only then
+        self._slots = asyncio.Semaphore(max(1, int(self.runner.slots or 1)))
+        info = self.runner.describe()
+        if self._resumed:
+            requeued = self._plan_resume()
+            changed = {k: v for k, v in self._overrides.items()}
+            self._emit(
+                ev.RunReopened(
+                    repaired_tail=self._repaired_tail,
+                    requeued_attempts=tuple(requeued),
+                    settings=changed,
+                )
+            )
+        else:
+            device = str(info.get("device") or self.options.device or "cpu")
+            self._emit(
+                ev.RunStarted(
+                    run_id=self.run_id,
+                    op=self.op.name,
+                    op_kind=self.op.kind,
+                    proposer=self.options.proposer,
+                    model=self.options.model,
+                    device=device,
+                    gpu=info.get("gpu"),
+                    runner=self.runner.name,
+                    target=self.options.target,
+                    settings=self.options.to_dict(),
+                    speed_measured=device.startswith("cuda"),
+                    sandbox=info.get("sandbox"),
+                )
+            )
+        self._started = True
+        profiling_off = await self._profiling_notice()
+        if profiling_off:
+            self._emit(ev.Notice(level="warning", message=profiling_off))
+        if self.op.reference_note and not self._resumed:
+            self._emit(ev.Notice(level="info", message=self.op.reference_note))
+        knowledge = self.op.description.get("knowledge_files") or []
+        if knowledge and not self._resumed:  # what the api/code proposers are given
+            files = "; ".join(str(f) for f in knowledge)
+            self._emit(ev.Notice(level="info", message=f"knowledge for the proposers: {files}"))
+        for message in self._startup_notices:
+            self._emit(ev.Notice(level="warning", message=message))
+        if self._control_error:
+            self._emit(ev.Notice(level="warning", message=self._control_error))
+        walls = str(info.get("sandbox") or "")
+        if walls.startswith("off"):  # said once per session, resumed ones too
+            self._emit(
+                ev.Notice(level="warning", message=f"sandbox {walls}: candidates run without walls")
+            )
+        self.runner.set_notice_sink(self._runner_notice)  # e.g. "host left the pool"
+        if runner_error:
+            self._emit(ev.Notice(level="error", message=runner_error))
+            self._stop_detail = runner_error
+            return False
+        if not self._resumed:
+            try:
+                labels = list(self.proposer.strategies(self.op.description, self.options.branches))
+            except ProposerError as exc:
+                self._emit(ev.Notice(level="error", message=f"proposer: {one_line(exc)}"))
+                self._stop_detail = f"proposer: {one_line(exc)}"
+                return False
+            labels = labels[: max(1, self.options.branches)] or ["default"]
+            if self.op.start_label:
+                await self._verify_start(labels)
+            else:
+                for label in labels:
+                    self._emit(ev.BranchOpened(branch_id=self.state.next_branch_id, strategy=label))
+        else:
+            self._tell_proposer_resumed()
+        for bid, b in self.state.branches.items():
+            if not b.closed:
+                self._spawn(bid)
+        return True
+
+    async def _verify_start(self, labels: list[str]) -> None:
+        """The user's kernel is attempt #0, verified on the first branch before any
+        proposal; the other branches open from it once it passed."""
+        first = self.state.next_branch_id
+        self._emit(ev.BranchOpened(branch_id=first, strategy=labels[0]))
+        self._emit(ev.ProposalRequested(branch_id=first, parent_attempt=None))
+        n = START_ATTEMPT
+        self._next_number = max(self._next_number, n + 1)
+        self._sources[n] = self.op.starting_source
+        self._emit(
+            ev.ProposalReceived(
+                branch_id=first,
+                attempt=n,
+                parent_attempt=None,
+                source_hash=self.log.write_source(n, self.op.starting_source),
+                strategy=labels[0],
+                move=f"the start: {self.op.start_label}, unchanged",
+                undo_cost=ev.UNDO_LOW,
+                undo_reason="nothing changed",
+                proposer="start",
+            )
+        )
+        await self._verify(first, n, self.op.starting_source)
+        a = self.state.attempts.get(n)
+        passed = a is not None and a.verdict == "pass"
+        if a is not None and a.verdict == "fail":
+            self._emit(
+                ev.Notice(
+                    level="warning",
+                    message=f"attempt #0 ({self.op.start_label}) did not pass the verifier; "
+                    "the branches start from its source anyway",
+                )
+            )
+        for label in labels[1:]:
+            self._emit(
+                ev.BranchOpened(
+                    branch_id=self.state.next_branch_id,
+                    strategy=label,
+                    from_attempt=n if passed else None,
+                )
+            )
+
+    def _tell_proposer_resumed(self) -> None:
+        """A proposer that keeps its own place (replay: a queue of saved sources) learns
+        what this run already proposed: (branch label, source hash) in attempt order."""
+        s = self.state
+        label = {bid: b.strategy for bid, b in s.branches.items()}  # what propose() is asked for
+        proposed = [
+            (label.get(a.branch_id, a.strategy), a.source_hash)
+            for _, a in sorted(s.attempts.items())
+        ]
+        self.proposer.resumed(self.op.description, self.options.branches, proposed)
+
+    def _plan_resume(self) -> list[int]:
+        """Attempts a killed or stopped run left without a verdict, grouped by branch."""
+        requeued = []
+        for n in sorted(self.state.attempts):
+            a = self.state.attempts[n]
+            b = self.state.branches.get(a.branch_id)
+            if b is None or b.closed:
+                continue
+            gate_pending = a.status == GATED and a.gate_id in self.state.pending_gates
+            if a.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED) or gate_pending:
+                self._work.setdefault(a.branch_id, []).append(n)
+                if not gate_pending:
+                    requeued.append(n)
+        return requeued
+
+    def _busy(self) -> bool:
+        return any(p in (PROPOSING, GATE, QUEUED, VERIFYING) for p in self._phase.values()) or any(
+            self._work.values()
+        )
+
+    async def _supervise(self) -> tuple[str, str]:
+        while True:
+            s = self.state
+            if s.stopping:
+                return s.stop_reason or ev.RULE_USER_STOP, self._stop_detail
+            hit = run_exit(s, now=self._clock())
+            if hit is not None:
+                self._request_stop(
+                    hit[0], by="engine", cancel=hit[0] == ev.RULE_BUDGET_TIME, detail=hit[1]
+                )
+                continue
+            hit = all_branches_done(s)
+            if hit is not None:
+                return hit
+            hit = max_attempts_reached(s)
+            if hit is not None and not self._busy():
+                return hit
+            if not s.branches or all(t.done() for t in self._tasks.values()):
+                return ev.RULE_ALL_BRANCHES_DONE, "no branch is left to run"
+            timeout = None
+            limit = s.setting("time_limit_s")
+            if limit is not None:
+                timeout = max(0.05, limit - s.elapsed_at(self._clock()))
+            await self._wait_change(timeout)
+
+    async def _shutdown(self, reason: str, detail: str) -> None:
+        try:
+            if self._run_called and self._started:
+                await self._drain_tasks()
+                # replay: the saved sources it never proposed
+                line = self.proposer.left_over() if not self.state.finished else None
+                if line:
+                    self._emit(ev.Notice(level="warning", message=one_line(line)))
+                if not self.state.finished:
+                    await self._confirm_at_end(reason)
+                    best = self.state.attempts.get(self.state.best_attempt or -1)
+                    self._emit(
+                        ev.RunFinished(
+                            reason=reason,
+                            detail=detail,
+                            best_attempt=self.state.best_attempt,
+                            best_speedup=self.state.best_speedup,
+                            best_vs_best=best.vs_best if best is not None else None,
+                        )
+                    )
+        finally:
+            self._closed = True
+            if self._control is not None:
+                with contextlib.suppress(Exception):
+                    await self._control.close()
+            with contextlib.suppress(Exception):
+                await self.runner.close()
+            self._bus.close()
+            self.log.close()
+            self._finished.set()
+
+    async def _drain_tasks(self) -> None:
+        """Cancel what may be cancelled, let verifications finish (or cancel them when a
+        forced stop asks), and wait for every branch task."""
+        while True:
+            pending = [t for t in self._tasks.values() if not t.done()]
+            if not pending:
+                return
+            for bid, task in self._tasks.items():
+                if task.done():
+                    continue
+                if self._cancel_inflight or self._phase.get(bid) != VERIFYING:
+                    task.cancel()
+            assert self._loop is not None
+            change = self._loop.create_future()
+            self._waiters.append(change)
+            await asyncio.wait([*pending, change], return_when=asyncio.FIRST_COMPLETED)
+            if not change.done():
+                change.cancel()
+
+    # --- branches -------------------------------------------------------------------
+    def _spawn(self, branch_id: str) -> None:
+        self._phase[branch_id] = IDLE
+        self._tasks[branch_id] = asyncio.ensure_future(self._branch_main(branch_id))
+
+    async def _branch_main(self, bid: str) -> None:
+        try:
+            await self._branch_loop(bid)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # an engine bug in this branch: record it and stop the run
+            self.internal_error = exc
+            line = f"branch {bid}: internal error: {type(exc).__name__}: {one_line(exc)}"
+            self._emit(ev.Notice(level="error", message=line, branch_id=bid))
+            self._request_stop(ev.RULE_ERROR, by="engine", detail=line)
+        finally:
+            self._phase[bid] = DONE
+            self._work.pop(bid, None)
+            self._wake()
+
+    async def _ready(self, bid: str) -> bool:
+        """Wait while the run or this branch is paused; False once it must not go on."""
+        while True:
+            s = self.state
+            b = s.branches[bid]
+            if b.closed or s.stopping or s.finished:
+                return False
+            if not (s.paused or b.paused):
+                return True
+            self._phase[bid] = IDLE
+            await self._wait_change()
+
+    async def _branch_loop(self, bid: str) -> None:
+        for n in list(self._work.get(bid, ())):
+            a = self.state.attempts[n]
+            go = True
+            if a.status == GATED and a.gate_id is not None:
+                go = await self._await_resumed_gate(bid, a.gate_id) == "approve"
+            if go:
+                if not await self._ready(bid):
+                    return
+                await self._verify(bid, n, self._source(n))
+            self._work[bid].remove(n)
+        while True:
+            if not await self._ready(bid):
+                return
+            if attempts_left(self.state, self._reserved) <= 0:
+                self._phase[bid] = IDLE
+                await self._wait_change()
+                continue
+            if not await self._round(bid):
+                return
+
+    async def _round(self, bid: str) -> bool:
+        """One proposal, its gate and its verification. False: the branch is done."""
+        b = self.state.branches[bid]
+        parent = b.head
+        self._phase[bid] = PROPOSING
+        self._reserved += 1
+        reserved = True
+        try:
+            self._emit(ev.ProposalRequested(branch_id=bid, parent_attempt=parent))
+            ctx = self._context(bid, parent)
+            task = asyncio.ensure_future(self.proposer.propose(ctx))
+            self._proposal_tasks[bid] = task
+            try:
+                proposal = await task
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise
+                return True  # the proposal was cancelled by a prune; _ready() decides
+            except ProposerExhausted as exc:
+                detail = one_line(exc) or "no untried move left"
+                self._emit(
+                    ev.BranchExhausted(
+                        branch_id=bid, rule=ev.RULE_PROPOSER_EXHAUSTED, detail=detail
+                    )
+                )
+                return False
+            except ProposerError as exc:
+                return await self._proposal_failed(bid, one_line(exc), exc.retryable, exc.fatal)
+            except Exception as exc:
+                line = f"{type(exc).__name__}: {one_line(exc)}"
+                return await self._proposal_failed(bid, line, False, False)
+            finally:
+                self._proposal_tasks.pop(bid, None)
+            if (
+                not isinstance(proposal, Proposal)
+                or not isinstance(proposal.source, str)
+                or not proposal.source.strip()
+            ):
+                return await self._proposal_failed(
+                    bid, "the proposer returned no source", False, False
+                )
+            if self.state.branches[bid].closed or self.state.stopping:
+                return False  # pruned or stopped meanwhile: the proposal is dropped unnumbered
+            n = max(self._next_number, self.state.next_attempt)
+            self._next_number = n + 1
+            self._sources[n] = proposal.source
+            source_hash = self.log.write_source(n, proposal.source)
+            cost, reason = self._undo_cost(bid, parent, proposal)
+            self._reserved -= 1
+            reserved = False
+            self._emit(
+                ev.ProposalReceived(
+                    branch_id=bid,
+                    attempt=n,
+                    parent_attempt=parent,
+                    source_hash=source_hash,
+                    strategy=proposal.strategy or b.strategy,
+                    move=one_line(proposal.move or "(no description)"),
+                    undo_cost=cost,
+                    undo_reason=one_line(reason),
+                    proposer=self.proposer.name or self.options.proposer,
+                    model=proposal.model,
+                    tokens_in=int(proposal.tokens_in or 0),
+                    tokens_out=int(proposal.tokens_out or 0),
+                    cost_usd=float(proposal.cost_usd or 0.0),
+                    family=_family(proposal),
+                    meta=_jsonable_meta(proposal),
+                )
+            )
+        finally:
+            if reserved:
+                self._reserved -= 1
+        gated = cost == ev.UNDO_HIGH
+        if gated and await self._gate(bid, n, proposal.move, cost, reason) != "approve":
+            return True
+        if not await self._ready(bid):
+            return False  # the attempt stays numbered and unverified; a resume verifies it
+        await self._verify(bid, n, proposal.source)
+        return True
+
+    async def _proposal_failed(self, bid: str, line: str, retryable: bool, fatal: bool) -> bool:
+        self._emit(ev.ProposalFailed(branch_id=bid, error=line, retryable=retryable))
+        level = "error" if fatal else "warning"
+        self._emit(ev.Notice(level=level, message=f"{bid}: proposer: {line}", branch_id=bid))
+        if fatal:
+            self._request_stop(ev.RULE_ERROR, by="engine", detail=f"proposer: {line}")
+            return False
+        failures = self.state.branches[bid].proposal_failures
+        if failures >= PROPOSAL_FAILURE_LIMIT:
+            detail = f"{failures} proposals in a row failed; last: {line}"
+            self._emit(
+                ev.BranchExhausted(branch_id=bid, rule=ev.RULE_REPEATED_FAILURE, detail=detail)
+            )
+            return False
+        if retryable:
+            await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
+        return True
+
+    def _undo_cost(self, bid: str, parent: int | None, proposal: Proposal) -> tuple[str, str]:
+        s = self.state
+        b = s.branches[bid]
+        parent_family = s.attempts[parent].family if parent in s.attempts else None
+        lineage: set[int] = set()
+        node = b.head
+        while node is not None and node not in lineage:
+            lineage.add(node)
+            node = s.attempts[node].parent if node in s.attempts else None
+        return assess_undo(
+            undo_cost=proposal.undo_cost,
+            undo_reason=proposal.undo_reason,
+            source=proposal.source,
+            meta=dict(proposal.meta or {}),
+            parent_family=parent_family,
+            branch_holds_best=s.best_attempt is not None and s.best_attempt in b.attempts,
+            branch_lineage=lineage,
+        )
+
+    async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
+        gid = self.state.next_gate_id
+        policy = self.gate_policy
+        timeout = self.options.gate_timeout_s if policy == "ask" else None
+        self._emit(
+            ev.GateRaised(
+                gate_id=gid, branch_id=bid, attempt=n, move=one_line(move), undo_cost=cost,
+                reason=one_line(reason), policy=policy, timeout_s=timeout,
+            )
+        )  # fmt: skip
+        if policy != "ask":
+            self._emit(ev.GateResolved(gate_id=gid, decision=policy, by="policy"))
+            return policy
+        return await self._await_gate(bid, gid)
+
+    async def _await_resumed_gate(self, bid: str, gid: str) -> str:
+        """A gate an earlier session left pending: this session's policy decides it when
+        that policy is unattended (no one here may be able to answer), else it waits."""
+        g = self.state.gates[gid]
+        if g.pending and self.gate_policy != "ask":
+            self._emit(
+                ev.GateResolved(
+                    gate_id=gid,
+                    decision=self.gate_policy,
+                    by="policy",
+                    note=f"left pending by an earlier session; this session's policy is "
+                    f"{self.gate_policy}",
+                )
+            )
+        return await self._await_gate(bid, gid)
+
+    async def _await_gate(self, bid: str, gid: str) -> str:
+        self._phase[bid] = GATE
+        g = self.state.gates[gid]
+        while g.pending:
+            timeout = None
+            if g.deadline is not None:
+                timeout = g.deadline - self._clock()
+                if timeout <= 0:
+                    self._emit(
+                        ev.GateResolved(
+                            gate_id=gid,
+                            decision=self.options.gate_timeout_policy,
+                            by="timeout",
+                            note=f"no answer within {g.timeout_s:g}s",
+                        )
+                    )
+                    break
+            await self._wait_change(timeout)
+        return g.decision or "veto"
+
+
+def _jsonable_meta(proposal: Proposal) -> dict[str, Any]:
+    """The proposal's meta as plain JSON (it goes into the log)."""
+    try:
+        return json.loads(json.dumps(dict(proposal.meta or {}), default=str))
+    except (TypeError, ValueError):
+        return {}
+
+
+def _family(proposal: Proposal) -> str | None:
+    family = (proposal.meta or {}).get("family")
+    return str(family) if family else None

@@ -1,0 +1,172 @@
+"""One attempt through the runner: a slot, the verification with retries when the
+runner is lost, the progress lines kept, the verdict recorded with what it improved.
+A part of Run (run.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kernelladder.engine import events as ev
+from kernelladder.engine.lines import one_line, verdict_line
+from kernelladder.engine.protocols import RunnerLost, VerifyRequest
+from kernelladder.engine.rules import branch_exit
+from kernelladder.engine.standing_rank import standing_shapes
+from kernelladder.engine.state import RUNNING_ATTEMPT, improvement
+from kernelladder.verifier.verdict import standing, standing_text, vs_best
+
+MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
+PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped
+PROGRESS_INTERVAL_S = 0.5
+
+# What a branch task is doing, for shutdown (verifications finish, the rest is cancelled).
+IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
+    "idle", "proposing", "gate", "queued", "verifying", "done",
+)  # fmt: skip
+
+
+class AttemptVerification:
+    """Run's verification of one attempt (Run inherits it; it uses Run's state, log,
+    runner and slots)."""
+
+    async def _verify(self, bid: str, n: int, source: str) -> None:
+        assert self._slots is not None
+        self._phase[bid] = QUEUED
+        async with self._slots:
+            if self.state.stopping or self.state.finished:
+                return
+            self._phase[bid] = VERIFYING
+            request = VerifyRequest(
+                op=self.op.wire,
+                source=source,
+                device=self.device,
+                min_speedup=self.options.min_speedup,
+                timeout_s=self.options.timeout_s,
+            )
+            retry = 0
+            while True:
+                started = self._start_attempt(bid, n, retry)
+                # a runner that names its slot emits AttemptStarted when it takes one
+                on_slot = started if self.runner.reports_slot else None
+                if on_slot is None:
+                    started("")
+                try:
+                    verdict = await self.runner.verify(
+                        request, on_progress=self._progress_sink(n), on_slot=on_slot
+                    )
+                    started("")  # a runner that never named its slot: recorded anyway
+                    break
+                except asyncio.CancelledError:
+                    started("")
+                    self._emit(
+                        ev.AttemptCancelled(attempt=n, branch_id=bid, reason="the run was stopped")
+                    )
+                    raise
+                except RunnerLost as exc:
+                    why = one_line(exc) or "the runner was lost"
+                except Exception as exc:
+                    why = f"the runner failed: {type(exc).__name__}: {one_line(exc)}"
+                started("")  # lost before a slot was taken: started, then retried
+                if retry >= MAX_RUNNER_RETRIES:
+                    line = f"attempt {n}: runner lost {retry + 1} times ({why}); stopping"
+                    self._emit(ev.Notice(level="error", message=line, branch_id=bid))
+                    self._request_stop(ev.RULE_ERROR, by="engine", detail=line)
+                    return
+                retry += 1
+                self._emit(ev.AttemptRetried(attempt=n, reason=why))
+                await asyncio.sleep(self.retry_backoff_s * retry)
+        self._record_verdict(bid, n, verdict)
+        why = self._profile_reason(bid, n)
+        if why:
+            await self._profile(bid, n, why)
+
+    def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
+        """AttemptStarted for one try, emitted once: by the runner's on_slot when it has
+        taken a slot (so the event says where it runs), else before the outcome."""
+        done = [False]
+
+        def started(slot: str) -> None:
+            if done[0] or self._closed:
+                return
+            done[0] = True
+            self._emit(
+                ev.AttemptStarted(
+                    attempt=n, branch_id=bid, runner=self.runner.name, slot=slot, retry=retry
+                )
+            )
+
+        return started
+
+    def _record_verdict(self, bid: str, n: int, verdict: Any) -> None:
+        b = self.state.branches[bid]
+        full = verdict.with_dead_ends(tuple(b.dead_ends)).to_dict()
+        verdict_hash = self.log.write_verdict(n, full)
+        self._verdicts[n] = full
+        measured = self.state.speed_measured
+        versus = standing_text(standing(verdict.timings)) if measured and verdict.passed else ""
+        shapes = standing_shapes(verdict.timings) if measured and verdict.passed else {}
+        versus_best = vs_best(verdict.timings) if measured and verdict.passed else None
+        self._emit(
+            ev.VerdictReady(
+                attempt=n,
+                branch_id=bid,
+                verdict=verdict.verdict,
+                verdict_kind=verdict.kind,
+                gate=verdict.gate,
+                speedup=verdict.speedup if self.state.speed_measured else None,
+                floor_fraction=verdict.floor_fraction if self.state.speed_measured else None,
+                noise=verdict.noise if self.state.speed_measured else None,
+                summary=verdict_line(verdict, versus),
+                verdict_hash=verdict_hash,
+                elapsed_s=float(verdict.elapsed_s or 0.0),
+                standing=versus,
+                vs_best=None if versus_best is None else round(versus_best, 6),
+                standing_shapes=shapes,
+            )
+        )
+        better_branch, better_run = improvement(self.state, n)
+        if better_branch:
+            self._emit(
+                ev.BestImproved(
+                    attempt=n,
+                    branch_id=bid,
+                    speedup=self.state.attempts[n].speedup,
+                    previous=b.best_speedup if b.best_speedup is not None else b.baseline_speedup,
+                    overall=better_run,
+                    vs_best=self.state.attempts[n].vs_best,
+                )
+            )
+        if not b.closed:
+            hit = branch_exit(self.state, b)
+            if hit is not None:
+                self._emit(ev.BranchExhausted(branch_id=bid, rule=hit[0], detail=hit[1]))
+
+    def _progress_sink(self, n: int) -> Callable[[str, str], None]:
+        """on_progress for one attempt: the first lines of each gate are recorded, at
+        most PROGRESS_PER_GATE of them and one per PROGRESS_INTERVAL_S; the rest dropped."""
+        seen: dict[str, int] = {}
+        last = [0.0]
+
+        def record(gate: str, message: str) -> None:
+            if self._closed or self.state.attempts.get(n) is None:
+                return
+            if self.state.attempts[n].status != RUNNING_ATTEMPT:
+                return
+            count = seen.get(gate, 0)
+            now = time.monotonic()
+            if count >= PROGRESS_PER_GATE or (count and now - last[0] < PROGRESS_INTERVAL_S):
+                return
+            seen[gate] = count + 1
+            last[0] = now
+            self._emit(ev.AttemptProgress(attempt=n, gate=str(gate), message=one_line(message)))
+
+        def on_progress(gate: str, message: str) -> None:
+            if threading.get_ident() == self._loop_thread:
+                record(gate, message)
+            elif self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(record, gate, message)
+
+        return on_progress

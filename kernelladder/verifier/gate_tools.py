@@ -1,0 +1,46 @@
+"""Pieces every gate uses: the signals that end a candidate's trials, bitwise tensor
+comparison, shape indices in text, the worker's child processes. Torch and stdlib only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from kernelladder.verifier.integrity import TRUSTED
+
+
+class _Stop(Exception):
+    """Ends the trials early; the gate results so far say why."""
+
+
+class _Broken(Exception):
+    """The CUDA context is unusable (illegal memory access...): a crash verdict."""
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bytes of a tensor (NaN-safe bitwise comparisons)."""
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else flat
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(TRUSTED.equal(_bits(a), _bits(b)))
+
+
+def _children() -> set[int]:
+    pids: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                pids.update(int(p) for p in fh.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def _index_str(index: Sequence[int]) -> str:
+    return "[" + ", ".join(str(i) for i in index) + "]"

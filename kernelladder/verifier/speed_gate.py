@@ -1,0 +1,356 @@
+"""The speed gate: the candidate timed at every shape of the suite against the reference
+and the library baselines (timing.py times), back-to-back rounds with the fastest
+baseline when the two are close, the timed calls checked like any other, and the
+verdict's speedup, floor fraction and standing. A part of the gates' _Run (gates.py)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from kernelladder.ops.spec import Shape
+from kernelladder.verifier import fence, integrity
+from kernelladder.verifier.gate_tools import _index_str, _same_bits, _Stop
+from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.verdict import (
+    FAIL,
+    PASS,
+    SKIPPED,
+    Feedback,
+    ShapeTiming,
+    fastest_baseline,
+)
+
+# Back-to-back rounds with the fastest baseline when the two are this close (relative):
+# at a hardware limit they differ by less than the drift between separate timings.
+PAIRED_BAND = 0.05
+PAIRED_BAND_MAX = 0.25
+PAIRED_ROUNDS = 7
+PAIRED_TARGET_MS = 10.0  # of trials per timing in a round
+SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
+FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
+
+
+def _fmt_ms(ms: float | None) -> str:
+    return "n/a" if ms is None else (f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms")
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
+    """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
+    up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
+    back-to-back rounds to be believed."""
+    fastest = fastest_baseline(baselines)
+    if fastest is None or not cand.median_ms or cand.median_ms <= 0:
+        return None
+    name, ms = fastest
+    band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * (cand.noise or 0.0)))
+    return name if abs(ms / cand.median_ms - 1.0) <= band else None
+
+
+def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
+    """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
+    "faster" or "slower" only when every round went that way (a one-sided sign test,
+    p = 2**-rounds: 0.008 at 7 rounds), else "tie"."""
+    pairs = list(zip(cand_ms, rival_ms, strict=True))
+    won = sum(1 for k, b in pairs if k < b)
+    lost = sum(1 for k, b in pairs if k > b)
+    rounds = len(pairs)
+    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
+    ratios = [b / k for k, b in pairs if k > 0]
+    return {
+        "baseline": rival,
+        "rounds": rounds,
+        "won": won,
+        "lost": lost,
+        "ratio": statistics.median(ratios) if ratios else math.nan,
+        "candidate_ms": statistics.median(cand_ms),
+        "baseline_ms": statistics.median(rival_ms),
+        "verdict": word,
+    }
+
+
+class SpeedGate:
+    """_Run's speed gate (_Run inherits it)."""
+
+    def _speed_gate(self) -> None:
+        if not self.cuda and not self.v.timer_supplied:
+            self._set(
+                "speed", SKIPPED, "no GPU (Triton interpreter on the CPU): speed not measured"
+            )
+            self.feedback = Feedback(
+                expected=f"outputs within tolerance on {len(self.shapes)} shapes (speed not measured without a GPU)",
+                saw=f"all {self.obs.trials} trials within tolerance; speed not measured (no GPU)",
+                fence=self.spec.fence,
+            )
+            return
+        assert self.cand is not None
+        spec, timer = self.spec, self.v.timer()
+        call = self.cand.call
+        rows: list[dict[str, Any]] = []
+        for shape in self.shapes:
+            self.report("speed", f"timing {shape.label}")
+            inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+            args = [inputs[n] for n in spec.arg_names]
+            ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
+            pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+            last: list[Any] = [None, 0]  # the latest timed call's result, calls made
+
+            def timed(args: list[Any] = args, last: list[Any] = last) -> None:
+                last[0] = call(*args)
+                last[1] += 1
+
+            launches0 = fence.STATE.launches
+            cand = timer.time(timed)
+            launched = fence.STATE.launches - launches0
+            if not self._check_integrity("being timed"):
+                raise _Stop
+            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+            fl = spec.flops(shape)
+            floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
+            baselines: dict[str, float | str] = {}
+            paired: dict[str, Any] | None = None
+            if self.opts.baselines:
+                self.report("speed", f"baselines {shape.label}")
+                with self.v.library_work():
+                    baselines = self.v.baseline_ms(spec, shape, inputs)
+                self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
+                rival = close_rival(cand, baselines)
+                if self.opts.pair_every_shape and rival is None:
+                    fastest = fastest_baseline(baselines)
+                    rival = fastest[0] if fastest else None
+                if rival is not None:
+                    self.report("speed", f"{shape.label}: back to back with {rival}")
+                    paired = self._paired(shape, inputs, pristine, timed, last, rival)
+            del pristine, last
+            rows.append(
+                {
+                    "shape": shape,
+                    "ref": ref,
+                    "cand": cand,
+                    "floor": floor,
+                    "baselines": baselines,
+                    "paired": paired,
+                }
+            )
+            del inputs, args
+        self._speed_results(rows)
+
+    def _paired(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        timed: Callable[[], None],
+        last: list[Any],
+        rival: str,
+    ) -> dict[str, Any] | None:
+        """The candidate and its closest baseline timed back to back, paired_rounds times,
+        the order alternating: a margin smaller than the drift between the candidate's
+        timing and the (cached) baseline's is settled by rounds won, not by two medians
+        taken minutes apart. The candidate's calls here are checked as the others are.
+        None when the baseline fails here (it ran before): the plain comparison stands."""
+        timer = self.v.timer()
+        cand_ms: list[float] = []
+        rival_ms: list[float] = []
+        calls = launched = 0
+        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
+        failed = False
+        for r in range(self.opts.paired_rounds):
+            for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
+                if who == "candidate":
+                    last[1] = 0
+                    launches0 = fence.STATE.launches
+                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
+                    launched += fence.STATE.launches - launches0
+                    calls += last[1]
+                    continue
+                try:
+                    with self.v.library_work():
+                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+                except Exception:  # the baseline's failure is not the candidate's: no rounds
+                    failed = True
+                    break
+            if failed:
+                break
+        if not self._check_integrity("being timed"):
+            raise _Stop
+        if calls:
+            self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
+        if failed:
+            return None
+        return paired_result(rival, cand_ms, rival_ms)
+
+    def _check_timed_calls(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        result: Any,
+        calls: int,
+        launched: int,
+    ) -> None:
+        """The calls being timed must be the calls that were checked: each launches
+        Triton, leaves the inputs alone, and the last one's outputs are right."""
+        where = f"shape '{shape.label}' while being timed"
+        if self.cuda:
+            TRUSTED.cuda_synchronize()
+        problem = ""
+        if launched < calls:
+            problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
+        elif any(not _same_bits(t, pristine[n]) for n, t in inputs.items()):
+            problem = f"the inputs changed on {where}"
+        else:
+            outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            expected = self.spec.expected_outputs(shape)
+            ok = len(outs) == len(expected) and all(
+                type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
+                for o, (s, d) in zip(outs, expected, strict=False)
+            )
+            if not ok:
+                problem = f"the last timed call returned outputs of the wrong kind on {where}"
+            else:
+                m = self.spec.compare(outs, self.spec.reference_hp(pristine), pristine, shape)
+                if m is not None:
+                    problem = (
+                        f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "
+                        f"expected {m.expected:.6g} on {where}"
+                    )
+        if problem:
+            self._fail(
+                "anti-cheat",
+                f"the candidate behaves differently when timed: {problem}",
+                expected="timed calls compute the same checked result",
+                saw=problem,
+            )
+            raise _Stop
+
+    def _speed_results(self, rows: list[dict[str, Any]]) -> None:
+        timings: list[ShapeTiming] = []
+        skipped_baselines: dict[str, str] = {}
+        for row in rows:
+            ref, cand, floor = row["ref"], row["cand"], row["floor"]
+            b_ms = {k: v for k, v in row["baselines"].items() if isinstance(v, float)}
+            for k, v in row["baselines"].items():
+                if not isinstance(v, float):
+                    skipped_baselines[f"{k} @ {row['shape'].label}"] = v
+            timings.append(
+                ShapeTiming(
+                    label=row["shape"].label,
+                    reference_ms=ref.median_ms,
+                    candidate_ms=cand.median_ms,
+                    noise=cand.noise,
+                    speedup=ref.median_ms / cand.median_ms if cand.median_ms > 0 else None,
+                    floor_ms=floor,
+                    floor_fraction=(floor / cand.median_ms)
+                    if floor and cand.median_ms > 0
+                    else None,
+                    baselines_ms=b_ms,
+                    paired=row.get("paired"),
+                )
+            )
+        speedup = _geomean([t.speedup or 0 for t in timings])
+        names = sorted({k for t in timings for k in t.baselines_ms})
+        speedup_vs = {}
+        for name in names:
+            g = _geomean(
+                [
+                    t.baselines_ms[name] / t.candidate_ms
+                    for t in timings
+                    if name in t.baselines_ms and t.candidate_ms
+                ]
+            )
+            if g is not None:
+                speedup_vs[name] = g
+        largest = max(
+            range(len(rows)),
+            key=lambda i: (
+                self.spec.bytes_moved(rows[i]["shape"]),
+                self.spec.flops(rows[i]["shape"]).count,
+            ),
+        )
+        noise = max((t.noise for t in timings if t.noise is not None), default=None)
+        self.speed = {
+            "speedup": speedup,
+            "speedup_vs": speedup_vs,
+            "floor_fraction": timings[largest].floor_fraction,
+            "noise": noise,
+            "timings": timings,
+        }
+        rates = self.v.timer().rates()
+        evidence = {
+            "per_shape": [
+                {
+                    "shape": t.label,
+                    "reference_ms": t.reference_ms,
+                    "candidate_ms": t.candidate_ms,
+                    "speedup": t.speedup,
+                    "noise": t.noise,
+                    "floor_ms": t.floor_ms,
+                    "floor_fraction": t.floor_fraction,
+                    "baselines_ms": t.baselines_ms,
+                    "paired": t.paired,
+                    "trials": rows[i]["cand"].trials,
+                }
+                for i, t in enumerate(timings)
+            ],
+            "speedup_vs": speedup_vs,
+            "rates": {k: v for k, v in rates.items()},
+            "skipped_baselines": skipped_baselines,
+            "min_speedup": self.opts.min_speedup,
+        }
+        ref_text = "; ".join(f"{t.label}: {_fmt_ms(t.reference_ms)}" for t in timings)
+        cand_text = "; ".join(
+            f"{t.label}: {_fmt_ms(t.candidate_ms)} ({t.speedup:.2f}x"
+            + (f", {t.floor_fraction:.0%} of floor" if t.floor_fraction else "")
+            + ")"
+            for t in timings
+        )
+        best_lib = min(speedup_vs.items(), key=lambda kv: kv[1]) if speedup_vs else None
+        expected = f"time to beat (reference, x{self.opts.min_speedup:g} needed): {ref_text}"
+        if best_lib:
+            expected += (
+                f"; best library baseline {best_lib[0]} (candidate is {best_lib[1]:.2f}x it)"
+            )
+        saw = (
+            f"candidate {cand_text}; geomean speedup {speedup:.3f}x"
+            if speedup
+            else f"candidate {cand_text}"
+        )
+        if speedup is None:
+            self._fail("speed", "no valid timing", expected=expected, saw=saw, **evidence)
+            return
+        if best_lib and best_lib[1] > SUSPICIOUS_SPEEDUP:
+            self.flags.append(FLAG_SUSPICIOUS)
+            detail = (
+                f"speedup {best_lib[1]:.1f}x over the best library baseline ({best_lib[0]}) "
+                f"exceeds {SUSPICIOUS_SPEEDUP:g}x: flagged as suspicious"
+            )
+            self._set("anti-cheat", FAIL, detail, flag=FLAG_SUSPICIOUS, speedup_vs=speedup_vs)
+            self.feedback = Feedback(
+                expected=expected, saw=f"{detail}; {saw}", fence=self.spec.fence
+            )
+        detail = (
+            f"{speedup:.3f}x over the reference (geomean of {len(timings)} shapes; "
+            f"min {self.opts.min_speedup:g}x), noise {noise:.1%}"
+            if noise is not None
+            else f"{speedup:.3f}x over the reference"
+        )
+        if best_lib:
+            detail += f"; {best_lib[1]:.2f}x vs {best_lib[0]}"
+        if speedup >= self.opts.min_speedup:
+            self._set("speed", PASS, detail, **evidence)
+            if not self.feedback.saw:
+                self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+        else:
+            self._fail("speed", f"too slow: {detail}", expected=expected, saw=saw, **evidence)
