@@ -9,7 +9,7 @@ from kernelladder.engine.directives import (
     directive_lines,
     parse_directives,
 )
-from kernelladder.engine.proposers.search import directive_vocabulary
+from kernelladder.engine.proposers.search_steering import directive_vocabulary
 
 
 def test_each_verb_is_understood_case_insensitively_and_free_text_is_kept_apart():

@@ -13,7 +13,7 @@ from textual.widgets import Button, Label, Static, TextArea
 
 from kernelladder.engine.directives import SYNTAX, directive_lines, parse_directives
 from kernelladder.engine.proposers.search import NAME as SEARCH
-from kernelladder.engine.proposers.search import directive_vocabulary
+from kernelladder.engine.proposers.search_steering import directive_vocabulary
 
 
 class HintsEditor(ModalScreen[str | None]):

@@ -1,0 +1,86 @@
+"""What the person has said to the search about a branch, read afresh from each proposal's
+context (so a resume keeps it): the families vetoed there, the hint directives
+(engine/directives.py), and whether the branch is due a change of family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.engine.directives import Directives, parse_directives
+from kernelladder.engine.proposers.templates import Family, catalog
+from kernelladder.engine.protocols import ProposalContext
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What the person has said about this branch: vetoes (folded branch state) and the
+    hint directives."""
+
+    closed: frozenset[str] = frozenset()  # families vetoed here or avoided
+    preferred: tuple[str, ...] = ()
+    fixed: Mapping[str, str] = field(default_factory=dict)
+    avoided_values: frozenset[tuple[str, str]] = frozenset()
+    tries: tuple[tuple[str, str], ...] = ()
+    stagnated: int | None = None  # attempts without a gain, when a family change is due
+    measured: bool = True  # speed is measured (a GPU): "stagnated" counts attempts without a gain
+
+
+def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
+    """The family names and PARAM -> values the search knows for an op (for parsing and
+    showing hint directives); empty for an op without templates."""
+    return _vocabulary(catalog().get(op_name, ()))
+
+
+def _vocabulary(families: Sequence[Family]) -> tuple[list[str], dict[str, list[Any]]]:
+    params: dict[str, list[Any]] = {}
+    for f in families:
+        for p in f.params:
+            values = params.setdefault(p.name, [])
+            values += [v for v in p.values if v not in values]
+    return [f.name for f in families], params
+
+
+def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
+    names, params = _vocabulary(families)
+    d: Directives = parse_directives(ctx.hints or "", families=names, params=params)
+    closed = frozenset(ctx.vetoed_families) | d.avoided_families
+    preferred = tuple(dict.fromkeys(f for f in d.preferred_families if f not in closed))
+    return Steering(
+        closed=closed,
+        preferred=preferred,
+        fixed=d.fixed,
+        avoided_values=d.avoided_values,
+        tries=d.tries,
+        stagnated=_stagnated(ctx),
+        measured=str(ctx.device or "").startswith("cuda"),
+    )
+
+
+def _stagnated(ctx: ProposalContext) -> int | None:
+    """The branch's attempts without a gain when it has gone half its stagnation limit
+    without one, and as long again since its last family change was offered. Without
+    speed (the CPU interpreter) no attempt is judged faster, so every new passing variant
+    counts as a gain and a branch would never stagnate: there the attempts in one family
+    since the last family change are counted instead, so a person meets the gate too."""
+    limit = ctx.stagnation_limit
+    if not limit or limit < 2:
+        return None
+    threshold = max(1, limit // 2)
+    measured = str(ctx.device or "").startswith("cuda")
+    if measured and ctx.stagnation < threshold:
+        return None
+    since = 0
+    for entry in ctx.history:
+        if not isinstance(entry, Mapping):
+            continue
+        meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
+        if meta.get("from_family"):
+            since = 0
+        elif entry.get("verdict") is not None:
+            since += 1
+    if since < threshold:
+        return None
+    return ctx.stagnation if measured else since
