@@ -389,6 +389,9 @@ class KernelLadderApp(App[int]):
     # --- replay -----------------------------------------------------------------------
 
     def _start_replay(self) -> None:
+        if not self.main.is_mounted:  # a busy machine: the screen's widgets come later
+            self.call_after_refresh(self._start_replay)
+            return
         player = self.player
         assert player is not None
         if self._at_end:
