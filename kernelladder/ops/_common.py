@@ -68,6 +68,12 @@ def hard_row_plan(rows: int, kinds: Sequence[str], seed: int) -> list[tuple[int,
     return [(row, kinds[(seed + j) % len(kinds)]) for j, row in enumerate(picked)]
 
 
+def error_line(exc: BaseException, limit: int | None = None) -> str:
+    """An exception as one line a person reads: its type and the first line of its text."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:limit]}" if text else type(exc).__name__
+
+
 def element_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 

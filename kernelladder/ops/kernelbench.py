@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -83,7 +84,7 @@ class KernelBenchSpec(OpSpec):
             inputs, outputs = _meta_run(module)
         except Exception as exc:
             raise OpLoadError(
-                f"problem {name}: running Model on its inputs failed: {_one_line(exc)}"
+                f"problem {name}: running Model on its inputs failed: {_common.error_line(exc)}"
             ) from None
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         floats = [t for t in tensors if t.is_floating_point()]
@@ -207,7 +208,7 @@ class KernelBenchSpec(OpSpec):
         return _common.worst(found)
 
     def bytes_moved(self, shape: Shape) -> int:
-        out_bytes = sum(_numel(s) * _common.element_size(d) for s, d in self.output_meta)
+        out_bytes = sum(math.prod(s) * _common.element_size(d) for s, d in self.output_meta)
         return self.input_bytes + out_bytes
 
     def flops(self, shape: Shape) -> FlopModel:
@@ -234,7 +235,7 @@ def _exec_problem(source: str, name: str) -> types.ModuleType:
         exec(code, module.__dict__)
     except BaseException as exc:  # SystemExit from a problem file is a load failure too
         sys.modules.pop(module_name, None)
-        raise OpLoadError(f"problem {name}: failed to import: {_one_line(exc)}") from None
+        raise OpLoadError(f"problem {name}: failed to import: {_common.error_line(exc)}") from None
     return module
 
 
@@ -290,15 +291,3 @@ def _describe_init(module: types.ModuleType) -> str:
     return ", ".join(
         repr(v) if not isinstance(v, torch.Tensor) else f"tensor{list(v.shape)}" for v in init
     )
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
+import math
 import os
 import sys
 import tempfile
@@ -250,13 +251,13 @@ class WorkspaceSpec(OpSpec):
             expected = self.reference_hp(inputs) if self.reference_kind != "original" else None
         except Exception as exc:
             raise OpLoadError(
-                f"{where}: {REFERENCE_FILE} failed on the first inputs: {_one_line(exc)}"
+                f"{where}: {REFERENCE_FILE} failed on the first inputs: {_common.error_line(exc, 300)}"
             ) from None
         try:
             outs = _as_tuple(self._call_original(inputs, device))
         except Exception as exc:
             raise OpLoadError(
-                f"{where}: {KERNEL_FILE} failed on the first inputs: {_one_line(exc)}"
+                f"{where}: {KERNEL_FILE} failed on the first inputs: {_common.error_line(exc, 300)}"
             ) from None
         if expected is None:
             return len(outs)
@@ -418,7 +419,7 @@ class WorkspaceSpec(OpSpec):
     def bytes_moved(self, shape: Shape) -> int:
         key = self._label_key.get(shape.label)
         meta = self._output_meta.get(key, ()) if key is not None else ()
-        out_bytes = sum(_numel(s) * _common.element_size(d) for s, d in meta)
+        out_bytes = sum(math.prod(s) * _common.element_size(d) for s, d in meta)
         return self.input_bytes.get(shape.label, 0) + out_bytes
 
     def flops(self, shape: Shape) -> FlopModel:
@@ -453,7 +454,9 @@ def _read(path: Path, where: str, *, required: bool) -> str | None:
             ) from None
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise OpLoadError(f"{where}: cannot read {path.name}: {_one_line(exc)}") from None
+        raise OpLoadError(
+            f"{where}: cannot read {path.name}: {_common.error_line(exc, 300)}"
+        ) from None
 
 
 def hints_text(path: str | Path) -> str | None:
@@ -510,13 +513,17 @@ def _load_module(source: str, filename: str, where: str, role: str) -> types.Mod
         code = compile(source, filename, "exec")
     except (SyntaxError, ValueError) as exc:
         line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        raise OpLoadError(f"{where}: {filename}: syntax error{line}: {_one_line(exc)}") from None
+        raise OpLoadError(
+            f"{where}: {filename}: syntax error{line}: {_common.error_line(exc, 300)}"
+        ) from None
     sys.modules[module_name] = module
     try:
         exec(code, module.__dict__)
     except BaseException as exc:
         sys.modules.pop(module_name, None)
-        raise OpLoadError(f"{where}: {filename} failed to import: {_one_line(exc)}") from None
+        raise OpLoadError(
+            f"{where}: {filename} failed to import: {_common.error_line(exc, 300)}"
+        ) from None
     return module
 
 
@@ -539,7 +546,9 @@ def _import_file(
         compile(source, filename, "exec")
     except (SyntaxError, ValueError) as exc:
         line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        raise OpLoadError(f"{where}: {filename}: syntax error{line}: {_one_line(exc)}") from None
+        raise OpLoadError(
+            f"{where}: {filename}: syntax error{line}: {_common.error_line(exc, 300)}"
+        ) from None
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
@@ -548,7 +557,9 @@ def _import_file(
         module_spec.loader.exec_module(module)
     except BaseException as exc:
         sys.modules.pop(module_name, None)
-        raise OpLoadError(f"{where}: {filename} failed to import: {_one_line(exc)}") from None
+        raise OpLoadError(
+            f"{where}: {filename} failed to import: {_common.error_line(exc, 300)}"
+        ) from None
     return module
 
 
@@ -560,7 +571,9 @@ def _suite_labels(inputs_mod: types.ModuleType, where: str) -> tuple[str, ...]:
                 torch.manual_seed(0)
                 labels = tuple(str(k) for k in dict(_with_device(suite, "cpu")))
         except Exception as exc:
-            raise OpLoadError(f"{where}: get_input_suite() failed: {_one_line(exc)}") from None
+            raise OpLoadError(
+                f"{where}: get_input_suite() failed: {_common.error_line(exc, 300)}"
+            ) from None
         if not labels:
             raise OpLoadError(f"{where}: get_input_suite() returned no input sets")
         return labels
@@ -603,7 +616,7 @@ def _draw(
         raise
     except Exception as exc:
         raise OpLoadError(
-            f"{where}: drawing the inputs ({label}) failed: {_one_line(exc)}"
+            f"{where}: drawing the inputs ({label}) failed: {_common.error_line(exc, 300)}"
         ) from None
 
 
@@ -667,15 +680,3 @@ def _device_of(args: Sequence[Any]) -> str:
         if isinstance(a, torch.Tensor):
             return str(a.device)
     return "cpu"
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
