@@ -35,6 +35,10 @@ class AttentionSpec(OpSpec):
             q[row // h, row % h] *= SHARP_HEAD_SCALE
         return {name: t.to(dtype).contiguous() for name, t in (("q", q), ("k", k), ("v", v))}
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        sizes = tuple(shape.dims[k] for k in ("B", "H", "S", "D"))
+        return {name: (sizes, shape.torch_dtype) for name in ("q", "k", "v")}
+
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         # Naive: the full [S, S] score matrix is materialized, masked, softmaxed in fp32.
         q, k, v = inputs["q"], inputs["k"], inputs["v"]

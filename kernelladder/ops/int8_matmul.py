@@ -55,6 +55,15 @@ class Int8MatmulSpec(OpSpec):
             "scale_b": scale_b.to(device).contiguous(),
         }
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        m, n, k = shape.dims["M"], shape.dims["N"], shape.dims["K"]
+        return {
+            "a": ((m, k), torch.int8),
+            "b": ((n, k), torch.int8),
+            "scale_a": ((m,), torch.float32),
+            "scale_b": ((n,), torch.float32),
+        }
+
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         # fp32 matmul of int8 values is exact only while K * 128 * 128 < 2^24 (K < 1024);
         # the reference is what a plain model does, the comparison uses reference_hp.

@@ -51,6 +51,9 @@ class KvQuantSpec(OpSpec):
         x = rows.reshape(t, h, d).to(torch.bfloat16).contiguous()
         return {"x": x}
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        return {"x": ((shape.dims["T"], shape.dims["H"], shape.dims["D"]), torch.bfloat16)}
+
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         # Plain eager: cast, abs, amax, div, eq, where, div, round, clamp, cast.
         xf = inputs["x"].float()

@@ -39,6 +39,10 @@ class RmsNormSpec(OpSpec):
                 x[row] = 0.0
         return {"x": x.to(dtype).contiguous(), "weight": weight.to(dtype).contiguous()}
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        m, n = shape.dims["M"], shape.dims["N"]
+        return {"x": ((m, n), shape.torch_dtype), "weight": ((n,), shape.torch_dtype)}
+
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         # Unfused eager: each line is its own kernel, as a model written plainly would do.
         x, weight = inputs["x"], inputs["weight"]

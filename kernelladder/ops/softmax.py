@@ -42,6 +42,9 @@ class SoftmaxSpec(OpSpec):
             x = x.clamp(-FP16_LIMIT, FP16_LIMIT)
         return {"x": x.to(dtype).contiguous()}
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        return {"x": ((shape.dims["M"], shape.dims["N"]), shape.torch_dtype)}
+
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         return (torch.softmax(inputs["x"], dim=-1),)
 

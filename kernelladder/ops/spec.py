@@ -193,6 +193,13 @@ class OpSpec(abc.ABC):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
         """Seeded inputs (keys = arg_names), including the op's hard cases."""
 
+    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]] | None:
+        """Each input's sizes and dtype at `shape` (contiguous), as make_inputs makes them,
+        without making them: the pipelined verifier compiles a candidate ahead on empty
+        tensors of this layout. None: not described (the worker learns it from the
+        inputs it makes)."""
+        return None
+
     # --- reference ----------------------------------------------------------------
     @abc.abstractmethod
     def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:

@@ -71,6 +71,7 @@ class CorrectnessTrials:
             for i, seed in enumerate(self.seeds):
                 self.report("correctness", f"{shape.label} seed {seed}")
                 inputs = spec.make_inputs(shape, seed, self.device)
+                self.v.remember_layout(spec, shape, inputs)
                 hp = spec.reference_hp(inputs)
                 outs, pristine = self._checked_call(inputs, shape, seed, "")
                 self._judge(outs, hp, pristine, shape, seed, "")

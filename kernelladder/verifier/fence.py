@@ -14,8 +14,10 @@ KernelBench problems only the spec's forbidden ops (the reference's) are rejecte
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +100,7 @@ class LaunchState:
     thread: Any = None  # the worker's main thread; launches elsewhere count as side work
     other_thread_launches: int = 0
     installed: dict[str, str] = field(default_factory=dict)
+    compile_only: bool = False  # compile_ahead.py: Triton compiles and launches nothing
 
 
 STATE = LaunchState()
@@ -110,10 +113,41 @@ def _current_stream_handle() -> int | None:
         return None
 
 
-def _wrap_launch(original: Any, counts: bool) -> Any:
+@contextlib.contextmanager
+def compile_only() -> Iterator[None]:
+    """Triton compiles (and loads) what the candidate launches, and runs none of it:
+    `JITFunction.run` as a warm-up, the interpreter not at all, an autotuner compiling
+    each config without benchmarking (and without choosing one)."""
+    STATE.compile_only = True
+    try:
+        yield
+    finally:
+        STATE.compile_only = False
+
+
+def _compile_configs(autotuner: Any, args: tuple, kwargs: dict) -> None:
+    """An autotuner's configs compiled, none benchmarked; its choice is left to the
+    correctness gate's first real call."""
+    kwargs = dict(kwargs)
+    kwargs.pop("warmup", None)
+    grid = kwargs.pop("grid", None)
+    autotuner.nargs = dict(zip(autotuner.arg_names, args, strict=False))
+    try:
+        configs = autotuner.prune_configs(kwargs) if len(autotuner.configs) > 1 else autotuner.configs
+        for config in configs:
+            autotuner.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs())
+    finally:
+        autotuner.nargs = None
+
+
+def _wrap_launch(original: Any, counts: bool, kind: str = "jit") -> Any:
     state = STATE
 
     def run(self, *args, **kwargs):
+        if state.compile_only:
+            if kind == "interpreter":
+                return None  # the interpreter compiles nothing
+            kwargs["warmup"] = True  # compiled and loaded, not launched
         if counts and not kwargs.get("warmup", False):
             state.launches += 1
             if state.thread is not None and threading.current_thread() is not state.thread:
@@ -135,19 +169,35 @@ def _wrap_launch(original: Any, counts: bool) -> Any:
     return run
 
 
+def _wrap_autotuner_run(original: Any) -> Any:
+    """Autotuner.run: itself outside compile-only mode (its launches and benchmarks go
+    through the wrappers above); inside it, every config compiled and none benchmarked."""
+    state = STATE
+
+    def run(self, *args, **kwargs):
+        if state.compile_only:
+            return _compile_configs(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    run.__kl_launch_wrapper__ = True  # type: ignore[attr-defined]
+    return run
+
+
 def install_launch_counter() -> dict[str, str]:
     """Wrap Triton's launch paths (idempotent); returns {path: "wrapped" | why not}."""
     if STATE.installed:
         return dict(STATE.installed)
     STATE.thread = threading.current_thread()
     targets = [
-        ("triton.runtime.jit", "JITFunction", "run", True),
-        ("triton.runtime.interpreter", "InterpretedFunction", "run", True),
-        ("triton.runtime.autotuner", "Autotuner", "_bench", False),
+        ("triton.runtime.jit", "JITFunction", "run", "jit"),
+        ("triton.runtime.interpreter", "InterpretedFunction", "run", "interpreter"),
+        ("triton.runtime.autotuner", "Autotuner", "_bench", "bench"),
+        ("triton.runtime.autotuner", "Autotuner", "run", "autotuner"),
     ]
     import importlib
 
-    for module_name, cls_name, attr, counts in targets:
+    for module_name, cls_name, attr, kind in targets:
         key = f"{cls_name}.{attr}"
         try:
             cls = getattr(importlib.import_module(module_name), cls_name)
@@ -158,7 +208,11 @@ def install_launch_counter() -> dict[str, str]:
         if getattr(original, "__kl_launch_wrapper__", False):
             STATE.installed[key] = "wrapped"
             continue
-        setattr(cls, attr, _wrap_launch(original, counts))
+        if kind == "autotuner":
+            wrapped = _wrap_autotuner_run(original)
+        else:
+            wrapped = _wrap_launch(original, counts=kind != "bench", kind=kind)
+        setattr(cls, attr, wrapped)
         STATE.installed[key] = "wrapped"
     return dict(STATE.installed)
 

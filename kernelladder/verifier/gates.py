@@ -35,6 +35,7 @@ from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape
 from kernelladder.verifier import candidate as candidate_mod
 from kernelladder.verifier import fence, integrity, poison, source_files
 from kernelladder.verifier.anti_cheat import AntiCheatChecks
+from kernelladder.verifier.compile_ahead import CompileAhead
 from kernelladder.verifier.correctness import CorrectnessTrials
 from kernelladder.verifier.gate_tools import _Broken, _children, _Stop
 from kernelladder.verifier.integrity import TRUSTED
@@ -50,8 +51,13 @@ from kernelladder.verifier.verdict import (
 )
 
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
+# A pipelined verification's cached reference and baseline times are taken again after
+# this many seconds or uses (a serial one times the reference each time, the baselines once).
+CACHE_REFRESH_S = 120.0
+CACHE_REFRESH_USES = 30
 
 ProgressFn = Callable[[str, str], None]
+StageFn = Callable[[str, str], None]  # (stage, "none" | "shared" | "exclusive")
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,12 @@ class VerifyOptions:
     pair_every_shape: bool = False
     unseen_shapes: int | None = None  # how many (None: the op's count; 0: none)
     unseen_seed: int | None = None  # None: a fresh one, recorded in the verdict
+    # pipelined: compile ahead, then ask the client for the GPU per stage (shared for
+    # correctness, to itself for timing); reference times cached and refreshed
+    pipeline: bool = False
+    # the branch's best, for stopping the timing early ({"attempt": N, "timings":
+    # {shape label: ms}, "noise": float}); None: time every shape in full
+    early_stop: dict[str, Any] | None = None
 
     @classmethod
     def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
@@ -88,7 +100,27 @@ class VerifyOptions:
             pair_every_shape=bool(msg.get("pair_every_shape", False)),
             unseen_shapes=int(unseen) if unseen is not None else None,
             unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
+            pipeline=bool(msg.get("pipeline", False)),
+            early_stop=_early_stop_option(msg.get("early_stop")),
         )
+
+
+def _early_stop_option(value: Any) -> dict[str, Any] | None:
+    """The request's early_stop, checked: the best's attempt and its time per shape."""
+    if not isinstance(value, Mapping):
+        return None
+    timings = value.get("timings")
+    if not isinstance(timings, Mapping):
+        return None
+    times = {str(k): float(v) for k, v in timings.items() if isinstance(v, int | float) and v > 0}
+    if not times:
+        return None
+    noise = value.get("noise")
+    return {
+        "attempt": value.get("attempt"),
+        "timings": times,
+        "noise": float(noise) if isinstance(noise, int | float) else 0.0,
+    }
 
 
 @dataclass(frozen=True)
@@ -125,6 +157,10 @@ class Verifier:
         with fence.FenceRecorder(frozenset(), builtin=True):
             TRUSTED.empty(1)
         self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
+        # pipelined verifications: when each cached time was taken, and how often used
+        self._taken: dict[tuple[str, str, str], tuple[float, int]] = {}
+        self._reference_ms: dict[tuple[str, str], float] = {}
+        self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
@@ -155,7 +191,12 @@ class Verifier:
             self._timer = GpuTimer(self.device)
         return self._timer
 
-    def verify(self, opts: VerifyOptions, progress: ProgressFn | None = None) -> Outcome:
+    def verify(
+        self, opts: VerifyOptions, progress: ProgressFn | None = None, stage: StageFn | None = None
+    ) -> Outcome:
+        """The verdict on one candidate. `stage(name, gpu)` is called as a pipelined
+        verification enters each stage and returns once the GPU is this one's as asked
+        ("none", "shared" or "exclusive"); None: a serial verification."""
         start = TRUSTED.perf_counter()
         digest = source_hash(opts.source)
         report = progress or (lambda gate, message: None)
@@ -180,7 +221,7 @@ class Verifier:
                 environment=dict(self.environment),
             )
             return Outcome(verdict)
-        run = _Run(self, spec, opts, digest, report)
+        run = _Run(self, spec, opts, digest, report, stage)
         if self.walls is not None:
             self.walls.take()
             self.walls.armed = True
@@ -199,16 +240,74 @@ class Verifier:
 
         return Outcome(replace(outcome.verdict, elapsed_s=elapsed), outcome.recycle)
 
+    # --- what a pipelined verification keeps between candidates ------------------------
+    def input_layout(self, spec: OpSpec, shape: Shape) -> dict[str, tuple[Any, ...]] | None:
+        """(sizes, strides, dtype) per input at this shape: the op's own description, else
+        what this worker saw when it last made inputs for the shape; None: not known."""
+        described = spec.input_layout(shape)
+        if described is not None:
+            out = {}
+            for name, (sizes, dtype) in described.items():
+                strides, step = [], 1
+                for size in reversed(sizes):
+                    strides.append(step)
+                    step *= max(1, int(size))
+                out[name] = (tuple(sizes), tuple(reversed(strides)), dtype)
+            return out
+        return self._layouts.get((_spec_key(spec), shape.label))
+
+    def remember_layout(
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> None:
+        key = (_spec_key(spec), shape.label)
+        if key not in self._layouts:
+            self._layouts[key] = {
+                n: (tuple(t.shape), tuple(t.stride()), t.dtype) for n, t in inputs.items()
+            }
+
+    def _fresh(self, key: tuple[str, str, str], refresh: bool) -> bool:
+        """A cached time still good: always in a serial verification; in a pipelined one,
+        for CACHE_REFRESH_S seconds and CACHE_REFRESH_USES uses, then timed again."""
+        if not refresh:
+            return True
+        taken, uses = self._taken.get(key, (0.0, 0))
+        if TRUSTED.monotonic() - taken > CACHE_REFRESH_S or uses >= CACHE_REFRESH_USES:
+            return False
+        self._taken[key] = (taken, uses + 1)
+        return True
+
+    def _mark_taken(self, key: tuple[str, str, str]) -> None:
+        self._taken[key] = (TRUSTED.monotonic(), 0)
+
+    def reference_timing(
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> Any:
+        """The reference's Timing at this shape, timed once and kept (then refreshed on
+        the schedule above): the same function on the same inputs each time."""
+        key = (_spec_key(spec), shape.label)
+        cached = self._reference_ms.get(key)
+        if cached is None or not self._fresh((*key, "reference"), True):
+            cached = self.timer().time(lambda: spec.reference(inputs))
+            self._reference_ms[key] = cached
+            self._mark_taken((*key, "reference"))
+        return cached
+
     # --- baselines, cached per worker ---------------------------------------------------
     def baseline_ms(
-        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+        self,
+        spec: OpSpec,
+        shape: Shape,
+        inputs: Mapping[str, torch.Tensor],
+        refresh: bool = False,
     ) -> dict[str, float | str]:
-        """Median ms (or a reason it was skipped) of each library baseline at this shape."""
+        """Median ms (or a reason it was skipped) of each library baseline at this shape;
+        `refresh`: timed again once the cached time is past its schedule."""
         spec_key = _spec_key(spec)
         out: dict[str, float | str] = {}
         for name, fn in self.baseline_fns(spec, shape, inputs).items():
             key = (spec_key, shape.label, name)
-            if key not in self._baseline_ms:
+            if key not in self._baseline_ms or not self._fresh(key, refresh):
+                self._mark_taken(key)
                 try:
                     self._baseline_ms[key] = self.timer().time(fn).median_ms
                 except BaselineNotApplicable as exc:
@@ -296,17 +395,28 @@ class _Observations:
     trials: int = 0
 
 
-class _Run(AntiCheatChecks, CorrectnessTrials, SpeedGate):
+class _Run(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
     """One candidate's verification (state of the trials and the gate results)."""
 
     def __init__(
-        self, verifier: Verifier, spec: OpSpec, opts: VerifyOptions, digest: str, report: ProgressFn
+        self,
+        verifier: Verifier,
+        spec: OpSpec,
+        opts: VerifyOptions,
+        digest: str,
+        report: ProgressFn,
+        stage: StageFn | None = None,
     ):
         self.v = verifier
         self.spec = spec
         self.opts = opts
         self.digest = digest
         self.report = report
+        self.stage = stage if opts.pipeline else None
+        self.stages: dict[str, float] = {}  # seconds per stage (pipelined)
+        self._stage_at: tuple[str, float] | None = None
+        self.compile_note = ""
+        self.early_stop: dict[str, Any] | None = None
         self.device = opts.device
         self.cuda = opts.device.startswith("cuda")
         if opts.suite == "gpu":
@@ -390,7 +500,40 @@ class _Run(AntiCheatChecks, CorrectnessTrials, SpeedGate):
             timings=tuple(self.speed.get("timings") or ()),
             flags=tuple(self.flags),
             environment=self._environment(),
+            early_stop=self.early_stop if passed else None,
+            stages=self._stage_seconds(),
         )
+
+    # --- stages (a pipelined verification) ---------------------------------------------
+    def _enter(self, name: str, gpu: str) -> None:
+        """Enter a stage; wait until the client gives the GPU as `gpu` asks."""
+        if self.stage is None:
+            return
+        self._close_stage()
+        asked = TRUSTED.perf_counter()
+        self.stage(name, gpu)
+        now = TRUSTED.perf_counter()
+        if gpu != "none":
+            self.stages["wait"] = self.stages.get("wait", 0.0) + (now - asked)
+        self._stage_at = (name, now)
+
+    def _close_stage(self) -> None:
+        if self._stage_at is not None:
+            name, since = self._stage_at
+            self.stages[name] = self.stages.get(name, 0.0) + (TRUSTED.perf_counter() - since)
+            self._stage_at = None
+
+    def _stage_seconds(self) -> dict[str, float]:
+        self._close_stage()
+        return {k: round(v, 4) for k, v in self.stages.items()}
+
+    def _correctness_access(self) -> str:
+        """Correctness runs beside other workers' correctness, except for a candidate
+        that autotunes: its benchmarks want the GPU to themselves."""
+        return "exclusive" if "autotune" in self.opts.source else "shared"
+
+    def _times_speed(self) -> bool:
+        return self.cuda or self.v.timer_supplied
 
     def _environment(self) -> dict[str, Any]:
         """The worker's environment, with the copy and matmul rates once measured."""
@@ -428,9 +571,15 @@ class _Run(AntiCheatChecks, CorrectnessTrials, SpeedGate):
                 frozenset(self.spec.forbidden_aten), builtin=self.spec.kind != "kernelbench"
             )
             try:
+                if self.stage is not None:
+                    self._enter("compile", "none")
+                    self._compile_ahead()
+                    self._enter("correctness", self._correctness_access())
                 self._trials()
                 self._judge_after_trials()
                 if self._all_passed():
+                    if self._times_speed():
+                        self._enter("speed", "exclusive")
                     self._speed_gate()
             except _Stop:
                 self._fence_so_far()

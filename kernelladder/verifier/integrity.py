@@ -31,6 +31,7 @@ class Trusted:
     equal: Any = torch.equal
     isfinite: Any = torch.isfinite
     empty: Any = torch.empty
+    empty_strided: Any = torch.empty_strided
     cuda_synchronize: Any = torch.cuda.synchronize
     cuda_event: Any = torch.cuda.Event
     elapsed_time: Any = getattr(torch.cuda.Event, "elapsed_time", None)

@@ -11,14 +11,21 @@ worker -> client, once at start:
 client -> worker:
     {"type": "verify", "id": str, "op": OP, "source": str, "device": "cuda"|"cpu",
      "min_speedup": float, "suite": "gpu"|"cpu"|null, "seeds": [int]|null,
-     "baselines": bool}
+     "baselines": bool, "pipeline": bool, "early_stop": {...}|null}
         OP is a built-in op name ("rmsnorm") or
         {"kernelbench": <problem file source>, "name": <problem file name>}
     {"type": "ping", "id": str}
     {"type": "shutdown"}
+    {"type": "go", "id": str}       (the GPU is this request's now: see "stage")
 
 worker -> client, while verifying (any number, in order):
     {"type": "progress", "id": str, "gate": str, "message": str}
+    {"type": "stage", "id": str, "stage": "compile"|"correctness"|"speed",
+     "gpu": "none"|"shared"|"exclusive"}
+        only for a request with "pipeline": true. The worker enters a stage; for "shared"
+        (correctness: beside other workers' correctness) or "exclusive" (timing: the GPU
+        to itself) it waits for the client's "go" before touching the GPU. The client
+        holds the GPU for it until the next stage line or the verdict.
 worker -> client, once per verify:
     {"type": "verdict", "id": str, "verdict": <Verdict.to_dict()>, "recycle": bool}
         recycle=true: the worker saw its own state altered by the candidate and will
@@ -37,7 +44,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 WORKER_MODULE = "kernelladder.verifier.worker"
 
 

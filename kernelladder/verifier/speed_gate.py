@@ -31,6 +31,7 @@ PAIRED_BAND = 0.05
 PAIRED_BAND_MAX = 0.25
 PAIRED_ROUNDS = 7
 PAIRED_TARGET_MS = 10.0  # of trials per timing in a round
+COARSE_TARGET_MS = 20.0  # the first look that may stop the timing early
 SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
 FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
 
@@ -95,56 +96,107 @@ class SpeedGate:
             )
             return
         assert self.cand is not None
+        rows = self._coarse_rows() if self.opts.early_stop else None
+        if rows is None:
+            rows = [self._time_shape(shape, full=True) for shape in self.shapes]
+        self._speed_results(rows)
+
+    def _largest_first(self) -> list[Shape]:
+        return sorted(
+            self.shapes,
+            key=lambda s: (self.spec.bytes_moved(s), self.spec.flops(s).count),
+            reverse=True,
+        )
+
+    def _coarse_rows(self) -> list[dict[str, Any]] | None:
+        """Time where it decides something: a short first measurement at the largest
+        shape; when the candidate is clearly slower there than its branch's best (beyond
+        the noise band) and, measured as briefly, clearly faster at no other shape, it
+        cannot change the branch's standing: it stops with these coarse times. Else None
+        (every shape is timed in full, with the back-to-back rounds where close)."""
+        best = self.opts.early_stop or {}
+        best_ms: Mapping[str, float] = best.get("timings") or {}
+        shapes = self._largest_first()
+        if shapes[0].label not in best_ms:
+            return None
+        rows: dict[str, dict[str, Any]] = {}
+        for i, shape in enumerate(shapes):
+            row = self._time_shape(shape, full=False)
+            rows[shape.label] = row
+            cand = row["cand"]
+            theirs = best_ms.get(shape.label)
+            if not theirs or not cand.median_ms:
+                continue
+            band = min(
+                PAIRED_BAND_MAX,
+                max(PAIRED_BAND, 2.0 * max(cand.noise or 0.0, float(best.get("noise") or 0.0))),
+            )
+            if i == 0:
+                if cand.median_ms <= theirs * (1.0 + band):
+                    return None  # close to or faster than the best: a full timing decides
+                self.early_stop = {
+                    "attempt": best.get("attempt"),
+                    "shape": shape.label,
+                    "candidate_ms": cand.median_ms,
+                    "best_ms": theirs,
+                    "band": band,
+                }
+            elif cand.median_ms * (1.0 + band) < theirs:
+                self.early_stop = None  # clearly faster here: a standing could change
+                return None
+        return [rows[shape.label] for shape in self.shapes]
+
+    def _time_shape(self, shape: Shape, full: bool) -> dict[str, Any]:
+        """One shape timed: the candidate (in full, or a coarse first measurement), the
+        reference, the library baselines (cached) and, in full, back-to-back rounds with
+        the fastest baseline when the two are close."""
         spec, timer = self.spec, self.v.timer()
         call = self.cand.call
-        rows: list[dict[str, Any]] = []
-        for shape in self.shapes:
-            self.report("speed", f"timing {shape.label}")
-            inputs = spec.make_inputs(shape, self.seeds[0], self.device)
-            args = [inputs[n] for n in spec.arg_names]
+        pipelined = self.opts.pipeline
+        self.report("speed", f"timing {shape.label}" + ("" if full else " (first look)"))
+        inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+        args = [inputs[n] for n in spec.arg_names]
+        if pipelined:
+            ref = self.v.reference_timing(spec, shape, inputs)
+        else:
             ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
-            pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
-            last: list[Any] = [None, 0]  # the latest timed call's result, calls made
+        pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+        last: list[Any] = [None, 0]  # the latest timed call's result, calls made
 
-            def timed(args: list[Any] = args, last: list[Any] = last) -> None:
-                last[0] = call(*args)
-                last[1] += 1
+        def timed(args: list[Any] = args, last: list[Any] = last) -> None:
+            last[0] = call(*args)
+            last[1] += 1
 
-            launches0 = fence.STATE.launches
-            cand = timer.time(timed)
-            launched = fence.STATE.launches - launches0
-            if not self._check_integrity("being timed"):
-                raise _Stop
-            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
-            fl = spec.flops(shape)
-            floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
-            baselines: dict[str, float | str] = {}
-            paired: dict[str, Any] | None = None
-            if self.opts.baselines:
-                self.report("speed", f"baselines {shape.label}")
-                with self.v.library_work():
-                    baselines = self.v.baseline_ms(spec, shape, inputs)
-                self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
-                rival = close_rival(cand, baselines)
-                if self.opts.pair_every_shape and rival is None:
-                    fastest = fastest_baseline(baselines)
-                    rival = fastest[0] if fastest else None
-                if rival is not None:
-                    self.report("speed", f"{shape.label}: back to back with {rival}")
-                    paired = self._paired(shape, inputs, pristine, timed, last, rival)
-            del pristine, last
-            rows.append(
-                {
-                    "shape": shape,
-                    "ref": ref,
-                    "cand": cand,
-                    "floor": floor,
-                    "baselines": baselines,
-                    "paired": paired,
-                }
-            )
-            del inputs, args
-        self._speed_results(rows)
+        launches0 = fence.STATE.launches
+        cand = timer.time(timed) if full else timer.time(timed, COARSE_TARGET_MS)
+        launched = fence.STATE.launches - launches0
+        if not self._check_integrity("being timed"):
+            raise _Stop
+        self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+        fl = spec.flops(shape)
+        floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
+        baselines: dict[str, float | str] = {}
+        paired: dict[str, Any] | None = None
+        if self.opts.baselines:
+            self.report("speed", f"baselines {shape.label}")
+            with self.v.library_work():
+                baselines = self.v.baseline_ms(spec, shape, inputs, refresh=pipelined)
+            self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
+            rival = close_rival(cand, baselines) if full else None
+            if full and self.opts.pair_every_shape and rival is None:
+                fastest = fastest_baseline(baselines)
+                rival = fastest[0] if fastest else None
+            if rival is not None:
+                self.report("speed", f"{shape.label}: back to back with {rival}")
+                paired = self._paired(shape, inputs, pristine, timed, last, rival)
+        return {
+            "shape": shape,
+            "ref": ref,
+            "cand": cand,
+            "floor": floor,
+            "baselines": baselines,
+            "paired": paired,
+        }
 
     def _paired(
         self,
@@ -348,6 +400,15 @@ class SpeedGate:
         )
         if best_lib:
             detail += f"; {best_lib[1]:.2f}x vs {best_lib[0]}"
+        stop = self.early_stop
+        if stop:
+            evidence["early_stop"] = dict(stop)
+            detail = (
+                f"stopped early, not faster than #{stop['attempt']}: {stop['shape']} "
+                f"{_fmt_ms(stop['candidate_ms'])} against its {_fmt_ms(stop['best_ms'])}, "
+                f"beyond the {stop['band']:.0%} noise band (coarse times at every shape); "
+                + detail
+            )
         if speedup >= self.opts.min_speedup:
             self._set("speed", PASS, detail, **evidence)
             if not self.feedback.saw:

@@ -100,6 +100,13 @@ def versus_fastest_baseline(
     return name, base / candidate_ms, word
 
 
+def early_stop_text(early_stop: Mapping[str, Any] | None) -> str:
+    """An early stop in a few words: "not faster than #4 (stopped early; coarse times)"."""
+    if not early_stop:
+        return ""
+    return f"not faster than #{early_stop.get('attempt')} (stopped early; coarse times)"
+
+
 def standing(timings: Sequence[ShapeTiming]) -> dict[str, str]:
     """Per shape label, the candidate against the fastest library baseline ("faster",
     "tie" or "slower", as versus_fastest_baseline judges it); shapes with no baseline
@@ -158,6 +165,13 @@ class Verdict:
     elapsed_s: float = 0.0  # verifier wall time for this candidate
     environment: dict[str, Any] = field(default_factory=dict)  # gpu name, versions
     schema_version: int = SCHEMA_VERSION
+    # The speed gate stopped after a short first measurement: the candidate was clearly
+    # slower than its branch's best at the largest shape and clearly faster nowhere
+    # ({"attempt": N, "shape", "candidate_ms", "best_ms", "band"}); its timings are coarse
+    early_stop: dict[str, Any] | None = None
+    # seconds per stage of a pipelined verification (compile, waits for the GPU,
+    # correctness, speed); empty for a serial one
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -202,6 +216,8 @@ class Verdict:
             elapsed_s=float(d.get("elapsed_s") or 0.0),
             environment=dict(d.get("environment") or {}),
             schema_version=int(d.get("schema_version", SCHEMA_VERSION)),
+            early_stop=dict(d["early_stop"]) if isinstance(d.get("early_stop"), dict) else None,
+            stages={k: float(v) for k, v in (d.get("stages") or {}).items()},
         )
 
     def with_dead_ends(self, dead_ends: tuple[str, ...]) -> Verdict:

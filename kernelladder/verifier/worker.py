@@ -229,6 +229,26 @@ def _claim_scratch(args: argparse.Namespace) -> str:
     return args.scratch
 
 
+def _await_go(channel: _Channel, req_id: Any) -> None:
+    """Block until the client gives this request the GPU ("go"); a client that went away
+    or asked for a shutdown ends the worker (nothing else is sent while it waits)."""
+    while True:
+        line = channel.receive()
+        if not line:
+            _exit(0)
+        try:
+            msg = decode(line)
+        except Exception:
+            continue
+        kind = msg.get("type")
+        if kind == "go" and msg.get("id") == req_id:
+            return
+        if kind == "shutdown":
+            _exit(0)
+        if kind == "ping":
+            channel.send({"type": "pong", "id": msg.get("id")})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     channel = _Channel()
@@ -290,8 +310,13 @@ def main(argv: list[str] | None = None) -> int:
             def progress(gate: str, message: str, req_id: Any = req_id) -> None:
                 channel.send({"type": "progress", "id": req_id, "gate": gate, "message": message})
 
+            def stage(name: str, gpu: str, req_id: Any = req_id) -> None:
+                channel.send({"type": "stage", "id": req_id, "stage": name, "gpu": gpu})
+                if gpu != "none":
+                    _await_go(channel, req_id)
+
             try:
-                outcome = verifier.verify(opts, progress)
+                outcome = verifier.verify(opts, progress, stage if opts.pipeline else None)
                 verdict, recycle = outcome.verdict, outcome.recycle
             except BaseException as exc:  # a verifier bug must still answer
                 traceback.print_exc()

@@ -16,7 +16,7 @@ from helpers import ROOT
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op
 from kernelladder.verifier.client import LocalTransport, WorkerClient
-from kernelladder.verifier.protocol import encode
+from kernelladder.verifier.protocol import PROTOCOL_VERSION, encode
 from kernelladder.verifier.verdict import GATES
 
 CHEATS = ROOT / "tests" / "cheats"
@@ -212,7 +212,7 @@ def test_secret_values_are_redacted_from_everything_returned(worker):
 def test_hello_reports_patches_poison_and_selftest(worker):
     loop, client = worker
     hello = loop.run_until_complete(client.hello())
-    assert hello["device"] == "cpu" and hello["protocol"] == 1
+    assert hello["device"] == "cpu" and hello["protocol"] == PROTOCOL_VERSION
     assert hello["selftest"] == "ok" and hello["poison"] == "verified"
     assert "dot-bf16-upcast" in hello["interp_patches"]
     assert "cast-bf16-rtne" in hello["interp_patches"]

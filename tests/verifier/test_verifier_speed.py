@@ -27,6 +27,7 @@ from kernelladder.verifier import fence, interp_patch, poison
 interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
 from kernelladder.verifier.gates import Verifier, VerifyOptions
 from kernelladder.verifier.timing import Timing
+from kernelladder.ops.registry import get_op
 
 CAND_MS = 1.0
 TABLE = {"reference": 2.0, "F.rms_norm": 0.5, "torch.compile": 0.6}
@@ -47,14 +48,14 @@ class TableTimer:
             raise RuntimeError("the baseline failed this time")
         else:
             ms = TABLE.get(getattr(fn, "baseline_name", ""), 0.55)
-        return Timing(ms, 0.01, 10)
+        return Timing(ms, 0.01, int(target_ms))  # trials: which target it was timed to
     def rates(self):
         return {"copy": 1e9, "fp32": 1e12}  # bytes/ms and ops/ms
     def floor_ms(self, nbytes, flops, unit):
         return max(nbytes / 1e9, flops / 1e12)
 
 v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
-def baseline_ms(spec, shape, inputs):  # name the baseline closures for the table
+def baseline_ms(spec, shape, inputs, refresh=False):  # name the baseline closures
     return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
 v.baseline_ms = baseline_ms
 def named(name):
@@ -68,8 +69,14 @@ for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
     CAND_MS = CAND_MS["cand"] if isinstance(CAND_MS, dict) else CAND_MS
     CAND = itertools.cycle(CAND_MS if isinstance(CAND_MS, list) else [CAND_MS])
     src = open(path).read()
+    extra = dict(extra[0]) if extra else {}
+    if "best" in extra:  # the branch's best: its time at the largest shape, and elsewhere
+        best, spec = extra.pop("best"), get_op("rmsnorm")
+        largest = max(spec.cpu_shapes, key=spec.bytes_moved)
+        extra["early_stop"] = {"attempt": best["attempt"], "noise": 0.01, "timings": {
+            s.label: best["largest"] if s is largest else best["others"] for s in spec.cpu_shapes}}
     opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,),
-                         **(extra[0] if extra else {}))
+                         **extra)
     verdicts.append(v.verify(opts).verdict.to_dict())
 print(json.dumps(verdicts))
 """
@@ -89,6 +96,15 @@ SCENARIOS = [
 # the end of a run re-measures its best: 15 rounds with the fastest baseline at every shape
 REMEASURE = (1.0, 0.0, HONEST, {"paired_rounds": 15, "pair_every_shape": True})
 
+
+# Time where it decides something: the branch's best at the largest shape and elsewhere,
+# the candidate's time (the same at every shape), and whether the timing stops early.
+EARLY = [
+    (1.2, {"attempt": 4, "largest": 1.0, "others": 1.0}, True),  # clearly slower everywhere
+    (1.02, {"attempt": 4, "largest": 1.0, "others": 1.0}, False),  # inside the noise band
+    (0.9, {"attempt": 4, "largest": 1.0, "others": 1.0}, False),  # faster: a new best?
+    (1.2, {"attempt": 4, "largest": 1.0, "others": 1.5}, False),  # faster at the others
+]
 
 # The fastest baseline (F.rms_norm, 0.5 ms) close to the candidate: the two are timed back
 # to back in rounds, and the rounds decide. Candidate times cycle through the list.
@@ -110,6 +126,7 @@ def verdicts() -> list[dict]:
         + [(1.0, 1.0, str(CHEATS / "timing_cache.py"))]
         + [(cand, 1.0, path) for cand, path, _word in PAIRED]
         + [REMEASURE]
+        + [(cand, 0.0, HONEST, {"best": best}) for cand, best, _stops in EARLY]
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
@@ -212,3 +229,25 @@ def test_a_correct_kernel_slower_than_the_reference_passes_at_min_speedup_zero(v
     assert slow["gates"]["speed"]["status"] == "pass"
     assert "min 0x" in slow["gates"]["speed"]["detail"]
     assert verdicts[4]["gates"]["speed"]["detail"].startswith("too slow")
+
+
+@pytest.mark.parametrize("index", range(len(EARLY)))
+def test_a_clearly_slower_candidate_stops_early_and_a_close_one_gets_full_timing(verdicts, index):
+    from kernelladder.verifier.speed_gate import COARSE_TARGET_MS
+    from kernelladder.verifier.timing import TARGET_MS
+
+    cand, best, stops = EARLY[index]
+    v = verdicts[len(SCENARIOS) + 2 + len(PAIRED) + index]
+    assert v["verdict"] == "pass", v["gates"]
+    speed = v["gates"]["speed"]
+    trials = {t["trials"] for t in speed["evidence"]["per_shape"]}
+    assert all(t["candidate_ms"] == cand for t in v["timings"])
+    if stops:
+        assert v["early_stop"]["attempt"] == 4 and v["early_stop"]["best_ms"] == 1.0
+        assert speed["detail"].startswith("stopped early, not faster than #4")
+        assert speed["evidence"]["early_stop"]["band"] == pytest.approx(0.05)
+        assert trials == {int(COARSE_TARGET_MS)}  # coarse times at every shape
+        assert all(t["paired"] is None for t in v["timings"])
+    else:
+        assert v["early_stop"] is None and "stopped early" not in speed["detail"]
+        assert trials == {int(TARGET_MS)}  # every shape timed in full

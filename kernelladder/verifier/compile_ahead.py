@@ -1,0 +1,165 @@
+"""The pipelined verification's first stage: the candidate's Triton kernels compiled for
+every shape it is about to be judged on, before it takes the GPU.
+
+The candidate is called once per shape (the suite's and the unseen ones) on empty
+tensors laid out as its inputs will be, with Triton in compile-only mode
+(fence.compile_only: `JITFunction.run` compiles and loads but launches nothing, an
+autotuner compiles each of its configs without benchmarking) and torch limited to
+allocation and views (`NoGpuWork`: fills are skipped, anything that would compute stops
+this shape's compile). No kernel of the candidate runs, so this stage needs no GPU time
+and can overlap another worker's timing; the correctness gate then finds the kernels in
+Triton's cache. A shape whose compile stops early (the candidate raised, wanted a value,
+called torch compute) is simply compiled later, in the correctness gate, as in a serial
+verification: nothing here is judged, except that the candidate must leave the verifier
+intact. A part of the gates' _Run (gates.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelladder.ops.spec import Shape, aten_name
+from kernelladder.verifier import fence
+from kernelladder.verifier.gate_tools import _Stop
+from kernelladder.verifier.integrity import TRUSTED
+
+# Ops that allocate or make views: no kernel runs.
+_NO_KERNEL = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::resize_",
+        "aten::view",
+        "aten::_unsafe_view",
+        "aten::reshape",
+        "aten::_reshape_alias",
+        "aten::as_strided",
+        "aten::t",
+        "aten::transpose",
+        "aten::permute",
+        "aten::expand",
+        "aten::expand_as",
+        "aten::view_as",
+        "aten::select",
+        "aten::slice",
+        "aten::narrow",
+        "aten::unsqueeze",
+        "aten::squeeze",
+        "aten::flatten",
+        "aten::unflatten",
+        "aten::split",
+        "aten::split_with_sizes",
+        "aten::chunk",
+        "aten::unbind",
+        "aten::movedim",
+        "aten::detach",
+        "aten::alias",
+        "aten::lift_fresh",
+        "aten::is_contiguous",
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+    }
+)
+_IN_PLACE_FILLS = frozenset({"aten::zero_", "aten::fill_"})
+_FILLED_ALLOCATIONS = frozenset(
+    {"aten::zeros", "aten::full", "aten::zeros_like", "aten::full_like", "aten::new_zeros",
+     "aten::new_full"}
+)  # fmt: skip
+
+
+class _CompileStopped(Exception):
+    """The candidate needed real work (a value, torch compute): compile this shape later."""
+
+
+def _fill_dtype(value: Any) -> torch.dtype:
+    if isinstance(value, bool):
+        return torch.bool
+    if isinstance(value, int):
+        return torch.int64
+    return torch.get_default_dtype()
+
+
+def _empty_instead(name: str, args: tuple, kwargs: dict) -> torch.Tensor:
+    """The allocation a filled allocation makes, left unfilled."""
+    dtype, device = kwargs.get("dtype"), kwargs.get("device")
+    if name in ("aten::zeros", "aten::full"):
+        if dtype is None and name == "aten::full":
+            dtype = _fill_dtype(args[1])
+        return torch.empty(tuple(args[0]), dtype=dtype, device=device)
+    if name in ("aten::zeros_like", "aten::full_like"):
+        return torch.empty_like(args[0], dtype=dtype, device=device)
+    size = tuple(args[1])
+    return args[0].new_empty(size, dtype=dtype, device=device)
+
+
+class NoGpuWork(TorchDispatchMode):
+    """Torch may allocate and make views; fills are skipped; anything else stops."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if fence.STATE.depth:  # inside Triton's own launch path
+            return func(*args, **kwargs)
+        name = aten_name(func)
+        if name in _NO_KERNEL:
+            return func(*args, **kwargs)
+        if name in _IN_PLACE_FILLS:
+            return args[0]
+        if name in _FILLED_ALLOCATIONS:
+            return _empty_instead(name, args, kwargs)
+        raise _CompileStopped(name)
+
+
+class CompileAhead:
+    """_Run's compile stage (_Run inherits it)."""
+
+    def _compile_ahead(self) -> None:
+        assert self.cand is not None
+        shapes = tuple(self.shapes) + tuple(self.unseen)
+        started = TRUSTED.perf_counter()
+        compiled, stopped = 0, []
+        for shape in shapes:
+            layout = self.v.input_layout(self.spec, shape)
+            if layout is None:
+                stopped.append(f"{shape.label}: inputs not known yet")
+                continue
+            self.report("compile", f"compiling ahead for {shape.label}")
+            why = self._compile_shape(shape, layout)
+            if why:
+                stopped.append(f"{shape.label}: {why}")
+            else:
+                compiled += 1
+            self._stop_at_a_wall()
+            if not self._check_integrity("compiling ahead"):
+                raise _Stop
+        took = TRUSTED.perf_counter() - started
+        line = f"compiled ahead for {compiled} of {len(shapes)} shapes in {took:.2f}s"
+        if stopped:
+            line += f"; later for {'; '.join(stopped[:3])}"
+        self.compile_note = line
+        self.report("compile", line)
+
+    def _compile_shape(self, shape: Shape, layout: dict[str, Any]) -> str:
+        """Compile the candidate's kernels for one shape; '' or why it stopped."""
+        assert self.cand is not None
+        args = [
+            TRUSTED.empty_strided(size, stride, dtype=dtype, device=self.device)
+            for size, stride, dtype in (layout[name] for name in self.spec.arg_names)
+        ]
+        try:
+            with fence.compile_only(), NoGpuWork():
+                self.cand.call(*args)
+        except _CompileStopped as exc:
+            return f"needs {exc}"
+        except BaseException as exc:  # judged where it counts, on real inputs
+            return f"raised {type(exc).__name__}"
+        finally:
+            del args
+        return ""
