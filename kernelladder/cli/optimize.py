@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
+from kernelladder.engine.options import VERIFY_MODES
 from kernelladder.cli.common import (
     add_ray_arguments,
     add_runner_arguments,
@@ -44,6 +45,9 @@ _RESUMABLE = {
     "timeout": "timeout_s",
     "target_over": "target_over",
     "no_confirm": "confirm",
+    "verify": "verify",
+    "workers_per_gpu": "workers_per_gpu",
+    "no_early_stop": "early_stop",
 }
 # flag dest -> RunOptions field, fixed for the life of a run
 _FIXED = {
@@ -134,6 +138,28 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         const=False,
         default=None,
         help="do not re-measure the best against the fastest baseline when the run ends",
+    )
+    p.add_argument(
+        "--verify",
+        choices=VERIFY_MODES,
+        default=None,
+        help="pipelined (default): each GPU's workers compile the next candidates while "
+        "one is timed, correctness shares the GPU and timing has it alone; serial: one "
+        "worker per GPU takes each candidate start to finish",
+    )
+    p.add_argument(
+        "--workers-per-gpu",
+        type=_positive(int),
+        default=None,
+        help="pipelined: workers sharing each GPU (default one per branch, at most 3)",
+    )
+    p.add_argument(
+        "--no-early-stop",
+        action="store_const",
+        const=False,
+        default=None,
+        help="time every candidate in full, also one clearly slower than its branch's best "
+        "after a first look (by default that one stops early: a pass with coarse times)",
     )
 
     p.add_argument(

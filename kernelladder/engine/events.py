@@ -362,6 +362,9 @@ class VerdictReady(Event):
     # speed was not measured (and in older logs, which then rank by the reference speedup)
     vs_best: float | None = None
     standing_shapes: dict[str, Any] = field(default_factory=dict)
+    # the attempt this one was "not faster than" when its timing stopped early (coarse
+    # times; never a best); None: timed in full (and in older logs)
+    early_stop: int | None = None
 
 
 @_register

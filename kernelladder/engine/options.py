@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+MAX_DEFAULT_WORKERS_PER_GPU = 3
+VERIFY_MODES = ("pipelined", "serial")
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -38,11 +41,31 @@ class RunOptions:
     # the remote settings given, keyed by RemoteSettings field (runners/ssh/config.py)
     remote_config: dict[str, Any] = field(default_factory=dict)
 
+    # how candidates are verified: "pipelined" (compile ahead while another times; GPU
+    # shared for correctness, to itself for timing) or "serial" (one worker per GPU, each
+    # candidate start to finish, as before)
+    verify: str = "pipelined"
+    workers_per_gpu: int | None = None  # pipelined: None = one per branch, at most 3
+    early_stop: bool = True  # stop timing a candidate clearly slower than its branch's best
+
     ray_address: str | None = None  # verify on a Ray cluster: "auto", "local", HOST:PORT
     ray_slots: int | None = None  # Ray: CPU actors (device cpu) or at most N GPU actors
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def pipelined(self) -> bool:
+        return self.verify == "pipelined"
+
+    def worker_count(self) -> int:
+        """Workers per GPU: one when serial; pipelined, one per branch (at most 3): a
+        branch has one attempt in flight, and three keep one GPU's timing busy."""
+        if not self.pipelined:
+            return 1
+        if self.workers_per_gpu is not None:
+            return max(1, self.workers_per_gpu)
+        return max(1, min(MAX_DEFAULT_WORKERS_PER_GPU, self.branches))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:

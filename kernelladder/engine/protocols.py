@@ -31,6 +31,10 @@ class VerifyRequest:
     pair_every_shape: bool = False
     fresh_worker: bool = False
     unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
+    pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/gates.py)
+    # the branch's best ({"attempt", "timings": {shape: ms}, "noise"}): a candidate clearly
+    # slower at the largest shape stops after a first look (None: every shape in full)
+    early_stop: dict[str, Any] | None = None
 
 
 ProgressFn = Callable[[str, str], None]  # (gate, message)

@@ -96,6 +96,7 @@ RESUMABLE_OPTIONS = (
     "target", "max_attempts", "stagnation", "budget_usd", "time_limit_s", "gate",
     "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints", "target_over", "confirm",
     "ray_address", "ray_slots",  # a Ray run may find its cluster at a new address
+    "verify", "workers_per_gpu", "early_stop",  # how this session verifies
 )  # fmt: skip
 
 

@@ -63,6 +63,7 @@ class AttemptState:
     standing: str = ""  # VerdictReady.standing
     vs_best: float | None = None  # VerdictReady.vs_best
     standing_shapes: dict[str, Any] = field(default_factory=dict)  # VerdictReady.standing_shapes
+    early_stop: int | None = None  # VerdictReady.early_stop: not faster than this attempt
     verdict_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
@@ -599,6 +600,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a.standing = e.standing
     a.vs_best = e.vs_best
     a.standing_shapes = dict(e.standing_shapes)
+    a.early_stop = e.early_stop
     a.verdict_hash = e.verdict_hash
     a.elapsed_s = e.elapsed_s
     a.judged_ts = e.ts
@@ -611,7 +613,9 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     if e.verdict == "pass":
         s.passed += 1
         b.passes += 1
-        if s.speed_measured and a.vs_best is not None:
+        if a.early_stop is not None:
+            gain = False  # stopped early: clearly slower than the branch's best
+        elif s.speed_measured and a.vs_best is not None:
             gain = standing_rank.is_gain(branch_reference(s, b), standing_rank.merit_of(a))
         elif s.speed_measured:  # a log without standings: the speedup over the reference
             if b.best_speedup is not None and b.best_speedup >= (b.baseline_speedup or 0.0):
@@ -717,7 +721,7 @@ def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
     """(better than its branch's best, better than the run's best) for a judged attempt:
     what BestImproved the engine records after its verdict (see gains.py for the CPU)."""
     a = state.attempts[attempt]
-    if not a.passed:
+    if not a.passed or a.early_stop is not None:  # stopped early: never a best
         return False, False
     b = state.branches[a.branch_id]
     if state.speed_measured and a.speedup is not None and a.vs_best is not None:

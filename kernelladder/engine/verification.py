@@ -45,6 +45,8 @@ class AttemptVerification:
                 device=self.device,
                 min_speedup=self.options.min_speedup,
                 timeout_s=self.options.timeout_s,
+                pipeline=self.options.pipelined,
+                early_stop=self._early_stop_for(bid),
             )
             retry = 0
             while True:
@@ -82,6 +84,25 @@ class AttemptVerification:
         why = self._profile_reason(bid, n)
         if why:
             await self._profile(bid, n, why)
+
+    def _early_stop_for(self, bid: str) -> dict[str, Any] | None:
+        """What a new attempt of this branch must beat for its timing to go on past the
+        first look: the branch's head (its best, else the attempt it began from), with
+        that attempt's time per shape; None when off, on the CPU or with nothing timed."""
+        if not self.options.early_stop or not self.state.speed_measured:
+            return None
+        head = self.state.branches[bid].head
+        verdict = self._verdict(head) if head is not None else None  # read back on resume
+        if not verdict or verdict.get("verdict") != "pass" or verdict.get("early_stop"):
+            return None
+        timings = {
+            str(t.get("label")): float(t["candidate_ms"])
+            for t in verdict.get("timings") or ()
+            if isinstance(t.get("candidate_ms"), int | float) and t["candidate_ms"] > 0
+        }
+        if not timings:
+            return None
+        return {"attempt": head, "timings": timings, "noise": verdict.get("noise") or 0.0}
 
     def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
         """AttemptStarted for one try, emitted once: by the runner's on_slot when it has
@@ -125,6 +146,7 @@ class AttemptVerification:
                 standing=versus,
                 vs_best=None if versus_best is None else round(versus_best, 6),
                 standing_shapes=shapes,
+                early_stop=_early_stop_attempt(verdict) if measured and verdict.passed else None,
             )
         )
         better_branch, better_run = improvement(self.state, n)
@@ -170,3 +192,10 @@ class AttemptVerification:
                 self._loop.call_soon_threadsafe(record, gate, message)
 
         return on_progress
+
+
+def _early_stop_attempt(verdict: Any) -> int | None:
+    """The attempt a verdict whose timing stopped early was not faster than."""
+    stop = getattr(verdict, "early_stop", None) or {}
+    attempt = stop.get("attempt")
+    return int(attempt) if isinstance(attempt, int) else None

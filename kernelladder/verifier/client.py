@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kernelladder.verifier.env import Redactor, secret_values, worker_env
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, WORKER_MODULE, decode, encode
 from kernelladder.verifier.sandbox import mode_from_env
 from kernelladder.verifier.scratch import add_owner, make_scratch, sweep_stale
@@ -200,6 +201,7 @@ def request_dict(request: Any) -> dict[str, Any]:
     keys = (
         "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
         "paired_rounds", "pair_every_shape", "fresh_worker", "unseen_shapes", "unseen_seed",
+        "pipeline", "early_stop",
     )  # fmt: skip
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
 
@@ -234,8 +236,12 @@ class WorkerClient:
         start_timeout_s: float = START_TIMEOUT_S,
         stderr_lines: int = 40,
         on_stderr: Callable[[str], None] | None = None,
+        arbiter: GpuArbiter | None = None,
     ):
         self._factory = transport_factory
+        # the GPU this worker shares with others (a pipelined verification asks it for
+        # the GPU per stage); None: every stage is granted at once
+        self.arbiter = arbiter
         self.redactor = Redactor(secret_values() if secrets is None else secrets)
         self.start_timeout_s = start_timeout_s
         self.on_stderr = on_stderr
@@ -417,10 +423,10 @@ class WorkerClient:
         message.setdefault("device", (self._hello or {}).get("device", "cpu"))
         message.setdefault("min_speedup", 1.0)
         message.setdefault("baselines", True)
-        gate, last = "load", ""
+        where = {"gate": "load", "last": ""}  # the stage or gate running, its last line
 
         def fault(kind: str, detail: str, **evidence: Any) -> Verdict:
-            evidence.setdefault("during", gate)
+            evidence.setdefault("during", where["gate"])
             evidence.setdefault("stderr_tail", list(self._stderr_tail)[-20:])
             return fault_verdict(
                 kind=kind,
@@ -444,6 +450,36 @@ class WorkerClient:
             )
 
         deadline = started + timeout
+        held: list[str] = []  # the GPU access this request holds now (at most one)
+
+        def release() -> None:
+            while held:
+                mode = held.pop()
+                if self.arbiter is not None:
+                    self.arbiter.release(mode)
+
+        try:
+            return await self._read_verdict(
+                transport, req_id, digest, fault, on_progress, deadline, timeout, held, where
+            )
+        finally:
+            release()
+
+    async def _read_verdict(
+        self,
+        transport: Transport,
+        req_id: str,
+        digest: str,
+        fault: Any,
+        on_progress: ProgressFn | None,
+        deadline: float,
+        timeout: float,
+        held: list[str],
+        where: dict[str, str],
+    ) -> Verdict:
+        """The worker's lines until its verdict (or its death, or the deadline); a stage
+        line is answered once the GPU is this request's as it asks."""
+        loop = asyncio.get_running_loop()
         while True:
             remaining = deadline - loop.time()
             try:
@@ -452,10 +488,10 @@ class WorkerClient:
                 line = await _within(transport.stdout.readline(), remaining)
             except TimeoutError:
                 await self._discard()
-                where = f" during {gate}" + (f" ({last})" if last else "")
+                during = f" during {where['gate']}" + (f" ({where['last']})" if where["last"] else "")
                 return fault(
                     "timeout",
-                    f"no verdict within {timeout:g}s{where}; the worker was killed",
+                    f"no verdict within {timeout:g}s{during}; the worker was killed",
                     timeout_s=timeout,
                 )
             except ValueError:  # a line beyond STDOUT_LIMIT: not our worker's doing
@@ -465,7 +501,7 @@ class WorkerClient:
                 code = await self._exit_code()
                 await asyncio.sleep(0.05)  # let the stderr drain catch the last words
                 await self._discard()
-                detail = f"the worker died during {gate} ({_signal_text(code)})"
+                detail = f"the worker died during {where['gate']} ({_signal_text(code)})"
                 tail = self._tail_text(3)
                 if tail != "(no stderr)":
                     detail += f": {tail[-300:]}"
@@ -477,17 +513,66 @@ class WorkerClient:
             if msg.get("id") != req_id:
                 continue
             kind = msg.get("type")
-            if kind == "progress":
-                gate = str(msg.get("gate") or gate)
-                last = self.redactor.redact(str(msg.get("message") or ""))
+            if kind == "stage":
+                where["gate"], where["last"] = str(msg.get("stage") or where["gate"]), ""
+                waited = await self._grant_stage(
+                    transport, req_id, where["gate"], str(msg.get("gpu") or "none"), held,
+                    on_progress,
+                )  # fmt: skip
+                if waited is None:
+                    code = await self._exit_code()
+                    await self._discard()
+                    return fault(
+                        "crash",
+                        f"the worker was gone as its {where['gate']} stage began "
+                        f"({_signal_text(code)})",
+                    )
+                deadline += waited  # waiting for the GPU is not the candidate's time
+            elif kind == "progress":
+                where["gate"] = str(msg.get("gate") or where["gate"])
+                where["last"] = self.redactor.redact(str(msg.get("message") or ""))
                 if on_progress is not None:
                     with contextlib.suppress(Exception):
-                        on_progress(gate, last)
+                        on_progress(where["gate"], where["last"])
             elif kind == "error":
                 await self._discard()
                 return fault("crash", f"the worker rejected the request: {msg.get('message')}")
             elif kind == "verdict":
                 return await self._accept(msg, req_id, digest, fault)
+
+    async def _grant_stage(
+        self,
+        transport: Transport,
+        req_id: str,
+        stage: str,
+        gpu: str,
+        held: list[str],
+        on_progress: ProgressFn | None,
+    ) -> float | None:
+        """Give the worker the GPU for its next stage: what it held goes back, the new
+        access is waited for (seconds waited returned), then "go". None: the worker is
+        gone. A stage that needs no GPU is only reported."""
+        while held:
+            mode = held.pop()
+            if self.arbiter is not None:
+                self.arbiter.release(mode)
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        if gpu in (SHARED, EXCLUSIVE):
+            arbiter = self.arbiter
+            if arbiter is not None and arbiter.busy_for(gpu) and on_progress is not None:
+                alone = "to itself" if gpu == EXCLUSIVE else "beside other correctness runs"
+                with contextlib.suppress(Exception):
+                    on_progress(stage, f"waiting for the GPU ({alone})")
+            if arbiter is not None:
+                await arbiter.acquire(gpu)
+            held.append(gpu)
+            try:
+                transport.stdin.write(encode({"type": "go", "id": req_id}))
+                await _within(transport.stdin.drain(), 30)
+            except Exception:
+                return None
+        return loop.time() - asked
 
     async def _accept(self, msg: dict[str, Any], req_id: str, digest: str, fault: Any) -> Verdict:
         """Check the verdict line really came from the verifier, then return it."""
@@ -555,7 +640,9 @@ def _forged_verdict(v: Verdict, why: str, digest: str) -> Verdict:
 
 
 class LocalPool:
-    """Several local workers (one per GPU, or one CPU worker); verify() uses a free one."""
+    """Local workers: one per GPU (or `size` CPU workers), or `per_gpu` of them sharing
+    each GPU through its GpuArbiter (a pipelined verification compiles ahead in one
+    while another times); verify() uses a free one."""
 
     def __init__(
         self,
@@ -563,19 +650,30 @@ class LocalPool:
         size: int | None = None,
         *,
         secrets: Iterable[str] | None = None,
+        per_gpu: int = 1,
         **transport_options: Any,
     ):
         if size is None:
             size = 1
         self.device = device
+        per_gpu = max(1, int(per_gpu))
         gpus = list(range(size)) if device == "cuda" else [None] * size
-        self.clients = [
-            WorkerClient(
-                lambda gpu=gpu: LocalTransport(device, cuda_device=gpu, **transport_options),
-                secrets=secrets,
-            )
-            for gpu in gpus
-        ]
+        # every worker of a device shares its arbiter (the CPU workers one among them)
+        arbiters = {i: GpuArbiter(f"{device}:{i if device == 'cuda' else 0}") for i in range(size)}
+        if device != "cuda":
+            arbiters = {i: arbiters[0] for i in range(size)}
+        self.clients: list[WorkerClient] = []
+        self.slot_names: list[str] = []
+        for j in range(per_gpu):  # interleaved: the first free slots spread over the GPUs
+            for i, gpu in enumerate(gpus):
+                self.clients.append(
+                    WorkerClient(
+                        lambda gpu=gpu: LocalTransport(device, cuda_device=gpu, **transport_options),
+                        secrets=secrets,
+                        arbiter=arbiters[i],
+                    )
+                )
+                self.slot_names.append(f"{device}:{i}" + (f"/{j}" if per_gpu > 1 else ""))
         self._free: asyncio.Queue[WorkerClient] | None = None
 
     @property

@@ -44,9 +44,17 @@ class LocalRunner(RunnerBase):
     name = "local"
     reports_slot = True  # verify() names the slot it took through on_slot
 
-    def __init__(self, device: str = "cpu", slots: int | None = None, **pool_options: Any):
+    def __init__(
+        self,
+        device: str = "cpu",
+        slots: int | None = None,
+        per_gpu: int = 1,
+        **pool_options: Any,
+    ):
         self.device = device
-        self._slots = slots if slots is not None else (_gpu_count() if device == "cuda" else 1)
+        self._devices = slots if slots is not None else (_gpu_count() if device == "cuda" else 1)
+        self.per_gpu = max(1, int(per_gpu))
+        self._slots = self._devices * self.per_gpu
         self._pool_options = pool_options
         self._pool: Any = None
         self._hello: dict[str, Any] = {}
@@ -60,7 +68,9 @@ class LocalRunner(RunnerBase):
         from kernelladder.verifier.client import LocalPool, WorkerUnavailable
 
         if self._pool is None:
-            self._pool = LocalPool(self.device, self._slots, **self._pool_options)
+            self._pool = LocalPool(
+                self.device, self._devices, per_gpu=self.per_gpu, **self._pool_options
+            )
         try:
             hellos = await self._pool.start()
         except WorkerUnavailable as exc:
@@ -78,10 +88,10 @@ class LocalRunner(RunnerBase):
         if self._pool is None:
             await self.start()
         if self._free is None:
-            # the pool's worker i runs on cuda:i (or is the i-th CPU interpreter worker)
+            # named by the GPU it runs on (cuda:1), and which of its workers (cuda:1/2)
             self._free = asyncio.Queue()
-            for i, client in enumerate(self._pool.clients):
-                self._free.put_nowait((f"{self.device}:{i}", client))
+            for slot, client in zip(self._pool.slot_names, self._pool.clients, strict=True):
+                self._free.put_nowait((slot, client))
         free = self._free
         slot, client = await free.get()
         try:
@@ -106,6 +116,7 @@ class LocalRunner(RunnerBase):
             "device": self.device,
             "gpu": self._hello.get("gpu"),
             "slots": self._slots,
+            "workers_per_gpu": self.per_gpu,
             "host": "local",
             "python": self._hello.get("python"),
             "torch": self._hello.get("torch"),
@@ -126,4 +137,4 @@ def make_runner(options: RunOptions, device: str) -> Runner:
 
         settings = settings_from_record(options.remote_config or {})
         return make_remote_runner(load_remote_config(settings), device=device)
-    return LocalRunner(device=device)
+    return LocalRunner(device=device, per_gpu=options.worker_count() if device == "cuda" else 1)
