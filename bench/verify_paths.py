@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Verification throughput, old path against new, on the same candidates (issue 16).
+
+Part `paths`: the committed H200 runs (rmsnorm, softmax, attention) re-verified through
+`kernelladder optimize OP --proposer replay --replay-from RUN`, once by the serial path
+(`--verify serial --no-early-stop`: one worker per GPU, each candidate start to finish,
+the reference timed every time) and once by the pipelined path (the default: workers
+sharing the GPU, compile ahead, early stop). Both with 3 branches, --no-confirm,
+--profile off, a stagnation no branch reaches. For each: attempts per minute (of the
+run, from its start to its last verdict; and steady, first verdict to last), then per
+candidate (matched by source hash) whether pass/fail agree, the standing against the
+fastest baseline per (attempt, shape), and the run's best. Then a repeat check: the
+pipelined best of the first op verified twice more by the pipelined path, its time per
+shape compared.
+
+Part `search`: a fresh 40-attempt rmsnorm search (search proposer, 3 branches,
+--stagnation 40 so the branches do not stop first) with --time-limit S: when its 40th
+verdict came.
+
+    python3 bench/verify_paths.py [--parts paths search] [--ops rmsnorm softmax attention]
+                                  [--out DIR] [--search-limit-s 150]
+
+Writes under --out (default $OUT): OP-serial/ and OP-pipelined/ run dirs, their
+stderr, results.json, table.txt (printed last). Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RUNS = {
+    "rmsnorm": "examples/h200-rmsnorm-standing",
+    "softmax": "examples/h200-softmax-search",
+    "attention": "examples/h200-attention-search",
+}
+PATHS = {
+    "serial": ["--verify", "serial", "--no-early-stop"],
+    "pipelined": ["--verify", "pipelined"],
+}
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from kernelladder.cli import main; sys.exit(main())", *args]
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _rates(events: list[dict[str, Any]]) -> dict[str, Any]:
+    start = next(e["ts"] for e in events if e["kind"] == "run_started")
+    verdicts = [e for e in events if e["kind"] == "verdict_ready"]
+    out: dict[str, Any] = {"attempts": len(verdicts)}
+    if verdicts:
+        span = verdicts[-1]["ts"] - start
+        out["run_s"] = round(span, 1)
+        out["per_min"] = round(60 * len(verdicts) / span, 1) if span > 0 else None
+        if len(verdicts) > 1:
+            steady = verdicts[-1]["ts"] - verdicts[0]["ts"]
+            out["steady_per_min"] = round(60 * (len(verdicts) - 1) / steady, 1)
+        out["early_stops"] = sum(1 for v in verdicts if v.get("early_stop") is not None)
+    return out
+
+
+def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """source hash -> {attempt, verdict, standing per shape} (first verdict of a source)."""
+    hashes = {e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"}
+    out: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e["kind"] != "verdict_ready":
+            continue
+        digest = hashes.get(e["attempt"]) or ""
+        if not digest:
+            continue
+        shapes = {k: (v or {}).get("standing") for k, v in (e.get("standing_shapes") or {}).items()}
+        out.setdefault(digest, {"attempt": e["attempt"], "verdict": e["verdict"], "shapes": shapes,
+                                "early_stop": e.get("early_stop"), "vs_best": e.get("vs_best")})
+    return out
+
+
+def _best_source(run_dir: Path, events: list[dict[str, Any]]) -> tuple[int | None, str]:
+    finished = [e for e in events if e["kind"] == "run_finished"]
+    best = finished[-1].get("best_attempt") if finished else None
+    hashes = {e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"}
+    return best, hashes.get(best, "") if best is not None else ""
+
+
+def run_path(op: str, path: str, out: Path, env: dict[str, str], limit_s: float) -> dict[str, Any]:
+    saved = ROOT / RUNS[op]
+    saved_attempts = sum(1 for e in _events(saved) if e["kind"] == "proposal_received")
+    run_dir = out / f"{op}-{path}"
+    cmd = _cli(
+        "optimize", op, "--proposer", "replay", "--replay-from", str(saved), "--branches", "3",
+        "--max-attempts", str(saved_attempts), "--stagnation", "1000", "--gate", "approve",
+        "--no-confirm", "--profile", "off", "--min-speedup", "0", "--time-limit", str(limit_s),
+        "--run-dir", str(run_dir), *PATHS[path],
+    )  # fmt: skip
+    started = time.monotonic()
+    with (out / f"{op}-{path}.stderr").open("w") as err:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 120)
+    wall = time.monotonic() - started
+    events = _events(run_dir)
+    result = {"op": op, "path": path, "rc": proc.returncode, "wall_s": round(wall, 1), **_rates(events)}
+    result["best_attempt"], result["best_source"] = _best_source(run_dir, events)
+    stages: dict[str, list[float]] = {}
+    for f in sorted((run_dir / "attempts").glob("*.json")):
+        for k, v in (json.loads(f.read_text()).get("stages") or {}).items():
+            stages.setdefault(k, []).append(v)
+    result["stage_median_s"] = {k: round(sorted(v)[len(v) // 2], 3) for k, v in stages.items()}
+    print(f"{op} {path}: {json.dumps(result)}", flush=True)
+    return result
+
+
+def compare(op: str, out: Path, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    a = _by_source(out / f"{op}-serial", _events(out / f"{op}-serial"))
+    b = _by_source(out / f"{op}-pipelined", _events(out / f"{op}-pipelined"))
+    common = sorted(set(a) & set(b))
+    verdict_same = sum(1 for h in common if a[h]["verdict"] == b[h]["verdict"])
+    pairs = same = 0
+    differ: list[str] = []
+    for h in common:
+        if a[h]["verdict"] != "pass" or b[h]["verdict"] != "pass":
+            continue
+        for shape, word in a[h]["shapes"].items():
+            pairs += 1
+            other = b[h]["shapes"].get(shape)
+            if other == word:
+                same += 1
+            else:
+                stop = " (stopped early)" if b[h]["early_stop"] is not None else ""
+                differ.append(f"serial #{a[h]['attempt']} / pipelined #{b[h]['attempt']}{stop} {shape}: {word} -> {other}")
+    return {
+        "op": op,
+        "candidates": len(common),
+        "only_serial": len(set(a) - set(b)),
+        "only_pipelined": len(set(b) - set(a)),
+        "verdicts_agree": f"{verdict_same}/{len(common)}",
+        "standing_agree": f"{same}/{pairs}",
+        "standing_agree_pct": round(100 * same / pairs, 1) if pairs else None,
+        "same_best": bool(old["best_source"]) and old["best_source"] == new["best_source"],
+        "best": f"serial #{old['best_attempt']} / pipelined #{new['best_attempt']}",
+        "standing_differences": differ,
+    }
+
+
+async def _repeat(op: str, source: str) -> list[dict[str, Any]]:
+    from kernelladder.engine.protocols import VerifyRequest
+    from kernelladder.engine.runners.local import LocalRunner
+
+    runner = LocalRunner(device="cuda", per_gpu=2)
+    await runner.start()
+    try:
+        out = []
+        for _ in range(3):  # the first warms the worker's caches; the next two are compared
+            v = await runner.verify(VerifyRequest(op=op, source=source, device="cuda", min_speedup=0.0, pipeline=True))
+            out.append({t.label: t.candidate_ms for t in v.timings})
+        return out[1:]
+    finally:
+        await runner.close()
+
+
+def repeat_check(op: str, out: Path, new: dict[str, Any]) -> dict[str, Any]:
+    run_dir = out / f"{op}-pipelined"
+    source = (run_dir / "attempts" / f"{new['best_attempt']}.py").read_text()
+    first, second = asyncio.run(_repeat(op, source))
+    diffs = {k: abs(second[k] / first[k] - 1) for k in first if first[k] and second.get(k)}
+    geo = math.exp(sum(math.log(second[k] / first[k]) for k in diffs) / len(diffs)) - 1 if diffs else None
+    return {
+        "op": op,
+        "attempt": new["best_attempt"],
+        "first_ms": first,
+        "second_ms": second,
+        "max_shape_diff_pct": round(100 * max(diffs.values()), 2) if diffs else None,
+        "geomean_diff_pct": round(100 * geo, 2) if geo is not None else None,
+    }
+
+
+def fresh_search(out: Path, env: dict[str, str], limit_s: float) -> dict[str, Any]:
+    run_dir = out / "rmsnorm-fresh40"
+    cmd = _cli(
+        "optimize", "rmsnorm", "--max-attempts", "40", "--branches", "3", "--stagnation", "40",
+        "--gate", "approve", "--profile", "off", "--time-limit", str(limit_s), "--run-dir", str(run_dir),
+    )  # fmt: skip
+    with (out / "rmsnorm-fresh40.stderr").open("w") as err:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 180)
+    events = _events(run_dir)
+    start = next(e["ts"] for e in events if e["kind"] == "run_started")
+    verdicts = [e for e in events if e["kind"] == "verdict_ready"]
+    finished = [e for e in events if e["kind"] == "run_finished"]
+    confirmed = [e for e in events if e["kind"] == "best_confirmed"]
+    return {
+        "rc": proc.returncode,
+        "attempts": len(verdicts),
+        "time_limit_s": limit_s,
+        "fortieth_verdict_s": round(verdicts[39]["ts"] - start, 1) if len(verdicts) >= 40 else None,
+        "last_verdict_s": round(verdicts[-1]["ts"] - start, 1) if verdicts else None,
+        "per_min": round(60 * len(verdicts) / (verdicts[-1]["ts"] - start), 1) if verdicts else None,
+        "early_stops": sum(1 for v in verdicts if v.get("early_stop") is not None),
+        "stop_rule": finished[-1].get("reason") if finished else None,
+        "best_attempt": finished[-1].get("best_attempt") if finished else None,
+        "best_vs_best": finished[-1].get("best_vs_best") if finished else None,
+        "confirmed": [(c["attempt"], c["held"]) for c in confirmed],
+        "run_finished_s": round(finished[-1]["ts"] - start, 1) if finished else None,
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = ["| op | path | attempts | per min (run) | per min (steady) | early stops | verdicts agree | standing agree | same best |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for op, r in results.get("paths", {}).items():
+        cmp_ = r.get("compare", {})
+        for path in ("serial", "pipelined"):
+            p = r.get(path) or {}
+            extra = (f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}"
+                     if path == "pipelined" and cmp_ else " | | ")
+            lines.append(f"| {op} | {path} | {p.get('attempts')} | {p.get('per_min')} | {p.get('steady_per_min')} | {p.get('early_stops')} | {extra} |")
+    rep = results.get("repeat")
+    if rep:
+        lines.append(f"\nrepeat check ({rep['op']} #{rep['attempt']}, pipelined, twice): max shape diff {rep['max_shape_diff_pct']}%, geomean {rep['geomean_diff_pct']}%")
+    s = results.get("search")
+    if s:
+        lines.append(f"\nfresh rmsnorm search: {s['attempts']} attempts, 40th verdict at {s['fortieth_verdict_s']} s "
+                     f"(limit {s['time_limit_s']} s), {s['per_min']}/min, {s['early_stops']} early stops, best #{s['best_attempt']} "
+                     f"vs best {s['best_vs_best']}, confirmed {s['confirmed']}, run finished at {s['run_finished_s']} s")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", nargs="+", default=["paths", "search"])
+    ap.add_argument("--ops", nargs="+", default=list(RUNS))
+    ap.add_argument("--out", default=os.environ.get("OUT") or "/tmp/verify_paths")
+    ap.add_argument("--no-repeat", dest="repeat", action="store_false")
+    ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
+    ap.add_argument("--search-limit-s", type=float, default=150.0)
+    ap.add_argument("--path-limit-s", type=float, default=300.0)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    results: dict[str, Any] = {"paths": {}}
+
+    def save() -> None:
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+
+    if "paths" in args.parts:
+        for op in args.ops:
+            r: dict[str, Any] = {}
+            for path in args.paths:
+                try:
+                    r[path] = run_path(op, path, out, env, args.path_limit_s)
+                except Exception as exc:
+                    r[path] = {"error": f"{type(exc).__name__}: {exc}"}
+                    print(f"{op} {path}: {r[path]['error']}", flush=True)
+            if all(p in r and "error" not in r[p] for p in PATHS):
+                r["compare"] = compare(op, out, r["serial"], r["pipelined"])
+                print(f"{op} compare: {json.dumps(r['compare'])}", flush=True)
+            results["paths"][op] = r
+            save()
+        first = results["paths"].get(args.ops[0], {}).get("pipelined", {})
+        if first.get("best_attempt") is not None and args.repeat:
+            try:
+                results["repeat"] = repeat_check(args.ops[0], out, first)
+            except Exception as exc:
+                print(f"repeat check: {type(exc).__name__}: {exc}", flush=True)
+            save()
+    if "search" in args.parts:
+        try:
+            results["search"] = fresh_search(out, env, args.search_limit_s)
+        except Exception as exc:
+            print(f"search: {type(exc).__name__}: {exc}", flush=True)
+        save()
+    text = table(results)
+    (out / "table.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
