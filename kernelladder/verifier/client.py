@@ -423,6 +423,9 @@ class WorkerClient:
         message.setdefault("device", (self._hello or {}).get("device", "cpu"))
         message.setdefault("min_speedup", 1.0)
         message.setdefault("baselines", True)
+        pipelined = bool(message.get("pipeline")) and self.arbiter is not None
+        if pipelined:
+            message["known"] = self.arbiter.facts.known(req.get("op"))
         where = {"gate": "load", "last": ""}  # the stage or gate running, its last line
 
         def fault(kind: str, detail: str, **evidence: Any) -> Verdict:
@@ -459,11 +462,14 @@ class WorkerClient:
                     self.arbiter.release(mode)
 
         try:
-            return await self._read_verdict(
+            verdict = await self._read_verdict(
                 transport, req_id, digest, fault, on_progress, deadline, timeout, held, where
             )
         finally:
             release()
+        if pipelined and verdict.device == "cuda":
+            self.arbiter.facts.learn(req.get("op"), verdict)
+        return verdict
 
     async def _read_verdict(
         self,

@@ -16,13 +16,14 @@ intact. A part of the gates' _Run (gates.py).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import Shape, aten_name
-from kernelladder.verifier import fence
+from kernelladder.verifier import fence, integrity
 from kernelladder.verifier.gate_tools import _Stop
 from kernelladder.verifier.integrity import TRUSTED
 
@@ -75,6 +76,9 @@ _FILLED_ALLOCATIONS = frozenset(
 )  # fmt: skip
 
 
+COMPILE_THREADS = 8
+
+
 class _CompileStopped(Exception):
     """The candidate needed real work (a value, torch compute): compile this shape later."""
 
@@ -117,6 +121,20 @@ class NoGpuWork(TorchDispatchMode):
         raise _CompileStopped(name)
 
 
+def _parallel_compiles() -> tuple[Any, Any]:
+    """(executor, context): Triton's asynchronous compile mode over a few threads, so the
+    shapes' kernels compile at once (ptxas and LLVM run outside the GIL); where this
+    Triton has none, (None, a context that does nothing)."""
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+    except Exception:
+        return None, contextlib.nullcontext()
+    executor = ThreadPoolExecutor(max_workers=COMPILE_THREADS, thread_name_prefix="kl-compile")
+    return executor, AsyncCompileMode(executor, ignore_errors=True)
+
+
 class CompileAhead:
     """_Run's compile stage (_Run inherits it)."""
 
@@ -125,26 +143,64 @@ class CompileAhead:
         shapes = tuple(self.shapes) + tuple(self.unseen)
         started = TRUSTED.perf_counter()
         compiled, stopped = 0, []
-        for shape in shapes:
-            layout = self.v.input_layout(self.spec, shape)
-            if layout is None:
-                stopped.append(f"{shape.label}: inputs not known yet")
-                continue
-            self.report("compile", f"compiling ahead for {shape.label}")
-            why = self._compile_shape(shape, layout)
-            if why:
-                stopped.append(f"{shape.label}: {why}")
-            else:
-                compiled += 1
-            self._stop_at_a_wall()
-            if not self._check_integrity("compiling ahead"):
-                raise _Stop
+        executor, parallel = _parallel_compiles()
+        try:
+            with parallel:  # Triton compiles the kernels of every shape at once
+                for shape in shapes:
+                    layout = self.v.input_layout(self.spec, shape)
+                    if layout is None:
+                        stopped.append(f"{shape.label}: inputs not known yet")
+                        continue
+                    self.report("compile", f"compiling ahead for {shape.label}")
+                    why = self._compile_shape(shape, layout)
+                    if why:
+                        stopped.append(f"{shape.label}: {why}")
+                    else:
+                        compiled += 1
+                    self._stop_at_a_wall()
+                    if not self._check_integrity("compiling ahead"):
+                        raise _Stop
+        finally:
+            if executor is not None:
+                executor.shutdown(wait=True)  # no thread of ours outlives the stage
         took = TRUSTED.perf_counter() - started
         line = f"compiled ahead for {compiled} of {len(shapes)} shapes in {took:.2f}s"
         if stopped:
             line += f"; later for {'; '.join(stopped[:3])}"
         self.compile_note = line
         self.report("compile", line)
+        if self.cuda and self.opts.baselines:
+            self._warm_baselines()
+
+    def _warm_baselines(self) -> None:
+        """torch.compile of the reference compiled for each suite shape this worker has
+        not seen yet, off the GPU's timing: a worker's first candidate would otherwise
+        hold the GPU through seconds of compiling. Each is called once on empty inputs
+        (a kernel's worth of GPU work, once per worker and shape)."""
+        if not self.spec.compiled_baseline:
+            return
+        fresh = [s for s in self.shapes if not self.v.baseline_warm(self.spec, s)]
+        if not fresh:
+            return
+        started = TRUSTED.perf_counter()
+        for shape in fresh:
+            layout = self.v.input_layout(self.spec, shape)
+            if layout is None:
+                continue
+            self.report("compile", f"compiling torch.compile's reference for {shape.label}")
+            inputs = {
+                name: TRUSTED.empty_strided(size, stride, dtype=dtype, device=self.device)
+                for name, (size, stride, dtype) in layout.items()
+            }
+            try:
+                with self.v.library_work():
+                    self.v.warm_compiled_reference(self.spec, shape, inputs)
+            except Exception:  # the speed gate records a baseline that cannot run
+                pass
+            del inputs
+        self.before = integrity.take(self.extra)  # torch.compile rebinds lazily
+        took = TRUSTED.perf_counter() - started
+        self.report("compile", f"torch.compile's reference ready for {len(fresh)} shapes in {took:.1f}s")
 
     def _compile_shape(self, shape: Shape, layout: dict[str, Any]) -> str:
         """Compile the candidate's kernels for one shape; '' or why it stopped."""

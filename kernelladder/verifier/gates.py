@@ -81,6 +81,9 @@ class VerifyOptions:
     # the branch's best, for stopping the timing early ({"attempt": N, "timings":
     # {shape label: ms}, "noise": float}); None: time every shape in full
     early_stop: dict[str, Any] | None = None
+    # what other workers on this GPU measured (gpu_arbiter.GpuFacts.known): rates, and
+    # per shape the reference's and baselines' times with their age
+    known: dict[str, Any] | None = None
 
     @classmethod
     def from_request(cls, msg: Mapping[str, Any], default_device: str) -> VerifyOptions:
@@ -102,6 +105,7 @@ class VerifyOptions:
             unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
             pipeline=bool(msg.get("pipeline", False)),
             early_stop=_early_stop_option(msg.get("early_stop")),
+            known=dict(msg["known"]) if isinstance(msg.get("known"), Mapping) else None,
         )
 
 
@@ -116,10 +120,14 @@ def _early_stop_option(value: Any) -> dict[str, Any] | None:
     if not times:
         return None
     noise = value.get("noise")
+    standing = value.get("standing")
     return {
         "attempt": value.get("attempt"),
         "timings": times,
         "noise": float(noise) if isinstance(noise, int | float) else 0.0,
+        "standing": {str(k): str(v) for k, v in standing.items()}
+        if isinstance(standing, Mapping)
+        else {},
     }
 
 
@@ -162,6 +170,8 @@ class Verifier:
         self._reference_ms: dict[tuple[str, str], float] = {}
         self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
+        self._warmed: set[tuple[str, str]] = set()  # compiled ahead (compile_ahead.py)
+        self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
 
@@ -189,6 +199,8 @@ class Verifier:
             from kernelladder.verifier.timing import GpuTimer
 
             self._timer = GpuTimer(self.device)
+            if self._known_rates is not None:  # measured by another worker on this GPU
+                self._timer._rates = dict(self._known_rates)
         return self._timer
 
     def verify(
@@ -221,6 +233,8 @@ class Verifier:
                 environment=dict(self.environment),
             )
             return Outcome(verdict)
+        if opts.known and opts.pipeline:
+            self.take_known(spec, opts.known)
         run = _Run(self, spec, opts, digest, report, stage)
         if self.walls is not None:
             self.walls.take()
@@ -241,6 +255,33 @@ class Verifier:
         return Outcome(replace(outcome.verdict, elapsed_s=elapsed), outcome.recycle)
 
     # --- what a pipelined verification keeps between candidates ------------------------
+    def take_known(self, spec: OpSpec, known: Mapping[str, Any]) -> None:
+        """Start from what another worker on this GPU measured, where this one has
+        nothing of its own: the rates, the reference's and the baselines' times (each
+        dated by its age, so the refresh schedule holds)."""
+        from kernelladder.verifier.timing import Timing
+
+        rates = known.get("rates")
+        if isinstance(rates, Mapping) and rates and self._known_rates is None:
+            self._known_rates = {str(k): float(v) for k, v in rates.items()}
+            if self._timer is not None and getattr(self._timer, "_rates", "") is None:
+                self._timer._rates = dict(self._known_rates)
+        now = TRUSTED.monotonic()
+        spec_key = _spec_key(spec)
+        for label, fact in (known.get("shapes") or {}).items():
+            if not isinstance(fact, Mapping):
+                continue
+            taken = now - float(fact.get("age_s") or 0.0)
+            ref = fact.get("reference_ms")
+            if isinstance(ref, int | float) and ref > 0 and (spec_key, label) not in self._reference_ms:
+                self._reference_ms[(spec_key, label)] = Timing(float(ref), 0.0, 0)
+                self._taken[(spec_key, label, "reference")] = (taken, 0)
+            for name, ms in (fact.get("baselines_ms") or {}).items():
+                key = (spec_key, str(label), str(name))
+                if isinstance(ms, int | float) and ms > 0 and key not in self._baseline_ms:
+                    self._baseline_ms[key] = float(ms)
+                    self._taken[key] = (taken, 0)
+
     def input_layout(self, spec: OpSpec, shape: Shape) -> dict[str, tuple[Any, ...]] | None:
         """(sizes, strides, dtype) per input at this shape: the op's own description, else
         what this worker saw when it last made inputs for the shape; None: not known."""
@@ -327,6 +368,17 @@ class Verifier:
         if spec.compiled_baseline:
             fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
         return fns
+
+    def baseline_warm(self, spec: OpSpec, shape: Shape) -> bool:
+        """Whether torch.compile of the reference is compiled here for this shape."""
+        return (_spec_key(spec), shape.label) in self._warmed
+
+    def warm_compiled_reference(
+        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+    ) -> None:
+        """Compile torch.compile's reference for this shape now (a call on `inputs`)."""
+        self._warmed.add((_spec_key(spec), shape.label))
+        self._compiled_reference(spec, shape, inputs)()
 
     def _compiled_reference(
         self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
+import time
+from typing import Any
 
 SHARED, EXCLUSIVE = "shared", "exclusive"
+FACTS_FRESH_S = 120.0  # as gates.CACHE_REFRESH_S: older facts are measured again
 
 
 class GpuArbiter:
@@ -23,6 +27,8 @@ class GpuArbiter:
         self._shared = 0
         self._exclusive = False
         self._queue: collections.deque[tuple[str, asyncio.Future[None]]] = collections.deque()
+        # what one worker measured on this GPU, for the others (GpuFacts)
+        self.facts = GpuFacts()
 
     @property
     def holders(self) -> tuple[int, bool]:
@@ -82,3 +88,51 @@ class GpuArbiter:
             future.set_result(None)
             if mode == EXCLUSIVE:
                 return
+
+
+class GpuFacts:
+    """Measurements of one GPU that do not depend on the candidate (its copy and matmul
+    rates; per op and shape the reference's time and the library baselines'), learned
+    from one worker's verdicts and handed to the others in their requests, so a worker
+    that joins the pipeline does not hold the GPU to measure them again. Each worker
+    still refreshes them on its own schedule (gates.CACHE_REFRESH_S), from their age."""
+
+    def __init__(self) -> None:
+        self.rates: dict[str, float] | None = None
+        self._shapes: dict[str, dict[str, dict[str, Any]]] = {}
+
+    @staticmethod
+    def op_key(op: Any) -> str:
+        return json.dumps(op, sort_keys=True) if not isinstance(op, str) else op
+
+    def known(self, op: Any) -> dict[str, Any]:
+        """The request's "known": rates and, per shape, times with their age."""
+        now = time.monotonic()
+        shapes = {
+            label: {
+                "reference_ms": fact["reference_ms"],
+                "baselines_ms": dict(fact["baselines_ms"]),
+                "age_s": now - fact["at"],
+            }
+            for label, fact in self._shapes.get(self.op_key(op), {}).items()
+            if now - fact["at"] < FACTS_FRESH_S
+        }
+        return {"rates": dict(self.rates) if self.rates else None, "shapes": shapes}
+
+    def learn(self, op: Any, verdict: Any) -> None:
+        """Take the rates and per-shape times from a passing verdict of this GPU."""
+        if not getattr(verdict, "passed", False) or not verdict.timings:
+            return
+        rates = (verdict.environment or {}).get("rates")
+        if isinstance(rates, dict) and rates:
+            self.rates = {k: float(v) for k, v in rates.items() if isinstance(v, int | float)}
+        shapes = self._shapes.setdefault(self.op_key(op), {})
+        now = time.monotonic()
+        for t in verdict.timings:
+            old = shapes.get(t.label)
+            if t.reference_ms and (old is None or now - old["at"] >= FACTS_FRESH_S):
+                shapes[t.label] = {
+                    "reference_ms": float(t.reference_ms),
+                    "baselines_ms": {k: float(v) for k, v in t.baselines_ms.items()},
+                    "at": now,
+                }

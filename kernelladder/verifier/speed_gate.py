@@ -109,41 +109,54 @@ class SpeedGate:
         )
 
     def _coarse_rows(self) -> list[dict[str, Any]] | None:
-        """Time where it decides something: a short first measurement at the largest
-        shape; when the candidate is clearly slower there than its branch's best (beyond
-        the noise band) and, measured as briefly, clearly faster at no other shape, it
-        cannot change the branch's standing: it stops with these coarse times. Else None
-        (every shape is timed in full, with the back-to-back rounds where close)."""
+        """Time where it decides something. A short first look at every shape, the
+        largest first; the candidate stops there, with these coarse times, when it is
+        clearly slower than its branch's best (beyond the noise band) at the largest
+        shape or over all shapes (geomean), clearly faster at none, and no faster at a
+        shape where that best is slower than the fastest baseline: it cannot change the
+        branch's standing. Else None: every shape is timed in full, with back-to-back
+        rounds where close. The largest-shape rule alone stops nothing where every
+        candidate meets the copy floor at the largest shape (rmsnorm); hence the geomean."""
         best = self.opts.early_stop or {}
         best_ms: Mapping[str, float] = best.get("timings") or {}
+        lost: Mapping[str, str] = best.get("standing") or {}
+        best_noise = float(best.get("noise") or 0.0)
         shapes = self._largest_first()
-        if shapes[0].label not in best_ms:
+        if any(shape.label not in best_ms for shape in shapes):
             return None
         rows: dict[str, dict[str, Any]] = {}
-        for i, shape in enumerate(shapes):
+        logs, bands = [], []
+        for shape in shapes:
             row = self._time_shape(shape, full=False)
             rows[shape.label] = row
-            cand = row["cand"]
-            theirs = best_ms.get(shape.label)
-            if not theirs or not cand.median_ms:
-                continue
-            band = min(
-                PAIRED_BAND_MAX,
-                max(PAIRED_BAND, 2.0 * max(cand.noise or 0.0, float(best.get("noise") or 0.0))),
-            )
-            if i == 0:
-                if cand.median_ms <= theirs * (1.0 + band):
-                    return None  # close to or faster than the best: a full timing decides
-                self.early_stop = {
-                    "attempt": best.get("attempt"),
-                    "shape": shape.label,
-                    "candidate_ms": cand.median_ms,
-                    "best_ms": theirs,
-                    "band": band,
-                }
-            elif cand.median_ms * (1.0 + band) < theirs:
-                self.early_stop = None  # clearly faster here: a standing could change
+            cand, theirs = row["cand"], best_ms[shape.label]
+            if not cand.median_ms or cand.median_ms <= 0:
                 return None
+            band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * max(cand.noise or 0.0, best_noise)))
+            if cand.median_ms * (1.0 + band) < theirs:
+                return None  # clearly faster here: a standing could change
+            if lost.get(shape.label) == "slower" and cand.median_ms < theirs:
+                return None  # faster where the best loses to a baseline
+            logs.append(math.log(cand.median_ms / theirs))
+            bands.append(band)
+        largest = shapes[0].label
+        ratio = rows[largest]["cand"].median_ms / best_ms[largest]
+        overall = math.exp(sum(logs) / len(logs))
+        band_overall = max(bands)
+        if ratio > 1.0 + bands[0]:
+            where, mine, theirs = largest, rows[largest]["cand"].median_ms, best_ms[largest]
+        elif overall > 1.0 + band_overall:
+            where, mine, theirs = "geomean", overall, 1.0
+        else:
+            return None
+        self.early_stop = {
+            "attempt": best.get("attempt"),
+            "shape": where,
+            "candidate_ms": mine,
+            "best_ms": theirs,
+            "ratio": ratio if where == largest else overall,
+            "band": bands[0] if where == largest else band_overall,
+        }
         return [rows[shape.label] for shape in self.shapes]
 
     def _time_shape(self, shape: Shape, full: bool) -> dict[str, Any]:
@@ -403,11 +416,15 @@ class SpeedGate:
         stop = self.early_stop
         if stop:
             evidence["early_stop"] = dict(stop)
+            where = (
+                f"{stop['ratio']:.3f}x its time over all shapes (geomean)"
+                if stop["shape"] == "geomean"
+                else f"{stop['shape']} {_fmt_ms(stop['candidate_ms'])} against its "
+                f"{_fmt_ms(stop['best_ms'])}"
+            )
             detail = (
-                f"stopped early, not faster than #{stop['attempt']}: {stop['shape']} "
-                f"{_fmt_ms(stop['candidate_ms'])} against its {_fmt_ms(stop['best_ms'])}, "
-                f"beyond the {stop['band']:.0%} noise band (coarse times at every shape); "
-                + detail
+                f"stopped early, not faster than #{stop['attempt']}: {where}, beyond the "
+                f"{stop['band']:.0%} noise band (coarse times at every shape); " + detail
             )
         if speedup >= self.opts.min_speedup:
             self._set("speed", PASS, detail, **evidence)

@@ -74,7 +74,9 @@ for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
         best, spec = extra.pop("best"), get_op("rmsnorm")
         largest = max(spec.cpu_shapes, key=spec.bytes_moved)
         extra["early_stop"] = {"attempt": best["attempt"], "noise": 0.01, "timings": {
-            s.label: best["largest"] if s is largest else best["others"] for s in spec.cpu_shapes}}
+            s.label: best["largest"] if s is largest else best["others"] for s in spec.cpu_shapes},
+            "standing": {s.label: "slower" for s in spec.cpu_shapes if s is not largest}
+            if best.get("lost") else {}}
     opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,),
                          **extra)
     verdicts.append(v.verify(opts).verdict.to_dict())
@@ -104,6 +106,11 @@ EARLY = [
     (1.02, {"attempt": 4, "largest": 1.0, "others": 1.0}, False),  # inside the noise band
     (0.9, {"attempt": 4, "largest": 1.0, "others": 1.0}, False),  # faster: a new best?
     (1.2, {"attempt": 4, "largest": 1.0, "others": 1.5}, False),  # faster at the others
+    # a tie at the largest shape (at the copy floor), 11 % slower at the others: the
+    # geomean over the shapes is beyond the band
+    (1.0, {"attempt": 4, "largest": 1.0, "others": 0.9}, True),
+    # slower at the largest, a hair faster where the best loses to a baseline: full
+    (1.2, {"attempt": 4, "largest": 1.0, "others": 1.21, "lost": True}, False),
 ]
 
 # The fastest baseline (F.rms_norm, 0.5 ms) close to the candidate: the two are timed back
@@ -244,6 +251,7 @@ def test_a_clearly_slower_candidate_stops_early_and_a_close_one_gets_full_timing
     assert all(t["candidate_ms"] == cand for t in v["timings"])
     if stops:
         assert v["early_stop"]["attempt"] == 4 and v["early_stop"]["best_ms"] == 1.0
+        assert v["early_stop"]["shape"] == ("geomean" if best["others"] < 1.0 else "33x257 bf16")
         assert speed["detail"].startswith("stopped early, not faster than #4")
         assert speed["evidence"]["early_stop"]["band"] == pytest.approx(0.05)
         assert trials == {int(COARSE_TARGET_MS)}  # coarse times at every shape
