@@ -16,7 +16,7 @@ from kernelladder.engine.protocols import RunnerLost, VerifyRequest
 from kernelladder.engine.rules import branch_exit
 from kernelladder.engine.standing_rank import standing_shapes
 from kernelladder.engine.state import RUNNING_ATTEMPT, improvement
-from kernelladder.verifier.verdict import Verdict, standing, standing_text, vs_best
+from kernelladder.verifier.verdict import standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped
@@ -102,13 +102,7 @@ class AttemptVerification:
         }
         if not timings:
             return None
-        words = standing(Verdict.from_dict(verdict).timings)
-        return {
-            "attempt": head,
-            "timings": timings,
-            "noise": verdict.get("noise") or 0.0,
-            "standing": words,  # where the best is slower than a baseline, any gain counts
-        }
+        return {"attempt": head, "timings": timings, "noise": verdict.get("noise") or 0.0}
 
     def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
         """AttemptStarted for one try, emitted once: by the runner's on_slot when it has

@@ -17,6 +17,7 @@ intact. A part of the gates' _Run (gates.py).
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 import torch
@@ -24,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import Shape, aten_name
 from kernelladder.verifier import fence, integrity
-from kernelladder.verifier.gate_tools import _Stop
+from kernelladder.verifier.gate_tools import _children, _Stop
 from kernelladder.verifier.integrity import TRUSTED
 
 # Ops that allocate or make views: no kernel runs.
@@ -183,6 +184,7 @@ class CompileAhead:
         if not fresh:
             return
         started = TRUSTED.perf_counter()
+        threads, children = set(threading.enumerate()), _children()
         for shape in fresh:
             layout = self.v.input_layout(self.spec, shape)
             if layout is None:
@@ -199,6 +201,9 @@ class CompileAhead:
                 pass
             del inputs
         self.before = integrity.take(self.extra)  # torch.compile rebinds lazily
+        # inductor's own threads and processes (a tqdm monitor...) are not the candidate's
+        self.threads_before |= set(threading.enumerate()) - threads
+        self.children_before |= _children() - children
         took = TRUSTED.perf_counter() - started
         self.report("compile", f"torch.compile's reference ready for {len(fresh)} shapes in {took:.1f}s")
 

@@ -120,14 +120,10 @@ def _early_stop_option(value: Any) -> dict[str, Any] | None:
     if not times:
         return None
     noise = value.get("noise")
-    standing = value.get("standing")
     return {
         "attempt": value.get("attempt"),
         "timings": times,
         "noise": float(noise) if isinstance(noise, int | float) else 0.0,
-        "standing": {str(k): str(v) for k, v in standing.items()}
-        if isinstance(standing, Mapping)
-        else {},
     }
 
 

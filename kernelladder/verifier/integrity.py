@@ -12,11 +12,12 @@ a patch cannot change a verdict before it is caught.
 
 from __future__ import annotations
 
+import operator
 import sys
 import time
 import types
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -69,6 +70,23 @@ def _is_tracked(value: Any) -> bool:
     return callable(value) or isinstance(value, types.ModuleType)
 
 
+_OWN_MODULES: list[Any] = [-1, ()]  # [len(sys.modules) when scanned, the names found]
+
+
+def _own_module_names() -> tuple[str, ...]:
+    """The verifier's and the ops' module names, scanned again only when a module was
+    added or removed since (a scan of sys.modules costs milliseconds, a check runs per call)."""
+    count = len(sys.modules)
+    if _OWN_MODULES[0] != count:
+        _OWN_MODULES[1] = tuple(
+            name
+            for name in list(sys.modules)
+            if name.startswith(("kernelladder.verifier", "kernelladder.ops"))
+        )
+        _OWN_MODULES[0] = count
+    return _OWN_MODULES[1]
+
+
 def _namespaces(extra: Iterable[tuple[str, Any]]) -> list[tuple[str, dict]]:
     spaces: list[tuple[str, dict]] = []
     for name in _MODULE_NAMES:
@@ -80,8 +98,9 @@ def _namespaces(extra: Iterable[tuple[str, Any]]) -> list[tuple[str, dict]]:
         cls = getattr(mod, cls_name, None) if mod is not None else None
         if isinstance(cls, type):
             spaces.append((f"{mod_name}.{cls_name}", vars(cls)))
-    for name, mod in list(sys.modules.items()):
-        if name.startswith(("kernelladder.verifier", "kernelladder.ops")) and mod is not None:
+    for name in _own_module_names():
+        mod = sys.modules.get(name)
+        if mod is not None:
             spaces.append((name, vars(mod)))
     for label, obj in extra:
         if isinstance(obj, type):
@@ -98,6 +117,8 @@ class Snapshot:
     entries: dict[tuple[str, str], int]  # (namespace, name) -> id(value)
     values: tuple[Any, ...]  # keeps the originals alive so ids stay unique
     hooks: tuple[Any, ...]
+    # per namespace: its tracked names and their ids, in order (the fast comparison)
+    groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = field(default_factory=dict)
 
 
 def _hooks() -> tuple[Any, ...]:
@@ -115,12 +136,30 @@ def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
     """Identities of every tracked callable now (`extra`: (label, object) to include)."""
     entries: dict[tuple[str, str], int] = {}
     values: list[Any] = []
+    groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
     for space, namespace in _namespaces(list(extra)):
+        names, ids = [], []
         for name, value in list(namespace.items()):
             if space.startswith(("kernelladder.", "spec")) or _is_tracked(value):
                 entries[(space, name)] = id(value)
                 values.append(value)
-    return Snapshot(entries, tuple(values), _hooks())
+                names.append(name)
+                ids.append(id(value))
+        groups[space] = (tuple(names), tuple(ids))
+    return Snapshot(entries, tuple(values), _hooks(), groups)
+
+
+def _unchanged(namespace: dict, names: tuple[str, ...], ids: tuple[int, ...]) -> bool:
+    """Every name still bound to the same object (one pass in C; False on any doubt)."""
+    if not names:
+        return True
+    try:
+        got = operator.itemgetter(*names)(namespace)
+    except KeyError:
+        return False
+    if len(names) == 1:
+        got = (got,)
+    return tuple(map(id, got)) == ids
 
 
 def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str]:
@@ -130,7 +169,14 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
         now[(space, "")] = namespace
     found: list[str] = []
     spaces = {space: ns for (space, _), ns in now.items()}
+    intact = {
+        space
+        for space, (names, ids) in before.groups.items()
+        if space in spaces and _unchanged(spaces[space], names, ids)
+    }
     for (space, name), ident in before.entries.items():
+        if space in intact:
+            continue
         namespace = spaces.get(space)
         if namespace is None:
             found.append(f"{space} removed")

@@ -112,14 +112,12 @@ class SpeedGate:
         """Time where it decides something. A short first look at every shape, the
         largest first; the candidate stops there, with these coarse times, when it is
         clearly slower than its branch's best (beyond the noise band) at the largest
-        shape or over all shapes (geomean), clearly faster at none, and no faster at a
-        shape where that best is slower than the fastest baseline: it cannot change the
-        branch's standing. Else None: every shape is timed in full, with back-to-back
+        shape or over all shapes (geomean), and clearly faster at none: it cannot change
+        the branch's standing. Else None: every shape is timed in full, with back-to-back
         rounds where close. The largest-shape rule alone stops nothing where every
         candidate meets the copy floor at the largest shape (rmsnorm); hence the geomean."""
         best = self.opts.early_stop or {}
         best_ms: Mapping[str, float] = best.get("timings") or {}
-        lost: Mapping[str, str] = best.get("standing") or {}
         best_noise = float(best.get("noise") or 0.0)
         shapes = self._largest_first()
         if any(shape.label not in best_ms for shape in shapes):
@@ -135,8 +133,6 @@ class SpeedGate:
             band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * max(cand.noise or 0.0, best_noise)))
             if cand.median_ms * (1.0 + band) < theirs:
                 return None  # clearly faster here: a standing could change
-            if lost.get(shape.label) == "slower" and cand.median_ms < theirs:
-                return None  # faster where the best loses to a baseline
             logs.append(math.log(cand.median_ms / theirs))
             bands.append(band)
         largest = shapes[0].label
@@ -231,18 +227,29 @@ class SpeedGate:
         calls = launched = 0
         rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
         failed = False
+        # one calibration per function, then each round is its trials alone
+        plans: dict[str, Any] = {}
+        shared = hasattr(timer, "calibrate") and self.opts.pipeline
+
+        def one_timing(fn: Callable[[], Any], who: str) -> float:
+            if not shared:
+                return timer.time(fn, PAIRED_TARGET_MS).median_ms
+            if who not in plans:
+                plans[who] = timer.calibrate(fn, PAIRED_TARGET_MS)
+            return timer.measure(fn, plans[who]).median_ms
+
         for r in range(self.opts.paired_rounds):
             for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
                 if who == "candidate":
                     last[1] = 0
                     launches0 = fence.STATE.launches
-                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
+                    cand_ms.append(one_timing(timed, who))
                     launched += fence.STATE.launches - launches0
                     calls += last[1]
                     continue
                 try:
                     with self.v.library_work():
-                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+                        rival_ms.append(one_timing(rival_fn, who))
                 except Exception:  # the baseline's failure is not the candidate's: no rounds
                     failed = True
                     break
