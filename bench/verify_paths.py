@@ -6,7 +6,8 @@ Part `paths`: the committed H200 runs (rmsnorm, softmax, attention) re-verified 
 (`--verify serial --no-early-stop`: one worker per GPU, each candidate start to finish,
 the reference timed every time) and once by the pipelined path (the default: workers
 sharing the GPU, compile ahead, early stop). Both with 3 branches, --no-confirm,
---profile off, a stagnation no branch reaches. For each: attempts per minute (of the
+--profile off, a stagnation no branch reaches, each with its own empty compile caches
+(so the second path finds nothing the first compiled). For each: attempts per minute (of the
 run, from its start to its last verdict; and steady, first verdict to last), then per
 candidate (matched by source hash) whether pass/fail agree, the standing against the
 fastest baseline per (attempt, shape), and the run's best. Then a repeat check: the
@@ -101,6 +102,9 @@ def run_path(op: str, path: str, out: Path, env: dict[str, str], limit_s: float)
     saved = ROOT / RUNS[op]
     saved_attempts = sum(1 for e in _events(saved) if e["kind"] == "proposal_received")
     run_dir = out / f"{op}-{path}"
+    # each path starts with empty compile caches (Triton's, inductor's): the second run
+    # must not find the first one's kernels compiled
+    env = dict(env, XDG_CACHE_HOME=str(out / f"cache-{op}-{path}"))
     cmd = _cli(
         "optimize", op, "--proposer", "replay", "--replay-from", str(saved), "--branches", "3",
         "--max-attempts", str(saved_attempts), "--stagnation", "1000", "--gate", "approve",

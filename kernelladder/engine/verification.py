@@ -95,14 +95,19 @@ class AttemptVerification:
         verdict = self._verdict(head) if head is not None else None  # read back on resume
         if not verdict or verdict.get("verdict") != "pass" or verdict.get("early_stop"):
             return None
-        timings = {
-            str(t.get("label")): float(t["candidate_ms"])
+        timed = [
+            t
             for t in verdict.get("timings") or ()
             if isinstance(t.get("candidate_ms"), int | float) and t["candidate_ms"] > 0
-        }
-        if not timings:
+        ]
+        if not timed:
             return None
-        return {"attempt": head, "timings": timings, "noise": verdict.get("noise") or 0.0}
+        return {
+            "attempt": head,
+            "timings": {str(t.get("label")): float(t["candidate_ms"]) for t in timed},
+            # per shape: a launch-bound tiny shape's spread must not widen the large ones'
+            "noise": {str(t.get("label")): float(t.get("noise") or 0.0) for t in timed},
+        }
 
     def _start_attempt(self, bid: str, n: int, retry: int) -> Callable[[str], None]:
         """AttemptStarted for one try, emitted once: by the runner's on_slot when it has

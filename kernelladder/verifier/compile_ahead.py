@@ -165,7 +165,8 @@ class CompileAhead:
             if executor is not None:
                 executor.shutdown(wait=True)  # no thread of ours outlives the stage
         took = TRUSTED.perf_counter() - started
-        line = f"compiled ahead for {compiled} of {len(shapes)} shapes in {took:.2f}s"
+        verb = "compiled ahead" if self.cuda else "called ahead (the interpreter compiles nothing)"
+        line = f"{verb} for {compiled} of {len(shapes)} shapes in {took:.2f}s"
         if stopped:
             line += f"; later for {'; '.join(stopped[:3])}"
         self.compile_note = line

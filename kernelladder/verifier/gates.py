@@ -120,11 +120,11 @@ def _early_stop_option(value: Any) -> dict[str, Any] | None:
     if not times:
         return None
     noise = value.get("noise")
-    return {
-        "attempt": value.get("attempt"),
-        "timings": times,
-        "noise": float(noise) if isinstance(noise, int | float) else 0.0,
-    }
+    if isinstance(noise, Mapping):  # per shape
+        spread = {str(k): float(v) for k, v in noise.items() if isinstance(v, int | float)}
+    else:  # one figure for every shape
+        spread = {k: float(noise) if isinstance(noise, int | float) else 0.0 for k in times}
+    return {"attempt": value.get("attempt"), "timings": times, "noise": spread}
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,10 @@ class SpeedGate:
         candidate meets the copy floor at the largest shape (rmsnorm); hence the geomean."""
         best = self.opts.early_stop or {}
         best_ms: Mapping[str, float] = best.get("timings") or {}
-        best_noise = float(best.get("noise") or 0.0)
+        noise = best.get("noise")
+        best_noise: Mapping[str, float] = (
+            noise if isinstance(noise, Mapping) else {k: float(noise or 0.0) for k in best_ms}
+        )
         shapes = self._largest_first()
         if any(shape.label not in best_ms for shape in shapes):
             return None
@@ -130,7 +133,8 @@ class SpeedGate:
             cand, theirs = row["cand"], best_ms[shape.label]
             if not cand.median_ms or cand.median_ms <= 0:
                 return None
-            band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * max(cand.noise or 0.0, best_noise)))
+            spread = max(cand.noise or 0.0, float(best_noise.get(shape.label) or 0.0))
+            band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * spread))
             if cand.median_ms * (1.0 + band) < theirs:
                 return None  # clearly faster here: a standing could change
             logs.append(math.log(cand.median_ms / theirs))
@@ -138,7 +142,8 @@ class SpeedGate:
         largest = shapes[0].label
         ratio = rows[largest]["cand"].median_ms / best_ms[largest]
         overall = math.exp(sum(logs) / len(logs))
-        band_overall = max(bands)
+        # the geomean's band: the shapes' bands combined as independent errors of a mean
+        band_overall = max(PAIRED_BAND, math.sqrt(sum(b * b for b in bands)) / len(bands))
         if ratio > 1.0 + bands[0]:
             where, mine, theirs = largest, rows[largest]["cand"].median_ms, best_ms[largest]
         elif overall > 1.0 + band_overall:
