@@ -53,11 +53,20 @@ PATHS = {
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from kernelladder.cli import main; sys.exit(main())", *args]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from kernelladder.cli import main; sys.exit(main())",
+        *args,
+    ]
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (run_dir / "events.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def _rates(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -77,7 +86,9 @@ def _rates(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """source hash -> {attempt, verdict, standing per shape} (first verdict of a source)."""
-    hashes = {e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"}
+    hashes = {
+        e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"
+    }
     out: dict[str, dict[str, Any]] = {}
     for e in events:
         if e["kind"] != "verdict_ready":
@@ -86,15 +97,25 @@ def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[st
         if not digest:
             continue
         shapes = {k: (v or {}).get("standing") for k, v in (e.get("standing_shapes") or {}).items()}
-        out.setdefault(digest, {"attempt": e["attempt"], "verdict": e["verdict"], "shapes": shapes,
-                                "early_stop": e.get("early_stop"), "vs_best": e.get("vs_best")})
+        out.setdefault(
+            digest,
+            {
+                "attempt": e["attempt"],
+                "verdict": e["verdict"],
+                "shapes": shapes,
+                "early_stop": e.get("early_stop"),
+                "vs_best": e.get("vs_best"),
+            },
+        )
     return out
 
 
 def _best_source(run_dir: Path, events: list[dict[str, Any]]) -> tuple[int | None, str]:
     finished = [e for e in events if e["kind"] == "run_finished"]
     best = finished[-1].get("best_attempt") if finished else None
-    hashes = {e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"}
+    hashes = {
+        e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"
+    }
     return best, hashes.get(best, "") if best is not None else ""
 
 
@@ -113,10 +134,18 @@ def run_path(op: str, path: str, out: Path, env: dict[str, str], limit_s: float)
     )  # fmt: skip
     started = time.monotonic()
     with (out / f"{op}-{path}.stderr").open("w") as err:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 120)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 120
+        )
     wall = time.monotonic() - started
     events = _events(run_dir)
-    result = {"op": op, "path": path, "rc": proc.returncode, "wall_s": round(wall, 1), **_rates(events)}
+    result = {
+        "op": op,
+        "path": path,
+        "rc": proc.returncode,
+        "wall_s": round(wall, 1),
+        **_rates(events),
+    }
     result["best_attempt"], result["best_source"] = _best_source(run_dir, events)
     stages: dict[str, list[float]] = {}
     for f in sorted((run_dir / "attempts").glob("*.json")):
@@ -144,7 +173,9 @@ def compare(op: str, out: Path, old: dict[str, Any], new: dict[str, Any]) -> dic
                 same += 1
             else:
                 stop = " (stopped early)" if b[h]["early_stop"] is not None else ""
-                differ.append(f"serial #{a[h]['attempt']} / pipelined #{b[h]['attempt']}{stop} {shape}: {word} -> {other}")
+                differ.append(
+                    f"serial #{a[h]['attempt']} / pipelined #{b[h]['attempt']}{stop} {shape}: {word} -> {other}"
+                )
     return {
         "op": op,
         "candidates": len(common),
@@ -168,7 +199,9 @@ async def _repeat(op: str, source: str) -> list[dict[str, Any]]:
     try:
         out = []
         for _ in range(3):  # the first warms the worker's caches; the next two are compared
-            v = await runner.verify(VerifyRequest(op=op, source=source, device="cuda", min_speedup=0.0, pipeline=True))
+            v = await runner.verify(
+                VerifyRequest(op=op, source=source, device="cuda", min_speedup=0.0, pipeline=True)
+            )
             out.append({t.label: t.candidate_ms for t in v.timings})
         return out[1:]
     finally:
@@ -180,7 +213,11 @@ def repeat_check(op: str, out: Path, new: dict[str, Any]) -> dict[str, Any]:
     source = (run_dir / "attempts" / f"{new['best_attempt']}.py").read_text()
     first, second = asyncio.run(_repeat(op, source))
     diffs = {k: abs(second[k] / first[k] - 1) for k in first if first[k] and second.get(k)}
-    geo = math.exp(sum(math.log(second[k] / first[k]) for k in diffs) / len(diffs)) - 1 if diffs else None
+    geo = (
+        math.exp(sum(math.log(second[k] / first[k]) for k in diffs) / len(diffs)) - 1
+        if diffs
+        else None
+    )
     return {
         "op": op,
         "attempt": new["best_attempt"],
@@ -198,7 +235,9 @@ def fresh_search(out: Path, env: dict[str, str], limit_s: float) -> dict[str, An
         "--gate", "approve", "--profile", "off", "--time-limit", str(limit_s), "--run-dir", str(run_dir),
     )  # fmt: skip
     with (out / "rmsnorm-fresh40.stderr").open("w") as err:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 180)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT, timeout=limit_s + 180
+        )
     events = _events(run_dir)
     start = next(e["ts"] for e in events if e["kind"] == "run_started")
     verdicts = [e for e in events if e["kind"] == "verdict_ready"]
@@ -210,7 +249,9 @@ def fresh_search(out: Path, env: dict[str, str], limit_s: float) -> dict[str, An
         "time_limit_s": limit_s,
         "fortieth_verdict_s": round(verdicts[39]["ts"] - start, 1) if len(verdicts) >= 40 else None,
         "last_verdict_s": round(verdicts[-1]["ts"] - start, 1) if verdicts else None,
-        "per_min": round(60 * len(verdicts) / (verdicts[-1]["ts"] - start), 1) if verdicts else None,
+        "per_min": round(60 * len(verdicts) / (verdicts[-1]["ts"] - start), 1)
+        if verdicts
+        else None,
         "early_stops": sum(1 for v in verdicts if v.get("early_stop") is not None),
         "stop_rule": finished[-1].get("reason") if finished else None,
         "best_attempt": finished[-1].get("best_attempt") if finished else None,
@@ -221,23 +262,34 @@ def fresh_search(out: Path, env: dict[str, str], limit_s: float) -> dict[str, An
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| op | path | attempts | per min (run) | per min (steady) | early stops | verdicts agree | standing agree | same best |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| op | path | attempts | per min (run) | per min (steady) | early stops | verdicts agree | standing agree | same best |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for op, r in results.get("paths", {}).items():
         cmp_ = r.get("compare", {})
         for path in ("serial", "pipelined"):
             p = r.get(path) or {}
-            extra = (f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}"
-                     if path == "pipelined" and cmp_ else " | | ")
-            lines.append(f"| {op} | {path} | {p.get('attempts')} | {p.get('per_min')} | {p.get('steady_per_min')} | {p.get('early_stops')} | {extra} |")
+            extra = (
+                f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}"
+                if path == "pipelined" and cmp_
+                else " | | "
+            )
+            lines.append(
+                f"| {op} | {path} | {p.get('attempts')} | {p.get('per_min')} | {p.get('steady_per_min')} | {p.get('early_stops')} | {extra} |"
+            )
     rep = results.get("repeat")
     if rep:
-        lines.append(f"\nrepeat check ({rep['op']} #{rep['attempt']}, pipelined, twice): max shape diff {rep['max_shape_diff_pct']}%, geomean {rep['geomean_diff_pct']}%")
+        lines.append(
+            f"\nrepeat check ({rep['op']} #{rep['attempt']}, pipelined, twice): max shape diff {rep['max_shape_diff_pct']}%, geomean {rep['geomean_diff_pct']}%"
+        )
     s = results.get("search")
     if s:
-        lines.append(f"\nfresh rmsnorm search: {s['attempts']} attempts, 40th verdict at {s['fortieth_verdict_s']} s "
-                     f"(limit {s['time_limit_s']} s), {s['per_min']}/min, {s['early_stops']} early stops, best #{s['best_attempt']} "
-                     f"vs best {s['best_vs_best']}, confirmed {s['confirmed']}, run finished at {s['run_finished_s']} s")
+        lines.append(
+            f"\nfresh rmsnorm search: {s['attempts']} attempts, 40th verdict at {s['fortieth_verdict_s']} s "
+            f"(limit {s['time_limit_s']} s), {s['per_min']}/min, {s['early_stops']} early stops, best #{s['best_attempt']} "
+            f"vs best {s['best_vs_best']}, confirmed {s['confirmed']}, run finished at {s['run_finished_s']} s"
+        )
     return "\n".join(lines)
 
 
@@ -253,7 +305,11 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        PYTHONUNBUFFERED="1",
+    )
     results: dict[str, Any] = {"paths": {}}
 
     def save() -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.engine.options import VERIFY_MODES
 from kernelladder.cli.common import (
     add_ray_arguments,
     add_runner_arguments,
@@ -29,6 +28,7 @@ from kernelladder.cli.common import (
     remote_requested,
     require_local_gpu,
 )
+from kernelladder.engine.options import VERIFY_MODES
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 

@@ -39,16 +39,12 @@ def _speed_figures(verdict: Any, versus: str | None) -> str:
     """The speed part of a passing verdict's line."""
     if versus is None:
         versus = standing_text(standing(verdict.timings))
-    floor = (
-        f", {verdict.floor_fraction:.0%} of floor" if verdict.floor_fraction is not None else ""
-    )
+    floor = f", {verdict.floor_fraction:.0%} of floor" if verdict.floor_fraction is not None else ""
     geomean = vs_best(verdict.timings)
     if geomean is not None:  # the figure of merit first, the reference second
         against = best_baseline_name(standing_shapes(verdict.timings)) or "best"
         words = f" ({versus})" if versus else ""
-        return (
-            f"{geomean:.3g}x vs {against}{words}{floor}; {verdict.speedup:.3g}x over reference"
-        )
+        return f"{geomean:.3g}x vs {against}{words}{floor}; {verdict.speedup:.3g}x over reference"
     line = f"{verdict.speedup:.3g}x{floor}"
     if versus and versus != BEATS_EVERY_BASELINE:
         versus = f"shapes vs baselines: {versus}"  # against the fastest, per shape

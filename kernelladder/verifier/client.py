@@ -494,7 +494,9 @@ class WorkerClient:
                 line = await _within(transport.stdout.readline(), remaining)
             except TimeoutError:
                 await self._discard()
-                during = f" during {where['gate']}" + (f" ({where['last']})" if where["last"] else "")
+                during = f" during {where['gate']}" + (
+                    f" ({where['last']})" if where["last"] else ""
+                )
                 return fault(
                     "timeout",
                     f"no verdict within {timeout:g}s{during}; the worker was killed",
@@ -674,7 +676,9 @@ class LocalPool:
             for i, gpu in enumerate(gpus):
                 self.clients.append(
                     WorkerClient(
-                        lambda gpu=gpu: LocalTransport(device, cuda_device=gpu, **transport_options),
+                        lambda gpu=gpu: LocalTransport(
+                            device, cuda_device=gpu, **transport_options
+                        ),
                         secrets=secrets,
                         arbiter=arbiters[i],
                     )

@@ -8,7 +8,8 @@ autotuner compiles each of its configs without benchmarking) and torch limited t
 allocation and views (`NoGpuWork`: fills are skipped, anything that would compute stops
 this shape's compile). No kernel of the candidate runs, so this stage needs no GPU time
 and can overlap another worker's timing; the correctness gate then finds the kernels in
-Triton's cache. A shape whose compile stops early (the candidate raised, wanted a value,
+Triton's cache. torch.compile's reference is not compiled here: inductor benchmarks its
+kernels' configs as it first runs them, which wants the GPU to itself (the speed stage). A shape whose compile stops early (the candidate raised, wanted a value,
 called torch compute) is simply compiled later, in the correctness gate, as in a serial
 verification: nothing here is judged, except that the candidate must leave the verifier
 intact. A part of the gates' _Run (gates.py).
@@ -17,15 +18,14 @@ intact. A part of the gates' _Run (gates.py).
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import Shape, aten_name
-from kernelladder.verifier import fence, integrity
-from kernelladder.verifier.gate_tools import _children, _Stop
+from kernelladder.verifier import fence
+from kernelladder.verifier.gate_tools import _Stop
 from kernelladder.verifier.integrity import TRUSTED
 
 # Ops that allocate or make views: no kernel runs.
@@ -171,42 +171,6 @@ class CompileAhead:
             line += f"; later for {'; '.join(stopped[:3])}"
         self.compile_note = line
         self.report("compile", line)
-        if self.cuda and self.opts.baselines:
-            self._warm_baselines()
-
-    def _warm_baselines(self) -> None:
-        """torch.compile of the reference compiled for each suite shape this worker has
-        not seen yet, off the GPU's timing: a worker's first candidate would otherwise
-        hold the GPU through seconds of compiling. Each is called once on empty inputs
-        (a kernel's worth of GPU work, once per worker and shape)."""
-        if not self.spec.compiled_baseline:
-            return
-        fresh = [s for s in self.shapes if not self.v.baseline_warm(self.spec, s)]
-        if not fresh:
-            return
-        started = TRUSTED.perf_counter()
-        threads, children = set(threading.enumerate()), _children()
-        for shape in fresh:
-            layout = self.v.input_layout(self.spec, shape)
-            if layout is None:
-                continue
-            self.report("compile", f"compiling torch.compile's reference for {shape.label}")
-            inputs = {
-                name: TRUSTED.empty_strided(size, stride, dtype=dtype, device=self.device)
-                for name, (size, stride, dtype) in layout.items()
-            }
-            try:
-                with self.v.library_work():
-                    self.v.warm_compiled_reference(self.spec, shape, inputs)
-            except Exception:  # the speed gate records a baseline that cannot run
-                pass
-            del inputs
-        self.before = integrity.take(self.extra)  # torch.compile rebinds lazily
-        # inductor's own threads and processes (a tqdm monitor...) are not the candidate's
-        self.threads_before |= set(threading.enumerate()) - threads
-        self.children_before |= _children() - children
-        took = TRUSTED.perf_counter() - started
-        self.report("compile", f"torch.compile's reference ready for {len(fresh)} shapes in {took:.1f}s")
 
     def _compile_shape(self, shape: Shape, layout: dict[str, Any]) -> str:
         """Compile the candidate's kernels for one shape; '' or why it stopped."""

@@ -133,7 +133,9 @@ def _compile_configs(autotuner: Any, args: tuple, kwargs: dict) -> None:
     grid = kwargs.pop("grid", None)
     autotuner.nargs = dict(zip(autotuner.arg_names, args, strict=False))
     try:
-        configs = autotuner.prune_configs(kwargs) if len(autotuner.configs) > 1 else autotuner.configs
+        configs = (
+            autotuner.prune_configs(kwargs) if len(autotuner.configs) > 1 else autotuner.configs
+        )
         for config in configs:
             autotuner.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs())
     finally:

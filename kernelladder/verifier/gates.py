@@ -166,7 +166,6 @@ class Verifier:
         self._reference_ms: dict[tuple[str, str], float] = {}
         self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
-        self._warmed: set[tuple[str, str]] = set()  # compiled ahead (compile_ahead.py)
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
@@ -269,7 +268,11 @@ class Verifier:
                 continue
             taken = now - float(fact.get("age_s") or 0.0)
             ref = fact.get("reference_ms")
-            if isinstance(ref, int | float) and ref > 0 and (spec_key, label) not in self._reference_ms:
+            if (
+                isinstance(ref, int | float)
+                and ref > 0
+                and (spec_key, label) not in self._reference_ms
+            ):
                 self._reference_ms[(spec_key, label)] = Timing(float(ref), 0.0, 0)
                 self._taken[(spec_key, label, "reference")] = (taken, 0)
             for name, ms in (fact.get("baselines_ms") or {}).items():
@@ -364,17 +367,6 @@ class Verifier:
         if spec.compiled_baseline:
             fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
         return fns
-
-    def baseline_warm(self, spec: OpSpec, shape: Shape) -> bool:
-        """Whether torch.compile of the reference is compiled here for this shape."""
-        return (_spec_key(spec), shape.label) in self._warmed
-
-    def warm_compiled_reference(
-        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
-    ) -> None:
-        """Compile torch.compile's reference for this shape now (a call on `inputs`)."""
-        self._warmed.add((_spec_key(spec), shape.label))
-        self._compiled_reference(spec, shape, inputs)()
 
     def _compiled_reference(
         self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +252,12 @@ class StandingRunner(ScriptedRunner):
         if "shapes" not in lines:
             return await super().verify(request, on_progress, on_slot)
         spec = lines.get("again") if request.pair_every_shape else None
-        return _timed_verdict(spec or lines["shapes"], request)
+        verdict = _timed_verdict(spec or lines["shapes"], request)
+        if "# stops early" in request.source and request.early_stop:
+            stop = {"attempt": request.early_stop["attempt"], "shape": "shape0",
+                    "candidate_ms": 1.0, "best_ms": 0.9, "ratio": 1.11, "band": 0.05}  # fmt: skip
+            verdict = replace(verdict, early_stop=stop)
+        return verdict
 
 
 def _standing_move(name: str, shapes: str, again: str = ""):
@@ -402,3 +408,47 @@ async def test_the_target_stops_the_run_on_vs_best_not_on_the_reference_speedup(
     state = await run.run()
     assert state.finish_reason == ev.RULE_TARGET and state.best_attempt == 2
     assert "vs best" in state.finish_detail and state.attempts_used == 2
+
+
+# --- time where it decides something: the early stop ------------------------------------
+
+
+async def test_a_branch_sends_its_best_for_the_early_stop_and_that_attempt_is_never_a_best(
+    tmp_path,
+):
+    moves = [
+        _standing_move("a", "1.02:tie 1.10:faster"),
+        # better figures on paper, but its timing stopped early: coarse, never a best
+        move("pass 8.0", "b", body="# shapes: 1.30:faster 1.30:faster\n# stops early\n"),
+        _standing_move("c", "1.01:tie 1.05:faster"),
+    ]
+    runner = StandingRunner()
+    run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=3, confirm=False)
+    state = await run.run()
+    first, second, _third = runner.requests
+    assert first.early_stop is None and first.pipeline  # nothing timed yet
+    assert second.early_stop == {
+        "attempt": 1,
+        "timings": {"shape0": 1.0, "shape1": 1.0},
+        "noise": {"shape0": 0.01, "shape1": 0.01},
+    }
+    events = read_events(run.run_dir)
+    ready = {e.attempt: e for e in events if isinstance(e, ev.VerdictReady)}
+    assert ready[2].early_stop == 1 and ready[1].early_stop is None
+    assert ready[2].summary.startswith("not faster than #1 (stopped early; coarse times): ")
+    assert not any(isinstance(e, ev.BestImproved) and e.attempt == 2 for e in events)
+    assert state.best_attempt == 1 and state.attempts[2].early_stop == 1
+    assert state.branches["b1"].stagnation >= 1  # not a gain
+    assert fold(events).best_attempt == 1  # a replay says the same
+
+
+async def test_no_early_stop_and_the_serial_path_are_asked_as_the_person_said(tmp_path):
+    moves = [_standing_move("a", "1.02:tie 1.10:faster"), _standing_move("b", "1.0:tie 1.0:tie")]
+    runner = StandingRunner()
+    run, _, _ = make_run(
+        tmp_path, moves, runner=runner, max_attempts=2, confirm=False, early_stop=False,
+        verify="serial",
+    )  # fmt: skip
+    await run.run()
+    assert [r.early_stop for r in runner.requests] == [None, None]
+    assert not any(r.pipeline for r in runner.requests)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import cProfile
 import io
-import os
 import pstats
 import sys
 import tempfile
@@ -40,20 +39,26 @@ def main() -> None:
             source = (ROOT / run / "attempts" / f"{n}.py").read_text()
             marks: list[tuple[float, str]] = []
 
-            def progress(gate: str, message: str) -> None:
+            def progress(gate: str, message: str, marks: list = marks) -> None:
                 marks.append((time.perf_counter(), f"{gate}: {message}"))
 
             prof = cProfile.Profile()
             t0 = time.perf_counter()
             prof.enable()
-            outcome = verifier.verify(VerifyOptions(op=op, source=source, device="cuda", min_speedup=0.0), progress)
+            outcome = verifier.verify(
+                VerifyOptions(op=op, source=source, device="cuda", min_speedup=0.0), progress
+            )
             prof.disable()
             total = time.perf_counter() - t0
             v = outcome.verdict
             print(f"== {op} #{n}: {v.verdict} {v.gate} {total:.2f}s", flush=True)
             spans: dict[str, float] = {}
-            for (t, label), (t2, _) in zip(marks, marks[1:] + [(t0 + total, "")]):
-                key = label.split(":")[0] + ":" + label.split(":")[1].split()[0] if ":" in label else label
+            for (t, label), (t2, _) in zip(marks, marks[1:] + [(t0 + total, "")], strict=True):
+                key = (
+                    label.split(":")[0] + ":" + label.split(":")[1].split()[0]
+                    if ":" in label
+                    else label
+                )
                 spans[key] = spans.get(key, 0.0) + (t2 - t)
             print("   spans:", {k: round(s, 3) for k, s in spans.items()})
             if n in (3, 6):

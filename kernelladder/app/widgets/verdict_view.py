@@ -12,7 +12,7 @@ from textual.widgets import Static
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.engine.standing_rank import best_baseline_name, standing_counts, standing_shapes
-from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, vs_best
+from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, early_stop_text, vs_best
 
 GATE_MARKS = {PASS: ("✓", "$success"), FAIL: ("✗", "bold $error")}
 EVIDENCE_CHARS = 160
@@ -102,6 +102,8 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
             lines.append(Content.styled(f"not judged yet: {attempt.state}", "$text-muted"))
         return Content("\n").join(lines)
     lines.extend(standing_block(verdict))
+    if verdict.early_stop:  # coarse times: say so before any figure is read as final
+        lines.append(Content.styled(early_stop_text(verdict.early_stop), "bold $warning"))
     kind_style = "bold $success" if verdict.passed else "bold $error"
     lines.append(
         Content.assemble(
@@ -112,6 +114,9 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
             f"   {verdict.elapsed_s:.1f}s",
         )
     )
+    if verdict.stages:
+        stages = "  ".join(f"{k} {s:.1f}s" for k, s in verdict.stages.items())
+        lines.append(Content.styled(f"  stages: {stages}", "$text-muted"))
     order = [g for g in GATES if g in verdict.gates] + [g for g in verdict.gates if g not in GATES]
     for name in order:
         gate = verdict.gates[name]

@@ -1,0 +1,263 @@
+"""The pipelined verification's stages through real worker processes and the real
+Triton interpreter (CPU): compile ahead, correctness beside other workers, the GPU's
+arbiter, and a crash or a hang in any stage still a verdict, the pipeline going on.
+
+The speed stage needs a GPU (no timing exists here): for it, and only for it, the
+worker is a protocol double (a few lines of Python that speak the worker's JSON lines:
+hello, then a stage line asking for the GPU to itself, then a crash or a hang), so the
+client's side of the stage (the arbiter held, released, the deadline) is the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+
+import pytest
+from helpers import CHEATS
+
+from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
+from kernelladder.verifier.protocol import PROTOCOL_VERSION
+
+HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
+
+
+def counted(action: str, at_call: int) -> str:
+    """The honest candidate, doing `action` at its at_call-th call (compile ahead calls
+    it once per shape: 3 suite shapes and 2 unseen on the CPU, calls 1 to 5)."""
+    prefix = textwrap.dedent(
+        f"""
+        import os, time
+        _calls = [0]
+        def _maybe():
+            _calls[0] += 1
+            if _calls[0] == {at_call}:
+                {action}
+        """
+    )
+    return prefix + HONEST.replace(
+        "def kernel(x, weight):\n", "def kernel(x, weight):\n    _maybe()\n"
+    )
+
+
+CRASH = "os._exit(7)"
+HANG = "time.sleep(3600)"
+
+
+class RecordingArbiter(GpuArbiter):
+    """The real arbiter, noting who held the GPU how (checked: never timing beside anyone)."""
+
+    def __init__(self) -> None:
+        super().__init__("cpu:0")
+        self.log: list[tuple[int, bool]] = []
+
+    def _take(self, mode: str) -> None:
+        super()._take(mode)
+        self.log.append(self.holders)
+
+
+def client(arbiter: GpuArbiter, factory=None) -> WorkerClient:
+    return WorkerClient(factory or (lambda: LocalTransport("cpu")), arbiter=arbiter)
+
+
+def request(source: str, **extra) -> dict:
+    return {"op": "rmsnorm", "source": source, "device": "cpu", "pipeline": True, **extra}
+
+
+async def verify(c: WorkerClient, source: str, timeout_s: float = 120.0, progress=None):
+    return await c.verify(request(source), on_progress=progress, timeout_s=timeout_s)
+
+
+# --- the arbiter ---------------------------------------------------------------------------
+
+
+async def test_correctness_shares_the_gpu_and_timing_has_it_alone():
+    arb = GpuArbiter()
+    await arb.acquire(SHARED)
+    await arb.acquire(SHARED)  # two correctness runs at once
+    assert arb.holders == (2, False)
+    timing = asyncio.ensure_future(arb.acquire(EXCLUSIVE))
+    await asyncio.sleep(0.01)
+    assert not timing.done()  # waits for both
+    late = asyncio.ensure_future(arb.acquire(SHARED))  # asked after the timing
+    await asyncio.sleep(0.01)
+    assert not late.done()  # a waiting timing goes first: correctness cannot starve it
+    arb.release(SHARED)
+    arb.release(SHARED)
+    await asyncio.sleep(0.01)
+    assert timing.done() and not late.done() and arb.holders == (0, True)
+    arb.release(EXCLUSIVE)
+    await asyncio.sleep(0.01)
+    assert late.done() and arb.holders == (1, False)
+    arb.release(SHARED)
+
+
+async def test_a_cancelled_wait_leaves_the_queue_and_grants_the_next():
+    arb = GpuArbiter()
+    await arb.acquire(EXCLUSIVE)
+    first = asyncio.ensure_future(arb.acquire(EXCLUSIVE))
+    second = asyncio.ensure_future(arb.acquire(SHARED))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    await asyncio.sleep(0.01)
+    arb.release(EXCLUSIVE)
+    await asyncio.sleep(0.01)
+    assert first.cancelled() and second.done() and arb.holders == (1, False)
+    with pytest.raises(ValueError):
+        await arb.acquire("sometimes")
+
+
+# --- stages through real workers -------------------------------------------------------------
+
+
+async def test_stages_are_reported_and_recorded():
+    arb = RecordingArbiter()
+    c = client(arb)
+    lines: list[tuple[str, str]] = []
+    try:
+        v = await verify(c, HONEST, progress=lambda g, m: lines.append((g, m)))
+    finally:
+        await c.close()
+    assert v.verdict == "pass", v.gates
+    gates = [g for g, _ in lines]
+    assert gates.index("compile") < gates.index("correctness")  # the order of the stages
+    assert any(
+        "called ahead (the interpreter compiles nothing) for 5 of 5 shapes" in m
+        for g, m in lines
+        if g == "compile"
+    )
+    assert set(v.stages) == {"compile", "correctness", "wait"}  # no speed stage on the CPU
+    assert arb.log == [(1, False)] and arb.holders == (0, False)  # shared, then released
+
+
+async def test_an_autotuning_candidate_has_the_gpu_to_itself_for_correctness():
+    arb = RecordingArbiter()
+    c = client(arb)
+    try:
+        v = await verify(c, "# it autotunes (its benchmarks want the GPU alone)\n" + HONEST)
+    finally:
+        await c.close()
+    assert v.verdict == "pass", v.gates
+    assert arb.log == [(0, True)] and arb.holders == (0, False)
+
+
+async def test_two_workers_on_one_gpu_never_time_beside_anything():
+    arb = RecordingArbiter()
+    a, b = client(arb), client(arb)
+    try:
+        va, vb = await asyncio.gather(verify(a, HONEST), verify(b, "# autotune\n" + HONEST))
+    finally:
+        await asyncio.gather(a.close(), b.close())
+    assert va.verdict == vb.verdict == "pass"
+    assert all(not (exclusive and shared) for shared, exclusive in arb.log)
+    assert (0, True) in arb.log and arb.holders == (0, False)
+
+
+@pytest.mark.parametrize(
+    ("action", "at_call", "stage", "kind"),
+    [
+        (CRASH, 1, "compile", "crash"),  # the first call is compile ahead's
+        (CRASH, 7, "correctness", "crash"),
+        (HANG, 7, "correctness", "timeout"),
+    ],
+)
+async def test_a_crash_or_hang_in_a_stage_is_a_verdict_and_the_pipeline_goes_on(
+    action, at_call, stage, kind
+):
+    arb = RecordingArbiter()
+    c = client(arb)
+    try:
+        bad = await verify(c, counted(action, at_call), timeout_s=30.0)
+        assert (bad.verdict, bad.kind) == ("fail", kind), bad.gates
+        assert bad.gates[kind].evidence["during"] == stage
+        assert arb.holders == (0, False)  # the GPU went back with the worker
+        good = await verify(c, HONEST)  # a fresh worker takes the next candidate
+    finally:
+        await c.close()
+    assert good.verdict == "pass", good.gates
+    assert c.workers_started == 2
+
+
+# --- the speed stage: a protocol double (no GPU here) --------------------------------------
+
+DOUBLE = textwrap.dedent(
+    """
+    import json, os, sys, time
+    out = sys.stdout
+    def send(msg):
+        out.write(json.dumps(msg) + "\\n"); out.flush()
+    send({"type": "hello", "protocol": PROTOCOL, "pid": os.getpid(), "device": "cuda"})
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg.get("type") != "verify":
+            continue
+        send({"type": "stage", "id": msg["id"], "stage": "speed", "gpu": "exclusive"})
+        go = json.loads(sys.stdin.readline())
+        assert go["type"] == "go"
+        send({"type": "progress", "id": msg["id"], "gate": "speed", "message": "timing"})
+        if MODE == "crash":
+            os._exit(9)
+        time.sleep(3600)
+    """
+)
+
+
+class DoubleTransport(LocalTransport):
+    """A worker double speaking the protocol (see the module's docstring)."""
+
+    def __init__(self, mode: str):
+        super().__init__("cpu", sandbox="off")
+        self.mode = mode
+
+    async def start(self) -> None:
+        code = DOUBLE.replace("PROTOCOL", str(PROTOCOL_VERSION)).replace("MODE", repr(self.mode))
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        self.stdin, self.stdout, self.stderr = (
+            self._proc.stdin,
+            self._proc.stdout,
+            self._proc.stderr,
+        )
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("crash", "crash"), ("hang", "timeout")])
+async def test_a_crash_or_hang_while_timing_frees_the_gpu_for_the_next(mode, kind):
+    arb = GpuArbiter("cuda:0")
+    timing = client(arb, lambda: DoubleTransport(mode))
+    other = client(arb, lambda: DoubleTransport("hang"))
+    try:
+        v = await timing.verify(request(HONEST), timeout_s=3.0)
+        assert (v.kind, v.gates[kind].evidence["during"]) == (kind, "speed")
+        assert arb.holders == (0, False)
+        # the next worker gets the GPU to itself at once (then hangs: its timeout)
+        lines: list[str] = []
+        v2 = await other.verify(
+            request(HONEST), on_progress=lambda g, m: lines.append(m), timeout_s=1.5
+        )
+        assert v2.kind == "timeout" and "waiting for the GPU (to itself)" not in lines
+    finally:
+        await asyncio.gather(timing.close(), other.close())
+
+
+async def test_waiting_for_the_gpu_is_not_the_candidates_time():
+    arb = GpuArbiter("cuda:0")
+    await arb.acquire(EXCLUSIVE)  # someone else is timing
+    c = client(arb, lambda: DoubleTransport("hang"))
+    lines: list[str] = []
+    try:
+        task = asyncio.ensure_future(
+            c.verify(request(HONEST), on_progress=lambda g, m: lines.append(m), timeout_s=1.0)
+        )
+        await asyncio.sleep(1.5)  # past the timeout, but it has not had the GPU yet
+        assert not task.done() and "waiting for the GPU (to itself)" in lines
+        arb.release(EXCLUSIVE)
+        v = await task
+    finally:
+        await c.close()
+    assert v.kind == "timeout"  # a second of its own once it had the GPU
+    assert arb.holders == (0, False)
