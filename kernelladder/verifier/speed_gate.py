@@ -232,29 +232,23 @@ class SpeedGate:
         calls = launched = 0
         rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
         failed = False
-        # one calibration per function, then each round is its trials alone
-        plans: dict[str, Any] = {}
-        shared = hasattr(timer, "calibrate") and self.opts.pipeline
 
-        def one_timing(fn: Callable[[], Any], who: str) -> float:
-            if not shared:
-                return timer.time(fn, PAIRED_TARGET_MS).median_ms
-            if who not in plans:
-                plans[who] = timer.calibrate(fn, PAIRED_TARGET_MS)
-            return timer.measure(fn, plans[who]).median_ms
+        def one_timing(fn: Callable[[], Any]) -> float:
+            # calibrated afresh each round: another worker's compile may load the CPU
+            return timer.time(fn, PAIRED_TARGET_MS).median_ms
 
         for r in range(self.opts.paired_rounds):
             for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
                 if who == "candidate":
                     last[1] = 0
                     launches0 = fence.STATE.launches
-                    cand_ms.append(one_timing(timed, who))
+                    cand_ms.append(one_timing(timed))
                     launched += fence.STATE.launches - launches0
                     calls += last[1]
                     continue
                 try:
                     with self.v.library_work():
-                        rival_ms.append(one_timing(rival_fn, who))
+                        rival_ms.append(one_timing(rival_fn))
                 except Exception:  # the baseline's failure is not the candidate's: no rounds
                     failed = True
                     break
