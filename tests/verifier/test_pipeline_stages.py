@@ -261,3 +261,92 @@ async def test_waiting_for_the_gpu_is_not_the_candidates_time():
         await c.close()
     assert v.kind == "timeout"  # a second of its own once it had the GPU
     assert arb.holders == (0, False)
+
+
+# --- what workers on one GPU hand each other ------------------------------------------------
+
+
+def _timed(label: str, ref: float, base: dict, rates: dict | None = None):
+    from kernelladder.verifier.verdict import GATES, GateResult, ShapeTiming, Verdict
+
+    timing = ShapeTiming(
+        label=label, reference_ms=ref, candidate_ms=1.0, noise=0.01, speedup=ref,
+        floor_ms=None, floor_fraction=None, baselines_ms=base,
+    )  # fmt: skip
+    return Verdict(
+        verdict="pass", kind="pass", gate=None, gates={g: GateResult("pass", "") for g in GATES},
+        op="rmsnorm", device="cuda", source_hash="", timings=(timing,),
+        environment={"rates": rates or {"copy": 4.1e9}},
+    )  # fmt: skip
+
+
+def test_gpu_facts_are_learned_from_a_verdict_and_age(monkeypatch):
+    from kernelladder.verifier import gpu_arbiter
+
+    clock = [100.0]
+    monkeypatch.setattr(gpu_arbiter.time, "monotonic", lambda: clock[0])
+    facts = gpu_arbiter.GpuFacts()
+    assert facts.known("rmsnorm") == {"rates": None, "shapes": {}}
+    facts.learn("rmsnorm", _timed("s", 3.4, {"torch.compile": 0.25}, {"copy": 4.2e9}))
+    clock[0] += 30
+    known = facts.known("rmsnorm")
+    assert known["rates"] == {"copy": 4.2e9}
+    assert known["shapes"]["s"] == {
+        "reference_ms": 3.4, "baselines_ms": {"torch.compile": 0.25}, "age_s": 30.0,
+    }  # fmt: skip
+    assert facts.known("softmax")["shapes"] == {}  # per op
+    facts.learn("rmsnorm", _timed("s", 9.9, {"torch.compile": 9.9}))  # still fresh: kept
+    assert facts.known("rmsnorm")["shapes"]["s"]["reference_ms"] == 3.4
+    clock[0] += gpu_arbiter.FACTS_FRESH_S
+    assert facts.known("rmsnorm")["shapes"] == {}  # too old to hand on
+    facts.learn("rmsnorm", _timed("s", 3.5, {"torch.compile": 0.26}))
+    assert facts.known("rmsnorm")["shapes"]["s"]["reference_ms"] == 3.5
+
+
+TAKE_KNOWN = r"""
+import json, os, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton
+from kernelladder.ops.registry import get_op
+from kernelladder.verifier import gates
+from kernelladder.verifier.gates import Verifier
+from kernelladder.verifier.timing import Timing
+
+class CountingTimer:
+    calls = 0
+    _rates = None
+    def time(self, fn, target_ms=100.0):
+        CountingTimer.calls += 1
+        return Timing(7.0, 0.0, 10)
+
+spec = get_op("rmsnorm")
+shape = spec.cpu_shapes[0]
+v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=CountingTimer())
+v.take_known(spec, {"rates": {"copy": 1.0}, "shapes": {shape.label: {
+    "reference_ms": 3.0, "baselines_ms": {"torch.compile": 0.5}, "age_s": 10.0}}})
+inputs = spec.make_inputs(shape, 0, "cpu")
+out = [v.reference_timing(spec, shape, inputs).median_ms, CountingTimer.calls,
+       v._baseline_ms[(gates._spec_key(spec), shape.label, "torch.compile")], v._known_rates]
+v._taken[(gates._spec_key(spec), shape.label, "reference")] = (0.0, 0)  # long ago
+out += [v.reference_timing(spec, shape, inputs).median_ms, CountingTimer.calls]
+print(json.dumps(out))
+"""
+
+
+def test_a_worker_starts_from_another_workers_times_and_refreshes_them():
+    import json
+    import os
+    import subprocess
+
+    from helpers import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", TAKE_KNOWN], capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seeded, calls, baseline, rates, refreshed, calls_after = json.loads(
+        proc.stdout.splitlines()[-1]
+    )
+    assert (seeded, calls, baseline, rates) == (3.0, 0, 0.5, {"copy": 1.0})  # nothing timed
+    assert (refreshed, calls_after) == (7.0, 1)  # past its schedule: timed here
