@@ -340,3 +340,38 @@ def test_runner_under_python312_eager_tasks(sshd, tmp_path):  # noqa: F811
         proc.kill()
     assert proc.returncode == 0, stderr[-2000:]
     assert json.loads(stdout.strip().splitlines()[-1]) == ["pass", "lost", "pass"]
+
+
+async def test_workers_sharing_a_remote_gpu_take_turns_through_its_arbiter(sshd, tmp_path):  # noqa: F811
+    """A pipelined verification over SSH: two workers on the box's one "GPU" (the CPU
+    interpreter here), each stage asked of the GPU's arbiter on this side."""
+    host = sshd.host_config(remote_dir=str(tmp_path / "remote"))
+    runner = SSHRunner(host, device="cpu", per_gpu=2)
+    await runner.start()
+    try:
+        assert runner.slots == 2 and [s.label for s in runner._hosts[0].slots] == [
+            f"{host.label}:0/0",
+            f"{host.label}:0/1",
+        ]
+        arbiters = {id(s.client.arbiter) for s in runner._hosts[0].slots}
+        assert len(arbiters) == 1  # one GPU, one arbiter
+        lines: list[tuple[str, str]] = []
+        slots: list[str] = []
+        requests = [
+            VerifyRequest(op="rmsnorm", source=src, device="cpu", timeout_s=120, pipeline=True)
+            for src in (RMSNORM, "# autotune\n" + RMSNORM)  # the second: correctness alone
+        ]
+        verdicts = await asyncio.gather(
+            *(
+                runner.verify(r, lambda g, m: lines.append((g, m)), on_slot=slots.append)
+                for r in requests
+            )
+        )
+        assert [v.verdict for v in verdicts] == ["pass", "pass"]
+        assert sorted(slots) == [f"{host.label}:0/0", f"{host.label}:0/1"]
+        assert all(set(v.stages) >= {"compile", "correctness"} for v in verdicts)
+        assert any(g == "compile" for g, _ in lines)
+        arbiter = runner._hosts[0].slots[0].client.arbiter
+        assert arbiter.holders == (0, False)
+    finally:
+        await runner.close()

@@ -136,5 +136,6 @@ def make_runner(options: RunOptions, device: str) -> Runner:
         from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         settings = settings_from_record(options.remote_config or {})
-        return make_remote_runner(load_remote_config(settings), device=device)
+        per_gpu = options.worker_count() if device == "cuda" else 1
+        return make_remote_runner(load_remote_config(settings), device=device, per_gpu=per_gpu)
     return LocalRunner(device=device, per_gpu=options.worker_count() if device == "cuda" else 1)

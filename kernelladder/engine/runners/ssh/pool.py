@@ -1,4 +1,5 @@
-"""Remote verification over SSH: one persistent worker per remote GPU, a pool of hosts.
+"""Remote verification over SSH: persistent workers per remote GPU (one, or several
+sharing it for a pipelined verification), a pool of hosts.
 
     runner = make_remote_runner(load_remote_config(settings), device="cuda")
     await runner.start()           # connect (verified host keys), sync, start workers
@@ -36,6 +37,7 @@ from kernelladder.engine.runners.ssh.config import (
 )
 from kernelladder.engine.runners.ssh.link import HostKeyError, HostLink, RemoteError, python_command
 from kernelladder.verifier.client import WorkerClient, WorkerUnavailable
+from kernelladder.verifier.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.verdict import Verdict
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # then the host leaves the pool
@@ -144,10 +146,12 @@ class _Slot:
     gpu: int
     client: WorkerClient
     transport: SSHTransport | None = None
+    worker: int | None = None  # which of the GPU's workers (None: its only one)
 
     @property
     def label(self) -> str:
-        return f"{self.host.config.label}:{self.gpu}"
+        extra = f"/{self.worker}" if self.worker is not None else ""
+        return f"{self.host.config.label}:{self.gpu}{extra}"
 
 
 @dataclass
@@ -175,6 +179,7 @@ class PoolRunner(RunnerBase):
         device: str = "cuda",
         root: Any = None,
         reconnect_delays_s: tuple[float, ...] = RECONNECT_DELAYS_S,
+        per_gpu: int = 1,
     ):
         if not config.hosts:
             raise ValueError("a remote runner needs at least one host")
@@ -188,14 +193,22 @@ class PoolRunner(RunnerBase):
         self.retries = 0  # attempts lost to a dropped link (each one re-run by the engine)
         self.reconnect_delays_s = tuple(reconnect_delays_s)
         self._hosts = [_Host(h, HostLink(h, root=root)) for h in config.hosts]
+        self.per_gpu = max(1, int(per_gpu))
         for host in self._hosts:
-            for gpu in host.config.gpus:
-                host.slots.append(self._make_slot(host, gpu))
+            # a pipelined verification: per_gpu workers share each remote GPU through
+            # its arbiter, as locally (one compiles ahead while another times)
+            arbiters = {gpu: GpuArbiter(f"{host.config.label}:{gpu}") for gpu in host.config.gpus}
+            for j in range(self.per_gpu):
+                for gpu in host.config.gpus:
+                    worker = j if self.per_gpu > 1 else None
+                    host.slots.append(self._make_slot(host, gpu, arbiters[gpu], worker))
         self._free: list[_Slot] = []
         self._changed: asyncio.Condition | None = None
         self._started = False
 
-    def _make_slot(self, host: _Host, gpu: int) -> _Slot:
+    def _make_slot(
+        self, host: _Host, gpu: int, arbiter: GpuArbiter | None = None, worker: int | None = None
+    ) -> _Slot:
         slot: _Slot
 
         def factory() -> SSHTransport:
@@ -203,8 +216,10 @@ class PoolRunner(RunnerBase):
             slot.transport = SSHTransport(host.link, gpu=gpu, device=self.device, physical=physical)
             return slot.transport
 
-        client = WorkerClient(factory, start_timeout_s=host.config.worker_start_timeout_s)
-        slot = _Slot(host, gpu, client)
+        client = WorkerClient(
+            factory, start_timeout_s=host.config.worker_start_timeout_s, arbiter=arbiter
+        )
+        slot = _Slot(host, gpu, client, worker=worker)
         return slot
 
     # --- Runner -------------------------------------------------------------------------
@@ -399,6 +414,7 @@ class PoolRunner(RunnerBase):
             "gpu": hello.get("gpu"),
             "sandbox": hello.get("sandbox"),
             "slots": self.slots,
+            "workers_per_gpu": self.per_gpu,
             "host": ", ".join(str(h.config.target) for h in self._hosts),
             "hosts": [
                 {
