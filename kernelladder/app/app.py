@@ -105,6 +105,7 @@ class KernelLadderApp(App[int]):
         self.files = RunFiles(run_dir if run_dir is not None else getattr(run, "run_dir", None))
         self.fold = RunFold()
         self.run_over = False
+        self._show_pending = False  # a live batch waits for the main screen (_show_live)
         self.detached = False  # left an attached run running
         self.commands_sent: list[tuple[str, tuple[Any, ...]]] = []
         self.bridge: EngineBridge | None = None
@@ -220,7 +221,7 @@ class KernelLadderApp(App[int]):
             self.fold.apply_all(message.events)
             if message.finished or any(isinstance(e, ev.RunReopened) for e in message.events):
                 self.resuming = False
-            self.main.show(self.live_view())
+            self._show_live()
             self._notify_events(message.events)
             if message.finished:
                 self.run_over = True
@@ -228,6 +229,19 @@ class KernelLadderApp(App[int]):
         finally:
             if self.bridge is not None:
                 self.bridge.batch_handled()
+
+    def _show_live(self) -> None:
+        """The main screen brought up to the live fold; on a busy machine a batch can
+        arrive before the screen's widgets exist: shown once they do (the fold has it)."""
+        if self.main.is_mounted:
+            self.main.show(self.live_view())
+        elif not self._show_pending:
+            self._show_pending = True
+            self.call_after_refresh(self._show_when_mounted)
+
+    def _show_when_mounted(self) -> None:
+        self._show_pending = False
+        self._show_live()
 
     def _notify_events(self, events: Sequence[ev.Event]) -> None:
         notes: list[tuple[str, str, str]] = []  # (message, title, severity)
