@@ -419,6 +419,8 @@ class KernelLadderApp(App[int]):
     def _playback_tick(self) -> None:
         player = self.player
         assert player is not None
+        if not self._replay_widgets():  # the app is closing (or not drawn yet)
+            return
         now = time.monotonic()
         dt, self._last_tick = now - self._last_tick, now
         if not player.playing:
@@ -473,8 +475,13 @@ class KernelLadderApp(App[int]):
             self._notify_events(shown)
         self._update_replay_bar()
 
+    def _replay_widgets(self) -> bool:
+        """Whether the main screen's widgets are there to show a replay step on: a tick
+        can fire as the app closes and removes them, or before they are mounted."""
+        return self.main.is_mounted and bool(self.main.query(ReplayBar))
+
     def _update_replay_bar(self) -> None:
-        if self.player is None:
+        if self.player is None or not self._replay_widgets():
             return
         bar = self.main.query_one(ReplayBar)
         bar.position = self.player.position
