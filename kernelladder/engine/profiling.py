@@ -37,7 +37,8 @@ class Profiling:
         target = n if why != "branch stalled" else self.state.branches[bid].best_attempt
         assert target is not None and self._slots is not None
         self._profiled.add(target)
-        async with self._slots:  # the same GPU, between verifications
+        # the same GPU, between verifications: with workers sharing it, alone
+        async with self._slots, self.runner.gpu_alone():
             outcome = await asyncio.to_thread(
                 profile_candidate, self.op.wire, self._source(target),
                 self.run_dir / "profiles", str(target), self.options.timeout_s,

@@ -58,7 +58,8 @@ class Runner(Protocol):
 
     @property
     def slots(self) -> int:
-        """How many candidates it verifies at once (one per GPU; one on the CPU)."""
+        """How many candidates it verifies at once (workers per GPU times GPUs; one on the
+        CPU)."""
         ...
 
     async def start(self) -> None: ...
@@ -84,6 +85,10 @@ class Runner(Protocol):
         it once the run has started."""
         ...
 
+    def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """While it is held, none of the runner's workers uses the local GPUs."""
+        ...
+
 
 class RunnerBase:
     """The optional runner hooks, declared once with their defaults (as an adapter base
@@ -94,6 +99,9 @@ class RunnerBase:
       slot; the engine then records AttemptStarted with that slot (else with none).
     - notice(level, message): a one-line Notice in the run's log; notices raised before
       the engine set the sink are kept and delivered when it is set.
+    - gpu_alone(): an async context in which nothing of this runner's uses the local
+      GPUs (an Nsight Compute profile runs there); by default a context that waits for
+      nothing (one worker per GPU: the engine's slot is enough).
     """
 
     name: str = "runner"
@@ -106,6 +114,9 @@ class RunnerBase:
         pending, self._pending_notices = self._pending_notices, ()
         for level, message in pending:
             self.notice(level, message)
+
+    def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
 
     def notice(self, level: str, message: str) -> None:
         if self._notice_sink is None:

@@ -350,3 +350,25 @@ def test_a_worker_starts_from_another_workers_times_and_refreshes_them():
     )
     assert (seeded, calls, baseline, rates) == (3.0, 0, 0.5, {"copy": 1.0})  # nothing timed
     assert (refreshed, calls_after) == (7.0, 1)  # past its schedule: timed here
+
+
+async def test_a_profile_has_every_local_gpu_alone():
+    """`--profile auto` runs Nsight Compute on the GPU: the local runner's gpu_alone holds
+    each GPU's arbiter exclusively, so no worker sharing it times or checks beside it."""
+    from kernelladder.engine.runners.local import LocalRunner
+
+    runner = LocalRunner(device="cpu", slots=1, per_gpu=2)
+    await runner.start()
+    try:
+        arbiter = runner._pool.clients[0].arbiter
+        assert arbiter is runner._pool.clients[1].arbiter
+        async with runner.gpu_alone():
+            assert arbiter.holders == (0, True)
+            waiting = asyncio.ensure_future(arbiter.acquire(SHARED))  # a correctness stage
+            await asyncio.sleep(0.05)
+            assert not waiting.done()
+        await asyncio.wait_for(waiting, 1)
+        arbiter.release(SHARED)
+        assert arbiter.holders == (0, False)
+    finally:
+        await runner.close()

@@ -10,11 +10,13 @@ engine may retry the attempt.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE
 from kernelladder.verifier.verdict import Verdict
 
 
@@ -104,6 +106,28 @@ class LocalRunner(RunnerBase):
             raise RunnerLost(str(exc)) from None
         finally:
             free.put_nowait((slot, client))
+
+    @contextlib.asynccontextmanager
+    async def gpu_alone(self) -> AsyncIterator[None]:
+        """Every local GPU to the caller (an Nsight Compute profile): each GPU's arbiter
+        taken exclusively, in order, so no worker of the pool times or runs correctness
+        beside it (a compile ahead needs no GPU and goes on)."""
+        if self._pool is None:
+            yield
+            return
+        arbiters = []
+        for client in self._pool.clients:
+            if client.arbiter is not None and client.arbiter not in arbiters:
+                arbiters.append(client.arbiter)
+        taken = []
+        try:
+            for arbiter in arbiters:
+                await arbiter.acquire(EXCLUSIVE)
+                taken.append(arbiter)
+            yield
+        finally:
+            for arbiter in reversed(taken):
+                arbiter.release(EXCLUSIVE)
 
     async def close(self) -> None:
         self._free = None
