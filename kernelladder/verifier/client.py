@@ -454,19 +454,12 @@ class WorkerClient:
 
         deadline = started + timeout
         held: list[str] = []  # the GPU access this request holds now (at most one)
-
-        def release() -> None:
-            while held:
-                mode = held.pop()
-                if self.arbiter is not None:
-                    self.arbiter.release(mode)
-
         try:
             verdict = await self._read_verdict(
                 transport, req_id, digest, fault, on_progress, deadline, timeout, held, where
             )
         finally:
-            release()
+            self._release_gpu(held)
         if pipelined and verdict.device == "cuda":
             self.arbiter.facts.learn(req.get("op"), verdict)
         return verdict
@@ -560,10 +553,7 @@ class WorkerClient:
         """Give the worker the GPU for its next stage: what it held goes back, the new
         access is waited for (seconds waited returned), then "go". None: the worker is
         gone. A stage that needs no GPU is only reported."""
-        while held:
-            mode = held.pop()
-            if self.arbiter is not None:
-                self.arbiter.release(mode)
+        self._release_gpu(held)
         loop = asyncio.get_running_loop()
         asked = loop.time()
         if gpu in (SHARED, EXCLUSIVE):
@@ -581,6 +571,13 @@ class WorkerClient:
             except Exception:
                 return None
         return loop.time() - asked
+
+    def _release_gpu(self, held: list[str]) -> None:
+        """Give back the GPU access a request holds."""
+        while held:
+            mode = held.pop()
+            if self.arbiter is not None:
+                self.arbiter.release(mode)
 
     async def _accept(self, msg: dict[str, Any], req_id: str, digest: str, fault: Any) -> Verdict:
         """Check the verdict line really came from the verifier, then return it."""
@@ -666,10 +663,11 @@ class LocalPool:
         self.device = device
         per_gpu = max(1, int(per_gpu))
         gpus = list(range(size)) if device == "cuda" else [None] * size
-        # every worker of a device shares its arbiter (the CPU workers one among them)
-        arbiters = {i: GpuArbiter(f"{device}:{i if device == 'cuda' else 0}") for i in range(size)}
-        if device != "cuda":
-            arbiters = {i: arbiters[0] for i in range(size)}
+        # one arbiter per GPU, shared by its workers (the CPU workers share one)
+        if device == "cuda":
+            self.arbiters = [GpuArbiter(f"cuda:{i}") for i in range(size)]
+        else:
+            self.arbiters = [GpuArbiter(f"{device}:0")]
         self.clients: list[WorkerClient] = []
         self.slot_names: list[str] = []
         for j in range(per_gpu):  # interleaved: the first free slots spread over the GPUs
@@ -680,7 +678,7 @@ class LocalPool:
                             device, cuda_device=gpu, **transport_options
                         ),
                         secrets=secrets,
-                        arbiter=arbiters[i],
+                        arbiter=self.arbiters[i % len(self.arbiters)],
                     )
                 )
                 self.slot_names.append(f"{device}:{i}" + (f"/{j}" if per_gpu > 1 else ""))

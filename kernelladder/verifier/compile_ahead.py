@@ -30,55 +30,20 @@ from kernelladder.verifier import fence
 from kernelladder.verifier.gate_tools import _Stop
 from kernelladder.verifier.integrity import TRUSTED
 
-# Ops that allocate or make views: no kernel runs.
-_NO_KERNEL = frozenset(
-    {
-        "aten::empty",
-        "aten::empty_like",
-        "aten::empty_strided",
-        "aten::new_empty",
-        "aten::new_empty_strided",
-        "aten::resize_",
-        "aten::view",
-        "aten::_unsafe_view",
-        "aten::reshape",
-        "aten::_reshape_alias",
-        "aten::as_strided",
-        "aten::t",
-        "aten::transpose",
-        "aten::permute",
-        "aten::expand",
-        "aten::expand_as",
-        "aten::view_as",
-        "aten::select",
-        "aten::slice",
-        "aten::narrow",
-        "aten::unsqueeze",
-        "aten::squeeze",
-        "aten::flatten",
-        "aten::unflatten",
-        "aten::split",
-        "aten::split_with_sizes",
-        "aten::chunk",
-        "aten::unbind",
-        "aten::movedim",
-        "aten::detach",
-        "aten::alias",
-        "aten::lift_fresh",
-        "aten::is_contiguous",
-        "aten::sym_size",
-        "aten::sym_stride",
-        "aten::sym_numel",
-        "aten::sym_storage_offset",
-    }
-)
 _IN_PLACE_FILLS = frozenset({"aten::zero_", "aten::fill_"})
 _FILLED_ALLOCATIONS = frozenset(
     {"aten::zeros", "aten::full", "aten::zeros_like", "aten::full_like", "aten::new_zeros",
      "aten::new_full"}
 )  # fmt: skip
-
-
+# The fence's allowed ops that run no kernel: allocation, views and metadata (fills are
+# skipped instead; copies and reading a value stop the shape's compile).
+_NO_KERNEL = (
+    fence.ALLOWED_ATEN
+    - _IN_PLACE_FILLS
+    - _FILLED_ALLOCATIONS
+    - {"aten::clone", "aten::copy_", "aten::_to_copy", "aten::contiguous",
+       "aten::_local_scalar_dense", "aten::record_stream"}
+)  # fmt: skip
 COMPILE_THREADS = 4  # per worker: two workers compiling leave a 16-core box room to time
 COMPILE_NICE = 10
 
@@ -181,7 +146,6 @@ class CompileAhead:
         line = f"{verb} for {compiled} of {len(shapes)} shapes in {took:.2f}s"
         if stopped:
             line += f"; later for {'; '.join(stopped[:3])}"
-        self.compile_note = line
         self.report("compile", line)
 
     def _compile_shape(self, shape: Shape, layout: dict[str, Any]) -> str:

@@ -5,10 +5,10 @@ any candidate is loaded: `JITFunction.run` (GPU) and `InterpretedFunction.run` (
 interpreter); autotuners and heuristics launch through them. Under `compile_only()`
 (the pipelined verification's compile stage, compile_ahead.py) the same wrappers make
 `JITFunction.run` a warm-up (compiled and loaded, not launched, not counted), the
-interpreter run nothing, and `Autotuner.run` compile each config without benchmarking. `FenceRecorder` is a
-TorchDispatchMode that records every aten op the candidate calls outside a Triton launch
-(the interpreter copies tensors inside a launch, and an autotuner benchmarks inside
-`_bench`; those are Triton's, not the candidate's).
+interpreter run nothing, and `Autotuner.run` compile each config without benchmarking.
+`FenceRecorder` is a TorchDispatchMode that records every aten op the candidate calls
+outside a Triton launch (the interpreter copies tensors inside a launch, and an autotuner
+benchmarks inside `_bench`; those are Triton's, not the candidate's).
 
 For built-in ops torch may only allocate, fill with a constant, make views and copy
 without changing dtype (`ALLOWED_ATEN`); any other op is compute outside Triton. For

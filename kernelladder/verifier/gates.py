@@ -104,9 +104,12 @@ class VerifyOptions:
             unseen_shapes=int(unseen) if unseen is not None else None,
             unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
             pipeline=bool(msg.get("pipeline", False)),
-            early_stop=_early_stop_option(msg.get("early_stop")),
+            early_stop=msg.get("early_stop"),
             known=dict(msg["known"]) if isinstance(msg.get("known"), Mapping) else None,
         )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "early_stop", _early_stop_option(self.early_stop))
 
 
 def _early_stop_option(value: Any) -> dict[str, Any] | None:
@@ -163,7 +166,7 @@ class Verifier:
         self._baseline_ms: dict[tuple[str, str, str], float | str] = {}
         # pipelined verifications: when each cached time was taken, and how often used
         self._taken: dict[tuple[str, str, str], tuple[float, int]] = {}
-        self._reference_ms: dict[tuple[str, str], float] = {}
+        self._reference_timing: dict[tuple[str, str], Any] = {}  # Timing per shape
         self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
@@ -271,9 +274,9 @@ class Verifier:
             if (
                 isinstance(ref, int | float)
                 and ref > 0
-                and (spec_key, label) not in self._reference_ms
+                and (spec_key, label) not in self._reference_timing
             ):
-                self._reference_ms[(spec_key, label)] = Timing(float(ref), 0.0, 0)
+                self._reference_timing[(spec_key, label)] = Timing(float(ref), 0.0, 0)
                 self._taken[(spec_key, label, "reference")] = (taken, 0)
             for name, ms in (fact.get("baselines_ms") or {}).items():
                 key = (spec_key, str(label), str(name))
@@ -325,10 +328,10 @@ class Verifier:
         """The reference's Timing at this shape, timed once and kept (then refreshed on
         the schedule above): the same function on the same inputs each time."""
         key = (_spec_key(spec), shape.label)
-        cached = self._reference_ms.get(key)
+        cached = self._reference_timing.get(key)
         if cached is None or not self._fresh((*key, "reference"), True):
             cached = self.timer().time(lambda: spec.reference(inputs))
-            self._reference_ms[key] = cached
+            self._reference_timing[key] = cached
             self._mark_taken((*key, "reference"))
         return cached
 
@@ -455,7 +458,6 @@ class _Run(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         self.stage = stage if opts.pipeline else None
         self.stages: dict[str, float] = {}  # seconds per stage (pipelined)
         self._stage_at: tuple[str, float] | None = None
-        self.compile_note = ""
         self.early_stop: dict[str, Any] | None = None
         self.device = opts.device
         self.cuda = opts.device.startswith("cuda")

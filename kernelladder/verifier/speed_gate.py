@@ -118,10 +118,7 @@ class SpeedGate:
         candidate meets the copy floor at the largest shape (rmsnorm); hence the geomean."""
         best = self.opts.early_stop or {}
         best_ms: Mapping[str, float] = best.get("timings") or {}
-        noise = best.get("noise")
-        best_noise: Mapping[str, float] = (
-            noise if isinstance(noise, Mapping) else {k: float(noise or 0.0) for k in best_ms}
-        )
+        best_noise: Mapping[str, float] = best.get("noise") or {}  # per shape (VerifyOptions)
         shapes = self._largest_first()
         if any(shape.label not in best_ms for shape in shapes):
             return None
@@ -233,22 +230,18 @@ class SpeedGate:
         rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
         failed = False
 
-        def one_timing(fn: Callable[[], Any]) -> float:
-            # calibrated afresh each round: another worker's compile may load the CPU
-            return timer.time(fn, PAIRED_TARGET_MS).median_ms
-
         for r in range(self.opts.paired_rounds):
             for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
                 if who == "candidate":
                     last[1] = 0
                     launches0 = fence.STATE.launches
-                    cand_ms.append(one_timing(timed))
+                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
                     launched += fence.STATE.launches - launches0
                     calls += last[1]
                     continue
                 try:
                     with self.v.library_work():
-                        rival_ms.append(one_timing(rival_fn))
+                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
                 except Exception:  # the baseline's failure is not the candidate's: no rounds
                     failed = True
                     break

@@ -94,17 +94,6 @@ class GpuTimer:
 
     def time(self, fn: Callable[[], Any], target_ms: float = TARGET_MS) -> Timing:
         """Median of enough flushed trials to fill about `target_ms` (at least 10)."""
-        return self.measure(fn, self.calibrate(fn, target_ms))
-
-    def measure(self, fn: Callable[[], Any], plan: tuple[int, int]) -> Timing:
-        """The median of `plan`'s trials (calibrate's (trials, sleep cycles)): rounds of
-        one function timed again and again share one calibration."""
-        trials, sleep_cycles = plan
-        return summarize(self._measure(fn, trials, sleep_cycles))
-
-    def calibrate(self, fn: Callable[[], Any], target_ms: float = TARGET_MS) -> tuple[int, int]:
-        """(trials that fill about `target_ms`, GPU sleep cycles that cover the host's
-        enqueue time), from a warm-up call, the host's time per call and a 3-trial probe."""
         fn()  # warm-up (compiles and autotunes happened in the correctness gate already)
         self._sync()
         host_ms = []
@@ -119,7 +108,7 @@ class GpuTimer:
         probe = statistics.median(self._measure(fn, 3, sleep_cycles))
         per_trial = max(probe + self.flush_ms + sleep_ms, 1e-3)
         trials = int(min(MAX_TRIALS, max(MIN_TRIALS, target_ms / per_trial)))
-        return trials, sleep_cycles
+        return summarize(self._measure(fn, trials, sleep_cycles))
 
     # --- measured ceilings ------------------------------------------------------------
     def rates(self) -> dict[str, float]:

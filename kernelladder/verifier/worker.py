@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                     _await_go(channel, req_id)
 
             try:
-                outcome = verifier.verify(opts, progress, stage if opts.pipeline else None)
+                outcome = verifier.verify(opts, progress, stage)  # stages: pipelined only
                 verdict, recycle = outcome.verdict, outcome.recycle
             except BaseException as exc:  # a verifier bug must still answer
                 traceback.print_exc()

@@ -115,13 +115,9 @@ class LocalRunner(RunnerBase):
         if self._pool is None:
             yield
             return
-        arbiters = []
-        for client in self._pool.clients:
-            if client.arbiter is not None and client.arbiter not in arbiters:
-                arbiters.append(client.arbiter)
         taken = []
         try:
-            for arbiter in arbiters:
+            for arbiter in self._pool.arbiters:
                 await arbiter.acquire(EXCLUSIVE)
                 taken.append(arbiter)
             yield
@@ -151,6 +147,7 @@ class LocalRunner(RunnerBase):
 
 def make_runner(options: RunOptions, device: str) -> Runner:
     """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
+    per_gpu = options.worker_count() if device == "cuda" else 1
     if options.ray_address is not None:
         from kernelladder.engine.runners.ray import RayRunner  # imports ray only in start()
 
@@ -160,6 +157,5 @@ def make_runner(options: RunOptions, device: str) -> Runner:
         from kernelladder.engine.runners.ssh.pool import make_remote_runner
 
         settings = settings_from_record(options.remote_config or {})
-        per_gpu = options.worker_count() if device == "cuda" else 1
         return make_remote_runner(load_remote_config(settings), device=device, per_gpu=per_gpu)
-    return LocalRunner(device=device, per_gpu=options.worker_count() if device == "cuda" else 1)
+    return LocalRunner(device=device, per_gpu=per_gpu)
