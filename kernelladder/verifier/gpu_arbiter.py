@@ -1,10 +1,13 @@
 """Who may use one GPU now, among the workers that share it (the caller's side).
 
 A pipelined verification asks for the GPU per stage: correctness runs beside other
-workers' correctness ("shared"), timing has the GPU to itself ("exclusive"). Requests
-are granted in order of asking, except that shared ones are granted together; a timing
-that waits goes before shared requests made after it, so correctness cannot starve it.
-Standard library only (the engine imports it through the client).
+workers' correctness ("shared"), timing has the GPU to itself ("exclusive"). Timings
+are granted in order of asking, and before any correctness that waits: while a timing
+holds the GPU or waits for it, correctness requests gather, and once none is left they
+are granted together, so the correctness of several workers runs at once instead of
+one between each two timings. Neither starves: a worker asks for its timing only
+after its correctness, so at most one timing per worker is ever ahead of a waiting
+correctness. Standard library only (the engine imports it through the client).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ class GpuArbiter:
         self.name = name
         self._shared = 0
         self._exclusive = False
-        self._queue: collections.deque[tuple[str, asyncio.Future[None]]] = collections.deque()
+        self._timings: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiting_shared: list[asyncio.Future[None]] = []
         # what one worker measured on this GPU, for the others (GpuFacts)
         self.facts = GpuFacts()
 
@@ -36,9 +40,12 @@ class GpuArbiter:
         return self._shared, self._exclusive
 
     def _can(self, mode: str) -> bool:
+        """Whether `mode` could be granted now to a request that waits for nothing else."""
         if self._exclusive:
             return False
-        return mode == SHARED or self._shared == 0
+        if mode == SHARED:
+            return not self._timings  # a waiting timing goes first
+        return self._shared == 0
 
     def _take(self, mode: str) -> None:
         if mode == SHARED:
@@ -48,25 +55,34 @@ class GpuArbiter:
 
     def busy_for(self, mode: str) -> bool:
         """Whether asking for `mode` now would wait."""
-        return bool(self._queue) or not self._can(mode)
+        if mode == EXCLUSIVE and self._timings:
+            return True
+        return not self._can(mode)
 
     async def acquire(self, mode: str) -> None:
         if mode not in (SHARED, EXCLUSIVE):
             raise ValueError(f"unknown GPU access {mode!r}")
-        if not self._queue and self._can(mode):
+        if not self.busy_for(mode):
             self._take(mode)
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((mode, future))
+        if mode == SHARED:
+            self._waiting_shared.append(future)
+        else:
+            self._timings.append(future)
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self.release(mode)  # granted as the caller was cancelled
             else:
-                self._queue = collections.deque(e for e in self._queue if e[1] is not future)
+                self._forget(future)
                 self._grant()
             raise
+
+    def _forget(self, future: asyncio.Future[None]) -> None:
+        self._timings = collections.deque(f for f in self._timings if f is not future)
+        self._waiting_shared = [f for f in self._waiting_shared if f is not future]
 
     def release(self, mode: str) -> None:
         if mode == SHARED:
@@ -76,18 +92,20 @@ class GpuArbiter:
         self._grant()
 
     def _grant(self) -> None:
-        while self._queue:
-            mode, future = self._queue[0]
-            if future.done():
-                self._queue.popleft()
-                continue
-            if not self._can(mode):
-                return
-            self._queue.popleft()
-            self._take(mode)
-            future.set_result(None)
-            if mode == EXCLUSIVE:
-                return
+        if self._exclusive:
+            return
+        while self._timings and self._timings[0].done():  # cancelled while waiting
+            self._timings.popleft()
+        if self._timings:
+            if self._shared == 0:
+                self._take(EXCLUSIVE)
+                self._timings.popleft().set_result(None)
+            return  # correctness waits until no timing does
+        waiting, self._waiting_shared = self._waiting_shared, []
+        for future in waiting:
+            if not future.done():
+                self._take(SHARED)
+                future.set_result(None)
 
 
 class GpuFacts:

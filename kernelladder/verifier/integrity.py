@@ -35,6 +35,7 @@ class Trusted:
     empty_strided: Any = torch.empty_strided
     cuda_synchronize: Any = torch.cuda.synchronize
     cuda_event: Any = torch.cuda.Event
+    current_stream: Any = torch.cuda.current_stream
     elapsed_time: Any = getattr(torch.cuda.Event, "elapsed_time", None)
     event_record: Any = getattr(torch.cuda.Event, "record", None)
     tensor_clone: Any = torch.Tensor.clone
@@ -174,17 +175,18 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
         for space, (names, ids) in before.groups.items()
         if space in spaces and _unchanged(spaces[space], names, ids)
     }
-    for (space, name), ident in before.entries.items():
+    for space, (names, ids) in before.groups.items():  # only the namespaces that changed
         if space in intact:
             continue
         namespace = spaces.get(space)
         if namespace is None:
             found.append(f"{space} removed")
             continue
-        if name not in namespace:
-            found.append(f"{space}.{name} removed")
-        elif id(namespace[name]) != ident:
-            found.append(f"{space}.{name} replaced")
+        for name, ident in zip(names, ids, strict=True):
+            if name not in namespace:
+                found.append(f"{space}.{name} removed")
+            elif id(namespace[name]) != ident:
+                found.append(f"{space}.{name} replaced")
     if _hooks() != before.hooks:
         found.append("a trace or profile hook was installed (sys.settrace/setprofile)")
     seen: set[str] = set()

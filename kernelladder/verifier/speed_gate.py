@@ -16,6 +16,7 @@ from kernelladder.ops.spec import Shape
 from kernelladder.verifier import fence, integrity
 from kernelladder.verifier.gate_tools import _index_str, _same_bits, _Stop
 from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.timing import TARGET_MS, Timing, pooled
 from kernelladder.verifier.verdict import (
     FAIL,
     PASS,
@@ -96,9 +97,15 @@ class SpeedGate:
             )
             return
         assert self.cand is not None
-        rows = self._coarse_rows() if self.opts.early_stop else None
+        looks: dict[str, Timing] = {}
+        rows = self._coarse_rows(looks) if self.opts.early_stop else None
         if rows is None:
-            rows = [self._time_shape(shape, full=True) for shape in self.shapes]
+            if not self.opts.pipeline:
+                looks.clear()  # the serial path times every shape afresh, in full
+            rows = [
+                self._time_shape(shape, full=True, look=looks.get(shape.label))
+                for shape in self.shapes
+            ]
         self._speed_results(rows)
 
     def _largest_first(self) -> list[Shape]:
@@ -108,14 +115,15 @@ class SpeedGate:
             reverse=True,
         )
 
-    def _coarse_rows(self) -> list[dict[str, Any]] | None:
+    def _coarse_rows(self, looks: dict[str, Timing]) -> list[dict[str, Any]] | None:
         """Time where it decides something. A short first look at every shape, the
         largest first; the candidate stops there, with these coarse times, when it is
         clearly slower than its branch's best (beyond the noise band) at the largest
         shape or over all shapes (geomean), and clearly faster at none: it cannot change
         the branch's standing. Else None: every shape is timed in full, with back-to-back
-        rounds where close. The largest-shape rule alone stops nothing where every
-        candidate meets the copy floor at the largest shape (rmsnorm); hence the geomean."""
+        rounds where close (pipelined, the first looks, kept in `looks`, count towards
+        it). The largest-shape rule alone stops nothing where every candidate meets the
+        copy floor at the largest shape (rmsnorm); hence the geomean."""
         best = self.opts.early_stop or {}
         best_ms: Mapping[str, float] = best.get("timings") or {}
         best_noise: Mapping[str, float] = best.get("noise") or {}  # per shape (VerifyOptions)
@@ -128,6 +136,7 @@ class SpeedGate:
             row = self._time_shape(shape, full=False)
             rows[shape.label] = row
             cand, theirs = row["cand"], best_ms[shape.label]
+            looks[shape.label] = cand
             if not cand.median_ms or cand.median_ms <= 0:
                 return None
             spread = max(cand.noise or 0.0, float(best_noise.get(shape.label) or 0.0))
@@ -157,14 +166,24 @@ class SpeedGate:
         }
         return [rows[shape.label] for shape in self.shapes]
 
-    def _time_shape(self, shape: Shape, full: bool) -> dict[str, Any]:
+    def _time_shape(self, shape: Shape, full: bool, look: Timing | None = None) -> dict[str, Any]:
         """One shape timed: the candidate (in full, or a coarse first measurement), the
         reference, the library baselines (cached) and, in full, back-to-back rounds with
-        the fastest baseline when the two are close."""
+        the fastest baseline when the two are close.
+
+        Pipelined, a full timing starts from a first look (`look`, when the early stop
+        took it already): close to the fastest baseline, the rounds follow and the
+        candidate's time is all its trials, the look's and the rounds'; else more trials
+        to TARGET_MS in all. The serial path times the candidate to TARGET_MS and then,
+        where close, runs the rounds as well."""
         spec, timer = self.spec, self.v.timer()
         call = self.cand.call
         pipelined = self.opts.pipeline
-        self.report("speed", f"timing {shape.label}" + ("" if full else " (first look)"))
+        first_look = pipelined and full
+        self.report(
+            "speed",
+            f"timing {shape.label}" + ("" if full and not first_look else " (first look)"),
+        )
         inputs = spec.make_inputs(shape, self.seeds[0], self.device)
         args = [inputs[n] for n in spec.arg_names]
         if pipelined:
@@ -178,16 +197,18 @@ class SpeedGate:
             last[0] = call(*args)
             last[1] += 1
 
-        launches0 = fence.STATE.launches
-        cand = timer.time(timed) if full else timer.time(timed, COARSE_TARGET_MS)
-        launched = fence.STATE.launches - launches0
-        if not self._check_integrity("being timed"):
-            raise _Stop
-        self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+        if look is not None:
+            cand = look  # taken, checked, by the early stop's first look
+        else:
+            launches0 = fence.STATE.launches
+            target = TARGET_MS if full and not first_look else COARSE_TARGET_MS
+            cand = timer.time(timed, target)
+            self._check_timing(shape, inputs, pristine, last, fence.STATE.launches - launches0)
         fl = spec.flops(shape)
         floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
         baselines: dict[str, float | str] = {}
         paired: dict[str, Any] | None = None
+        rounds: list[Timing] = []
         if self.opts.baselines:
             self.report("speed", f"baselines {shape.label}")
             with self.v.library_work():
@@ -199,7 +220,17 @@ class SpeedGate:
                 rival = fastest[0] if fastest else None
             if rival is not None:
                 self.report("speed", f"{shape.label}: back to back with {rival}")
-                paired = self._paired(shape, inputs, pristine, timed, last, rival)
+                paired = self._paired(shape, inputs, pristine, timed, last, rival, rounds)
+        if first_look:
+            if paired is not None:
+                cand = pooled([cand, *rounds])
+            else:
+                self.report("speed", f"timing {shape.label}")
+                last[1] = 0
+                launches0 = fence.STATE.launches
+                more = timer.time(timed, TARGET_MS - COARSE_TARGET_MS)
+                self._check_timing(shape, inputs, pristine, last, fence.STATE.launches - launches0)
+                cand = pooled([cand, more])
         return {
             "shape": shape,
             "ref": ref,
@@ -209,6 +240,19 @@ class SpeedGate:
             "paired": paired,
         }
 
+    def _check_timing(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        last: list[Any],
+        launched: int,
+    ) -> None:
+        """After a timing: the verifier intact, and the timed calls the checked calls."""
+        if not self._check_integrity("being timed"):
+            raise _Stop
+        self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+
     def _paired(
         self,
         shape: Shape,
@@ -217,12 +261,14 @@ class SpeedGate:
         timed: Callable[[], None],
         last: list[Any],
         rival: str,
+        timings: list[Timing] | None = None,
     ) -> dict[str, Any] | None:
         """The candidate and its closest baseline timed back to back, paired_rounds times,
         the order alternating: a margin smaller than the drift between the candidate's
         timing and the (cached) baseline's is settled by rounds won, not by two medians
-        taken minutes apart. The candidate's calls here are checked as the others are.
-        None when the baseline fails here (it ran before): the plain comparison stands."""
+        taken minutes apart. The candidate's calls here are checked as the others are;
+        its timings are added to `timings`. None when the baseline fails here (it ran
+        before): the plain comparison stands."""
         timer = self.v.timer()
         cand_ms: list[float] = []
         rival_ms: list[float] = []
@@ -235,7 +281,10 @@ class SpeedGate:
                 if who == "candidate":
                     last[1] = 0
                     launches0 = fence.STATE.launches
-                    cand_ms.append(timer.time(timed, PAIRED_TARGET_MS).median_ms)
+                    mine = timer.time(timed, PAIRED_TARGET_MS)
+                    cand_ms.append(mine.median_ms)
+                    if timings is not None:
+                        timings.append(mine)
                     launched += fence.STATE.launches - launches0
                     calls += last[1]
                     continue

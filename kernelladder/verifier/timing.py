@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,12 +34,14 @@ class Timing:
     median_ms: float
     noise: float  # interquartile range / median
     trials: int
+    # every trial's time (ms), kept so timings of one function can be pooled
+    samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"median_ms": self.median_ms, "noise": self.noise, "trials": self.trials}
 
 
-def summarize(samples: list[float]) -> Timing:
+def summarize(samples: Sequence[float]) -> Timing:
     ordered = sorted(samples)
     median = statistics.median(ordered)
     if len(ordered) >= 4:
@@ -47,7 +49,21 @@ def summarize(samples: list[float]) -> Timing:
         iqr = q[2] - q[0]
     else:
         iqr = ordered[-1] - ordered[0]
-    return Timing(median, iqr / median if median > 0 else math.inf, len(ordered))
+    return Timing(median, iqr / median if median > 0 else math.inf, len(ordered), tuple(samples))
+
+
+def pooled(parts: Sequence[Timing]) -> Timing:
+    """One function's timings taken apart (a first look, then more trials or the rounds
+    against a baseline) as one: the median and spread of all their trials together. A
+    timer that keeps no samples (a test's table of times) pools its medians by trials."""
+    if all(p.samples for p in parts):
+        return summarize([s for p in parts for s in p.samples])
+    weighted = [p.median_ms for p in parts for _ in range(max(1, p.trials))]
+    return Timing(
+        statistics.median(weighted),
+        max((p.noise for p in parts), default=0.0),
+        sum(p.trials for p in parts),
+    )
 
 
 class GpuTimer:
@@ -78,17 +94,20 @@ class GpuTimer:
         TRUSTED.cuda_synchronize()  # device-wide: side-stream work is waited for too
 
     def _measure(self, fn: Callable[[], Any], trials: int, sleep_cycles: int = 0) -> list[float]:
-        event = TRUSTED.cuda_event
+        event, record = TRUSTED.cuda_event, TRUSTED.event_record
         starts = [event(enable_timing=True) for _ in range(trials)]
         ends = [event(enable_timing=True) for _ in range(trials)]
+        # the stream named once: Event.record looks the current stream up on every call
+        stream = TRUSTED.current_stream(self.device)
+        flush, sleep = self._flush_buf.zero_, _GPU_SLEEP if sleep_cycles else None
         self._sync()
         for i in range(trials):
-            self._flush()
-            if sleep_cycles and _GPU_SLEEP is not None:
-                _GPU_SLEEP(sleep_cycles)
-            TRUSTED.event_record(starts[i])
+            flush()
+            if sleep is not None:
+                sleep(sleep_cycles)
+            record(starts[i], stream)
             fn()
-            TRUSTED.event_record(ends[i])
+            record(ends[i], stream)
         self._sync()
         return [float(TRUSTED.elapsed_time(s, e)) for s, e in zip(starts, ends, strict=True)]
 

@@ -42,6 +42,7 @@ class TableTimer:
         names = (code.co_names + code.co_freevars) if code else ()
         if "call" in names:
             ms = next(CAND)
+            CAND_TARGETS.append(target_ms)
         elif "reference" in names:
             ms = TABLE["reference"]
         elif getattr(fn, "baseline_name", "") == RIVAL_FAILS:
@@ -64,7 +65,9 @@ def named(name):
     return fn
 v.baseline_fns = lambda spec, shape, inputs: {n: named(n) for n in TABLE if n != "reference"}
 verdicts = []
+CAND_TARGETS = []  # the targets the candidate was timed to, in the latest verification
 for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
+    CAND_TARGETS.clear()
     RIVAL_FAILS = CAND_MS.get("rival_fails") if isinstance(CAND_MS, dict) else None
     CAND_MS = CAND_MS["cand"] if isinstance(CAND_MS, dict) else CAND_MS
     CAND = itertools.cycle(CAND_MS if isinstance(CAND_MS, list) else [CAND_MS])
@@ -77,7 +80,7 @@ for CAND_MS, min_speedup, path, *extra in json.loads(sys.argv[1]):
             s.label: best["largest"] if s is largest else best["others"] for s in spec.cpu_shapes}}
     opts = VerifyOptions(op="rmsnorm", source=src, device="cpu", min_speedup=min_speedup, seeds=(0,),
                          **extra)
-    verdicts.append(v.verify(opts).verdict.to_dict())
+    verdicts.append({**v.verify(opts).verdict.to_dict(), "cand_targets": list(CAND_TARGETS)})
 print(json.dumps(verdicts))
 """
 
@@ -123,6 +126,16 @@ PAIRED = [
 ]
 
 
+# The pipelined path: a first look at each shape, then the rounds (close to the fastest
+# baseline, F.rms_norm at 0.5 ms) or more trials (far from it), the candidate's time
+# pooled from all; with the branch's best known, the early stop's looks count towards it.
+PIPELINED = [
+    (1.0, {}, "far"),  # 1.0 ms against 0.5: no rounds
+    ([0.49], {}, "close"),  # within the band: 7 rounds back to back
+    (1.02, {"best": {"attempt": 4, "largest": 1.0, "others": 1.0}}, "far"),  # looks reused
+]
+
+
 @pytest.fixture(scope="module")
 def verdicts() -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -132,6 +145,7 @@ def verdicts() -> list[dict]:
         + [(cand, 1.0, path) for cand, path, _word in PAIRED]
         + [REMEASURE]
         + [(cand, 0.0, HONEST, {"best": best}) for cand, best, _stops in EARLY]
+        + [(cand, 0.0, HONEST, {**extra, "pipeline": True}) for cand, extra, _kind in PIPELINED]
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
@@ -257,3 +271,34 @@ def test_a_clearly_slower_candidate_stops_early_and_a_close_one_gets_full_timing
     else:
         assert v["early_stop"] is None and "stopped early" not in speed["detail"]
         assert trials == {int(TARGET_MS)}  # every shape timed in full
+
+
+@pytest.mark.parametrize("index", range(len(PIPELINED)))
+def test_pipelined_timing_pools_a_first_look_with_the_rounds_or_more_trials(verdicts, index):
+    """No repeated work: the pipelined path does not time the candidate in full and then
+    again in the rounds; its time is the first look's trials and the rounds' (or more
+    trials, to the same total as the serial path's), and the rounds' rigor is unchanged."""
+    from kernelladder.verifier.gates import PAIRED_ROUNDS
+    from kernelladder.verifier.speed_gate import COARSE_TARGET_MS, PAIRED_TARGET_MS
+    from kernelladder.verifier.timing import TARGET_MS
+
+    cand, _extra, kind = PIPELINED[index]
+    v = verdicts[len(SCENARIOS) + 2 + len(PAIRED) + len(EARLY) + index]
+    assert v["verdict"] == "pass" and v["early_stop"] is None, v["gates"]
+    shapes = v["gates"]["speed"]["evidence"]["per_shape"]
+    expected = cand[0] if isinstance(cand, list) else cand
+    assert all(t["candidate_ms"] == pytest.approx(expected) for t in v["timings"])
+    if kind == "far":
+        assert all(t["paired"] is None for t in v["timings"])
+        assert {s["trials"] for s in shapes} == {int(TARGET_MS)}  # the look + the rest
+        per_shape = [COARSE_TARGET_MS, TARGET_MS - COARSE_TARGET_MS]
+    else:
+        assert all(t["paired"]["rounds"] == PAIRED_ROUNDS for t in v["timings"])
+        assert all(t["paired"]["verdict"] == "faster" for t in v["timings"])
+        pooled = int(COARSE_TARGET_MS + PAIRED_ROUNDS * PAIRED_TARGET_MS)
+        assert {s["trials"] for s in shapes} == {pooled}  # no separate full timing
+        per_shape = [COARSE_TARGET_MS] + [PAIRED_TARGET_MS] * PAIRED_ROUNDS
+    targets = v["cand_targets"]
+    assert sorted(targets) == sorted(per_shape * len(shapes))  # the first looks taken once
+    if _extra:  # the early stop looked at every shape first, the largest first
+        assert targets[: len(shapes)] == [COARSE_TARGET_MS] * len(shapes)
