@@ -252,6 +252,7 @@ class WorkerClient:
         self._lock = asyncio.Lock()
         self.workers_started = 0
         self._verifier_files: str | None = None  # the first worker's hash of them
+        self._op_now: Any = None  # the op of the pipelined request in flight
 
     # --- life cycle ---------------------------------------------------------------------
     @property
@@ -265,10 +266,25 @@ class WorkerClient:
             assert self._hello is not None
             return dict(self._hello)
 
-    async def _ensure_started(self) -> None:
+    async def _ensure_started(self, on_progress: ProgressFn | None = None) -> None:
         if self.alive:
             return
         await self._discard()
+        if self.arbiter is None:
+            await self._start_worker()
+            return
+        # a starting worker runs its warm-up kernels (selftest, torch.compile's first
+        # use) beside other starting workers and correctness runs, never beside a timing
+        if self.arbiter.busy_for(SHARED) and on_progress is not None:
+            with contextlib.suppress(Exception):
+                on_progress("load", "waiting for the GPU (a worker starts when none is timing)")
+        await self.arbiter.acquire(SHARED)
+        try:
+            await self._start_worker()
+        finally:
+            self.arbiter.release(SHARED)
+
+    async def _start_worker(self) -> None:
         transport = self._factory()
         self._stderr_tail.clear()
         try:
@@ -411,7 +427,8 @@ class WorkerClient:
         self, req: dict[str, Any], on_progress: ProgressFn | None, timeout: float, fence_text: str
     ) -> Verdict:
         loop = asyncio.get_running_loop()
-        await self._ensure_started()  # bounded by start_timeout_s, not the candidate's time
+        # bounded by start_timeout_s (and the GPU's turn), not the candidate's time
+        await self._ensure_started(on_progress)
         started = loop.time()
         transport = self._transport
         assert transport is not None
@@ -426,6 +443,7 @@ class WorkerClient:
         pipelined = bool(message.get("pipeline")) and self.arbiter is not None
         if pipelined:
             message["known"] = self.arbiter.facts.known(req.get("op"))
+        self._op_now = req.get("op") if pipelined else None
         where = {"gate": "load", "last": ""}  # the stage or gate running, its last line
 
         def fault(kind: str, detail: str, **evidence: Any) -> Verdict:
@@ -565,8 +583,13 @@ class WorkerClient:
             if arbiter is not None:
                 await arbiter.acquire(gpu)
             held.append(gpu)
+            go: dict[str, Any] = {"type": "go", "id": req_id}
+            if gpu == EXCLUSIVE and self._op_now is not None and self.arbiter is not None:
+                # what other workers measured since the request was sent (the first
+                # verdicts of a run come while the others wait to time their first)
+                go["known"] = self.arbiter.facts.known(self._op_now)
             try:
-                transport.stdin.write(encode({"type": "go", "id": req_id}))
+                transport.stdin.write(encode(go))
                 await _within(transport.stdin.drain(), 30)
             except Exception:
                 return None

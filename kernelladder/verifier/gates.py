@@ -57,7 +57,9 @@ CACHE_REFRESH_S = 120.0
 CACHE_REFRESH_USES = 30
 
 ProgressFn = Callable[[str, str], None]
-StageFn = Callable[[str, str], None]  # (stage, "none" | "shared" | "exclusive")
+# (stage, "none" | "shared" | "exclusive") -> what other workers on this GPU measured
+# since the request ("known", as VerifyOptions.known), or None
+StageFn = Callable[[str, str], Any]
 
 
 @dataclass(frozen=True)
@@ -553,8 +555,10 @@ class _Run(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             return
         self._close_stage()
         asked = TRUSTED.perf_counter()
-        self.stage(name, gpu)
+        known = self.stage(name, gpu)
         now = TRUSTED.perf_counter()
+        if isinstance(known, Mapping) and self.opts.pipeline:
+            self.v.take_known(self.spec, known)  # a worker that joined as others measured
         if gpu != "none":
             self.stages["wait"] = self.stages.get("wait", 0.0) + (now - asked)
         self._stage_at = (name, now)

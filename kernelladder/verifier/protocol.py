@@ -5,18 +5,23 @@ for protocol lines and points fd 1 at stderr, so whatever a candidate prints goe
 stderr (the attempt's log) and can never corrupt the protocol.
 
 worker -> client, once at start:
-    {"type": "hello", "protocol": 1, "pid": int, "python": str, "torch": str,
-     "triton": str, "device": "cuda"|"cpu", "gpu": str|null, "gpus": int}
+    {"type": "hello", "protocol": 2, "pid": int, "python": str, "torch": str,
+     "triton": str, "device": "cuda"|"cpu", "gpu": str|null, "gpus": int, ...}
+        (and the worker's environment: "selftest", "poison", "compilers" (torch.compile
+        warmed up at start: "ok" | "not needed" | why not), "sandbox", ...)
 
 client -> worker:
     {"type": "verify", "id": str, "op": OP, "source": str, "device": "cuda"|"cpu",
      "min_speedup": float, "suite": "gpu"|"cpu"|null, "seeds": [int]|null,
-     "baselines": bool, "pipeline": bool, "early_stop": {...}|null}
+     "baselines": bool, "pipeline": bool, "early_stop": {...}|null, "known": {...}|null}
+        "known" (pipelined): what the GPU's other workers measured (GpuFacts.known:
+        rates, and per shape the reference's and the baselines' times with their age)
         OP is a built-in op name ("rmsnorm") or
         {"kernelbench": <problem file source>, "name": <problem file name>}
     {"type": "ping", "id": str}
     {"type": "shutdown"}
-    {"type": "go", "id": str}       (the GPU is this request's now: see "stage")
+    {"type": "go", "id": str, "known": {...}}   (the GPU is this request's now: see
+        "stage"; "known", on a timing's go only: as the request's, learned since)
 
 worker -> client, while verifying (any number, in order):
     {"type": "progress", "id": str, "gate": str, "message": str}

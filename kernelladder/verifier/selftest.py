@@ -1,4 +1,5 @@
-"""A worker's warm-up: one tiny Triton launch under the fence recorder, checked.
+"""A worker's warm-up: one tiny Triton launch under the fence recorder, checked; on a
+GPU, torch.compile's first use too.
 
 It runs before the first integrity snapshot so first-use initialisation (torch's lazy
 import of torch._dynamo when a dispatch mode is entered, Triton's driver and launcher
@@ -45,3 +46,22 @@ def run(device: str) -> str:
     if not torch.allclose(c, ref, rtol=1e-3, atol=1e-3):
         problems.append("bf16 tl.dot differs from torch")
     return "ok" if not problems else "; ".join(problems)
+
+
+def _warm_norm(x: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def warm_compilers(device: str) -> str:
+    """torch.compile's first use in a process costs seconds (its compiler's imports and
+    set-up) whatever it compiles. A worker pays them here, as it starts beside the other
+    workers, instead of at its first torch.compile baseline, which compiles while the
+    GPU is held alone. 'ok', 'not needed' (the CPU has no such baseline), or why not."""
+    if not device.startswith("cuda"):
+        return "not needed"
+    compiled = torch.compile(_warm_norm, dynamic=False)
+    x = torch.ones(4, 64, dtype=torch.bfloat16, device=device)
+    y = compiled(x)
+    torch.cuda.synchronize()
+    return "ok" if torch.equal(y, _warm_norm(x)) else "compiled result differs from eager"

@@ -177,6 +177,10 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     env["sandbox"] = sandbox.describe_state(state)
     extras["sandbox_state"] = state.to_dict()
     extras["verifier_files"] = source_files.combined(files)
+    try:
+        env["compilers"] = selftest.warm_compilers(device)
+    except Exception as exc:  # the baselines will say what fails, if anything does
+        env["compilers"] = f"not warmed: {type(exc).__name__}: {str(exc)[:200]}"
     verifier = Verifier(device, args.scratch, env)
     verifier.watch(walls, files)
     return {**extras, **env}, verifier
@@ -229,9 +233,10 @@ def _claim_scratch(args: argparse.Namespace) -> str:
     return args.scratch
 
 
-def _await_go(channel: _Channel, req_id: Any) -> None:
-    """Block until the client gives this request the GPU ("go"); a client that went away
-    or asked for a shutdown ends the worker (nothing else is sent while it waits)."""
+def _await_go(channel: _Channel, req_id: Any) -> dict[str, Any]:
+    """Block until the client gives this request the GPU ("go", which may carry what
+    other workers on this GPU measured since the request: "known"); a client that went
+    away or asked for a shutdown ends the worker (nothing else is sent while it waits)."""
     while True:
         line = channel.receive()
         if not line:
@@ -242,7 +247,7 @@ def _await_go(channel: _Channel, req_id: Any) -> None:
             continue
         kind = msg.get("type")
         if kind == "go" and msg.get("id") == req_id:
-            return
+            return msg
         if kind == "shutdown":
             _exit(0)
         if kind == "ping":
@@ -310,10 +315,11 @@ def main(argv: list[str] | None = None) -> int:
             def progress(gate: str, message: str, req_id: Any = req_id) -> None:
                 channel.send({"type": "progress", "id": req_id, "gate": gate, "message": message})
 
-            def stage(name: str, gpu: str, req_id: Any = req_id) -> None:
+            def stage(name: str, gpu: str, req_id: Any = req_id) -> Any:
                 channel.send({"type": "stage", "id": req_id, "stage": name, "gpu": gpu})
                 if gpu != "none":
-                    _await_go(channel, req_id)
+                    return _await_go(channel, req_id).get("known")
+                return None
 
             try:
                 outcome = verifier.verify(opts, progress, stage)  # stages: pipelined only

@@ -94,6 +94,32 @@ async def test_correctness_shares_the_gpu_and_timing_has_it_alone():
     arb.release(SHARED)
 
 
+async def test_waiting_timings_go_first_and_waiting_correctness_runs_together():
+    """A timing asked after a waiting correctness still goes before it; the correctness
+    requests gather meanwhile and are granted at once when no timing is left."""
+    arb = GpuArbiter()
+    await arb.acquire(EXCLUSIVE)  # worker A times
+    first = asyncio.ensure_future(arb.acquire(SHARED))  # B's correctness waits
+    await asyncio.sleep(0.01)
+    timing = asyncio.ensure_future(arb.acquire(EXCLUSIVE))  # C's timing, asked later
+    await asyncio.sleep(0.01)
+    arb.release(EXCLUSIVE)
+    await asyncio.sleep(0.01)
+    assert timing.done() and not first.done() and arb.holders == (0, True)
+    second = asyncio.ensure_future(arb.acquire(SHARED))  # A's next correctness
+    await asyncio.sleep(0.01)
+    assert not second.done()
+    arb.release(EXCLUSIVE)
+    await asyncio.sleep(0.01)
+    assert first.done() and second.done() and arb.holders == (2, False)
+    third = asyncio.ensure_future(arb.acquire(SHARED))  # no timing waits: it joins them
+    await asyncio.sleep(0.01)
+    assert third.done() and arb.holders == (3, False)
+    for _ in range(3):
+        arb.release(SHARED)
+    assert arb.holders == (0, False)
+
+
 async def test_a_cancelled_wait_leaves_the_queue_and_grants_the_next():
     arb = GpuArbiter()
     await arb.acquire(EXCLUSIVE)
@@ -129,7 +155,8 @@ async def test_stages_are_reported_and_recorded():
         if g == "compile"
     )
     assert set(v.stages) == {"compile", "correctness", "wait"}  # no speed stage on the CPU
-    assert arb.log == [(1, False)] and arb.holders == (0, False)  # shared, then released
+    # the worker's start (its warm-up kernels), then correctness: shared, then released
+    assert arb.log == [(1, False), (1, False)] and arb.holders == (0, False)
 
 
 async def test_an_autotuning_candidate_has_the_gpu_to_itself_for_correctness():
@@ -140,7 +167,7 @@ async def test_an_autotuning_candidate_has_the_gpu_to_itself_for_correctness():
     finally:
         await c.close()
     assert v.verdict == "pass", v.gates
-    assert arb.log == [(0, True)] and arb.holders == (0, False)
+    assert arb.log == [(1, False), (0, True)] and arb.holders == (0, False)  # start, then alone
 
 
 async def test_two_workers_on_one_gpu_never_time_beside_anything():
@@ -196,8 +223,11 @@ DOUBLE = textwrap.dedent(
         send({"type": "stage", "id": msg["id"], "stage": "speed", "gpu": "exclusive"})
         go = json.loads(sys.stdin.readline())
         assert go["type"] == "go"
+        if MODE == "echo":  # what the client handed with the GPU
+            send({"type": "progress", "id": msg["id"], "gate": "speed",
+                  "message": json.dumps(go.get("known"))})
         send({"type": "progress", "id": msg["id"], "gate": "speed", "message": "timing"})
-        if MODE == "crash":
+        if MODE in ("crash", "echo"):
             os._exit(9)
         time.sleep(3600)
     """
@@ -254,7 +284,8 @@ async def test_waiting_for_the_gpu_is_not_the_candidates_time():
             c.verify(request(HONEST), on_progress=lambda g, m: lines.append(m), timeout_s=1.0)
         )
         await asyncio.sleep(1.5)  # past the timeout, but it has not had the GPU yet
-        assert not task.done() and "waiting for the GPU (to itself)" in lines
+        # (its worker starts only when nothing is being timed: it waits already for that)
+        assert not task.done() and any(m.startswith("waiting for the GPU") for m in lines)
         arb.release(EXCLUSIVE)
         v = await task
     finally:
@@ -264,6 +295,96 @@ async def test_waiting_for_the_gpu_is_not_the_candidates_time():
 
 
 # --- what workers on one GPU hand each other ------------------------------------------------
+
+
+async def test_the_timing_turn_hands_over_what_others_measured_while_it_waited():
+    """The facts a worker's request carried are those known when it was sent; a worker
+    that waits for its first timing while another's verdict comes in is handed that
+    verdict's times with the GPU, and does not measure them again."""
+    import json
+
+    arb = GpuArbiter("cuda:0")
+    await arb.acquire(EXCLUSIVE)  # another worker is timing its first candidate
+    c = client(arb, lambda: DoubleTransport("echo"))
+    lines: list[str] = []
+    try:
+        task = asyncio.ensure_future(
+            c.verify(request(HONEST), on_progress=lambda g, m: lines.append(m), timeout_s=30)
+        )
+        await asyncio.sleep(1.0)
+        assert not task.done()
+        arb.facts.learn("rmsnorm", _timed("s", 3.4, {"torch.compile": 0.25}, {"copy": 4.2e9}))
+        arb.release(EXCLUSIVE)  # its verdict came: the GPU is this one's turn
+        v = await task
+    finally:
+        await c.close()
+    assert v.kind == "crash"  # the double ends there
+    handed = json.loads(next(m for m in lines if m.startswith("{")))
+    assert handed["rates"] == {"copy": 4.2e9}
+    assert handed["shapes"]["s"]["reference_ms"] == 3.4
+    assert handed["shapes"]["s"]["baselines_ms"] == {"torch.compile": 0.25}
+
+
+KNOWN_AT_THE_TURN = r"""
+import json, os, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton
+from kernelladder.verifier import fence, interp_patch, poison
+interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
+from kernelladder.ops.registry import get_op
+from kernelladder.verifier.gates import Verifier, VerifyOptions
+from kernelladder.verifier.timing import Timing
+
+TIMED = []
+class NamingTimer:
+    _rates = None
+    def time(self, fn, target_ms=100.0):
+        code = getattr(fn, "__code__", None)
+        names = (code.co_names + code.co_freevars) if code else ()
+        TIMED.append("candidate" if "call" in names else
+                     "reference" if "reference" in names else "baseline")
+        fn()
+        return Timing(1.0, 0.01, int(target_ms))
+    def rates(self):
+        return {"copy": 1e9}
+    def floor_ms(self, nbytes, flops, unit):
+        return None
+
+spec = get_op("rmsnorm")
+known = {"rates": {"copy": 1e9}, "shapes": {s.label: {
+    "reference_ms": 2.0, "baselines_ms": {"F.rms_norm": 0.5, "torch.compile": 0.6},
+    "age_s": 1.0} for s in spec.cpu_shapes}}
+asked = []
+def stage(name, gpu):
+    asked.append((name, gpu))
+    return known if name == "speed" else None
+v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=NamingTimer())
+opts = VerifyOptions(op="rmsnorm", source=open(sys.argv[1]).read(), device="cpu",
+                     min_speedup=0.0, seeds=(0,), pipeline=True)
+verdict = v.verify(opts, None, stage).verdict
+print(json.dumps({"verdict": verdict.verdict, "asked": asked, "timed": TIMED,
+                  "reference_ms": [t.reference_ms for t in verdict.timings]}))
+"""
+
+
+def test_a_worker_handed_facts_at_its_timing_turn_does_not_time_them_again():
+    import json
+    import os
+    import subprocess
+
+    from helpers import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", KNOWN_AT_THE_TURN, str(CHEATS / "honest_rmsnorm.py")],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["verdict"] == "pass"
+    assert ["speed", "exclusive"] in out["asked"]
+    assert out["reference_ms"] == [2.0, 2.0, 2.0]  # the handed times, at every shape
+    assert "reference" not in out["timed"] and "baseline" not in out["timed"]
+    assert "candidate" in out["timed"]
 
 
 def _timed(label: str, ref: float, base: dict, rates: dict | None = None):

@@ -214,6 +214,7 @@ def test_hello_reports_patches_poison_and_selftest(worker):
     hello = loop.run_until_complete(client.hello())
     assert hello["device"] == "cpu" and hello["protocol"] == PROTOCOL_VERSION
     assert hello["selftest"] == "ok" and hello["poison"] == "verified"
+    assert hello["compilers"] == "not needed"  # torch.compile's warm-up: GPU workers only
     assert "dot-bf16-upcast" in hello["interp_patches"]
     assert "cast-bf16-rtne" in hello["interp_patches"]
 
