@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from kernelladder.cli import UsageError
+from kernelladder.verifier import sandbox as sandbox_env
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
@@ -43,17 +44,16 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     add_sandbox_argument(parser)
 
 
-SANDBOX_ENV = "KERNELLADDER_SANDBOX"
+SANDBOX_ENV = sandbox_env.ENV_VAR
+SANDBOX_HELP = (
+    "walls around every worker (Landlock): auto runs with a warning where it is "
+    f"missing (default; or {SANDBOX_ENV}), require refuses, off turns them off"
+)
 
 
-def add_sandbox_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sandbox",
-        choices=("auto", "require", "off"),
-        default=None,
-        help="walls around every worker (Landlock): auto runs with a warning where it is "
-        "missing (default; or KERNELLADDER_SANDBOX), require refuses, off turns them off",
-    )
+def add_sandbox_argument(parser: argparse.ArgumentParser, help_text: str = SANDBOX_HELP) -> None:
+    """--sandbox, one spelling for every command that has it (its help may differ)."""
+    parser.add_argument("--sandbox", choices=sandbox_env.MODES, default=None, help=help_text)
 
 
 def apply_sandbox_choice(args: Any) -> None:

@@ -17,7 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.cli.common import add_remote_arguments, load_remote, remote_requested
+from kernelladder.cli.common import (
+    SANDBOX_ENV,
+    add_remote_arguments,
+    add_sandbox_argument,
+    load_remote,
+    remote_requested,
+)
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_PYTHON = (3, 11)
@@ -169,12 +175,10 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    p.add_argument(
-        "--sandbox",
-        choices=("auto", "require", "off"),
-        default=None,
-        help="the walls runs will ask for: require makes a missing sandbox a failure "
-        "(default: KERNELLADDER_SANDBOX, else auto)",
+    add_sandbox_argument(
+        p,
+        help_text="the walls runs will ask for: require makes a missing sandbox a failure "
+        f"(default: {SANDBOX_ENV}, else auto)",
     )
 
     add_remote_arguments(p, with_remote_flag=False)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.verifier.sandbox import ENV_VAR as SANDBOX_ENV
 from kernelladder.verifier.verdict import Verdict
 
 NAMESPACE = "kernelladder"  # the actors' Ray namespace (a test or an operator finds them here)
@@ -258,8 +259,8 @@ def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
         "py_modules": [package_dir()],
         "excludes": ["__pycache__", "*.pyc"],
     }
-    if os.environ.get("KERNELLADDER_SANDBOX"):  # --sandbox: the actors' workers obey it too
-        runtime_env["env_vars"] = {"KERNELLADDER_SANDBOX": os.environ["KERNELLADDER_SANDBOX"]}
+    if os.environ.get(SANDBOX_ENV):  # --sandbox: the actors' workers obey it too
+        runtime_env["env_vars"] = {SANDBOX_ENV: os.environ[SANDBOX_ENV]}
     kwargs: dict[str, Any] = dict(
         runtime_env=runtime_env,
         namespace=NAMESPACE,
