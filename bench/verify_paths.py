@@ -2,10 +2,13 @@
 """Verification throughput, old path against new, on the same candidates (issue 16).
 
 Part `paths`: the committed H200 runs (rmsnorm, softmax, attention) re-verified through
-`kernelladder optimize OP --proposer replay --replay-from RUN`, once by the serial path
-(`--verify serial --no-early-stop`: one worker per GPU, each candidate start to finish,
-the reference timed every time) and once by the pipelined path (the default: workers
-sharing the GPU, compile ahead, early stop). Both with 3 branches, --no-confirm,
+`kernelladder optimize OP --proposer replay --replay-from RUN`, their candidates dealt
+round-robin over 3 branches (dealt_copy: the saved runs grew one branch longest, which
+left one worker alone at the end), by the serial path (`--verify serial
+--no-early-stop`: one worker per GPU, each candidate start to finish, the reference
+timed every time), by the serial path again (the control: how often two runs of the
+same path agree) and by the pipelined path (the default: workers sharing the GPU,
+compile ahead, early stop). All with 3 branches, --no-confirm,
 --profile off, a stagnation no branch reaches, each with its own empty compile caches
 (so the second path finds nothing the first compiled). For each: attempts per minute (of the
 run, from its start to its last verdict; and steady, first verdict to last), then per
@@ -21,7 +24,7 @@ verdict came.
     python3 bench/verify_paths.py [--parts paths search] [--ops rmsnorm softmax attention]
                                   [--out DIR] [--search-limit-s 150]
 
-Writes under --out (default $OUT): OP-serial/ and OP-pipelined/ run dirs, their
+Writes under --out (default $OUT): OP-serial/, OP-serial-again/ and OP-pipelined/ run dirs, their
 stderr, results.json, table.txt (printed last). Needs a GPU.
 """
 
@@ -48,8 +51,38 @@ RUNS = {
 }
 PATHS = {
     "serial": ["--verify", "serial", "--no-early-stop"],
+    # the serial path again: how often two runs of the same path agree (the control)
+    "serial-again": ["--verify", "serial", "--no-early-stop"],
     "pipelined": ["--verify", "pipelined"],
 }
+BRANCHES = 3
+
+
+def dealt_copy(op: str, out: Path) -> Path:
+    """The committed run's candidates dealt round-robin, in attempt order, over BRANCHES
+    branch labels (its events reduced to what the replay proposer reads, its attempts'
+    sources copied): every path verifies the same candidates, and no branch runs dry
+    long before the others because the saved run happened to grow one branch longest."""
+    saved = ROOT / RUNS[op]
+    dest = out / f"dealt-{op}"
+    (dest / "attempts").mkdir(parents=True, exist_ok=True)
+    events = _events(saved)
+    started = next(e for e in events if e["kind"] == "run_started")
+    labels = [f"dealt-{i + 1}" for i in range(BRANCHES)]
+    lines = [{"kind": "run_started", "seq": 0, "op": started.get("op"), "run_id": "dealt"}]
+    for i, label in enumerate(labels):
+        lines.append({"kind": "branch_opened", "seq": len(lines), "branch_id": f"b{i + 1}",
+                      "strategy": label})  # fmt: skip
+    proposals = sorted(
+        (e for e in events if e["kind"] == "proposal_received"), key=lambda e: e["attempt"]
+    )
+    for i, e in enumerate(proposals):
+        n = e["attempt"]
+        (dest / "attempts" / f"{n}.py").write_text((saved / "attempts" / f"{n}.py").read_text())
+        lines.append({**e, "seq": len(lines), "branch_id": f"b{i % BRANCHES + 1}",
+                      "strategy": labels[i % BRANCHES]})  # fmt: skip
+    (dest / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return dest
 
 
 def _cli(*args: str) -> list[str]:
@@ -120,14 +153,14 @@ def _best_source(run_dir: Path, events: list[dict[str, Any]]) -> tuple[int | Non
 
 
 def run_path(op: str, path: str, out: Path, env: dict[str, str], limit_s: float) -> dict[str, Any]:
-    saved = ROOT / RUNS[op]
+    saved = dealt_copy(op, out)
     saved_attempts = sum(1 for e in _events(saved) if e["kind"] == "proposal_received")
     run_dir = out / f"{op}-{path}"
     # each path starts with empty compile caches (Triton's, inductor's): the second run
     # must not find the first one's kernels compiled
     env = dict(env, XDG_CACHE_HOME=str(out / f"cache-{op}-{path}"))
     cmd = _cli(
-        "optimize", op, "--proposer", "replay", "--replay-from", str(saved), "--branches", "3",
+        "optimize", op, "--proposer", "replay", "--replay-from", str(saved), "--branches", str(BRANCHES),
         "--max-attempts", str(saved_attempts), "--stagnation", "1000", "--gate", "approve",
         "--no-confirm", "--profile", "off", "--min-speedup", "0", "--time-limit", str(limit_s),
         "--run-dir", str(run_dir), *PATHS[path],
@@ -156,9 +189,13 @@ def run_path(op: str, path: str, out: Path, env: dict[str, str], limit_s: float)
     return result
 
 
-def compare(op: str, out: Path, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def compare(
+    op: str, out: Path, old: dict[str, Any], new: dict[str, Any], other: str = "pipelined"
+) -> dict[str, Any]:
+    """The serial run against `other` (the pipelined run, or the serial path again)."""
     a = _by_source(out / f"{op}-serial", _events(out / f"{op}-serial"))
-    b = _by_source(out / f"{op}-pipelined", _events(out / f"{op}-pipelined"))
+    b = _by_source(out / f"{op}-{other}", _events(out / f"{op}-{other}"))
+    other_path = other
     common = sorted(set(a) & set(b))
     verdict_same = sum(1 for h in common if a[h]["verdict"] == b[h]["verdict"])
     pairs = same = 0
@@ -168,13 +205,14 @@ def compare(op: str, out: Path, old: dict[str, Any], new: dict[str, Any]) -> dic
             continue
         for shape, word in a[h]["shapes"].items():
             pairs += 1
-            other = b[h]["shapes"].get(shape)
-            if other == word:
+            theirs = b[h]["shapes"].get(shape)
+            if theirs == word:
                 same += 1
             else:
                 stop = " (stopped early)" if b[h]["early_stop"] is not None else ""
                 differ.append(
-                    f"serial #{a[h]['attempt']} / pipelined #{b[h]['attempt']}{stop} {shape}: {word} -> {other}"
+                    f"serial #{a[h]['attempt']} / {other_path} #{b[h]['attempt']}{stop} {shape}: "
+                    f"{word} -> {theirs}"
                 )
     return {
         "op": op,
@@ -185,7 +223,7 @@ def compare(op: str, out: Path, old: dict[str, Any], new: dict[str, Any]) -> dic
         "standing_agree": f"{same}/{pairs}",
         "standing_agree_pct": round(100 * same / pairs, 1) if pairs else None,
         "same_best": bool(old["best_source"]) and old["best_source"] == new["best_source"],
-        "best": f"serial #{old['best_attempt']} / pipelined #{new['best_attempt']}",
+        "best": f"serial #{old['best_attempt']} / {other} #{new['best_attempt']}",
         "standing_differences": differ,
     }
 
@@ -267,12 +305,14 @@ def table(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for op, r in results.get("paths", {}).items():
-        cmp_ = r.get("compare", {})
-        for path in ("serial", "pipelined"):
+        for path in PATHS:
+            if path not in r:
+                continue
             p = r.get(path) or {}
+            cmp_ = r.get({"pipelined": "compare", "serial-again": "control"}.get(path, ""), {})
             extra = (
                 f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}"
-                if path == "pipelined" and cmp_
+                if cmp_
                 else " | | "
             )
             lines.append(
@@ -324,9 +364,15 @@ def main() -> int:
                 except Exception as exc:
                     r[path] = {"error": f"{type(exc).__name__}: {exc}"}
                     print(f"{op} {path}: {r[path]['error']}", flush=True)
-            if all(p in r and "error" not in r[p] for p in PATHS):
+            done = {p for p in r if "error" not in r[p]}
+            if {"serial", "pipelined"} <= done:
                 r["compare"] = compare(op, out, r["serial"], r["pipelined"])
                 print(f"{op} compare: {json.dumps(r['compare'])}", flush=True)
+            if {"serial", "serial-again"} <= done:
+                r["control"] = compare(
+                    op, out, r["serial"], r["serial-again"], other="serial-again"
+                )
+                print(f"{op} control: {json.dumps(r['control'])}", flush=True)
             results["paths"][op] = r
             save()
         first = results["paths"].get(args.ops[0], {}).get("pipelined", {})
