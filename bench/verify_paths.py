@@ -114,6 +114,18 @@ def _rates(events: list[dict[str, Any]]) -> dict[str, Any]:
             steady = verdicts[-1]["ts"] - verdicts[0]["ts"]
             out["steady_per_min"] = round(60 * (len(verdicts) - 1) / steady, 1)
         out["early_stops"] = sum(1 for v in verdicts if v.get("early_stop") is not None)
+        # the ramp: when each branch's first verdict came (a pipelined worker's first
+        # timing compiles torch.compile's references); then the rate while every branch
+        # had candidates (from the last first verdict to the first branch that ran dry)
+        firsts: dict[str, float] = {}
+        for v in verdicts:
+            firsts.setdefault(str(v.get("branch_id")), v["ts"])
+        out["first_verdicts_s"] = sorted(round(t - start, 1) for t in firsts.values())
+        dry = [e["ts"] for e in events if e["kind"] == "branch_exhausted"]
+        since, until = max(firsts.values()), min(dry) if dry else verdicts[-1]["ts"]
+        inside = [v for v in verdicts if since < v["ts"] <= until]
+        if inside and until > since:
+            out["all_busy_per_min"] = round(60 * len(inside) / (until - since), 1)
     return out
 
 
@@ -301,8 +313,8 @@ def fresh_search(out: Path, env: dict[str, str], limit_s: float) -> dict[str, An
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| op | path | attempts | per min (run) | per min (steady) | early stops | verdicts agree | standing agree | same best |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| op | path | attempts | per min (run) | per min (steady) | per min (all branches busy) | first verdicts (s) | early stops | verdicts agree | standing agree | same best |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for op, r in results.get("paths", {}).items():
         for path in PATHS:
@@ -316,7 +328,7 @@ def table(results: dict[str, Any]) -> str:
                 else " | | "
             )
             lines.append(
-                f"| {op} | {path} | {p.get('attempts')} | {p.get('per_min')} | {p.get('steady_per_min')} | {p.get('early_stops')} | {extra} |"
+                f"| {op} | {path} | {p.get('attempts')} | {p.get('per_min')} | {p.get('steady_per_min')} | {p.get('all_busy_per_min')} | {p.get('first_verdicts_s')} | {p.get('early_stops')} | {extra} |"
             )
     rep = results.get("repeat")
     if rep:
