@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernelladder.engine.proposers import get_proposer
-from kernelladder.engine.proposers.replay import ReplayProposer
+from kernelladder.engine.proposers.replay import ReplayProposer, read_events
 from kernelladder.engine.protocols import ProposalContext, ProposerError, ProposerExhausted
 
 
@@ -166,3 +166,28 @@ def test_a_three_branch_run_replayed_on_one_branch_reverifies_every_source(tmp_p
     left = [m for m in notices if "not re-verified" in m]
     assert left == [f"replay: 2 saved source(s) of {saved_dir} were not re-verified (#3, #4)"]
     assert left[0] in out.stdout
+
+
+def test_the_throughput_bench_deals_a_saved_run_round_robin(tmp_path):
+    """bench/verify_paths.py re-verifies a committed run's candidates dealt over three
+    branches: every saved source once, the branches within one of each other, each
+    source still the one the log hashed."""
+    from helpers import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import verify_paths
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    saved = read_events(ROOT / verify_paths.RUNS["rmsnorm"] / "events.jsonl")
+    hashes = sorted(e["source_hash"] for e in saved if e["kind"] == "proposal_received")
+    replay = ReplayProposer(run_dir=str(verify_paths.dealt_copy("rmsnorm", tmp_path)))
+    labels = replay.strategies({"name": "rmsnorm"}, verify_paths.BRANCHES)
+    assert len(labels) == verify_paths.BRANCHES
+    sizes = [len(replay._queues[label]) for label in labels]
+    assert sum(sizes) == len(hashes) and max(sizes) - min(sizes) <= 1
+    proposed = []
+    for i in range(len(hashes)):
+        proposal = asyncio.run(replay.propose(ctx(labels[i % len(labels)])))
+        proposed.append(_sha(proposal.source))
+    assert sorted(proposed) == hashes
