@@ -266,25 +266,13 @@ class WorkerClient:
             assert self._hello is not None
             return dict(self._hello)
 
-    async def _ensure_started(self, on_progress: ProgressFn | None = None) -> None:
+    async def _ensure_started(self) -> None:
         if self.alive:
             return
         await self._discard()
-        if self.arbiter is None:
-            await self._start_worker()
-            return
-        # a starting worker runs its warm-up kernels (selftest, torch.compile's first
-        # use) beside other starting workers and correctness runs, never beside a timing
-        if self.arbiter.busy_for(SHARED) and on_progress is not None:
-            with contextlib.suppress(Exception):
-                on_progress("load", "waiting for the GPU (a worker starts when none is timing)")
-        await self.arbiter.acquire(SHARED)
-        try:
-            await self._start_worker()
-        finally:
-            self.arbiter.release(SHARED)
-
-    async def _start_worker(self) -> None:
+        # Not through the GPU's arbiter: a worker that replaces a crashed one mid-run
+        # would hold back every timing on its GPU for its whole start (seconds, after
+        # each crash); its few warm-up kernels are tiny (README: what is not walled off).
         transport = self._factory()
         self._stderr_tail.clear()
         try:
@@ -427,8 +415,7 @@ class WorkerClient:
         self, req: dict[str, Any], on_progress: ProgressFn | None, timeout: float, fence_text: str
     ) -> Verdict:
         loop = asyncio.get_running_loop()
-        # bounded by start_timeout_s (and the GPU's turn), not the candidate's time
-        await self._ensure_started(on_progress)
+        await self._ensure_started()  # bounded by start_timeout_s, not the candidate's time
         started = loop.time()
         transport = self._transport
         assert transport is not None
