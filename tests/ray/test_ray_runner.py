@@ -173,6 +173,58 @@ def test_search_run_spreads_attempts_over_both_actors(cluster, tmp_path):
     assert json.loads(result.stdout)["runner"] == "ray:1 node 2 CPU"
 
 
+LANES = r"""
+import asyncio, json, sys, time
+from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.engine.runners.ray import RayRunner
+
+source = open(sys.argv[2]).read()
+
+async def main():
+    runner = RayRunner(sys.argv[1], device="cpu", slots=1, per_gpu=2)
+    await runner.start()
+    seen, spans = [], []
+    async def one():
+        start = time.monotonic()
+        verdict = await runner.verify(
+            VerifyRequest(op="rmsnorm", source=source, device="cpu", min_speedup=0.0,
+                          pipeline=True),
+            on_slot=seen.append,
+        )
+        spans.append((start, time.monotonic()))
+        return verdict
+    try:
+        a, b = await asyncio.gather(one(), one())
+        print(json.dumps({
+            "slots": runner.slots, "name": runner.name, "seen": sorted(seen),
+            "verdicts": [a.verdict, b.verdict], "stages": [sorted(a.stages), sorted(b.stages)],
+            "overlap": max(s for s, _ in spans) < min(e for _, e in spans),
+        }))
+    finally:
+        await runner.close()
+
+asyncio.run(main())
+"""
+
+
+def test_an_actor_runs_several_workers_that_share_its_gpu_through_an_arbiter(cluster):
+    """per_gpu workers in one actor (one GPU): each a slot of the runner's, verifying at
+    the same time, the pipelined stages granted by the actor's arbiter (on the CPU here,
+    as the local pool's tests do)."""
+    honest = ROOT / "tests" / "cheats" / "honest_rmsnorm.py"
+    proc = subprocess.run(
+        [sys.executable, "-c", LANES, cluster, str(honest)],
+        capture_output=True, text=True, cwd=ELSEWHERE, env=_env(), timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["slots"] == 2 and out["name"] == "ray:1 node 1 CPU"
+    assert [s.rsplit(":", 1)[1] for s in out["seen"]] == ["cpu0/0", "cpu0/1"], out["seen"]
+    assert out["verdicts"] == ["pass", "pass"]
+    assert all({"compile", "correctness"} <= set(stages) for stages in out["stages"])
+    assert out["overlap"]  # both workers verified at once
+
+
 def _busy_actor(address: str) -> tuple[object, str] | None:
     """The runner's actor that is verifying an attempt now (and its slot)."""
     for entry in ray.util.list_named_actors(all_namespaces=True):

@@ -151,7 +151,9 @@ def make_runner(options: RunOptions, device: str) -> Runner:
     if options.ray_address is not None:
         from kernelladder.engine.runners.ray import RayRunner  # imports ray only in start()
 
-        return RayRunner(options.ray_address, device=device, slots=options.ray_slots)
+        return RayRunner(
+            options.ray_address, device=device, slots=options.ray_slots, per_gpu=per_gpu
+        )
     if options.remote:
         from kernelladder.engine.runners.ssh.config import load_remote_config, settings_from_record
         from kernelladder.engine.runners.ssh.pool import make_remote_runner

@@ -1,5 +1,7 @@
-"""Verification on a Ray cluster: one actor per GPU (or N CPU actors), each owning a
-persistent verifier worker on its node.
+"""Verification on a Ray cluster: one actor per GPU (or N CPU actors), each owning
+persistent verifier workers on its node: one, or per_gpu of them sharing its GPU through
+the actor's GpuArbiter as the local pool's do (a pipelined run's default), each worker a
+slot of the runner's.
 
     runner = RayRunner(address="auto", device="cuda")   # or "local", "HOST:PORT", "ray://..."
     await runner.start()           # connect, ship the package, start one actor per slot
@@ -125,15 +127,20 @@ def _missing_on_node() -> str:
 
 
 class VerifierActor:
-    """A Ray actor (async: its calls share one event loop) that owns one persistent
-    verifier worker on its node: the same WorkerClient and LocalTransport as the local
-    runner, so the worker, its protocol and its sandbox are the local ones."""
+    """A Ray actor (async: its calls share one event loop) that owns `lanes` persistent
+    verifier workers on its node, sharing its GPU through one GpuArbiter as the local
+    pool's workers share theirs (a pipelined verification compiles ahead in one while
+    another times): the same WorkerClient and LocalTransport as the local runner, so
+    the workers, their protocol and their sandbox are the local ones. The runner sends
+    it at most `lanes` verifications at once."""
 
-    def __init__(self, device: str, index: int):
+    def __init__(self, device: str, index: int, lanes: int = 1):
         self.device = device
         self.index = index
-        self.client: Any = None
-        self.busy: str | None = None  # the request id being verified
+        self.lanes = max(1, int(lanes))
+        self.clients: list[Any] = []
+        self._idle: list[int] = []  # lanes free for the next verification
+        self.busy: dict[str, int] = {}  # request id -> the lane verifying it
         self.progress_log: dict[str, list[tuple[str, str]]] = {}
         self.slot = ""
 
@@ -170,24 +177,34 @@ class VerifierActor:
                 "error": f"node {ip} ({host}): its Python {sys.executable} has no {missing}; "
                 "the verifier needs torch and Triton on every node",
             }
-        if self.client is None:
+        if not self.clients:
+            from kernelladder.verifier.gpu_arbiter import GpuArbiter
+
             cuda = 0 if self.device == "cuda" else None  # index into the actor's GPUs
-            self.client = WorkerClient(lambda: LocalTransport(self.device, cuda_device=cuda))
+            arbiter = GpuArbiter(self.slot)
+            self.clients = [
+                WorkerClient(lambda: LocalTransport(self.device, cuda_device=cuda), arbiter=arbiter)
+                for _ in range(self.lanes)
+            ]
+            self._idle = list(range(self.lanes))
         try:
-            hello = await self.client.hello()
+            hellos = await asyncio.gather(*(c.hello() for c in self.clients))
         except WorkerUnavailable as exc:
             return {**base, "error": f"node {ip} ({host}): {_one_line(exc)}"}
-        return {**base, "hello": hello}
+        return {**base, "hello": hellos[0], "lanes": self.lanes}
 
     async def verify(self, request: dict[str, Any], request_id: str) -> dict[str, Any]:
-        """{"verdict": Verdict.to_dict()}, or {"unavailable": line} when the worker
-        cannot be started (not the candidate's fault)."""
+        """{"verdict": Verdict.to_dict()}, or {"unavailable": line} when no worker can
+        take it (not the candidate's fault)."""
         from kernelladder.verifier.client import WorkerUnavailable
 
+        if not self._idle:
+            return {"unavailable": f"all {self.lanes} of its workers are busy"}
+        lane = self._idle.pop(0)
         log = self.progress_log.setdefault(request_id, [])
-        self.busy = request_id
+        self.busy[request_id] = lane
         try:
-            verdict = await self.client.verify(
+            verdict = await self.clients[lane].verify(
                 request,
                 on_progress=lambda gate, message: log.append((gate, message)),
                 timeout_s=request.get("timeout_s"),
@@ -196,7 +213,8 @@ class VerifierActor:
         except WorkerUnavailable as exc:
             return {"unavailable": _one_line(exc)}
         finally:
-            self.busy = None
+            self.busy.pop(request_id, None)
+            self._idle.append(lane)
 
     async def progress(self, request_id: str, since: int) -> list[tuple[str, str]]:
         return list(self.progress_log.get(request_id, [])[since:])
@@ -205,11 +223,11 @@ class VerifierActor:
         self.progress_log.pop(request_id, None)
 
     async def status(self) -> dict[str, Any]:
-        return {"slot": self.slot, "busy": self.busy is not None}
+        return {"slot": self.slot, "busy": bool(self.busy), "busy_lanes": len(self.busy)}
 
     async def close(self) -> None:
-        if self.client is not None:
-            await self.client.close()
+        for client in self.clients:
+            await client.close()
 
 
 # --- on the user's machine ------------------------------------------------------------
@@ -393,11 +411,15 @@ class RayRunner(RunnerBase):
         *,
         device: str = "cuda",
         slots: int | None = None,
+        per_gpu: int = 1,
         start_timeout_s: float = ACTOR_START_TIMEOUT_S,
     ):
         self.address = address
         self.device = device
         self.requested_slots = slots
+        # workers per actor (per GPU), sharing it through the actor's GpuArbiter: each
+        # is a slot of the runner's (named "node-ip:gpuN/j")
+        self.per_gpu = max(1, int(per_gpu))
         self.start_timeout_s = start_timeout_s
         self.name = "ray"
         self.retries = 0  # attempts lost with an actor or node (each one re-run by the engine)
@@ -415,7 +437,7 @@ class RayRunner(RunnerBase):
     @property
     def slots(self) -> int:
         live = sum(1 for s in self._slots if s.gone is None)
-        return live if self._started else (self.requested_slots or 1)
+        return live if self._started else (self.requested_slots or 1) * self.per_gpu
 
     async def start(self) -> None:
         """Connect, start the actors and their workers. RayUnavailable (one line) when ray
@@ -461,7 +483,7 @@ class RayRunner(RunnerBase):
                 max_concurrency=64,
                 max_restarts=0,
                 **resources,
-            ).remote(self.device, i)
+            ).remote(self.device, i, self.per_gpu)
             self._slots.append(_Slot(i, actor, name))
         hellos = await asyncio.gather(
             *(self._hello(s) for s in self._slots), return_exceptions=True
@@ -486,6 +508,15 @@ class RayRunner(RunnerBase):
         for slot in self._slots:
             if slot.gone is not None:
                 self.notice("error", f"Ray actor {slot.label or slot.name} left: {slot.gone}")
+        actors = len(live)
+        if self.per_gpu > 1:  # a slot per worker of each actor, interleaved over the actors
+            lanes = [
+                _Slot(s.index, s.actor, s.name, label=f"{s.label}/{j}", info=s.info)
+                for j in range(self.per_gpu)
+                for s in live
+            ]
+            self._slots = [s for s in self._slots if s.gone is not None] + lanes
+            live = lanes
         if self.device == "cuda" and any(
             (s.info.get("hello") or {}).get("device") != "cuda" for s in live
         ):
@@ -495,7 +526,7 @@ class RayRunner(RunnerBase):
             )
         self._free = list(live)
         counts: dict[str, int] = {}
-        for s in live:
+        for s in live[:actors]:
             counts[s.info["node_ip"]] = counts.get(s.info["node_ip"], 0) + 1
         first = live[0].info
         hello = first.get("hello") or {}
@@ -517,7 +548,8 @@ class RayRunner(RunnerBase):
                 torch=hello.get("torch"),
                 triton=hello.get("triton"),
             )
-            + f"; {len(live)} {kind} actor{'s' if len(live) != 1 else ''}",
+            + f"; {actors} {kind} actor{'s' if actors != 1 else ''}"
+            + (f", {self.per_gpu} workers each" if self.per_gpu > 1 else ""),
         )
 
     async def _hello(self, slot: _Slot) -> dict[str, Any]:
@@ -634,9 +666,13 @@ class RayRunner(RunnerBase):
             return  # progress is a convenience; the verdict (or the loss) says what happened
 
     def _lose(self, slot: _Slot, why: str) -> RunnerLost:
+        """The slot's actor is gone, and with it every slot (worker) it had."""
         self.retries += 1
         if slot.gone is None:
-            slot.gone = why
+            for other in self._slots:
+                if other.actor is slot.actor and other.gone is None:
+                    other.gone = why
+            self._free = [s for s in self._free if s.gone is None]
             where = slot.info.get("node_ip") or "?"
             self.notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
             with contextlib.suppress(Exception):
@@ -652,16 +688,17 @@ class RayRunner(RunnerBase):
 
                     ray_module.shutdown()
             return
-        live = [s for s in self._slots if s.gone is None]
+        actors = {id(s.actor): s.actor for s in self._slots}  # an actor's workers: its slots
+        live = {id(s.actor): s.actor for s in self._slots if s.gone is None}
         if live:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(30):
                     await asyncio.gather(
-                        *(s.actor.close.remote() for s in live), return_exceptions=True
+                        *(a.close.remote() for a in live.values()), return_exceptions=True
                     )
-        for s in self._slots:
+        for actor in actors.values():
             with contextlib.suppress(Exception):
-                ray.kill(s.actor)
+                ray.kill(actor)
         self._slots, self._free = [], []
         self._started = False
         if self._owned:
@@ -676,6 +713,7 @@ class RayRunner(RunnerBase):
             "device": self.device,
             "gpu": hello.get("gpu"),
             "slots": len(live) if self._started else self.slots,
+            "workers_per_gpu": self.per_gpu,
             "host": f"ray:{self.cluster.get('address') or self.address}",
             "cluster": self.cluster,
             "actors": [
