@@ -236,6 +236,12 @@ def compare(
         "standing_agree_pct": round(100 * same / pairs, 1) if pairs else None,
         "same_best": bool(old["best_source"]) and old["best_source"] == new["best_source"],
         "best": f"serial #{old['best_attempt']} / {other} #{new['best_attempt']}",
+        # both bests as the serial run measured them (vs best, geomean over shapes): how
+        # far apart two different picks are by one run's own times
+        "bests_in_serial_vs_best": [
+            (a.get(old["best_source"]) or {}).get("vs_best"),
+            (a.get(new["best_source"]) or {}).get("vs_best"),
+        ],
         "standing_differences": differ,
     }
 
@@ -322,8 +328,14 @@ def table(results: dict[str, Any]) -> str:
                 continue
             p = r.get(path) or {}
             cmp_ = r.get({"pipelined": "compare", "serial-again": "control"}.get(path, ""), {})
+            bests = cmp_.get("bests_in_serial_vs_best") or []
+            by_serial = (
+                f" (serial's vs best: {bests[0]:.4f} / {bests[1]:.4f})"
+                if len(bests) == 2 and None not in bests and not cmp_.get("same_best")
+                else ""
+            )
             extra = (
-                f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}"
+                f"{cmp_.get('verdicts_agree')} | {cmp_.get('standing_agree')} ({cmp_.get('standing_agree_pct')}%) | {cmp_.get('same_best')}{by_serial}"
                 if cmp_
                 else " | | "
             )
