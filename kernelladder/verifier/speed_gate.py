@@ -99,11 +99,10 @@ class SpeedGate:
         assert self.cand is not None
         looks: dict[str, Timing] = {}
         rows = self._coarse_rows(looks) if self.opts.early_stop else None
-        if rows is None:
-            if not self.opts.pipeline:
-                looks.clear()  # the serial path times every shape afresh, in full
+        if rows is None:  # the serial path times every shape afresh, in full
+            reuse = looks if self.opts.pipeline else {}
             rows = [
-                self._time_shape(shape, full=True, look=looks.get(shape.label))
+                self._time_shape(shape, full=True, look=reuse.get(shape.label))
                 for shape in self.shapes
             ]
         self._speed_results(rows)
@@ -197,13 +196,22 @@ class SpeedGate:
             last[0] = call(*args)
             last[1] += 1
 
+        def timed_checked(target_ms: float) -> Timing:
+            """The candidate timed to `target_ms`, then the verifier intact and the timed
+            calls the checked calls."""
+            last[1] = 0
+            launches0 = fence.STATE.launches
+            timing = timer.time(timed, target_ms)
+            launched = fence.STATE.launches - launches0
+            if not self._check_integrity("being timed"):
+                raise _Stop
+            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+            return timing
+
         if look is not None:
             cand = look  # taken, checked, by the early stop's first look
         else:
-            launches0 = fence.STATE.launches
-            target = TARGET_MS if full and not first_look else COARSE_TARGET_MS
-            cand = timer.time(timed, target)
-            self._check_timing(shape, inputs, pristine, last, fence.STATE.launches - launches0)
+            cand = timed_checked(TARGET_MS if full and not first_look else COARSE_TARGET_MS)
         fl = spec.flops(shape)
         floor = timer.floor_ms(float(spec.bytes_moved(shape)), float(fl.count), fl.unit)
         baselines: dict[str, float | str] = {}
@@ -226,11 +234,7 @@ class SpeedGate:
                 cand = pooled([cand, *rounds])
             else:
                 self.report("speed", f"timing {shape.label}")
-                last[1] = 0
-                launches0 = fence.STATE.launches
-                more = timer.time(timed, TARGET_MS - COARSE_TARGET_MS)
-                self._check_timing(shape, inputs, pristine, last, fence.STATE.launches - launches0)
-                cand = pooled([cand, more])
+                cand = pooled([cand, timed_checked(TARGET_MS - COARSE_TARGET_MS)])
         return {
             "shape": shape,
             "ref": ref,
@@ -239,19 +243,6 @@ class SpeedGate:
             "baselines": baselines,
             "paired": paired,
         }
-
-    def _check_timing(
-        self,
-        shape: Shape,
-        inputs: dict[str, torch.Tensor],
-        pristine: dict[str, torch.Tensor],
-        last: list[Any],
-        launched: int,
-    ) -> None:
-        """After a timing: the verifier intact, and the timed calls the checked calls."""
-        if not self._check_integrity("being timed"):
-            raise _Stop
-        self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
 
     def _paired(
         self,

@@ -99,7 +99,7 @@ class GpuTimer:
         ends = [event(enable_timing=True) for _ in range(trials)]
         # the stream named once: Event.record looks the current stream up on every call
         stream = TRUSTED.current_stream(self.device)
-        flush, sleep = self._flush_buf.zero_, _GPU_SLEEP if sleep_cycles else None
+        flush, sleep = self._flush, _GPU_SLEEP if sleep_cycles else None
         self._sync()
         for i in range(trials):
             flush()
