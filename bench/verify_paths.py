@@ -132,11 +132,16 @@ def _rates(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """source hash -> {attempt, verdict, standing per shape} (first verdict of a source)."""
-    hashes = {
+def _source_hashes(events: list[dict[str, Any]]) -> dict[int, str]:
+    """attempt -> the hash of its proposed source."""
+    return {
         e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"
     }
+
+
+def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """source hash -> {attempt, verdict, standing per shape} (first verdict of a source)."""
+    hashes = _source_hashes(events)
     out: dict[str, dict[str, Any]] = {}
     for e in events:
         if e["kind"] != "verdict_ready":
@@ -161,9 +166,7 @@ def _by_source(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, dict[st
 def _best_source(run_dir: Path, events: list[dict[str, Any]]) -> tuple[int | None, str]:
     finished = [e for e in events if e["kind"] == "run_finished"]
     best = finished[-1].get("best_attempt") if finished else None
-    hashes = {
-        e["attempt"]: e.get("source_hash", "") for e in events if e["kind"] == "proposal_received"
-    }
+    hashes = _source_hashes(events)
     return best, hashes.get(best, "") if best is not None else ""
 
 
