@@ -26,6 +26,7 @@ from kernelladder.verifier import fence, gates, timing  # noqa: E402
 from kernelladder.verifier.gates import Verifier, VerifyOptions, environment_info  # noqa: E402
 
 SPENT: dict[str, float] = collections.defaultdict(float)
+CALLS: list[tuple[float, str]] = []  # each timer.time call: (seconds, who)
 
 
 def wrap(owner, name, label):
@@ -39,6 +40,21 @@ def wrap(owner, name, label):
             SPENT[label] += time.perf_counter() - t0
 
     setattr(owner, name, timed)
+
+
+def wrap_timer() -> None:
+    """Each GpuTimer.time call's seconds: torch.compile's first call (its compile and
+    inductor's autotuning) shows as the long ones."""
+    original = timing.GpuTimer.time
+
+    def timed(self, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(self, fn, *args, **kwargs)
+        finally:
+            CALLS.append((time.perf_counter() - t0, getattr(fn, "__qualname__", "?")))
+
+    timing.GpuTimer.time = timed
 
 
 def main() -> None:
@@ -57,12 +73,14 @@ def main() -> None:
     wrap(gates.Verifier, "baseline_ms", "baseline_ms")
     wrap(gates._Run, "_paired", "paired")
     wrap(gates._Run, "_compile_ahead", "compile_ahead")
+    wrap_timer()
     t0 = time.perf_counter()
     verifier = Verifier("cuda", tempfile.mkdtemp(), environment_info("cuda"))
     print(f"verifier {time.perf_counter() - t0:.2f}s", flush=True)
     run = ROOT / "examples" / "h200-rmsnorm-standing"
     for n in (1, 2):
         SPENT.clear()
+        CALLS.clear()
         source = (run / "attempts" / f"{n}.py").read_text()
         t0 = time.perf_counter()
         v = verifier.verify(
@@ -74,6 +92,10 @@ def main() -> None:
         ).verdict
         print(f"#{n} {v.verdict} {time.perf_counter() - t0:.2f}s stages {v.stages}", flush=True)
         print("   " + ", ".join(f"{k} {s:.2f}" for k, s in sorted(SPENT.items())), flush=True)
+        total = sum(s for s, _ in CALLS)
+        print(f"   timer.time: {len(CALLS)} calls, {total:.2f}s; longest:", flush=True)
+        for s, who in sorted(CALLS, reverse=True)[:8]:
+            print(f"     {s:.3f}s {who}", flush=True)
 
 
 if __name__ == "__main__":
