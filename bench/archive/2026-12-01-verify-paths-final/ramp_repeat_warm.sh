@@ -23,11 +23,11 @@ XDG_CACHE_HOME=/tmp/repeat-cache timeout 120 python3 "$D/repeat_spread.py" "$D/r
 tail -n 14 "$OUT/repeat_spread.log"
 
 echo "== 3. rmsnorm pipelined replay: empty caches, then the caches it filled"
-timeout 150 python3 bench/verify_paths.py --parts paths --ops rmsnorm --paths pipelined --no-repeat \
+timeout 170 python3 bench/verify_paths.py --parts paths --ops rmsnorm --paths pipelined --no-repeat --path-limit-s 100 \
     --out /tmp/vp-cold >"$OUT/cold.log" 2>&1
 tail -n 3 "$OUT/cold.log"
 mkdir -p /tmp/vp-warm && cp -r /tmp/vp-cold/cache-rmsnorm-pipelined /tmp/vp-warm/
-timeout 150 python3 bench/verify_paths.py --parts paths --ops rmsnorm --paths pipelined --no-repeat \
+timeout 170 python3 bench/verify_paths.py --parts paths --ops rmsnorm --paths pipelined --no-repeat --path-limit-s 100 \
     --out /tmp/vp-warm >"$OUT/warm.log" 2>&1
 tail -n 3 "$OUT/warm.log"
 tar czf "$OUT/runs.tgz" --exclude='cache-*' --exclude='dealt-*' -C /tmp vp-cold vp-warm
