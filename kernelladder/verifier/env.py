@@ -71,6 +71,8 @@ def scrub_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 CALLER_HOME_VAR = "KERNELLADDER_CALLER_HOME"
+# triton_cache.MANAGER_SPEC, named here so this module imports no Triton
+TRITON_CACHE_MANAGER = "kernelladder.verifier.triton_cache:RelocatableCacheManager"
 CACHE_SUBDIR = os.path.join("kernelladder", "compile")
 
 
@@ -107,6 +109,8 @@ def worker_env(
     # torch.compile compiles in the worker itself: its pool of compile processes would
     # inherit the walls without a /proc entry of their own, and the baseline would fail
     out.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # Triton's cache read from where it is, not from where it was built (triton_cache)
+    out.setdefault("TRITON_CACHE_MANAGER", TRITON_CACHE_MANAGER)
     out[CALLER_HOME_VAR] = real_home
     out["HOME"] = home
     out["TMPDIR"] = home
