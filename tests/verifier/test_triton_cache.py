@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_a_copied_cache_is_read_from_the_copy_not_from_where_it_was_built(tmp_pa
     found = RelocatableCacheManager(KEY).get_group("k.json")
     assert found is not None and set(found) == {"k.cubin", "k.ptx", "k.json"}
     assert all(p.startswith(str(copy / KEY) + os.sep) for p in found.values())
-    assert open(found["k.ptx"]).read() == "// ptx"
+    assert Path(found["k.ptx"]).read_text() == "// ptx"
 
 
 def test_a_moved_cache_still_hits_after_its_old_place_is_gone(tmp_path, monkeypatch):

@@ -28,7 +28,9 @@ async def main(source: str, n: int) -> None:
         runs = []
         for i in range(n + 1):
             v = await runner.verify(
-                VerifyRequest(op="rmsnorm", source=source, device="cuda", min_speedup=0.0, pipeline=True)
+                VerifyRequest(
+                    op="rmsnorm", source=source, device="cuda", min_speedup=0.0, pipeline=True
+                )
             )
             if i:
                 runs.append(v)
@@ -51,15 +53,15 @@ async def main(source: str, n: int) -> None:
             f"geomean speedup per verification: {' '.join(f'{g:.4f}' for g in geo)}; "
             f"spread {100 * (max(geo) / min(geo) - 1):.2f}%"
         )
-    for a, b in zip(runs, runs[1:]):
+    for a, b in zip(runs, runs[1:], strict=False):
         diffs = [
             abs(tb.candidate_ms / ta.candidate_ms - 1)
-            for ta, tb in zip(a.timings, b.timings)
+            for ta, tb in zip(a.timings, b.timings, strict=True)
             if ta.candidate_ms and tb.candidate_ms
         ]
         logs = [
             math.log(tb.candidate_ms / ta.candidate_ms)
-            for ta, tb in zip(a.timings, b.timings)
+            for ta, tb in zip(a.timings, b.timings, strict=True)
             if ta.candidate_ms and tb.candidate_ms
         ]
         print(
