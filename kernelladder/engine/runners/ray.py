@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.free_slots import FreeSlots
 from kernelladder.verifier.sandbox import ENV_VAR as SANDBOX_ENV
 from kernelladder.verifier.verdict import Verdict
 
@@ -426,8 +427,14 @@ class RayRunner(RunnerBase):
         self.token = uuid.uuid4().hex[:8]  # this runner's actors, among others on the cluster
         self.cluster: dict[str, Any] = {}
         self._slots: list[_Slot] = []
-        self._free: list[_Slot] = []
-        self._changed: asyncio.Condition | None = None
+        self._free: FreeSlots[_Slot] = FreeSlots(
+            lambda: any(s.gone is None for s in self._slots),
+            lambda: (
+                "no Ray actor left ("
+                + "; ".join(f"{s.label or s.name}: {s.gone}" for s in self._slots)
+                + ")"
+            ),
+        )
         self._started = False
         self._owned = False  # ray.init was ours: close() shuts the connection (or cluster)
         self._ray: Any = None
@@ -450,7 +457,6 @@ class RayRunner(RunnerBase):
         import ray
 
         self._ray = ray
-        self._changed = asyncio.Condition()
         try:
             await self._start_actors(conn)
         except BaseException:
@@ -524,7 +530,7 @@ class RayRunner(RunnerBase):
             raise RayUnavailable(
                 f"node {bad.info.get('node_ip')}: the worker sees no CUDA device in its actor"
             )
-        self._free = list(live)
+        self._free.fill(live)
         counts: dict[str, int] = {}
         for s in live[:actors]:
             counts[s.info["node_ip"]] = counts.get(s.info["node_ip"], 0) + 1
@@ -570,38 +576,13 @@ class RayRunner(RunnerBase):
     ) -> Verdict:
         if not self._started:
             await self.start()
-        slot = await self._acquire()
+        slot = await self._free.take()
         try:
             if on_slot is not None:
                 on_slot(slot.label)
             return await self._verify_on(slot, request, on_progress)
         finally:
-            self._release(slot)
-
-    async def _acquire(self) -> _Slot:
-        assert self._changed is not None
-        async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._free) or not self._live())
-            if not self._live():
-                gone = "; ".join(f"{s.label or s.name}: {s.gone}" for s in self._slots)
-                raise RunnerLost(f"no Ray actor left ({gone})")
-            return self._free.pop(0)
-
-    def _live(self) -> list[_Slot]:
-        return [s for s in self._slots if s.gone is None]
-
-    def _release(self, slot: _Slot) -> None:
-        if slot.gone is None:
-            self._free.append(slot)
-        changed = self._changed
-        if changed is None:
-            return
-
-        async def notify() -> None:
-            async with changed:
-                changed.notify_all()
-
-        asyncio.ensure_future(notify())
+            self._free.give_back(slot, alive=slot.gone is None)
 
     async def _verify_on(
         self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
@@ -672,7 +653,7 @@ class RayRunner(RunnerBase):
             for other in self._slots:
                 if other.actor is slot.actor and other.gone is None:
                     other.gone = why
-            self._free = [s for s in self._free if s.gone is None]
+            self._free.drop(lambda s: s.gone is None)
             where = slot.info.get("node_ip") or "?"
             self.notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
             with contextlib.suppress(Exception):
@@ -699,7 +680,8 @@ class RayRunner(RunnerBase):
         for actor in actors.values():
             with contextlib.suppress(Exception):
                 ray.kill(actor)
-        self._slots, self._free = [], []
+        self._slots = []
+        self._free.clear()
         self._started = False
         if self._owned:
             self._owned = False

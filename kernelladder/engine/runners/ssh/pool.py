@@ -28,6 +28,7 @@ from typing import Any
 import asyncssh
 
 from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.free_slots import FreeSlots
 from kernelladder.engine.runners.ssh.config import (
     VISIBLE_DEVICES_PROBE,
     HostConfig,
@@ -202,8 +203,14 @@ class PoolRunner(RunnerBase):
                 for gpu in host.config.gpus:
                     worker = j if self.per_gpu > 1 else None
                     host.slots.append(self._make_slot(host, gpu, arbiters[gpu], worker))
-        self._free: list[_Slot] = []
-        self._changed: asyncio.Condition | None = None
+        self._free: FreeSlots[_Slot] = FreeSlots(
+            lambda: bool(self.live_hosts),
+            lambda: (
+                "no SSH host left in the pool ("
+                + "; ".join(f"{h.config.label}: {h.gone}" for h in self._hosts)
+                + ")"
+            ),
+        )
         self._started = False
 
     def _make_slot(
@@ -237,7 +244,6 @@ class PoolRunner(RunnerBase):
         RemoteError when no host is usable."""
         if self._started:
             return
-        self._changed = asyncio.Condition()
         results = await asyncio.gather(
             *(self._start_host(h) for h in self._hosts), return_exceptions=True
         )
@@ -254,7 +260,7 @@ class PoolRunner(RunnerBase):
             first = next(h.gone for h in self._hosts if h.gone)
             await self.close()
             raise RemoteError(first)
-        self._free = [s for h in self._hosts if h.gone is None for s in h.slots]
+        self._free.fill(s for h in self._hosts if h.gone is None for s in h.slots)
         self._started = True
 
     async def _start_host(self, host: _Host) -> None:
@@ -304,7 +310,7 @@ class PoolRunner(RunnerBase):
         if not self._started:
             await self.start()
         while True:
-            slot = await self._acquire()
+            slot = await self._free.take()
             try:
                 ready = await self._ensure_host(slot.host)
                 if not ready:
@@ -313,32 +319,7 @@ class PoolRunner(RunnerBase):
                     on_slot(slot.label)  # "host:gpu", where this attempt runs
                 return await self._verify_on(slot, request, on_progress)
             finally:
-                self._release(slot)
-
-    async def _acquire(self) -> _Slot:
-        assert self._changed is not None
-        async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._free) or not self.live_hosts)
-            if not self.live_hosts:
-                gone = "; ".join(f"{h.config.label}: {h.gone}" for h in self._hosts)
-                raise RunnerLost(f"no SSH host left in the pool ({gone})")
-            return self._free.pop(0)
-
-    def _release(self, slot: _Slot) -> None:
-        if slot.host.gone is None:
-            self._free.append(slot)
-        self._wake()
-
-    def _wake(self) -> None:
-        changed = self._changed
-        if changed is None:
-            return
-
-        async def notify() -> None:
-            async with changed:
-                changed.notify_all()
-
-        asyncio.ensure_future(notify())
+                self._free.give_back(slot, alive=slot.host.gone is None)
 
     async def _ensure_host(self, host: _Host) -> bool:
         """Reconnect a dropped link (bounded backoff). False once the host has left."""
@@ -372,7 +353,7 @@ class PoolRunner(RunnerBase):
             for slot in host.slots:
                 with contextlib.suppress(Exception):
                     await slot.client.close()
-            self._wake()
+            self._free.wake()
             return False
 
     async def _verify_on(

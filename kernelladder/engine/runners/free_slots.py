@@ -1,0 +1,65 @@
+"""The free slots of a runner whose slots can leave (the SSH pool's hosts, Ray's actors).
+
+An attempt takes the first free slot, or waits until one is given back or none is left
+alive; then it raises RunnerLost saying why each left. A slot whose host or actor left is
+not given back, and whatever drops slots wakes the waiters so they see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+from kernelladder.engine.protocols import RunnerLost
+
+SlotT = TypeVar("SlotT")
+
+
+class FreeSlots(Generic[SlotT]):
+    """Free slots, first free first, lent to one attempt at a time."""
+
+    def __init__(self, alive: Callable[[], bool], why_none: Callable[[], str]):
+        self._alive = alive  # any slot still alive (a host or an actor left)
+        self._why_none = why_none  # RunnerLost's line when none is
+        self._free: list[SlotT] = []
+        self._changed: asyncio.Condition | None = None
+
+    def fill(self, slots: Iterable[SlotT]) -> None:
+        """Every slot free (a runner that started); the waits belong to this loop."""
+        self._free = list(slots)
+        self._changed = asyncio.Condition()
+
+    def clear(self) -> None:
+        self._free = []
+
+    async def take(self) -> SlotT:
+        changed = self._changed
+        assert changed is not None, "fill() comes first"
+        async with changed:
+            await changed.wait_for(lambda: bool(self._free) or not self._alive())
+            if not self._alive():
+                raise RunnerLost(self._why_none())
+            return self._free.pop(0)
+
+    def give_back(self, slot: SlotT, alive: bool) -> None:
+        if alive:
+            self._free.append(slot)
+        self.wake()
+
+    def drop(self, keep: Callable[[SlotT], bool]) -> None:
+        """Forget the free slots `keep` refuses (their host or actor left)."""
+        self._free = [s for s in self._free if keep(s)]
+        self.wake()
+
+    def wake(self) -> None:
+        """Let every waiting attempt look again (a slot came back, or slots left)."""
+        changed = self._changed
+        if changed is None:
+            return
+
+        async def notify() -> None:
+            async with changed:
+                changed.notify_all()
+
+        asyncio.ensure_future(notify())
