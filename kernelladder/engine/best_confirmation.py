@@ -17,6 +17,7 @@ from kernelladder.engine.standing_rank import (
     best_baseline_name,
     merit_of,
     standing_shapes,
+    ties,
 )
 from kernelladder.engine.state import RunState, ranked_passes
 from kernelladder.verifier.verdict import vs_best
@@ -165,12 +166,7 @@ class BestConfirmation:
 
 
 def within_noise(state: RunState, first: int, others: list[int]) -> bool:
-    """Is the runner-up (others[0]) as good as the best within the noise: slower nowhere
-    alike and vs best inside the larger noise of the two?"""
+    """Is the runner-up (others[0]) as good as the best within the noise?"""
     if not others:
         return False
-    a, b = merit_of(state.attempts[first]), merit_of(state.attempts[others[0]])
-    if a.never_slower != b.never_slower or a.vs_best is None or b.vs_best is None:
-        return False
-    margin = max(a.noise or 0.0, b.noise or 0.0, MIN_NOISE)
-    return b.vs_best * (1.0 + margin) >= a.vs_best
+    return ties(merit_of(state.attempts[first]), merit_of(state.attempts[others[0]]))

@@ -125,6 +125,16 @@ def is_gain(reference: Merit | None, candidate: Merit) -> bool:
     return reference.speedup is None or candidate.speedup > reference.speedup * (1.0 + margin)
 
 
+def ties(best: Merit, other: Merit) -> bool:
+    """Is `other` as good as `best` within the noise: both ranked by standing, slower
+    nowhere alike, and `best` not ahead by the margin a gain must clear (is_gain: the
+    larger noise of the two, at least MIN_NOISE). Which of two such is the best is the
+    timing's noise deciding, not the kernels."""
+    if not (best.by_standing and other.by_standing):
+        return False
+    return best.never_slower == other.never_slower and not is_gain(other, best)
+
+
 def target_figure(merit: Merit, over: str) -> float | None:
     """The figure --target is compared with: vs best (or, where an attempt has none, the
     speedup over the reference), or with --target-over reference the reference speedup."""

@@ -67,6 +67,18 @@ def test_gain_beyond_noise_is_on_vs_best():
     assert standing_rank.is_gain(behind, even) and not standing_rank.is_gain(even, behind)
 
 
+def test_a_tie_with_the_best_is_inside_the_margin_a_gain_must_clear():
+    best = Merit(speedup=8.0, vs_best=1.05, shapes={"a": "tie"}, noise=0.02)
+    assert standing_rank.ties(best, Merit(speedup=9.0, vs_best=1.04, shapes={"a": "tie"}))
+    assert not standing_rank.ties(best, Merit(speedup=9.0, vs_best=1.00, shapes={"a": "tie"}))
+    # the larger noise of the two is the margin
+    noisy = Merit(speedup=9.0, vs_best=1.00, shapes={"a": "tie"}, noise=0.06)
+    assert standing_rank.ties(best, noisy)
+    # slower somewhere against slower nowhere never ties, nor does an attempt without a standing
+    assert not standing_rank.ties(best, Merit(speedup=9.0, vs_best=1.049, shapes={"a": "slower"}))
+    assert not standing_rank.ties(best, Merit(speedup=8.0))
+
+
 def test_standing_shapes_of_a_recorded_verdict():
     verdict = Verdict.from_dict(read_attempt_verdict(EXAMPLES / "h200-rmsnorm-search", 5))
     shapes = standing_rank.standing_shapes(verdict.timings)
