@@ -232,7 +232,11 @@ class KernelLadderApp(App[int]):
 
     def _show_live(self) -> None:
         """The main screen brought up to the live fold; on a busy machine a batch can
-        arrive before the screen's widgets exist: shown once they do (the fold has it)."""
+        arrive before the screen's widgets exist: shown once they do (the fold has it).
+        A batch handled while the app closes (its widgets are being removed) is folded
+        and not shown."""
+        if not self.is_running:
+            return
         if self.main.is_mounted:
             self.main.show(self.live_view())
         elif not self._show_pending:

@@ -18,6 +18,7 @@ from helpers import ROOT, SIZE, live_app, ready, until
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.bridge import EngineBridge
+from kernelladder.app.messages import EventsArrived
 from kernelladder.app.scripted import ScriptedRun, demo_script
 from kernelladder.app.view import EMPTY_VIEW
 from kernelladder.app.widgets.run_header import NO_GPU
@@ -61,6 +62,29 @@ async def test_a_failing_engine_is_a_notice_not_a_traceback():
         )
         assert app.is_running and app.screen is app.main
         assert app.main.check_action("prune_branch", ()) is None  # nothing left to steer
+
+
+async def test_a_batch_handled_while_the_app_closes_is_folded_not_shown():
+    """Seen once in CI: a batch of events was handled while run_test's shutdown removed
+    the main screen's widgets, and the app raised NoMatches. Textual's shutdown first
+    marks the app as not running, then removes its widgets; that moment cannot be
+    reached from outside, so the test sets Textual's own flag (`_running`) as the
+    shutdown does, and checks the batch is folded and the widgets are left alone."""
+    app = KernelLadderApp(run=ScriptedRun(demo_script(attempts=2, gate_at=None, speed=False)),
+                          frozen=True, batch_interval=0.02)  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.view.attempts_judged >= 2, "verdicts", pilot=pilot)
+        shown, show = [], app.main.show
+        app.main.show = lambda view, **kw: shown.append(view)
+        app._running = False
+        try:
+            late = ev.Notice(level="info", message="a line that came as the app closed")
+            app.on_events_arrived(EventsArrived((late,)))
+        finally:
+            app._running = True
+            app.main.show = show
+        assert shown == []  # the widgets, being removed, are not touched
+        assert late.message in [n.message for n in app.fold.state.notices]  # folded, not lost
 
 
 async def test_cpu_run_says_speed_is_not_measured():
