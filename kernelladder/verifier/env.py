@@ -71,7 +71,8 @@ def scrub_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 CALLER_HOME_VAR = "KERNELLADDER_CALLER_HOME"
-# triton_cache.MANAGER_SPEC, named here so this module imports no Triton
+# the workers' Triton cache manager (triton_cache.py), named here so this module imports
+# no Triton
 TRITON_CACHE_MANAGER = "kernelladder.verifier.triton_cache:RelocatableCacheManager"
 CACHE_SUBDIR = os.path.join("kernelladder", "compile")
 

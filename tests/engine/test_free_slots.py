@@ -19,7 +19,7 @@ class Slot:
 
 def _pool(slots: list[Slot]) -> FreeSlots[Slot]:
     free: FreeSlots[Slot] = FreeSlots(
-        lambda: any(s.gone is None for s in slots),
+        lambda s: s.gone is None,
         lambda: "none left (" + "; ".join(f"{s.name}: {s.gone}" for s in slots) + ")",
     )
     free.fill(slots)
@@ -34,7 +34,7 @@ async def test_slots_are_lent_first_free_first_and_a_wait_ends_when_one_comes_ba
     waiting = asyncio.ensure_future(free.take())
     await asyncio.sleep(0.05)
     assert not waiting.done()  # both lent: the third attempt waits
-    free.give_back(second, alive=True)
+    free.give_back(second)
     assert (await asyncio.wait_for(waiting, 2)).name == "b"
 
 
@@ -43,7 +43,7 @@ async def test_a_slot_that_left_is_not_lent_again():
     free = _pool(slots)
     a = await free.take()
     a.gone = "host unreachable"
-    free.give_back(a, alive=False)
+    free.give_back(a)
     assert (await free.take()).name == "b"
     waiting = asyncio.ensure_future(free.take())
     await asyncio.sleep(0.05)
@@ -57,7 +57,7 @@ async def test_waiting_attempts_learn_when_every_slot_has_left():
     waiting = asyncio.ensure_future(free.take())
     await asyncio.sleep(0.05)
     a.gone, b.gone = "actor died", "node lost"
-    free.drop(lambda s: s.gone is None)  # both left while lent: the waiter is woken
+    free.drop()  # both left while lent: the waiter is woken
     with pytest.raises(RunnerLost, match=r"none left \(a: actor died; b: node lost\)"):
         await asyncio.wait_for(waiting, 2)
     with pytest.raises(RunnerLost):

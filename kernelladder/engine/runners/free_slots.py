@@ -19,37 +19,42 @@ SlotT = TypeVar("SlotT")
 class FreeSlots(Generic[SlotT]):
     """Free slots, first free first, lent to one attempt at a time."""
 
-    def __init__(self, alive: Callable[[], bool], why_none: Callable[[], str]):
-        self._alive = alive  # any slot still alive (a host or an actor left)
-        self._why_none = why_none  # RunnerLost's line when none is
+    def __init__(self, alive: Callable[[SlotT], bool], why_none: Callable[[], str]):
+        self._alive = alive  # is this slot still there (its host or actor has not left)?
+        self._why_none = why_none  # RunnerLost's line when no slot is
+        self._slots: list[SlotT] = []  # every slot, lent or free
         self._free: list[SlotT] = []
         self._changed: asyncio.Condition | None = None
 
     def fill(self, slots: Iterable[SlotT]) -> None:
         """Every slot free (a runner that started); the waits belong to this loop."""
-        self._free = list(slots)
+        self._slots = list(slots)
+        self._free = list(self._slots)
         self._changed = asyncio.Condition()
 
     def clear(self) -> None:
-        self._free = []
+        self._slots, self._free = [], []
+
+    def _any_alive(self) -> bool:
+        return any(self._alive(s) for s in self._slots)
 
     async def take(self) -> SlotT:
         changed = self._changed
         assert changed is not None, "fill() comes first"
         async with changed:
-            await changed.wait_for(lambda: bool(self._free) or not self._alive())
-            if not self._alive():
+            await changed.wait_for(lambda: bool(self._free) or not self._any_alive())
+            if not self._any_alive():
                 raise RunnerLost(self._why_none())
             return self._free.pop(0)
 
-    def give_back(self, slot: SlotT, alive: bool) -> None:
-        if alive:
+    def give_back(self, slot: SlotT) -> None:
+        if self._alive(slot):
             self._free.append(slot)
         self.wake()
 
-    def drop(self, keep: Callable[[SlotT], bool]) -> None:
-        """Forget the free slots `keep` refuses (their host or actor left)."""
-        self._free = [s for s in self._free if keep(s)]
+    def drop(self) -> None:
+        """Forget the free slots that left (their host or actor is gone)."""
+        self._free = [s for s in self._free if self._alive(s)]
         self.wake()
 
     def wake(self) -> None:

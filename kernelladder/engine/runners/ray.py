@@ -428,7 +428,7 @@ class RayRunner(RunnerBase):
         self.cluster: dict[str, Any] = {}
         self._slots: list[_Slot] = []
         self._free: FreeSlots[_Slot] = FreeSlots(
-            lambda: any(s.gone is None for s in self._slots),
+            lambda s: s.gone is None,
             lambda: (
                 "no Ray actor left ("
                 + "; ".join(f"{s.label or s.name}: {s.gone}" for s in self._slots)
@@ -582,7 +582,7 @@ class RayRunner(RunnerBase):
                 on_slot(slot.label)
             return await self._verify_on(slot, request, on_progress)
         finally:
-            self._free.give_back(slot, alive=slot.gone is None)
+            self._free.give_back(slot)
 
     async def _verify_on(
         self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
@@ -653,7 +653,7 @@ class RayRunner(RunnerBase):
             for other in self._slots:
                 if other.actor is slot.actor and other.gone is None:
                     other.gone = why
-            self._free.drop(lambda s: s.gone is None)
+            self._free.drop()
             where = slot.info.get("node_ip") or "?"
             self.notice("error", f"Ray actor {slot.label} (node {where}) left the pool: {why}")
             with contextlib.suppress(Exception):

@@ -204,7 +204,7 @@ class PoolRunner(RunnerBase):
                     worker = j if self.per_gpu > 1 else None
                     host.slots.append(self._make_slot(host, gpu, arbiters[gpu], worker))
         self._free: FreeSlots[_Slot] = FreeSlots(
-            lambda: bool(self.live_hosts),
+            lambda s: s.host.gone is None,
             lambda: (
                 "no SSH host left in the pool ("
                 + "; ".join(f"{h.config.label}: {h.gone}" for h in self._hosts)
@@ -319,7 +319,7 @@ class PoolRunner(RunnerBase):
                     on_slot(slot.label)  # "host:gpu", where this attempt runs
                 return await self._verify_on(slot, request, on_progress)
             finally:
-                self._free.give_back(slot, alive=slot.host.gone is None)
+                self._free.give_back(slot)
 
     async def _ensure_host(self, host: _Host) -> bool:
         """Reconnect a dropped link (bounded backoff). False once the host has left."""
