@@ -28,7 +28,7 @@ def build_view(s: RunState) -> RunView:
     branches = tuple(
         v.BranchView(
             branch_id=b.id,
-            strategy=b.strategy,
+            strategy=s.branch_label(b.id),
             state=b.status,
             rule=b.rule or "",
             detail=b.detail,

@@ -83,7 +83,7 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
             f"#{b.best_attempt}" if b.best_attempt else "-"
         )  # fmt: skip
         branches.add_row(
-            b.id, b.strategy, Text(status, style=_STATUS_STYLE.get(b.status, "")),
+            b.id, state.branch_label(b.id), Text(status, style=_STATUS_STYLE.get(b.status, "")),
             str(len(b.attempts)), str(b.passes), best,
         )  # fmt: skip
     recent = Table(title="recent attempts", expand=True, title_justify="left")

@@ -5,8 +5,10 @@ The engine raises a move to "high" (it then waits at a gate) when it
   does (side streams, threads, ctypes, the environment, sys.modules, monkeypatching);
 - changes the algorithm family against its parent (Proposal.meta["family"]);
 - abandons the best lineage: the proposal asks to restart from the starting candidate
-  (meta["restart"]) or from an attempt off its branch's lineage (meta["parent_attempt"])
-  while that branch holds the run's best.
+  (meta["restart"]) or is made from an attempt off its branch's lineage while that branch
+  holds the run's best.
+Every test reads the proposal's true parent: the attempt its source was derived from
+(proposal_base), not the branch's best.
 Pure functions; no I/O.
 """
 
@@ -16,6 +18,7 @@ import re
 from typing import Any
 
 from kernelladder.engine.events import UNDO_HIGH, UNDO_LOW, UNDO_MEDIUM
+from kernelladder.engine.protocols import SHOWN_PARENT, Proposal
 
 UNDO_CLASSES = (UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH)
 
@@ -56,6 +59,23 @@ def fence_concerns(source: str) -> list[str]:
     return found
 
 
+def proposal_base(proposal: Proposal, shown: int | None) -> tuple[int | None, str]:
+    """(the attempt the proposal's source was derived from, where that was read): its
+    base_attempt, else meta["base_attempt"] (a proposer that names its base only there),
+    else the parent it was shown."""
+    if proposal.base_attempt is not SHOWN_PARENT:
+        base = proposal.base_attempt
+        if base is None or (isinstance(base, int) and not isinstance(base, bool)):
+            return base, "base_attempt"
+        return shown, "shown"
+    meta = proposal.meta or {}
+    if "base_attempt" in meta:
+        base = meta["base_attempt"]
+        if base is None or (isinstance(base, int) and not isinstance(base, bool)):
+            return base, "meta base_attempt"
+    return shown, "shown"
+
+
 def assess_undo(
     *,
     undo_cost: str,
@@ -65,6 +85,7 @@ def assess_undo(
     parent_family: str | None,
     branch_holds_best: bool,
     branch_lineage: set[int],
+    parent: int | None = None,
 ) -> tuple[str, str]:
     """The move's final (undo_cost, reason): the proposer's class unless the engine
     escalates it to high; the reason says which rule escalated it."""
@@ -79,11 +100,10 @@ def assess_undo(
         family_reason = f"changes algorithm family {parent_family} -> {family}"
         reasons.append(family_reason)
     if branch_holds_best:
-        declared = meta.get("parent_attempt")
         if meta.get("restart"):
             reasons.append("abandons the best lineage (restarts from the starting candidate)")
-        elif isinstance(declared, int) and declared not in branch_lineage:
-            reasons.append(f"abandons the best lineage (starts from attempt {declared})")
+        elif parent is not None and parent not in branch_lineage:
+            reasons.append(f"abandons the best lineage (starts from attempt {parent})")
     if reasons and cost == UNDO_HIGH and family_reason and undo_reason:
         # the proposer called its own family change high, and says why (e.g. stagnation)
         reasons = [undo_reason] + [r for r in reasons if r != family_reason]

@@ -164,8 +164,24 @@ class ProposalContext:
     hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
 
 
+class _ShownParent:
+    """The default base of a proposal: the parent the context showed the proposer."""
+
+    def __repr__(self) -> str:
+        return "SHOWN_PARENT"
+
+
+SHOWN_PARENT: Any = _ShownParent()
+
+
 @dataclass(frozen=True)
 class Proposal:
+    """A candidate and the move that made it. `base_attempt` is the attempt its source was
+    derived from, which the engine records as its parent: SHOWN_PARENT (the default) for
+    the context's parent_attempt (a model's reply, an edit of parent_source), an attempt
+    number for another attempt the proposer stepped from, None for the op's starting
+    source. `move`, the undo cost, gates and diffs are all read against that parent."""
+
     source: str
     strategy: str
     move: str  # one line: what changed against the parent
@@ -176,6 +192,7 @@ class Proposal:
     tokens_out: int = 0
     cost_usd: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. search parameters
+    base_attempt: int | None = SHOWN_PARENT
 
 
 @runtime_checkable

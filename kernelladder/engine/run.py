@@ -27,7 +27,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.best_confirmation import BestConfirmation
 from kernelladder.engine.channels import Broadcaster, Subscription
 from kernelladder.engine.control import ControlServer
-from kernelladder.engine.gating import assess_undo
+from kernelladder.engine.gating import assess_undo, proposal_base
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.log import EventLog
 from kernelladder.engine.op_info import START_ATTEMPT, OpInfo
@@ -620,13 +620,13 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
     async def _round(self, bid: str) -> bool:
         """One proposal, its gate and its verification. False: the branch is done."""
         b = self.state.branches[bid]
-        parent = b.head
+        shown = b.head  # what the proposer is shown; the proposal names what it came from
         self._phase[bid] = PROPOSING
         self._reserved += 1
         reserved = True
         try:
-            self._emit(ev.ProposalRequested(branch_id=bid, parent_attempt=parent))
-            ctx = self._context(bid, parent)
+            self._emit(ev.ProposalRequested(branch_id=bid, parent_attempt=shown))
+            ctx = self._context(bid, shown)
             task = asyncio.ensure_future(self.proposer.propose(ctx))
             self._proposal_tasks[bid] = task
             try:
@@ -665,6 +665,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             self._next_number = n + 1
             self._sources[n] = proposal.source
             source_hash = self.log.write_source(n, proposal.source)
+            parent = self._proposal_parent(bid, shown, proposal)
             cost, reason = self._undo_cost(bid, parent, proposal)
             self._reserved -= 1
             reserved = False
@@ -716,15 +717,36 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
         return True
 
+    def _proposal_parent(self, bid: str, shown: int | None, proposal: Proposal) -> int | None:
+        """The attempt the proposal's source was derived from (see Proposal.base_attempt);
+        a base that is no judged-or-numbered attempt of this run falls back to the shown
+        parent, with a notice."""
+        base, why = proposal_base(proposal, shown)
+        if base is None or base == shown or base in self.state.attempts:
+            return base
+        self._emit(
+            ev.Notice(
+                level="warning",
+                message=f"{bid}: the proposal names #{base} as its base ({why}), which is no "
+                f"attempt of this run; recorded as made from "
+                + (f"#{shown}" if shown is not None else "the start"),
+                branch_id=bid,
+            )
+        )
+        return shown
+
     def _undo_cost(self, bid: str, parent: int | None, proposal: Proposal) -> tuple[str, str]:
         s = self.state
         b = s.branches[bid]
         parent_family = s.attempts[parent].family if parent in s.attempts else None
-        lineage: set[int] = set()
-        node = b.head
-        while node is not None and node not in lineage:
-            lineage.add(node)
-            node = s.attempts[node].parent if node in s.attempts else None
+        # the branch's own attempts and every attempt its best and its origin came from
+        lineage: set[int] = set(b.attempts)
+        for node in (b.head, b.from_attempt):
+            seen: set[int] = set()
+            while node is not None and node not in seen:
+                seen.add(node)
+                lineage.add(node)
+                node = s.attempts[node].parent if node in s.attempts else None
         return assess_undo(
             undo_cost=proposal.undo_cost,
             undo_reason=proposal.undo_reason,
@@ -733,6 +755,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             parent_family=parent_family,
             branch_holds_best=s.best_attempt is not None and s.best_attempt in b.attempts,
             branch_lineage=lineage,
+            parent=parent,
         )
 
     async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:

@@ -280,6 +280,16 @@ class RunState:
         parts = [self.hints.strip(), branch.hints.strip() if branch else ""]
         return "\n\n".join(p for p in parts if p)
 
+    def branch_label(self, branch_id: str) -> str:
+        """The branch's label, following the family of its current best: "persistent (was
+        one-row-per-program)" once its best is of another family than it was opened with."""
+        b = self.branches[branch_id]
+        best = self.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+        family = best.family if best is not None else None
+        if not family or family == b.strategy.split("#", 1)[0]:
+            return b.strategy
+        return f"{family} (was {b.strategy})"
+
     def history(self, branch_id: str) -> list[dict[str, Any]]:
         out = []
         for n in self.branches[branch_id].attempts:

@@ -42,8 +42,8 @@ def test_fence_concerns_and_escalation():
     )  # fmt: skip
     assert cost == "high" and "abandons the best lineage" in why
     cost, why = assess_undo(
-        undo_cost="low", undo_reason="", source="x", meta={"parent_attempt": 7},
-        parent_family=None, branch_holds_best=True, branch_lineage={1, 2},
+        undo_cost="low", undo_reason="", source="x", meta={},
+        parent_family=None, branch_holds_best=True, branch_lineage={1, 2}, parent=7,
     )  # fmt: skip
     assert cost == "high" and "attempt 7" in why
     assert assess_undo(undo_cost="bogus", undo_reason="r", source="", meta={}, **common)[0] == (

@@ -149,6 +149,7 @@ class ApiProposer(ProposerBase):
             tokens_out=cost.tokens_out,
             cost_usd=cost.usd,
             meta=meta,
+            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
         )
 
     async def _create(self, client: Any, system: str, user: str) -> tuple[Any, int]:

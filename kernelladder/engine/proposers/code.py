@@ -114,6 +114,7 @@ class CodeProposer(ProposerBase):
             tokens_out=estimate.tokens_out,
             cost_usd=cost_usd,
             meta=meta,
+            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
         )
 
     async def _run(self, args: list[str], prompt: str, cwd: str) -> tuple[str, str, int]:

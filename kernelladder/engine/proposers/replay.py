@@ -39,6 +39,8 @@ class SavedProposal:
     undo_reason: str
     model: str | None
     source_hash: str
+    parent_attempt: int | None = None  # the saved attempt it was made from
+    family: str | None = None
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -93,6 +95,7 @@ class ReplayProposer(ProposerBase):
         self._queues: dict[str, deque[SavedProposal]] = {
             label: deque(ps) for label, ps in self._by_label.items()
         }
+        self._replayed: dict[int, int] = {}  # saved attempt -> this run's attempt
 
     def _label(self, label: str) -> list[SavedProposal]:
         if label not in self._by_label:
@@ -178,6 +181,10 @@ class ReplayProposer(ProposerBase):
                 f"replay: {path} does not match the hash the log recorded", retryable=False
             )
         was = f" ({saved.strategy})" if saved.strategy != ctx.strategy else ""
+        for entry in ctx.history:  # what this run numbered the saved attempts it replayed
+            replayed = (entry.get("meta") or {}).get("replayed_attempt")
+            if isinstance(replayed, int) and isinstance(entry.get("attempt"), int):
+                self._replayed[replayed] = entry["attempt"]
         return Proposal(
             source=source,
             strategy=ctx.strategy,
@@ -185,8 +192,21 @@ class ReplayProposer(ProposerBase):
             undo_cost=saved.undo_cost,
             undo_reason=saved.undo_reason,
             model=saved.model,
-            meta={"replayed_attempt": saved.attempt, "replayed_branch": saved.branch_id},
+            meta={
+                "replayed_attempt": saved.attempt,
+                "replayed_branch": saved.branch_id,
+                **({"family": saved.family} if saved.family else {}),
+            },
+            base_attempt=self._base(saved, ctx),
         )
+
+    def _base(self, saved: SavedProposal, ctx: ProposalContext) -> int | None:
+        """This run's replay of the saved attempt the source was made from: the saved
+        lineage, renumbered; the start for a saved first attempt; the shown parent when the
+        saved parent was not replayed (yet) in this run."""
+        if saved.parent_attempt is None:
+            return None
+        return self._replayed.get(saved.parent_attempt, ctx.parent_attempt)
 
 
 def _sha256(source: str) -> str:
@@ -207,4 +227,10 @@ def _saved(e: dict[str, Any]) -> SavedProposal | None:
         undo_reason=str(e.get("undo_reason") or "replayed from a saved run"),
         model=e.get("model"),
         source_hash=str(e.get("source_hash") or ""),
+        parent_attempt=_int_or_none(e.get("parent_attempt")),
+        family=str(e["family"]) if e.get("family") else None,
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -740,6 +740,9 @@ def _proposal(
             move=move,
         )
     )
+    # a step is made from its base trial's attempt; a family switch or rewrite replaces
+    # the parent it was shown
+    made_from = base.attempt if base is not None else ctx.parent_attempt
     return Proposal(
         source=family.render(step.params),
         strategy=ctx.strategy,
@@ -751,7 +754,8 @@ def _proposal(
             "params": dict(step.params),
             "key": key,
             "op": op,
-            "base_attempt": base.attempt if base else None,
+            "base_attempt": made_from,
             "from_family": step.switched_from,
         },
+        base_attempt=made_from,
     )
