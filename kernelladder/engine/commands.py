@@ -4,7 +4,10 @@ the events it records out, or ValueError with the one line a person is shown. Th
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelladder.engine import events as ev
+from kernelladder.engine.directives import AVOID, FIX, Directives, matches, parse_directives
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.state import BranchState, GateState, RunState
 
@@ -14,6 +17,7 @@ STOP_RULES = {
     ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
     ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
 }  # fmt: skip
+STOPPED_BY = "stop"  # GateResolved.by for the gates a stop resolved
 
 
 def check_live(state: RunState, *, started: bool, closed: bool) -> None:
@@ -129,3 +133,44 @@ def stop_rule(reason: str) -> tuple[str, str]:
     rule = reason if reason in STOP_RULES else ev.RULE_USER_STOP
     detail = "" if reason in STOP_RULES or reason == "user" else one_line(reason)
     return rule, detail
+
+
+def gates_the_hints_avoid(state: RunState) -> list[ev.Event]:
+    """After the hints changed: each pending gate whose move the hints now avoid (its
+    family, a PARAM=VALUE it sets, or a value other than one the hints fix), vetoed with
+    that hint line as the note. A move the hints prefer, or do not name, stays for the
+    person."""
+    out: list[ev.Event] = []
+    for gid in state.pending_gates:
+        g = state.gates[gid]
+        a = state.attempts.get(g.attempt)
+        if a is None:
+            continue
+        line = avoided_by(parse_directives(state.hints_for(g.branch_id)), a.family, a.meta)
+        if line is not None:
+            out.append(ev.GateResolved(gate_id=gid, decision="veto", by="hints", note=line))
+    return out
+
+
+def avoided_by(directives: Directives, family: str | None, meta: Any) -> str | None:
+    """The hint line that rules out a move of this family and these parameters, if any."""
+    params = meta.get("params") if isinstance(meta, dict) else None
+    params = {str(k).upper(): v for k, v in params.items()} if isinstance(params, dict) else {}
+    for d in directives.understood:
+        if d.verb == AVOID and d.family and family and d.family.lower() == family.lower():
+            return d.line
+        if d.param is None or d.param.upper() not in params:
+            continue
+        hit = matches(params[d.param.upper()], d.value or "")
+        if (d.verb == AVOID and hit) or (d.verb == FIX and not hit):
+            return d.line
+    return None
+
+
+def gates_a_stop_resolves(state: RunState) -> list[ev.Event]:
+    """Stopping resolves every pending gate: the move is not verified in this session,
+    and not held against its branch either (a resumed run may propose it again)."""
+    return [
+        ev.GateResolved(gate_id=gid, decision="veto", by=STOPPED_BY, note="run stopped")
+        for gid in state.pending_gates
+    ]

@@ -293,7 +293,7 @@ class GateResolved(Event):
     kind: ClassVar[str] = "gate_resolved"
     gate_id: str
     decision: str  # "approve" | "veto"
-    by: str = "user"  # "user" | "policy" | "timeout"
+    by: str = "user"  # "user" | "policy" | "timeout" | "hints" | "stop"
     note: str = ""
 
 

@@ -52,6 +52,7 @@ from kernelladder.engine.state import (
     GATED,
     PROPOSED,
     RUNNING_ATTEMPT,
+    VETOED,
     RunState,
     apply,
     fold,
@@ -243,6 +244,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
     async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
         self._check_live()
         self._emit(commands.hint_event(self.state, text, branch_id))
+        for resolved in commands.gates_the_hints_avoid(self.state):
+            self._emit(resolved)
 
     async def approve(self, gate_id: str) -> None:
         self._check_live()
@@ -329,6 +332,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._stop_detail = detail
         self._cancel_inflight = cancel
         self._emit(ev.StopRequested(reason=rule, cancel=cancel, by=by))
+        for resolved in commands.gates_a_stop_resolves(self.state):
+            self._emit(resolved)
 
     # --- the main loop ------------------------------------------------------------------
     async def _start(self) -> bool:
@@ -478,11 +483,19 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             if b is None or b.closed:
                 continue
             gate_pending = a.status == GATED and a.gate_id in self.state.pending_gates
+            gate_pending = gate_pending or self._set_aside_by_stop(n)
             if a.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED) or gate_pending:
                 self._work.setdefault(a.branch_id, []).append(n)
                 if not gate_pending:
                     requeued.append(n)
         return requeued
+
+    def _set_aside_by_stop(self, n: int) -> bool:
+        """Was attempt n waiting at a gate when the run was stopped (the stop resolved it;
+        a resume asks again)?"""
+        a = self.state.attempts[n]
+        g = self.state.gates.get(a.gate_id) if a.gate_id is not None else None
+        return a.status == VETOED and g is not None and g.by == commands.STOPPED_BY
 
     def _busy(self) -> bool:
         return any(p in (PROPOSING, GATE, QUEUED, VERIFYING) for p in self._phase.values()) or any(
@@ -602,6 +615,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             go = True
             if a.status == GATED and a.gate_id is not None:
                 go = await self._await_resumed_gate(bid, a.gate_id) == "approve"
+            elif self._set_aside_by_stop(n):  # asked again, its timeout from now
+                go = await self._gate(bid, n, a.move, a.undo_cost, a.undo_reason) == "approve"
             if go:
                 if not await self._ready(bid):
                     return

@@ -525,7 +525,7 @@ def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
         a.approved = True
     else:
         a.status = VETOED
-        if b is not None:
+        if b is not None and e.by != "stop":  # a stop's veto is no verdict on the move
             b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
             _bind_veto(s, b, a)
 

@@ -74,21 +74,23 @@ async def test_resume_from_a_killed_copy_with_a_torn_tail(tmp_path):
     assert state.attempts[3].verdict == "pass" and state.attempts[4].speedup == 1.5
 
 
-async def test_resume_reattaches_a_pending_gate(tmp_path):
+async def test_resume_asks_again_for_a_gate_the_stop_set_aside(tmp_path):
     run, runner, _ = make_run(tmp_path, [move("pass 1.3", undo="high")], gate="ask")
     task = asyncio.ensure_future(run.run())
     await until(lambda: "g1" in run.state.pending_gates)
     await run.stop()
     state = await asyncio.wait_for(task, 10)
-    assert state.branches["b1"].status == "stopped" and "g1" in state.pending_gates
+    assert state.branches["b1"].status == "stopped" and not state.pending_gates
+    assert state.gates["g1"].by == "stop" and not state.branches["b1"].dead_ends
 
     resumed = resume_run(run.run_dir, runner=ScriptedRunner(), proposer=ScriptedProposer([]))
     task = asyncio.ensure_future(resumed.run())
     await until(lambda: resumed.state.reopened == 1 and resumed.state.branches["b1"].pending_gate)
-    await resumed.approve("g1")
+    assert resumed.state.branches["b1"].pending_gate == "g2"
+    await resumed.approve("g2")
     state = await asyncio.wait_for(task, 10)
     assert state.attempts[1].verdict == "pass"
-    assert len(state.gates) == 1  # the same gate, not a new one
+    assert [g.attempt for g in state.gates.values()] == [1, 1]  # the same move, asked again
 
 
 async def test_resume_with_a_larger_budget_continues(tmp_path):

@@ -1,6 +1,7 @@
-"""A gate's timeout restarts when a resume asks again: a run stopped at an ask-gate
-gives the person the full timeout after the resume, counted from the resume, and a
-timeout given on resume applies to the pending gate. On the scripted doubles of
+"""A gate's timeout restarts when a resume asks again: the stop resolved the gate of a
+run stopped at an ask-gate ("run stopped", held against nothing), and the resume asks
+again with a new gate that gives the person the full timeout, counted from the resume;
+a timeout given on resume applies to it. On the scripted doubles of
 helpers.py (why doubles: see there)."""
 
 from __future__ import annotations
@@ -41,8 +42,15 @@ async def _stopped_at_a_gate(tmp_path, offset: list[float], gate_timeout_s: floa
     await until(lambda: "g1" in run.state.pending_gates)
     await run.stop()
     state = await asyncio.wait_for(task, 10)
-    assert "g1" in state.pending_gates
+    assert not state.pending_gates
+    assert (state.gates["g1"].by, state.gates["g1"].note) == ("stop", "run stopped")
     return run.run_dir
+
+
+def _asked_again(run_dir) -> ev.GateRaised:
+    raised = [e for e in read_events(run_dir) if isinstance(e, ev.GateRaised)]
+    assert [(e.gate_id, e.attempt) for e in raised] == [("g1", 1), ("g2", 1)]
+    return raised[1]
 
 
 async def test_a_resumed_gate_waits_its_full_timeout_for_the_person(tmp_path):
@@ -54,15 +62,16 @@ async def test_a_resumed_gate_waits_its_full_timeout_for_the_person(tmp_path):
     )
     task = asyncio.ensure_future(resumed.run())
     # the branch waits at the gate (it used to time out the moment the resume started)
-    await until(lambda: resumed._phase.get("b1") == GATE or not resumed.state.pending_gates)
+    await until(lambda: resumed._phase.get("b1") == GATE and "g2" in resumed.state.gates)
     await asyncio.sleep(0.05)
-    g = resumed.state.gates["g1"]
+    g = resumed.state.gates["g2"]
     assert g.pending, (g.decision, g.by, g.note)
     reopened = next(e for e in read_events(run_dir) if isinstance(e, ev.RunReopened))
-    assert g.deadline == reopened.ts + 30.0
-    await resumed.approve("g1")
+    again = _asked_again(run_dir)
+    assert again.ts >= reopened.ts and g.deadline == again.ts + 30.0
+    await resumed.approve("g2")
     state = await asyncio.wait_for(task, 10)
-    assert (state.gates["g1"].decision, state.gates["g1"].by) == ("approve", "user")
+    assert (state.gates["g2"].decision, state.gates["g2"].by) == ("approve", "user")
     assert state.attempts[1].verdict == "pass"
     # the log alone gives the same deadline and summary (replay folds the same)
     assert summarize(fold(read_events(run_dir))) == summarize(state)
@@ -78,7 +87,7 @@ async def test_a_resumed_gate_times_out_counted_from_the_resume(tmp_path):
     state = await asyncio.wait_for(resumed.run(), 10)
     evs = read_events(run_dir)
     reopened = next(e for e in evs if isinstance(e, ev.RunReopened))
-    resolved = next(e for e in evs if isinstance(e, ev.GateResolved))
+    resolved = [e for e in evs if isinstance(e, ev.GateResolved)][-1]
     assert (resolved.decision, resolved.by) == ("approve", "timeout")
     assert resolved.ts - reopened.ts >= 0.3  # the full timeout, from the resume on
     assert state.attempts[1].verdict == "pass"
@@ -93,10 +102,10 @@ async def test_a_timeout_given_on_resume_applies_to_the_pending_gate(tmp_path):
         overrides={"gate_timeout_s": 600.0},
     )  # fmt: skip
     task = asyncio.ensure_future(resumed.run())
-    await until(lambda: resumed._phase.get("b1") == GATE or not resumed.state.pending_gates)
-    g = resumed.state.gates["g1"]
-    reopened = next(e for e in read_events(run_dir) if isinstance(e, ev.RunReopened))
-    assert g.pending and g.timeout_s == 600.0 and g.deadline == reopened.ts + 600.0
-    await resumed.veto("g1", "not now")
+    await until(lambda: resumed._phase.get("b1") == GATE and "g2" in resumed.state.gates)
+    g = resumed.state.gates["g2"]
+    again = _asked_again(run_dir)
+    assert g.pending and g.timeout_s == 600.0 and g.deadline == again.ts + 600.0
+    await resumed.veto("g2", "not now")
     state = await asyncio.wait_for(task, 10)
-    assert state.gates["g1"].by == "user" and state.attempts[1].verdict is None
+    assert state.gates["g2"].by == "user" and state.attempts[1].verdict is None
