@@ -102,11 +102,13 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
         family = families[meta["family"]]
         assert family.render(meta["params"]) == source(search_run, p["attempt"], "rmsnorm")
         parent_header = parse_header(source(search_run, p["parent_attempt"], "rmsnorm"))
-        if p["move"].startswith(("family ", "rewrite as ")):
-            # a new family replaces the parent it was shown
+        if p["move"].startswith("rewrite as "):
+            # a rewrite into the branch's family replaces the parent it was shown
             assert p["parent_attempt"] == p["shown"]
-            if parent_header is not None and p["move"].startswith("family "):
-                assert p["move"].startswith(f"family {parent_header['family']} -> ")
+        elif p["move"].startswith("family "):
+            # a family switch is made from an attempt of the family it leaves
+            assert parent_header is not None, p["move"]
+            assert p["move"].startswith(f"family {parent_header['family']} -> "), p["move"]
         else:
             # a step: the parent's recorded parameters, moved as the move line says
             assert parent_header is not None and parent_header["family"] == meta["family"]

@@ -690,6 +690,24 @@ def _bare_move(move: str) -> str:
     return move.split(" (from #", 1)[0]
 
 
+def _made_from(memory: BranchMemory, step: Step, ctx: ProposalContext) -> int | None:
+    """The attempt the proposal is made from: a step's base trial; for a family switch,
+    the best attempt of the family it leaves (the parent it was shown when none passed);
+    for a rewrite into the branch's family, the parent it was shown."""
+    if step.base is not None:
+        return step.base.attempt
+    if step.switched_from is not None:
+        left = [
+            t
+            for t in memory.trials.values()
+            if t.family == step.switched_from and t.attempt is not None
+        ]
+        best = _best(left)
+        if best is not None:
+            return best.attempt
+    return ctx.parent_attempt
+
+
 def _proposal(
     memory: BranchMemory, step: Step, parent: Trial | None, ctx: ProposalContext
 ) -> Proposal:
@@ -740,9 +758,7 @@ def _proposal(
             move=move,
         )
     )
-    # a step is made from its base trial's attempt; a family switch or rewrite replaces
-    # the parent it was shown
-    made_from = base.attempt if base is not None else ctx.parent_attempt
+    made_from = _made_from(memory, step, ctx)
     return Proposal(
         source=family.render(step.params),
         strategy=ctx.strategy,
