@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.engine.proposers.api import ApiProposer, _message, _retry_after
+from kernelladder.engine.proposers.api import ApiProposer, _retry_after
+from kernelladder.engine.proposers.api import _message as _api_message
 from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
@@ -87,6 +88,14 @@ def chat_cost(
     return ChatCost(
         (tokens_in * price[0] + tokens_out * price[1]) / 1e6, tokens_in, tokens_out, True
     )
+
+
+def _message(exc: Exception) -> str:
+    """The server's own words: the openai SDK keeps the body's `error` object as `body`."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("message"):
+        return " ".join(str(body["message"]).split())[:200]
+    return _api_message(exc)
 
 
 def _count(usage: Any, name: str) -> int:
