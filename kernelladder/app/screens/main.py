@@ -188,6 +188,8 @@ class MainScreen(Screen):
         """Why steering cannot be done now, or None when it can."""
         if self.replay:
             return "This is a replay: steering is off (start a live run to steer)."
+        if getattr(self.kl_app, "read_only", False):
+            return "This is a read-only view: steering is off."
         if self.kl_app.run_over or self.view.state == v.RUN_FINISHED:
             return "The run has finished: there is nothing left to steer."
         return None
