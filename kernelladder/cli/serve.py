@@ -189,9 +189,9 @@ def _live_run_dir(args: argparse.Namespace) -> Path:
     try:
         live_owner(run_dir)
     except AttachError as exc:
-        raise UsageError(
-            f"{exc} (continue it with: kernelladder serve --resume {run_dir})"
-        ) from None
+        # a saved run is replayed in the terminal app; --resume continues it here as well
+        why = str(exc).replace("watch it with --replay", "watch it with kernelladder-tui --replay")
+        raise UsageError(why) from None
     return run_dir
 
 
