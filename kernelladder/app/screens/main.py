@@ -178,6 +178,8 @@ class MainScreen(Screen):
         self.post_message(SteerRequested(command, args, on_done))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "export_best" and getattr(self.kl_app, "read_only", False):
+            return None  # it writes a file where the app runs: not a viewer's to do
         if action in STEERING_ACTIONS:
             return None if self.steering_refusal() else True
         if action in REPLAY_ACTIONS:
@@ -399,6 +401,9 @@ class MainScreen(Screen):
     # --- non-steering actions ---------------------------------------------------------
 
     def action_export_best(self) -> None:
+        if getattr(self.kl_app, "read_only", False):
+            self.notify("This is a read-only view: export is off.", severity="warning")
+            return
         best = self.view.best_attempt
         if best is None:
             self.notify("No passing attempt yet: nothing to export.", severity="warning")
