@@ -68,7 +68,9 @@ def test_a_cpu_run_judges_every_attempt_counts_tokens_and_cost_and_stops_on_401(
     judged = {e.attempt for e in events if isinstance(e, ev.VerdictReady)}
     assert [e.attempt for e in received] == [1, 2] and judged == {1, 2}
     assert received[0].meta["retries"] == 1  # the 429, retried
-    assert all(e.meta["base_attempt"] == e.parent_attempt for e in received)
+    # each reply's parent is the attempt its prompt showed: the start, then #1 (b1's best)
+    assert [e.parent_attempt for e in received] == [None, 1]
+    assert "# PARENT (attempt #1)" in chats[2].prompt  # the reply that became #2
     assert isinstance(events[-1], ev.RunFinished)
 
 

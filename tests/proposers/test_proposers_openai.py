@@ -85,7 +85,7 @@ def test_a_reply_becomes_a_proposal_with_tokens_cost_and_its_parent(server):
     assert proposal.undo_cost == "low" and proposal.model == "gpt-4.1"
     assert (proposal.tokens_in, proposal.tokens_out) == (12_000, 3_000)
     assert proposal.cost_usd == pytest.approx((12_000 * 2.0 + 3_000 * 8.0) / 1e6)
-    assert proposal.meta["base_attempt"] == 3  # derived from the parent it was shown
+    assert proposal.base_attempt == 3  # made from the parent it was shown
     assert proposal.meta["retries"] == 0 and slept == [] and "cost_note" not in proposal.meta
     (request,) = server.requests
     assert request.path == f"{server.prefix}/chat/completions"

@@ -188,8 +188,6 @@ class OpenAIChatProposer(ApiProposer):
             "finish_reason": getattr(choice, "finish_reason", None),
             "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
             "base_url": self.base_url,
-            # lineage: the reply is derived from the parent the prompt showed
-            "base_attempt": ctx.parent_attempt,
         }
         if cost.note:
             meta["cost_note"] = cost.note
@@ -204,6 +202,7 @@ class OpenAIChatProposer(ApiProposer):
             tokens_out=cost.tokens_out,
             cost_usd=cost.usd,
             meta=meta,
+            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
         )
 
     async def _only_model(self, client: Any) -> str:
