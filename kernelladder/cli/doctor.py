@@ -212,6 +212,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: Any) -> int:
+    if args.base_url is not None and args.proposer is None:
+        raise UsageError("--base-url goes with --proposer openai")
     remote = remote_requested(args)
     if args.trust and not remote:
         raise UsageError("--trust applies to --remote")
@@ -228,8 +230,6 @@ def run(args: Any) -> int:
         )
     if ray_address is not None:
         checks += asyncio.run(ray_checks(ray_address, device=args.device))
-    if args.base_url is not None and args.proposer is None:
-        raise UsageError("--base-url goes with --proposer openai")
     if args.proposer == "openai":
         checks.append(asyncio.run(openai_check(args.base_url)))
     if args.json:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from fake_openai_server import FakeOpenAIServer, completion, error
-from helpers import ROOT
+from helpers import ROOT, usage_line
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_log
@@ -109,3 +109,9 @@ def test_openai_flags_without_the_openai_proposer_are_refused():
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert out.returncode == 2 and "only with --proposer openai" in out.stderr
+
+
+def test_doctor_base_url_needs_the_openai_proposer(capsys):
+    assert "--base-url goes with --proposer openai" in usage_line(
+        capsys, "doctor", "--base-url", "http://127.0.0.1:9/v1"
+    )
