@@ -347,6 +347,25 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return RunOptions(op=args.op, run_dir=args.run_dir, **given)
 
 
+def unpriced_notice(options: Any) -> list[str]:
+    """The run says once, at its start, that it counts tokens and not dollars."""
+    if options.proposer != "openai":
+        return []
+    from kernelladder.engine.proposers.openai_chat import price_of
+
+    if price_of(options.model, options.price_in, options.price_out) is not None:
+        return []
+    bound = (
+        f"--budget-tokens {options.budget_tokens} bounds them"
+        if options.budget_tokens
+        else "--budget-tokens N would bound them"
+    )
+    return [
+        f"cost not known for model {options.model or '(the server default)'}: tokens are "
+        f"counted and the cost shows $0 ({bound}; --price-in/--price-out price them)"
+    ]
+
+
 def _check_priced_budget(given: dict[str, Any]) -> None:
     """--proposer openai with a model whose cost is not known: a USD budget could never
     trip (every call counts $0), so it is refused; the tokens are what can be counted."""
@@ -517,6 +536,7 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
         _check_new_run_dir(args.run_dir)
         _check_local_device(options)
         gate = session_gate(options)
+        notices += unpriced_notice(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
         raise

@@ -82,6 +82,7 @@ def test_an_unpriced_model_counts_tokens_and_its_token_budget_stops_the_run(tmp_
             "--branches", "1", "--json", "--run-dir", str(tmp_path / "run"),
         )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "cost not known for model (the server default): tokens are counted" in out.stderr
     summary = json.loads(out.stdout)
     assert summary["stop_reason"] == ev.RULE_BUDGET_TOKENS
     assert summary["cost"]["usd"] == 0 and summary["cost"]["tokens_in"] >= 6000
