@@ -87,8 +87,10 @@ class KernelLadderApp(App[int]):
         own_loop: bool = False,
         at_end: bool = False,
         batch_interval: float | None = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
+        self.read_only = read_only  # watch only (kernelladder serve --read-only): no steering
         if (run is None) == (events is None):
             raise ValueError("give either a live run or the events of a saved run")
         for project_theme in PROJECT_THEMES:
@@ -303,6 +305,9 @@ class KernelLadderApp(App[int]):
         if bridge is None:
             self.notify("This is a replay: steering is off.", severity="warning")
             return
+        if self.read_only:
+            self.notify("This is a read-only view: steering is off.", severity="warning")
+            return
         self.commands_sent.append((command, args))
 
         async def send() -> None:
@@ -346,6 +351,10 @@ class KernelLadderApp(App[int]):
 
     async def action_quit(self) -> None:
         if self.bridge is None or self.run_over or self.main.view.state == v.RUN_FINISHED:
+            self.exit(0)
+            return
+        if self.read_only:  # watching only: leaving never stops the run
+            self.detached = True
             self.exit(0)
             return
         if getattr(self.bridge.run, "attached", False):  # another process owns the run

@@ -39,8 +39,11 @@ class RunGone(Exception):
 class AttachedRun:
     attached = True  # the app offers "Detach" when quitting
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self, run_dir: str | os.PathLike[str], *, poll_s: float = POLL_S, read_only: bool = False
+    ) -> None:
         self.run_dir = Path(run_dir)
+        self.read_only = read_only  # watch only: every steering command is refused here
         self.owner: Owner = live_owner(self.run_dir)  # AttachError: not live
         self.client = ControlClient(self.owner.control)
         self.poll_s = poll_s
@@ -89,32 +92,37 @@ class AttachedRun:
             yield event
 
     # --- RunControl, forwarded to the owner ------------------------------------------
+    async def _send(self, command: str, *args: object) -> object:
+        if self.read_only:
+            raise ValueError("this is a read-only view: steering is off")
+        return await self.client.send(command, *args)
+
     async def prune(self, branch_id: str) -> None:
-        await self.client.send("prune", branch_id)
+        await self._send("prune", branch_id)
 
     async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
-        await self.client.send("edit_hints", text, branch_id)
+        await self._send("edit_hints", text, branch_id)
 
     async def approve(self, gate_id: str) -> None:
-        await self.client.send("approve", gate_id)
+        await self._send("approve", gate_id)
 
     async def veto(self, gate_id: str, note: str = "") -> None:
-        await self.client.send("veto", gate_id, note)
+        await self._send("veto", gate_id, note)
 
     async def pause(self, branch_id: str | None = None) -> None:
-        await self.client.send("pause", branch_id)
+        await self._send("pause", branch_id)
 
     async def resume(self, branch_id: str | None = None) -> None:
-        await self.client.send("resume", branch_id)
+        await self._send("resume", branch_id)
 
     async def open_branch(self, from_attempt: int, strategy: str | None = None) -> str:
-        return await self.client.send("open_branch", from_attempt, strategy)
+        return await self._send("open_branch", from_attempt, strategy)
 
     async def set_target(self, target: float | None) -> None:
-        await self.client.send("set_target", target)
+        await self._send("set_target", target)
 
     async def stop(self, reason: str = "user") -> None:
-        await self.client.send("stop", reason)
+        await self._send("stop", reason)
 
 
 # --- starting a run in the background (--detach) --------------------------------------------

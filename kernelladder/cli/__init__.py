@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "optimize": "optimize",
     "replay": "replay",
     "doctor": "doctor",
+    "serve": "serve",
 }
 
 

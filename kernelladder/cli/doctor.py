@@ -184,6 +184,19 @@ def add_parser(subparsers: Any) -> None:
     add_remote_arguments(p, with_remote_flag=False)
 
     p.add_argument(
+        "--proposer",
+        choices=("openai",),
+        default=None,
+        help="also ask a proposer's server: openai lists the models at --base-url",
+    )
+    p.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="the OpenAI-compatible server for --proposer openai (default: OPENAI_BASE_URL, "
+        "else OpenAI's; key from OPENAI_API_KEY)",
+    )
+    p.add_argument(
         "--ray",
         action="store_true",
         help="also check the Ray cluster (--ray-address or KL_RAY_ADDRESS): its nodes, "
@@ -199,6 +212,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: Any) -> int:
+    if args.base_url is not None and args.proposer is None:
+        raise UsageError("--base-url goes with --proposer openai")
     remote = remote_requested(args)
     if args.trust and not remote:
         raise UsageError("--trust applies to --remote")
@@ -215,6 +230,8 @@ def run(args: Any) -> int:
         )
     if ray_address is not None:
         checks += asyncio.run(ray_checks(ray_address, device=args.device))
+    if args.proposer == "openai":
+        checks.append(asyncio.run(openai_check(args.base_url)))
     if args.json:
         print(json.dumps({"ok": all_ok(checks), "checks": [asdict(c) for c in checks]}, indent=1))
     else:
@@ -254,12 +271,31 @@ def local_checks() -> list[Check]:
         ("networkx", "the strategy graph"),
         ("asyncssh", "--remote"),
         ("anthropic", "--proposer api"),
+        ("openai", "--proposer openai"),
+        ("textual_serve", "kernelladder serve"),
         ("ray", "--runner ray"),
     ):
         version = _module_version(module)
         status = OK if version else (FAIL if module in ("rich", "networkx") else WARN)
         checks.append(Check("local", module, status, version or f"not installed ({why})"))
     return checks
+
+
+async def openai_check(base_url: str | None) -> Check:
+    """The models an OpenAI-compatible server lists (GET /models)."""
+    if _module_version("openai") is None:
+        return Check("local", "openai server", FAIL, "openai not installed (pip install openai)")
+    from kernelladder.engine.proposers.openai_chat import list_models
+    from kernelladder.engine.protocols import ProposerError
+
+    try:
+        url, names = await list_models(base_url)
+    except ProposerError as exc:
+        return Check("local", "openai server", FAIL, str(exc))
+    if not names:
+        return Check("local", "openai server", WARN, f"{url} serves no model")
+    shown = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
+    return Check("local", "openai server", OK, f"{url} serves {shown}")
 
 
 def ncu_check(has_gpu: bool) -> Check:

@@ -38,6 +38,7 @@ _RESUMABLE = {
     "max_attempts": "max_attempts",
     "stagnation": "stagnation",
     "budget_usd": "budget_usd",
+    "budget_tokens": "budget_tokens",
     "time_limit": "time_limit_s",
     "gate": "gate",
     "gate_timeout": "gate_timeout_s",
@@ -48,6 +49,7 @@ _RESUMABLE = {
     "verify": "verify",
     "workers_per_gpu": "workers_per_gpu",
     "no_early_stop": "early_stop",
+    "base_url": "base_url",
 }
 # flag dest -> RunOptions field, fixed for the life of a run
 _FIXED = {
@@ -59,6 +61,8 @@ _FIXED = {
     "replay_from": "replay_from",
     "start": "start",
     "profile": "profile",
+    "price_in": "price_in",
+    "price_out": "price_out",
 }
 
 
@@ -96,7 +100,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", nargs="?", metavar="OP|PROBLEM.py", help="built-in op or problem file")
     p.add_argument(
         "--proposer",
-        choices=("search", "tune", "api", "code", "replay"),
+        choices=("search", "tune", "api", "openai", "code", "replay"),
         default=None,
         help="who writes candidates (default: search, offline; tune for a workspace "
         "without an API key)",
@@ -116,7 +120,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "can read the GPU's counters)",
     )
 
-    p.add_argument("--model", default=None, help="model for the api/code proposers")
+    p.add_argument("--model", default=None, help="model for the api/code/openai proposers")
+    add_openai_arguments(p)
     p.add_argument(
         "--target",
         type=_positive(float),
@@ -182,6 +187,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--budget-usd", type=_non_negative, default=None, help="spend at most this")
     p.add_argument(
+        "--budget-tokens",
+        type=_positive(int),
+        default=None,
+        metavar="N",
+        help="use at most N tokens (input + output): the budget of a model whose cost is not known",
+    )
+    p.add_argument(
         "--time-limit",
         type=_positive(float),
         default=None,
@@ -236,6 +248,26 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     add_runner_arguments(p)
 
     add_ray_arguments(p)
+
+
+def add_openai_arguments(p: argparse.ArgumentParser) -> None:
+    """--proposer openai: the server and the prices (docs/PROPOSERS.md)."""
+    p.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="openai: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM "
+        "(default: OPENAI_BASE_URL, else OpenAI's; key from OPENAI_API_KEY)",
+    )
+    for side in ("in", "out"):
+        p.add_argument(
+            f"--price-{side}",
+            type=_non_negative,
+            default=None,
+            metavar="USD",
+            help=f"openai: USD per million {side}put tokens (both given: they price every "
+            "call; else a small table of OpenAI's models, else the cost is not known)",
+        )
 
 
 def add_parser(subparsers: Any) -> None:
@@ -311,7 +343,48 @@ def options_from_args(args: argparse.Namespace) -> Any:
         given["ray_address"], given["ray_slots"] = ray_settings(args)
         given.setdefault("device", "cpu" if given["ray_slots"] is not None else "cuda")
 
+    _check_priced_budget(given)
     return RunOptions(op=args.op, run_dir=args.run_dir, **given)
+
+
+def unpriced_notice(options: Any) -> list[str]:
+    """The run says once, at its start, that it counts tokens and not dollars."""
+    if options.proposer != "openai":
+        return []
+    from kernelladder.engine.proposers.openai_chat import price_of
+
+    if price_of(options.model, options.price_in, options.price_out) is not None:
+        return []
+    bound = (
+        f"--budget-tokens {options.budget_tokens} bounds them"
+        if options.budget_tokens
+        else "--budget-tokens N would bound them"
+    )
+    return [
+        f"cost not known for model {options.model or '(the server default)'}: tokens are "
+        f"counted and the cost shows $0 ({bound}; --price-in/--price-out price them)"
+    ]
+
+
+def _check_priced_budget(given: dict[str, Any]) -> None:
+    """--proposer openai with a model whose cost is not known: a USD budget could never
+    trip (every call counts $0), so it is refused; the tokens are what can be counted."""
+    priced = [f"--price-{s}" for s in ("in", "out") if given.get(f"price_{s}") is not None]
+    flags = priced + (["--base-url"] if given.get("base_url") is not None else [])
+    if flags and given.get("proposer") != "openai":
+        raise UsageError(f"{' and '.join(flags)}: only with --proposer openai")
+    if len(priced) == 1:
+        raise UsageError("give both --price-in and --price-out (USD per million tokens)")
+    if given.get("proposer") != "openai" or given.get("budget_usd") is None:
+        return
+    from kernelladder.engine.proposers.openai_chat import price_of
+
+    if price_of(given.get("model"), given.get("price_in"), given.get("price_out")) is None:
+        raise UsageError(
+            f"--budget-usd: the cost of model {given.get('model') or '(the server default)'} "
+            "is not known, so only tokens are counted: give --price-in and --price-out "
+            "(USD per million tokens), or a token budget with --budget-tokens N"
+        )
 
 
 def workspace_proposer() -> str:
@@ -463,6 +536,7 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
         _check_new_run_dir(args.run_dir)
         _check_local_device(options)
         gate = session_gate(options)
+        notices += unpriced_notice(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
         raise

@@ -4,6 +4,7 @@ kernelladder-tui rmsnorm [the options of `kernelladder optimize`]
 kernelladder-tui --replay RUN_DIR [--speed N] [--end]
 kernelladder-tui --headless ...        # the same without the app
 kernelladder-tui --attach RUN_DIR      # watch and steer a run another process owns
+kernelladder-tui --attach RUN_DIR --read-only   # watch only
 kernelladder-tui rmsnorm --detach      # start the run in the background, then attach
 """
 
@@ -66,6 +67,11 @@ def build_parser() -> ArgumentParser:
         metavar="RUN_DIR",
         default=None,
         help="watch and steer a live run another process owns (quitting can detach)",
+    )
+    view.add_argument(
+        "--read-only",
+        action="store_true",
+        help="with --attach: watch only, the steering keys off (kernelladder serve --read-only)",
     )
     view.add_argument(
         "--detach",
@@ -190,7 +196,7 @@ def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
                     "--attach RUN_DIR watches a running run: give no op, --resume, "
                     "--replay, --headless or --detach with it"
                 )
-            return AttachedRun(args.attach)
+            return AttachedRun(args.attach, read_only=args.read_only)
         if args.headless:
             raise UsageError("--detach starts the app; --headless has none (use nohup or tmux)")
         if not args.op and args.resume is None:
@@ -221,6 +227,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     ]
     if paced and not args.replay:
         raise UsageError(f"{' and '.join(paced)}: only with --replay RUN_DIR")
+    if args.read_only and args.attach is None:
+        raise UsageError("--read-only watches a run: give it with --attach RUN_DIR")
     if paced and args.headless:
         raise UsageError(f"{' and '.join(paced)}: not with --headless, which prints the whole run")
     attached = None
@@ -232,7 +240,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from kernelladder.app.app import KernelLadderApp  # textual only for the app
 
     if attached is not None:
-        kwargs = {"run": attached}
+        kwargs = {"run": attached, "read_only": args.read_only}
     elif args.replay:
         run_dir = Path(args.replay)
         kwargs: dict[str, Any] = {

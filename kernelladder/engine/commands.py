@@ -14,7 +14,7 @@ from kernelladder.engine.state import BranchState, GateState, RunState
 # the stop reasons a stop command may name; any other text is a user stop with that detail
 STOP_RULES = {
     ev.RULE_TARGET, ev.RULE_MAX_ATTEMPTS, ev.RULE_STAGNATION, ev.RULE_REPEATED_FAILURE,
-    ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_USER_STOP,
+    ev.RULE_BUDGET_ATTEMPTS, ev.RULE_BUDGET_TIME, ev.RULE_BUDGET_USD, ev.RULE_BUDGET_TOKENS, ev.RULE_USER_STOP,
     ev.RULE_PROPOSER_EXHAUSTED, ev.RULE_ALL_BRANCHES_DONE, ev.RULE_ERROR,
 }  # fmt: skip
 STOPPED_BY = "stop"  # GateResolved.by for the gates a stop resolved

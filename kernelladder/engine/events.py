@@ -26,6 +26,7 @@ RULE_REPEATED_FAILURE = "repeated-failure"
 RULE_BUDGET_ATTEMPTS = "budget-attempts"
 RULE_BUDGET_TIME = "budget-time"
 RULE_BUDGET_USD = "budget-usd"
+RULE_BUDGET_TOKENS = "budget-tokens"
 RULE_USER_STOP = "user-stop"
 RULE_PROPOSER_EXHAUSTED = "proposer-exhausted"  # the search has no untried move left
 RULE_ALL_BRANCHES_DONE = "all-branches-done"

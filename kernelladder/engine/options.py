@@ -12,8 +12,11 @@ VERIFY_MODES = ("pipelined", "serial")
 @dataclass(frozen=True)
 class RunOptions:
     op: str  # built-in op name, or a path to a KernelBench-format problem file
-    proposer: str = "search"  # "search" | "tune" | "api" | "code" | "replay"
-    model: str | None = None  # api/code: the model; None: the proposer's default
+    proposer: str = "search"  # "search" | "tune" | "api" | "openai" | "code" | "replay"
+    model: str | None = None  # api/code/openai: the model; None: the proposer's default
+    base_url: str | None = None  # openai: the server (None: the SDK's default, OpenAI)
+    price_in: float | None = None  # openai: USD per million input tokens (None: its table)
+    price_out: float | None = None  # openai: USD per million output tokens
     target: float | None = None  # stop a branch (and the run) once this speedup is reached
     # what the target is a speedup over: "best" (the fastest library baseline per shape,
     # geomean) or "reference" (the op's reference)
@@ -22,6 +25,7 @@ class RunOptions:
     branches: int = 3  # K branches at once (bounded by runner slots)
     stagnation: int = 8  # attempts without a gain beyond noise before a branch stops
     budget_usd: float | None = None
+    budget_tokens: int | None = None  # input + output tokens (a model whose cost is not known)
     time_limit_s: float | None = None
     hints: str = ""  # global hints (from --hints FILE)
     gate: str = "ask"  # "ask" | "approve" | "veto"

@@ -13,6 +13,7 @@ from kernelladder.engine import standing_rank
 from kernelladder.engine.events import (
     RULE_ALL_BRANCHES_DONE,
     RULE_BUDGET_TIME,
+    RULE_BUDGET_TOKENS,
     RULE_BUDGET_USD,
     RULE_MAX_ATTEMPTS,
     RULE_REPEATED_FAILURE,
@@ -78,6 +79,10 @@ def run_exit(state: RunState, now: float | None = None) -> tuple[str, str] | Non
     budget = state.setting("budget_usd")
     if budget is not None and state.cost_usd >= budget:
         return RULE_BUDGET_USD, f"spent ${state.cost_usd:.2f} of ${budget:.2f}"
+    tokens = state.setting("budget_tokens")
+    if tokens is not None and state.tokens_in + state.tokens_out >= tokens:
+        used = state.tokens_in + state.tokens_out
+        return RULE_BUDGET_TOKENS, f"used {used:,} of {tokens:,} tokens"
     limit = state.setting("time_limit_s")
     if limit is not None and state.elapsed_at(now) >= limit:
         return RULE_BUDGET_TIME, f"ran {state.elapsed_at(now):.0f}s of {limit:g}s"

@@ -37,6 +37,9 @@ def _default_proposer(options: RunOptions) -> Proposer:
         cfg["model"] = options.model
     if options.replay_from:
         cfg["replay_from"] = options.replay_from
+    for name in ("base_url", "price_in", "price_out"):  # the openai proposer's
+        if getattr(options, name, None) is not None:
+            cfg[name] = getattr(options, name)
     return get_proposer(options.proposer, **cfg)
 
 
@@ -93,10 +96,12 @@ def create_run(
 
 # options a resume may change (budgets and policies; never the op, device or proposer)
 RESUMABLE_OPTIONS = (
-    "target", "max_attempts", "stagnation", "budget_usd", "time_limit_s", "gate",
+    "target", "max_attempts", "stagnation", "budget_usd", "budget_tokens", "time_limit_s",
+    "gate",
     "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints", "target_over", "confirm",
     "ray_address", "ray_slots",  # a Ray run may find its cluster at a new address
     "verify", "workers_per_gpu", "early_stop",  # how this session verifies
+    "base_url",  # an OpenAI-compatible server may have moved
 )  # fmt: skip
 
 

@@ -178,6 +178,8 @@ class MainScreen(Screen):
         self.post_message(SteerRequested(command, args, on_done))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "export_best" and getattr(self.kl_app, "read_only", False):
+            return None  # it writes a file where the app runs: not a viewer's to do
         if action in STEERING_ACTIONS:
             return None if self.steering_refusal() else True
         if action in REPLAY_ACTIONS:
@@ -188,6 +190,8 @@ class MainScreen(Screen):
         """Why steering cannot be done now, or None when it can."""
         if self.replay:
             return "This is a replay: steering is off (start a live run to steer)."
+        if getattr(self.kl_app, "read_only", False):
+            return "This is a read-only view: steering is off."
         if self.kl_app.run_over or self.view.state == v.RUN_FINISHED:
             return "The run has finished: there is nothing left to steer."
         return None
@@ -397,6 +401,9 @@ class MainScreen(Screen):
     # --- non-steering actions ---------------------------------------------------------
 
     def action_export_best(self) -> None:
+        if getattr(self.kl_app, "read_only", False):
+            self.notify("This is a read-only view: export is off.", severity="warning")
+            return
         best = self.view.best_attempt
         if best is None:
             self.notify("No passing attempt yet: nothing to export.", severity="warning")

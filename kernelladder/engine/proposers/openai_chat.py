@@ -1,0 +1,313 @@
+"""`openai`: any model behind an OpenAI-compatible chat completions server (the official
+openai SDK): OpenAI itself, OpenRouter, or an open model served by vLLM, SGLang, Ollama or
+LM Studio (`--base-url http://127.0.0.1:8000/v1`).
+
+The prompt, the reply format (one ```python file, MOVE:, UNDO:), the feedback and the
+knowledge blocks are the `api` proposer's (prompt.py, extract.py); so are the backoff and
+the error wording helpers (api.py). The key comes from OPENAI_API_KEY; a server at
+another base URL may need none. Tokens come from the reply's usage; the cost from
+OPENAI_PRICES or --price-in/--price-out (USD per million tokens), else the cost is not
+known: counted as 0 with a note, never guessed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kernelladder.engine.proposers.api import ApiProposer, _retry_after
+from kernelladder.engine.proposers.api import _message as _api_message
+from kernelladder.engine.proposers.extract import extract_reply
+from kernelladder.engine.proposers.prompt import build_prompt
+from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
+
+log = logging.getLogger(__name__)
+
+NAME = "openai"
+OPENAI_URL = "https://api.openai.com/v1"  # the SDK's own default
+NO_KEY_MESSAGE = (
+    "no OpenAI API key: set OPENAI_API_KEY, or give --base-url of a server that needs none"
+)
+# a local server that checks no key still gets one: the SDK refuses to send without
+NO_KEY_PLACEHOLDER = "not-needed"
+RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
+
+# model id (without a -YYYY-MM-DD snapshot suffix) -> (input, output) USD per million
+# tokens, from OpenAI's pricing page as read in August 2025; cached input is counted at
+# the full input price (an upper bound). Others: --price-in / --price-out.
+OPENAI_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-5": (1.25, 10.0),
+    "gpt-5-mini": (0.25, 2.0),
+    "gpt-5-nano": (0.05, 0.40),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.0),
+    "gpt-4o-mini": (0.15, 0.60),
+    "o3": (2.0, 8.0),
+    "o4-mini": (1.10, 4.40),
+}
+_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class ChatCost:
+    usd: float
+    tokens_in: int
+    tokens_out: int
+    known: bool  # False: no price for the model; usd is 0, not a guess
+    note: str | None = None
+
+
+def price_of(model: str | None, price_in: float | None, price_out: float | None) -> Any:
+    """(input, output) USD per million tokens: the flags when both are given, else the
+    table; None when not known."""
+    if price_in is not None and price_out is not None:
+        return price_in, price_out
+    if not model:
+        return None
+    return OPENAI_PRICES.get(_SNAPSHOT.sub("", model.strip()))
+
+
+def chat_cost(
+    model: str | None, usage: Any, price_in: float | None = None, price_out: float | None = None
+) -> ChatCost:
+    """The cost of one chat completion from its usage (prompt_tokens, completion_tokens)."""
+    tokens_in = _count(usage, "prompt_tokens")
+    tokens_out = _count(usage, "completion_tokens")
+    price = price_of(model, price_in, price_out)
+    if price is None:
+        return ChatCost(
+            0.0, tokens_in, tokens_out, False,
+            f"cost not known for model {model} (give --price-in and --price-out, USD per "
+            "million tokens): tokens counted, cost counted as 0",
+        )  # fmt: skip
+    return ChatCost(
+        (tokens_in * price[0] + tokens_out * price[1]) / 1e6, tokens_in, tokens_out, True
+    )
+
+
+def _message(exc: Exception) -> str:
+    """The server's own words: the openai SDK keeps the body's `error` object as `body`."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("message"):
+        return " ".join(str(body["message"]).split())[:200]
+    return _api_message(exc)
+
+
+def _count(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class OpenAIChatProposer(ApiProposer):
+    """ApiProposer's settings, strategies and backoff; the OpenAI chat completions call."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        price_in: float | None = None,
+        price_out: float | None = None,
+        **cfg: Any,
+    ):
+        super().__init__(model=model, base_url=base_url, **cfg)
+        self.model = model or ""  # none: the server's only model, asked at the first call
+        self.price_in = price_in
+        self.price_out = price_out
+
+    # --- where and who -------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return (self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+
+    @property
+    def is_openai(self) -> bool:
+        return "api.openai.com" in self.base_url
+
+    def _key(self) -> str:
+        key = (self._api_key or os.environ.get("OPENAI_API_KEY") or "").strip()
+        if key:
+            return key
+        if self.is_openai:
+            raise ProposerError(NO_KEY_MESSAGE, fatal=True)
+        return NO_KEY_PLACEHOLDER
+
+    def check_ready(self) -> None:
+        """No key for OpenAI itself: one fatal line before the run starts."""
+        self._key()
+        if not self.model and self.is_openai:
+            raise ProposerError("--proposer openai needs --model NAME (e.g. gpt-5)", fatal=True)
+
+    def cost_known(self) -> bool:
+        """Whether a call's cost can be priced (the table or --price-in/--price-out)."""
+        return price_of(self.model, self.price_in, self.price_out) is not None
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+            )
+        return self._client
+
+    def _where(self) -> str:
+        return f"the server at {self.base_url}"
+
+    # --- one proposal --------------------------------------------------------------------
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        client = self._get_client()
+        if not self.model:
+            self.model = await self._only_model(client)
+        system, user = build_prompt(ctx)
+        response, retries = await self._create(client, system, user)
+        choices = getattr(response, "choices", None) or ()
+        choice = choices[0] if choices else None
+        text = (getattr(getattr(choice, "message", None), "content", None) or "") if choice else ""
+        model = getattr(response, "model", None) or self.model
+        cost = chat_cost(model, getattr(response, "usage", None), self.price_in, self.price_out)
+        try:
+            extracted = extract_reply(text, ctx.op)
+        except ProposerError as exc:
+            # the tokens were spent all the same: the engine may count them
+            exc.tokens_in, exc.tokens_out, exc.cost_usd = cost.tokens_in, cost.tokens_out, cost.usd
+            exc.model = model
+            raise
+        meta: dict[str, Any] = {
+            "retries": retries,
+            "finish_reason": getattr(choice, "finish_reason", None),
+            "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
+            "base_url": self.base_url,
+        }
+        if cost.note:
+            meta["cost_note"] = cost.note
+        return Proposal(
+            source=extracted.source,
+            strategy=ctx.strategy,
+            move=extracted.move,
+            undo_cost=extracted.undo_cost,
+            undo_reason=extracted.undo_reason,
+            model=model,
+            tokens_in=cost.tokens_in,
+            tokens_out=cost.tokens_out,
+            cost_usd=cost.usd,
+            meta=meta,
+            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
+        )
+
+    async def _only_model(self, client: Any) -> str:
+        """No --model: the server's model when it serves exactly one (vLLM serves one)."""
+        try:
+            names = await _model_names(client)
+        except Exception as exc:
+            raise ProposerError(
+                f"--proposer openai: no --model given and {self._where()} did not list its "
+                f"models ({_message(exc)})",
+                fatal=True,
+            ) from None
+        if len(names) != 1:
+            listed = ", ".join(names[:12]) or "none"
+            raise ProposerError(
+                f"--proposer openai needs --model NAME: {self._where()} serves {listed}",
+                fatal=True,
+            )
+        return names[0]
+
+    async def _create(self, client: Any, system: str, user: str) -> tuple[Any, int]:
+        import openai
+
+        # OpenAI's newer models take max_completion_tokens only; most local servers
+        # (vLLM, Ollama, LM Studio) know max_tokens best
+        limit = "max_completion_tokens" if self.is_openai else "max_tokens"
+        retries = 0
+        while True:
+            try:
+                response = await client.chat.completions.create(
+                    model=self.model,
+                    messages=[
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": user},
+                    ],
+                    **{limit: self.max_tokens},
+                )
+                return response, retries
+            except openai.AuthenticationError as exc:
+                raise ProposerError(
+                    f"{self._where()} rejected the key (401) for model {self.model}: check "
+                    f"OPENAI_API_KEY ({_message(exc)})",
+                    fatal=True,
+                ) from None
+            except openai.PermissionDeniedError as exc:
+                raise ProposerError(
+                    f"{self._where()} refused access (403) to model {self.model}: {_message(exc)}",
+                    fatal=True,
+                ) from None
+            except openai.NotFoundError as exc:
+                raise ProposerError(
+                    f"{self._where()} answered 404 for model {self.model}: the model is not "
+                    f"served there, or the base URL lacks its path (e.g. /v1) ({_message(exc)})",
+                    fatal=True,
+                ) from None
+            except openai.APIStatusError as exc:
+                if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
+                    raise ProposerError(
+                        f"{self._where()} said {exc.status_code} for model {self.model}: "
+                        f"{_message(exc)}"
+                    ) from None
+                error: Exception = exc
+                retry_after = _retry_after(exc)
+                what = f"{exc.status_code} {_message(exc)}"
+            except openai.APIConnectionError as exc:  # includes timeouts
+                error, retry_after = exc, None
+                what = f"{type(exc).__name__}: {_message(exc)}"
+            if retries >= self.max_retries:
+                raise ProposerError(
+                    f"{self._where()} failed {retries + 1} times for model {self.model}; "
+                    f"last: {what}",
+                    retryable=True,
+                ) from error
+            delay = self._delay(retries, retry_after)
+            retries += 1
+            self.retries += 1
+            log.warning("openai: %s; retry %d in %.2fs", what, retries, delay)
+            await self._sleep(delay)
+
+
+async def _model_names(client: Any) -> list[str]:
+    page = await client.models.list()
+    return sorted(str(m.id) for m in getattr(page, "data", None) or ())
+
+
+async def list_models(
+    base_url: str | None, api_key: str | None = None, timeout_s: float = 10.0
+) -> tuple[str, list[str]]:
+    """(the base URL asked, the ids of the models it serves); `doctor` shows them.
+    Raises ProposerError with one line when the server cannot be asked."""
+    import openai
+
+    proposer = OpenAIChatProposer(base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    client = proposer._get_client()
+    try:
+        return proposer.base_url, await _model_names(client)
+    except openai.AuthenticationError as exc:
+        raise ProposerError(
+            f"{proposer._where()} rejected the key (401): check OPENAI_API_KEY ({_message(exc)})"
+        ) from None
+    except openai.APIStatusError as exc:
+        raise ProposerError(
+            f"{proposer._where()} said {exc.status_code} to GET /models: {_message(exc)}"
+        ) from None
+    except openai.APIConnectionError as exc:
+        raise ProposerError(f"cannot reach {proposer._where()}: {_message(exc)}") from None
+    finally:
+        await client.close()
