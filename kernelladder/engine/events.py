@@ -409,3 +409,5 @@ class ProfileReady(Event):
     reason: str = ""  # why: "new best", "start", "branch stalled"; or what went wrong
     summary: dict[str, Any] = field(default_factory=dict)  # verifier.profile.ProfileSummary
     report: str = ""  # the .ncu-rep, relative to the run directory
+    gpu_s: float | None = None  # the GPU held to itself while ncu replayed the call
+    wall_s: float | None = None  # the whole profile, ncu's start to its summary

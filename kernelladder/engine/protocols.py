@@ -89,6 +89,10 @@ class Runner(Protocol):
         """While it is held, none of the runner's workers uses the local GPUs."""
         ...
 
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """While it is held, no worker times on the local GPUs (correctness may run)."""
+        ...
+
 
 class RunnerBase:
     """The optional runner hooks, declared once with their defaults (as an adapter base
@@ -102,6 +106,8 @@ class RunnerBase:
     - gpu_alone(): an async context in which nothing of this runner's uses the local
       GPUs (an Nsight Compute profile runs there); by default a context that waits for
       nothing (one worker per GPU: the engine's slot is enough).
+    - gpu_shared(): the same for work that may run beside correctness but not beside a
+      timing (a profile's warm-up); by default a context that waits for nothing.
     """
 
     name: str = "runner"
@@ -116,6 +122,9 @@ class RunnerBase:
             self.notice(level, message)
 
     def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
 
     def notice(self, level: str, message: str) -> None:

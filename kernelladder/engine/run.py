@@ -120,6 +120,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._profiling = False  # Nsight Compute profiles (decided at start)
         self._profiled: set[int] = set()
+        self._profiling_best: set[int] = set()  # profiled as the start or a new best
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch

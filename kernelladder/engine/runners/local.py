@@ -16,7 +16,7 @@ from typing import Any
 
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED
 from kernelladder.verifier.verdict import Verdict
 
 
@@ -107,23 +107,30 @@ class LocalRunner(RunnerBase):
         finally:
             free.put_nowait((slot, client))
 
-    @contextlib.asynccontextmanager
-    async def gpu_alone(self) -> AsyncIterator[None]:
-        """Every local GPU to the caller (an Nsight Compute profile): each GPU's arbiter
+    def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every local GPU to the caller (an Nsight Compute replay): each GPU's arbiter
         taken exclusively, in order, so no worker of the pool times or runs correctness
         beside it (a compile ahead needs no GPU and goes on)."""
+        return self._every_arbiter(EXCLUSIVE)
+
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every local GPU beside correctness runs but no timing (a profile's warm-up)."""
+        return self._every_arbiter(SHARED)
+
+    @contextlib.asynccontextmanager
+    async def _every_arbiter(self, mode: str) -> AsyncIterator[None]:
         if self._pool is None:
             yield
             return
         taken = []
         try:
             for arbiter in self._pool.arbiters:
-                await arbiter.acquire(EXCLUSIVE)
+                await arbiter.acquire(mode)
                 taken.append(arbiter)
             yield
         finally:
             for arbiter in reversed(taken):
-                arbiter.release(EXCLUSIVE)
+                arbiter.release(mode)
 
     async def close(self) -> None:
         self._free = None
