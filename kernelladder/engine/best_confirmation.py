@@ -23,6 +23,9 @@ from kernelladder.engine.state import RunState, ranked_passes
 from kernelladder.verifier.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
+# a shape's rounds stop once its tie is settled (speed_gate.settled_word: the 15-round
+# sign test's word on the same rounds), after at least this many for the median ratio
+CONFIRM_MIN_ROUNDS = 5
 CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)
 
 
@@ -101,7 +104,8 @@ class BestConfirmation:
             ev.Notice(
                 level="info",
                 message=f"re-measuring #{n} against {against}: {CONFIRM_ROUNDS} rounds back "
-                f"to back per shape in {'a fresh' if fresh else 'the same fresh'} worker",
+                f"to back per shape (fewer, at least {CONFIRM_MIN_ROUNDS}, once a tie is "
+                f"settled) in {'a fresh' if fresh else 'the same fresh'} worker",
             )
         )
         request = VerifyRequest(
@@ -111,6 +115,7 @@ class BestConfirmation:
             min_speedup=self.options.min_speedup,
             timeout_s=self.options.timeout_s,
             paired_rounds=CONFIRM_ROUNDS,
+            paired_min_rounds=CONFIRM_MIN_ROUNDS,
             pair_every_shape=True,
             fresh_worker=fresh,
         )

@@ -29,6 +29,9 @@ class VerifyRequest:
     # baseline, at every shape, in a worker started afresh (None/False: the speed gate's own)
     paired_rounds: int | None = None
     pair_every_shape: bool = False
+    # the rounds stop once the sign test's word over paired_rounds is settled (a tie:
+    # some round won and some lost), after at least this many (None: every round)
+    paired_min_rounds: int | None = None
     fresh_worker: bool = False
     unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
     pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/gates.py)

@@ -200,7 +200,7 @@ def request_dict(request: Any) -> dict[str, Any]:
         return dict(request)
     keys = (
         "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
-        "paired_rounds", "pair_every_shape", "fresh_worker", "unseen_shapes", "unseen_seed",
+        "paired_rounds", "pair_every_shape", "paired_min_rounds", "fresh_worker", "unseen_shapes", "unseen_seed",
         "pipeline", "early_stop",
     )  # fmt: skip
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
