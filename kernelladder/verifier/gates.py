@@ -240,6 +240,8 @@ class Verifier:
             return Outcome(verdict)
         if opts.known and opts.pipeline:
             self.take_known(spec, opts.known)
+        elif opts.known:  # the GPU's rates only: everything else this worker times itself
+            self.take_known(spec, {"rates": opts.known.get("rates")})
         run = _Run(self, spec, opts, digest, report, stage)
         if self.walls is not None:
             self.walls.take()
