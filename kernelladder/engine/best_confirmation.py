@@ -32,6 +32,16 @@ CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, 
 class BestConfirmation:
     """Run's end-of-run re-measure (Run inherits it; it uses Run's state, log and runner)."""
 
+    def _prepare_confirm(self) -> None:
+        """The end is near (every attempt proposed, the last ones verifying; or a stop):
+        the runner starts the re-measure's fresh worker now, once."""
+        if self._confirm_prepared or not self.options.confirm or not self.state.speed_measured:
+            return
+        if self._run_cancelled or self.internal_error is not None:
+            return
+        self._confirm_prepared = True
+        self.runner.prepare_fresh_worker()
+
     async def _confirm_at_end(self, reason: str) -> None:
         """Re-measure the run's best (and the runner-up when within noise) in a fresh
         worker, back to back with the fastest baseline at every shape for CONFIRM_ROUNDS

@@ -111,6 +111,8 @@ class RunnerBase:
       nothing (one worker per GPU: the engine's slot is enough).
     - gpu_shared(): the same for work that may run beside correctness but not beside a
       timing (a profile's warm-up); by default a context that waits for nothing.
+    - prepare_fresh_worker(): start the worker a coming fresh_worker request will get, so
+      the end's re-measure does not wait for a worker's start; by default nothing.
     """
 
     name: str = "runner"
@@ -129,6 +131,11 @@ class RunnerBase:
 
     def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
+
+    def prepare_fresh_worker(self) -> None:
+        """Start, in the background, the worker a later fresh_worker request will use
+        (the end's re-measure, started while the last attempts are verified); by default
+        nothing (the fresh worker starts when asked)."""
 
     def notice(self, level: str, message: str) -> None:
         if self._notice_sink is None:
