@@ -17,6 +17,13 @@ from kernelladder.engine.op_info import START_ATTEMPT
 from kernelladder.engine.standing_rank import is_gain, merit_of
 
 PROFILED_AS_BEST = ("the start", "new best")
+# the profile's phases as its attempt's log says them (AttemptProgress, gate "profile")
+PROFILE_PHASES = {
+    "start": "profile: ncu and the profiled process starting (no GPU held)",
+    "warm": "profile: warming up (the GPU beside correctness runs)",
+    "replay": "profile: ncu replaying the call (the GPU to itself)",
+    "export": "profile: exporting the report (no GPU held)",
+}
 
 
 class Profiling:
@@ -94,6 +101,11 @@ class Profiling:
             timeout_s=self.options.timeout_s,
             shared=lambda: self._profile_gpu(exclusive=False),
             exclusive=lambda: self._profile_gpu(exclusive=True),
+            on_stage=lambda phase: self._emit(
+                ev.AttemptProgress(
+                    attempt=target, gate="profile", message=PROFILE_PHASES.get(phase, phase)
+                )
+            ),
         )
         if outcome.status == "unavailable":
             self._profiling = False  # said once; the run goes on without profiles
