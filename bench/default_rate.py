@@ -32,6 +32,11 @@ The same table from saved run directories (a "before" from older logs, e.g. exam
 
     python3 bench/default_rate.py --from-runs examples/h200-attention-search ...
 
+With --control each op's default run is followed by the same command with --profile off
+--no-confirm, and a second table compares the best standings (the same word per shape,
+vs best within the noise) and lists the default run's re-measure verdicts (about twice
+the time: e.g. --ops rmsnorm kv_quant --control fits in 9 minutes).
+
 Writes under --out (default $OUT, else ./default-rate-out): runs.tar.gz (every run dir,
 with the command's output, without the .ncu-rep reports unless --keep-reports),
 results.json and table.txt, the table printed last. Needs a GPU, torch, triton, rich,
@@ -147,20 +152,39 @@ def measure(run_dir: Path) -> dict[str, Any]:
             for c in confirmed
         ]
     if finished:
-        row["best_attempt"] = finished[-1].get("best_attempt")
+        best = finished[-1].get("best_attempt")
+        row["best_attempt"] = best
         row["best_vs_best"] = finished[-1].get("best_vs_best")
         row["reason"] = finished[-1].get("reason")
+        judged = [v for v in verdicts if v.get("attempt") == best]
+        if judged:
+            row["best_standing"] = judged[-1].get("standing") or ""
+            row["best_noise"] = judged[-1].get("noise")
+            row["best_shapes"] = {
+                label: r.get("standing")
+                for label, r in (judged[-1].get("standing_shapes") or {}).items()
+            }
+    row["confirmed"] = [
+        {"attempt": c.get("attempt"), "held": c.get("held"), "vs_best": c.get("vs_best")}
+        for c in confirmed
+    ]
     return row
 
 
-def run_op(op: str, attempts: int, out: Path, timeout_s: float) -> Path:
-    run_dir = out / "runs" / op
+CONTROL_ARGS = ("--profile", "off", "--no-confirm")
+
+
+def run_op(
+    op: str, attempts: int, out: Path, timeout_s: float, extra: tuple[str, ...] = ()
+) -> Path:
+    run_dir = out / "runs" / (op + ("-profile-off" if extra else ""))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [
         sys.executable, "-m", "kernelladder", "optimize", op, "--device", "cuda",
         "--max-attempts", str(attempts), "--gate", "approve", "--run-dir", str(run_dir),
+        *extra,
     ]  # fmt: skip
-    log = out / "runs" / f"{op}.out.txt"
+    log = out / "runs" / f"{run_dir.name}.out.txt"
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
     t0 = time.monotonic()
@@ -220,6 +244,41 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def comparison(rows: list[dict[str, Any]], controls: list[dict[str, Any]]) -> str:
+    """The default runs' best standing and re-measures against the control runs'
+    (--profile off --no-confirm) best: the same words per shape, vs best within the
+    larger of the two bests' noise (at least 1 %)."""
+    by_op = {c["op"]: c for c in controls}
+    lines = [
+        f"{'op':<12} {'default best':<34} {'re-measured':<22} {'control best':<34} same?",
+    ]
+    for r in rows:
+        c = by_op.get(r["op"])
+        if c is None:
+            continue
+
+        def best(x: dict[str, Any]) -> str:
+            vb = x.get("best_vs_best")
+            figure = f"{vb:.3f}x" if isinstance(vb, int | float) else "n/a"
+            return f"#{x.get('best_attempt')} {figure} {x.get('best_standing', '')}"[:34]
+
+        held = ", ".join(
+            f"#{k['attempt']} {'held' if k['held'] else 'not held'}" for k in r.get("confirmed", [])
+        )
+        a, b = r.get("best_vs_best"), c.get("best_vs_best")
+        band = max(float(r.get("best_noise") or 0), float(c.get("best_noise") or 0), 0.01)
+        same_words = r.get("best_shapes") == c.get("best_shapes")
+        close = isinstance(a, int | float) and isinstance(b, int | float) and abs(a / b - 1) <= band
+        verdict = (
+            "yes"
+            if same_words and close
+            else f"words {'=' if same_words else '!='}, "
+            f"vs best {'within' if close else 'beyond'} {band:.1%}"
+        )
+        lines.append(f"{r['op']:<12} {best(r):<34} {held[:22]:<22} {best(c):<34} {verdict}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
@@ -228,9 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--from-runs", nargs="+", default=None, metavar="RUN_DIR")
     p.add_argument("--keep-reports", action="store_true", help="tar the .ncu-rep reports too")
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="after each op's default run, the same run with --profile off --no-confirm; "
+        "their best standings compared (twice the time: pick fewer --ops)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out or os.environ.get("OUT") or "default-rate-out").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    controls: list[dict[str, Any]] = []
     if args.from_runs:
         rows = [measure(Path(d)) for d in args.from_runs]
     else:
@@ -242,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{op}: not run ({left:.0f} s of the budget left)", file=sys.stderr)
                 continue
             rows.append(measure(run_op(op, args.attempts, out, left)))
+            left = deadline - time.monotonic()
+            if args.control and left >= MIN_START_S:
+                controls.append(measure(run_op(op, args.attempts, out, left, CONTROL_ARGS)))
+            elif args.control:
+                print(f"{op}: no control run ({left:.0f} s left)", file=sys.stderr)
         with tarfile.open(out / "runs.tar.gz", "w:gz") as tar:
 
             def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -250,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
             if (out / "runs").exists():
                 tar.add(out / "runs", arcname="runs", filter=keep)
         subprocess.run(["rm", "-rf", str(out / "runs")], check=False)
-    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    (out / "results.json").write_text(json.dumps({"runs": rows, "controls": controls}, indent=1))
     text = table(rows)
+    if controls:
+        text += "\n\n" + comparison(rows, controls)
     (out / "table.txt").write_text(text + "\n")
     print(text)
     return 0
