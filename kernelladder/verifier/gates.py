@@ -176,7 +176,6 @@ class Verifier:
         self._reference_timing: dict[tuple[str, str], Any] = {}  # Timing per shape
         self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
-        self._compiled_warm: set[tuple[str, str]] = set()  # compiled before a timing turn
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
@@ -581,28 +580,6 @@ class _Run(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         self._close_stage()
         return {k: round(v, 4) for k, v in self.stages.items()}
 
-    def _compile_baselines(self) -> None:
-        """Pipelined: torch.compile's baseline compiled (and run once) at each shape before
-        the timing turn, while this worker holds the GPU beside correctness runs only, so
-        inductor's seconds of compiling are not spent holding the GPU to itself."""
-        if self.stage is None or not self.opts.baselines or not self.spec.compiled_baseline:
-            return
-        for shape in self.shapes:
-            key = (_spec_key(self.spec), shape.label)
-            if key in self.v._compiled_warm:
-                continue
-            self.report("correctness", f"compiling torch.compile's baseline at {shape.label}")
-            inputs = self.spec.make_inputs(shape, self.seeds[0], self.device)
-            with self.v.library_work():
-                try:
-                    self.v._compiled_reference(self.spec, shape, inputs)()
-                    if self.cuda:
-                        TRUSTED.cuda_synchronize()
-                except Exception:  # the speed gate times it and says why it failed
-                    pass
-            self.v._compiled_warm.add(key)
-        self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
-
     def _correctness_access(self) -> str:
         """Correctness runs beside other workers' correctness, except for a candidate
         that autotunes: its benchmarks want the GPU to themselves."""
@@ -655,7 +632,6 @@ class _Run(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
                 self._judge_after_trials()
                 if self._all_passed():
                     if self._times_speed():
-                        self._compile_baselines()
                         self._enter("speed", "exclusive")
                     self._speed_gate()
             except _Stop:
