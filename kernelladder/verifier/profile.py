@@ -289,15 +289,20 @@ def jit_kernels(source: str) -> tuple[str, ...]:
 
 
 def profile_command(
-    ncu: str, report_base: str, driver: Sequence[str], kernels: Sequence[str] = ()
+    ncu: str,
+    report_base: str,
+    driver: Sequence[str],
+    kernels: Sequence[str] = (),
+    stalls: bool = True,
 ) -> list[str]:
     """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled, only
-    SECTIONS and STALL_METRICS, one launch of each named kernel (one launch when none is
-    named)."""
+    SECTIONS (and STALL_METRICS with `stalls`), one launch of each named kernel (one
+    launch when none is named)."""
     cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all"]
     for section in SECTIONS:
         cmd += ["--section", section]
-    cmd += ["--metrics", ",".join(STALL_METRICS)]
+    if stalls:
+        cmd += ["--metrics", ",".join(STALL_METRICS)]
     if kernels:
         cmd += ["--kernel-name", "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$"]
     cmd += ["--launch-count", str(max(1, len(kernels)))]
@@ -395,9 +400,6 @@ async def profile_candidate_async(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     base = str(out / name)
-    for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(base + suffix)
     (out / f"{name}.op.json").write_text(json.dumps(op_wire), encoding="utf-8")
     (out / f"{name}.py").write_text(source, encoding="utf-8")
     driver = [sys.executable, "-m", "kernelladder.verifier.profile", "drive",
@@ -406,26 +408,19 @@ async def profile_candidate_async(
     stage = on_stage or (lambda _s: None)
     shared = shared or contextlib.nullcontext
     exclusive = exclusive or contextlib.nullcontext
-    times = {"gpu_s": None, "shared_s": None}
-    with open(log_path, "w", encoding="utf-8") as log_file:
-        proc = await asyncio.create_subprocess_exec(
-            *profile_command(ncu, base, driver, jit_kernels(source)),
-            stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            failure = await asyncio.wait_for(
-                _handshake(proc, base, shared, exclusive, stage, times), timeout_s
-            )
-            if failure is None:
-                await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            failure = f"ncu ran past {timeout_s:.0f} s"
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-    log = log_path.read_text(encoding="utf-8", errors="replace")
+    times: dict[str, float | None] = {"gpu_s": None, "shared_s": None}
+    for stalls in (True, False):
+        for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
+        command = profile_command(ncu, base, driver, jit_kernels(source), stalls=stalls)
+        failure, code = await _run_profiled(
+            command, log_path, base, shared, exclusive, stage, times, timeout_s
+        )
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        if stalls and _metric_refused(log) and not Path(base + ".ncu-rep").exists():
+            continue  # a GPU or ncu without one of the stall metrics: the sections alone
+        break
     extra = {**times}
 
     def done(status: str, reason: str = "", **kw: Any) -> ProfileOutcome:
@@ -438,7 +433,7 @@ async def profile_candidate_async(
     report = base + ".ncu-rep"
     if not Path(report).exists():
         tail = " ".join(log.strip().splitlines()[-2:])[:300]
-        return done("failed", f"ncu wrote no report (exit {proc.returncode}): {tail}")
+        return done("failed", f"ncu wrote no report (exit {code}): {tail}")
     stage("export")
     texts = []
     for cmd, suffix in zip(export_commands(ncu, report), ("details", "raw"), strict=True):
@@ -454,6 +449,43 @@ async def profile_candidate_async(
     if summary is None:
         return done("failed", "the report holds no kernel", report=report)
     return done("ok", summary=summary, report=report)
+
+
+async def _run_profiled(
+    command: list[str],
+    log_path: Path,
+    base: str,
+    shared: GpuHold,
+    exclusive: GpuHold,
+    stage: Callable[[str], None],
+    times: dict[str, float | None],
+    timeout_s: float,
+) -> tuple[str | None, int | None]:
+    """ncu over the driver through the handshake: (why it failed or None, exit code)."""
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        proc = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=log_file,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            failure = await asyncio.wait_for(
+                _handshake(proc, base, shared, exclusive, stage, times), timeout_s
+            )
+            if failure is None:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            failure = f"ncu ran past {timeout_s:.0f} s"
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+    return failure, proc.returncode
+
+
+def _metric_refused(log: str) -> bool:
+    """ncu refused a metric it does not know on this GPU (an error naming a metric)."""
+    return any("==ERROR==" in line and "metric" in line.lower() for line in log.splitlines())
 
 
 async def _handshake(

@@ -138,6 +138,9 @@ FAKE_NCU = """#!{python}
 import sys, pathlib, time
 args = sys.argv[1:]
 data = pathlib.Path({data!r})
+if {refuse_metrics!r} and "--metrics" in args:
+    print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio")
+    sys.exit(1)
 if {blocked!r}:
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
     sys.exit(1)
@@ -158,13 +161,17 @@ print("==PROF== Disconnected from process 1")
 """
 
 
-def _fake_ncu(tmp_path, monkeypatch, blocked: bool) -> None:
+def _fake_ncu(tmp_path, monkeypatch, blocked: bool, refuse_metrics: bool = False) -> None:
     import sys
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ncu = bin_dir / "ncu"
-    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(NCU), blocked=blocked))
+    ncu.write_text(
+        FAKE_NCU.format(
+            python=sys.executable, data=str(NCU), blocked=blocked, refuse_metrics=refuse_metrics
+        )
+    )
     ncu.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
 
@@ -189,3 +196,12 @@ def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
     outcome = profile_candidate("rmsnorm", "x = 1\n", tmp_path / "p", "0")
     assert outcome.status == "unavailable"
     assert "ERR_NVGPUCTRPERM" in outcome.reason
+
+
+def test_a_gpu_without_a_stall_metric_is_profiled_with_the_sections_alone(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=False, refuse_metrics=True)
+    outcome = profile_candidate("rmsnorm", "def kernel(x, weight): ...\n", tmp_path / "p", "2")
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.summary == _summary("rmsnorm")
