@@ -35,7 +35,8 @@ The same table from saved run directories (a "before" from older logs, e.g. exam
 With --control each op's default run is followed by the same command with --profile off
 --no-confirm, and a second table compares the best standings (the same word per shape,
 vs best within the noise) and lists the default run's re-measure verdicts (about twice
-the time: e.g. --ops rmsnorm kv_quant --control fits in 9 minutes).
+the time: e.g. --ops rmsnorm kv_quant --control fits in 9 minutes). On a machine with
+several GPUs, --gpus 1 and then --gpus 2 (two commands) give the scaling.
 
 Writes under --out (default $OUT, else ./default-rate-out): runs.tar.gz (every run dir,
 with the command's output, without the .ncu-rep reports unless --keep-reports),
@@ -98,6 +99,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
     attempts = kinds.get("attempt_started", [])
     finished = kinds.get("run_finished", [])
     row: dict[str, Any] = {"op": op, "run_dir": str(run_dir), "verdicts": len(verdicts)}
+    row["gpus"] = bench.get("gpus")
+    row["exit"] = bench.get("exit")
     if not verdicts or not attempts:
         return row
     first_start = min(e["ts"] for e in attempts)
@@ -175,10 +178,18 @@ CONTROL_ARGS = ("--profile", "off", "--no-confirm")
 
 
 def run_op(
-    op: str, attempts: int, out: Path, timeout_s: float, extra: tuple[str, ...] = ()
+    op: str,
+    attempts: int,
+    out: Path,
+    timeout_s: float,
+    extra: tuple[str, ...] = (),
+    gpus: int | None = None,
 ) -> Path:
-    run_dir = out / "runs" / (op + ("-profile-off" if extra else ""))
+    name = op + ("-profile-off" if extra else "") + (f"-{gpus}gpu" if gpus else "")
+    run_dir = out / "runs" / name
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if gpus:  # the runner takes every visible GPU
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
     cmd = [
         sys.executable, "-m", "kernelladder", "optimize", op, "--device", "cuda",
         "--max-attempts", str(attempts), "--gate", "approve", "--run-dir", str(run_dir),
@@ -198,7 +209,16 @@ def run_op(
     wall = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "bench.json").write_text(
-        json.dumps({"op": op, "command": cmd, "exit": code, "wall_s": wall, "started_at": started})
+        json.dumps(
+            {
+                "op": op,
+                "command": cmd,
+                "exit": code,
+                "wall_s": wall,
+                "started_at": started,
+                "gpus": gpus,
+            }
+        )  # fmt: skip
     )
     print(f"{op}: exit {code} after {wall:.1f} s", file=sys.stderr, flush=True)
     return run_dir
@@ -220,7 +240,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         goal = GOAL_WHOLE.get(r["op"], GOAL_WHOLE_DEFAULT)
-        met = []
+        met = [] if r.get("exit") in (0, None) else [f"exit {r['exit']} (see runs/*.out.txt)"]
         if r.get("whole_per_min") is not None:
             met.append("whole " + ("met" if r["whole_per_min"] >= goal else f"< {goal:.0f}"))
         if r.get("active_per_min") is not None:
@@ -288,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-runs", nargs="+", default=None, metavar="RUN_DIR")
     p.add_argument("--keep-reports", action="store_true", help="tar the .ncu-rep reports too")
     p.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="make only this many GPUs visible (CUDA_VISIBLE_DEVICES=0..N-1); default all",
+    )
+    p.add_argument(
         "--control",
         action="store_true",
         help="after each op's default run, the same run with --profile off --no-confirm; "
@@ -307,10 +333,12 @@ def main(argv: list[str] | None = None) -> int:
             if left < MIN_START_S:
                 print(f"{op}: not run ({left:.0f} s of the budget left)", file=sys.stderr)
                 continue
-            rows.append(measure(run_op(op, args.attempts, out, left)))
+            rows.append(measure(run_op(op, args.attempts, out, left, gpus=args.gpus)))
             left = deadline - time.monotonic()
             if args.control and left >= MIN_START_S:
-                controls.append(measure(run_op(op, args.attempts, out, left, CONTROL_ARGS)))
+                controls.append(
+                    measure(run_op(op, args.attempts, out, left, CONTROL_ARGS, gpus=args.gpus))
+                )
             elif args.control:
                 print(f"{op}: no control run ({left:.0f} s left)", file=sys.stderr)
         with tarfile.open(out / "runs.tar.gz", "w:gz") as tar:
