@@ -465,7 +465,7 @@ async def _run_profiled(
     with open(log_path, "w", encoding="utf-8") as log_file:
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.DEVNULL, stdout=log_file,
-            stderr=asyncio.subprocess.STDOUT,
+            stderr=asyncio.subprocess.STDOUT, env=_driver_env(),
         )  # fmt: skip
         try:
             failure = await asyncio.wait_for(
@@ -481,6 +481,19 @@ async def _run_profiled(
                     proc.kill()
                 await proc.wait()
     return failure, proc.returncode
+
+
+def _driver_env() -> dict[str, str]:
+    """The profiled process finds the candidate's kernels in the workers' Triton cache
+    (they compiled them for every shape): its warm-up, which holds the GPU beside
+    correctness runs, loads them instead of compiling."""
+    from kernelladder.verifier.env import TRITON_CACHE_MANAGER, compile_cache_dirs
+
+    env = dict(os.environ)
+    for name, path in compile_cache_dirs(env).items():
+        env.setdefault(name, path)
+    env.setdefault("TRITON_CACHE_MANAGER", TRITON_CACHE_MANAGER)
+    return env
 
 
 def _metric_refused(log: str) -> bool:
