@@ -144,9 +144,7 @@ async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
     assert len(reasons) == 3
 
 
-async def test_a_new_best_within_the_noise_is_not_profiled_and_the_log_says_why(
-    tmp_path, profiled
-):
+async def test_a_new_best_within_the_noise_is_not_profiled_and_the_log_says_why(tmp_path, profiled):
     moves = [move("pass 1.5"), move("pass 1.505"), move("pass 1.9")]
     run, _ = _run(tmp_path, moves, max_attempts=4)
     state = await run.run()
