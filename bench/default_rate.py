@@ -48,8 +48,10 @@ checkout (PYTHONPATH is set to it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,6 +66,7 @@ GOAL_WHOLE = {"attention": 30.0}  # per min over the whole run; the others 40
 GOAL_WHOLE_DEFAULT = 40.0
 GOAL_ACTIVE = 60.0
 MIN_START_S = 45.0  # an op is not started with less of the budget left
+STOP_GRACE_S = 20.0  # a run past its time stops (Ctrl-C) within this, or is killed
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
@@ -200,12 +203,24 @@ def run_op(
     started = time.time()
     t0 = time.monotonic()
     with open(log, "w", encoding="utf-8") as f:
+        # its own process group: on the time limit the run is stopped as Ctrl-C stops it
+        # (its log finished), then the group killed, so no worker outlives it on the GPU
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True
+        )
         try:
-            code = subprocess.run(
-                cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, cwd=out
-            ).returncode
+            code: int | str = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             code = "timeout"
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group
+        proc.wait()
     wall = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "bench.json").write_text(
@@ -328,12 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         deadline = time.monotonic() + args.budget_s
         rows = []
-        for op in args.ops:
+        for k, op in enumerate(args.ops):
             left = deadline - time.monotonic()
             if left < MIN_START_S:
                 print(f"{op}: not run ({left:.0f} s of the budget left)", file=sys.stderr)
                 continue
-            rows.append(measure(run_op(op, args.attempts, out, left, gpus=args.gpus)))
+            # the ops after this one keep at least MIN_START_S each (twice with --control)
+            later = (len(args.ops) - k - 1) * MIN_START_S * (2 if args.control else 1)
+            share = max(MIN_START_S, left - later - STOP_GRACE_S)
+            rows.append(measure(run_op(op, args.attempts, out, share, gpus=args.gpus)))
             left = deadline - time.monotonic()
             if args.control and left >= MIN_START_S:
                 controls.append(
