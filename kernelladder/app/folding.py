@@ -189,7 +189,7 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
         figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
         held = "confirmed" if event.held else f"did not hold: {event.detail}"
         return event.attempt, (
-            f"{t}re-measured at the run's end: {figure}{event.rounds} rounds back to back "
+            f"{t}re-measured at the run's end: {figure}up to {event.rounds} rounds back to back "
             f"per shape; {held}"
         )
     cancelled = getattr(ev, "AttemptCancelled", None)

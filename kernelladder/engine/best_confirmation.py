@@ -153,6 +153,9 @@ class BestConfirmation:
             )
             return False
         shapes = standing_shapes(verdict.timings)
+        # the most rounds a shape ran (a tie settled stops sooner; each shape's own count
+        # is in its row)
+        ran = [r["rounds"] for r in shapes.values() if isinstance(r.get("rounds"), int)]
         again = vs_best(verdict.timings)
         band = max(verdict.noise or 0.0, MIN_NOISE)
         slower = sorted(label for label, row in shapes.items() if row["standing"] == "slower")
@@ -173,7 +176,7 @@ class BestConfirmation:
                 recorded_vs_best=a.vs_best,
                 shapes=shapes,
                 noise=round(band, 6),
-                rounds=CONFIRM_ROUNDS,
+                rounds=max(ran, default=CONFIRM_ROUNDS),
                 detail=why,
             )
         )
