@@ -24,7 +24,7 @@ from kernelladder.engine.state import RunState, apply, new_state
 def build_view(s: RunState) -> RunView:
     """The frozen view of the engine's state (the one place that knows its shape)."""
     best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
-    attempts = {n: _attempt_view(a) for n, a in s.attempts.items()}
+    attempts = {n: _attempt_view(a, s) for n, a in s.attempts.items()}
     branches = tuple(
         v.BranchView(
             branch_id=b.id,
@@ -114,7 +114,7 @@ def _confirmed(s: RunState, attempt: int | None) -> str:
     return "" if c is None else ("confirmed" if c["held"] else "did not hold")
 
 
-def _attempt_view(a: st.AttemptState) -> v.AttemptView:
+def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
     return v.AttemptView(
         number=a.number,
         branch_id=a.branch_id,
@@ -137,7 +137,26 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
         source_hash=a.source_hash,
         elapsed_s=a.elapsed_s,
         retries=a.retries,
+        stage=attempt_stage(a, s),
     )
+
+
+# the verifier's progress gates, as the stage a person reads
+_STAGES = {
+    "load": "compile", "compile": "compile", "correctness": "correct", "fence": "correct",
+    "anti-cheat": "correct", "determinism": "correct", "speed": "time", "profile": "profile",
+}  # fmt: skip
+
+
+def attempt_stage(a: st.AttemptState, s: RunState) -> str:
+    """The stage a running attempt is in (from its latest progress line), or "profile"
+    while a judged one is being profiled; "" otherwise."""
+    gate = a.last_progress_gate
+    if gate == "profile":
+        return "" if a.number in s.profiles else "profile"
+    if a.status != st.RUNNING_ATTEMPT:
+        return ""
+    return _STAGES.get(gate, "")
 
 
 # --- attempt logs ---------------------------------------------------------------------
@@ -170,7 +189,7 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
         figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
         held = "confirmed" if event.held else f"did not hold: {event.detail}"
         return event.attempt, (
-            f"{t}re-measured at the run's end: {figure}{event.rounds} rounds back to back "
+            f"{t}re-measured at the run's end: {figure}up to {event.rounds} rounds back to back "
             f"per shape; {held}"
         )
     cancelled = getattr(ev, "AttemptCancelled", None)

@@ -74,6 +74,8 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
         if a.gate and a.gate != a.verdict_kind:
             return f"{a.verdict_kind} at {a.gate}"
         return a.verdict_kind or "fail"
+    if a.state == v.ATTEMPT_RUNNING and a.stage:
+        return f"running: {a.stage}"
     return a.state
 
 

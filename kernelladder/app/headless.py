@@ -141,7 +141,7 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
     if isinstance(e, ev.BestConfirmed):
         figure = f"vs best {e.vs_best:.3f}x, " if e.vs_best is not None else ""
         held = "confirmed" if e.held else f"did not hold ({e.detail})"
-        return f"#{e.attempt} re-measured: {figure}{e.rounds} rounds per shape; {held}"
+        return f"#{e.attempt} re-measured: {figure}up to {e.rounds} rounds per shape; {held}"
     if isinstance(e, ev.GateRaised):
         return f"gate {e.gate_id}: #{e.attempt} {e.move} is {e.undo_cost}: {e.reason}"
     if isinstance(e, ev.GateResolved):

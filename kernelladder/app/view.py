@@ -56,6 +56,7 @@ class AttemptView:
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
+    stage: str = ""  # where it is now: "compile" | "correct" | "time" | "profile" | ""
 
     @property
     def passed(self) -> bool:

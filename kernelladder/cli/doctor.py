@@ -24,6 +24,7 @@ from kernelladder.cli.common import (
     load_remote,
     remote_requested,
 )
+from kernelladder.verifier import calibration
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_PYTHON = (3, 11)
@@ -174,6 +175,13 @@ def add_parser(subparsers: Any) -> None:
         "Triton interpreter only",
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="measure this machine's GPU copy and matmul rates again (they are kept on disk "
+        "per GPU, driver and torch, and re-measured after "
+        f"{int(calibration.STALE_DAYS)} days)",
+    )
 
     add_sandbox_argument(
         p,
@@ -221,6 +229,7 @@ def run(args: Any) -> int:
     ray_address = _ray_address(args)
     mode = sandbox_mode(args)
     checks = local_checks()
+    checks.append(rates_check(args.recalibrate))
     checks.append(local_sandbox_check(mode))
     if config is not None:
         checks += asyncio.run(
@@ -296,6 +305,48 @@ async def openai_check(base_url: str | None) -> Check:
         return Check("local", "openai server", WARN, f"{url} serves no model")
     shown = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
     return Check("local", "openai server", OK, f"{url} serves {shown}")
+
+
+RATES_PROBE = """\
+import json, torch
+from kernelladder.verifier.timing import GpuTimer
+print(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                  "rates": GpuTimer("cuda").rates()}))
+"""
+
+
+def rates_check(recalibrate: bool) -> Check:
+    """The GPU rates kept on disk (calibration.py); with recalibrate, dropped and measured
+    again on this machine's first GPU."""
+    path = calibration.cache_file()
+    if not recalibrate:
+        entries = calibration.entries(path)
+        if not entries:
+            return Check("local", "gpu rates", OK, f"none kept yet ({path}): a run measures them")
+        dates = ", ".join(
+            f"{e.get('gpu')} ({str(e.get('measured_at'))[:10]})" for e in entries.values()
+        )
+        return Check("local", "gpu rates", OK, f"kept for {dates}; --recalibrate measures again")
+    dropped = calibration.forget(path)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", RATES_PROBE], capture_output=True, text=True, timeout=300
+        )
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        return Check(
+            "local", "gpu rates", WARN, f"{dropped} kept dropped; not measured (no GPU here?)"
+        )
+    identity = calibration.GpuIdentity(
+        str(measured["gpu"]), calibration.driver_version(), str(measured["torch"])
+    )
+    rates = {k: float(v) for k, v in measured["rates"].items()}
+    kept = calibration.write_rates(identity, rates, path=path)
+    copy = rates.get("copy")
+    line = (f"measured on {identity.gpu}: copy {copy / 1e9:.2f} TB/s" if copy else "measured") + (
+        "" if kept else f" (not kept: {path} is not writable)"
+    )
+    return Check("local", "gpu rates", OK, line)
 
 
 def ncu_check(has_gpu: bool) -> Check:

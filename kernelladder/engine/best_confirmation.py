@@ -23,11 +23,24 @@ from kernelladder.engine.state import RunState, ranked_passes
 from kernelladder.verifier.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
+# a shape's rounds stop once its tie is settled (speed_gate.settled_word: the 15-round
+# sign test's word on the same rounds), after at least this many for the median ratio
+CONFIRM_MIN_ROUNDS = 5
 CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)
 
 
 class BestConfirmation:
     """Run's end-of-run re-measure (Run inherits it; it uses Run's state, log and runner)."""
+
+    def _prepare_confirm(self) -> None:
+        """The end is near (every attempt proposed, the last ones verifying; or a stop):
+        the runner starts the re-measure's fresh worker now, once."""
+        if self._confirm_prepared or not self.options.confirm or not self.state.speed_measured:
+            return
+        if self._run_cancelled or self.internal_error is not None:
+            return
+        self._confirm_prepared = True
+        self.runner.prepare_fresh_worker()
 
     async def _confirm_at_end(self, reason: str) -> None:
         """Re-measure the run's best (and the runner-up when within noise) in a fresh
@@ -101,7 +114,8 @@ class BestConfirmation:
             ev.Notice(
                 level="info",
                 message=f"re-measuring #{n} against {against}: {CONFIRM_ROUNDS} rounds back "
-                f"to back per shape in {'a fresh' if fresh else 'the same fresh'} worker",
+                f"to back per shape (fewer, at least {CONFIRM_MIN_ROUNDS}, once a tie is "
+                f"settled) in {'a fresh' if fresh else 'the same fresh'} worker",
             )
         )
         request = VerifyRequest(
@@ -111,6 +125,7 @@ class BestConfirmation:
             min_speedup=self.options.min_speedup,
             timeout_s=self.options.timeout_s,
             paired_rounds=CONFIRM_ROUNDS,
+            paired_min_rounds=CONFIRM_MIN_ROUNDS,
             pair_every_shape=True,
             fresh_worker=fresh,
         )
@@ -138,6 +153,9 @@ class BestConfirmation:
             )
             return False
         shapes = standing_shapes(verdict.timings)
+        # the most rounds a shape ran (a tie settled stops sooner; each shape's own count
+        # is in its row)
+        ran = [r["rounds"] for r in shapes.values() if isinstance(r.get("rounds"), int)]
         again = vs_best(verdict.timings)
         band = max(verdict.noise or 0.0, MIN_NOISE)
         slower = sorted(label for label, row in shapes.items() if row["standing"] == "slower")
@@ -158,7 +176,7 @@ class BestConfirmation:
                 recorded_vs_best=a.vs_best,
                 shapes=shapes,
                 noise=round(band, 6),
-                rounds=CONFIRM_ROUNDS,
+                rounds=max(ran, default=CONFIRM_ROUNDS),
                 detail=why,
             )
         )

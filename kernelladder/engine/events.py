@@ -393,7 +393,7 @@ class BestConfirmed(Event):
     recorded_vs_best: float | None = None  # as its verdict had it
     shapes: dict[str, Any] = field(default_factory=dict)  # label -> row as standing_shapes
     noise: float | None = None  # the band: the re-measure's noise (at least 1%)
-    rounds: int = 0  # back-to-back rounds per shape
+    rounds: int = 0  # back-to-back rounds per shape, at most (a settled tie stops sooner)
     detail: str = ""  # one line; why it did not hold, or why it could not be re-measured
 
 
@@ -410,3 +410,5 @@ class ProfileReady(Event):
     reason: str = ""  # why: "new best", "start", "branch stalled"; or what went wrong
     summary: dict[str, Any] = field(default_factory=dict)  # verifier.profile.ProfileSummary
     report: str = ""  # the .ncu-rep, relative to the run directory
+    gpu_s: float | None = None  # the GPU held to itself while ncu replayed the call
+    wall_s: float | None = None  # the whole profile, ncu's start to its summary

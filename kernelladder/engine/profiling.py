@@ -1,20 +1,37 @@
 """Nsight Compute profiles taken during a run: whether the run profiles at all, which
-attempts are profiled and why, the ProfileReady each records. A part of Run (run.py)."""
+attempts are profiled and why (and which are not, said in the log), the ProfileReady
+each records. A part of Run (run.py).
+
+A profile asks for the GPU only while it uses it (verifier/profile.py): nothing while
+ncu and Python start and load the candidate, the GPU beside correctness runs while it
+warms up, the GPU to itself only while ncu replays the profiled call."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.op_info import START_ATTEMPT
+from kernelladder.engine.standing_rank import is_gain, merit_of
+
+PROFILED_AS_BEST = ("the start", "new best")
+# the profile's phases as its attempt's log says them (AttemptProgress, gate "profile")
+PROFILE_PHASES = {
+    "start": "profile: ncu and the profiled process starting (no GPU held)",
+    "warm": "profile: warming up (the GPU beside correctness runs)",
+    "replay": "profile: ncu replaying the call (the GPU to itself)",
+    "export": "profile: exporting the report (no GPU held)",
+}
 
 
 class Profiling:
     """Run's profiling (Run inherits it; it uses Run's state, slots and options)."""
 
     def _profile_reason(self, bid: str, n: int) -> str:
-        """Why attempt n (or its branch's best) is profiled now; "" when it is not."""
+        """Why attempt n (or its branch's best) is profiled now; "" when it is not (a
+        Notice says so where a profile was skipped as telling nothing new)."""
         if not self._profiling:
             return ""
         s = self.state
@@ -24,25 +41,72 @@ class Profiling:
             if n == START_ATTEMPT and self.op.start_label:
                 return "the start"
             if s.best_attempt == n:
-                return "new best"
+                last = self._last_profiled_best()
+                if last is None or is_gain(merit_of(s.attempts[last]), merit_of(a)):
+                    return "new best"
+                self._profiled.add(n)  # decided once
+                self._emit(
+                    ev.Notice(
+                        level="info",
+                        message=f"profile of #{n} skipped: a new best within the noise of "
+                        f"#{last}, profiled already",
+                        branch_id=bid,
+                    )
+                )
+                return ""
         b = s.branches[bid]
         if b.best_attempt is None or b.best_attempt in done:
             return ""
         since = [m for m in b.attempts if m > b.best_attempt and s.attempts[m].verdict]
         return "branch stalled" if len(since) == 3 else ""
 
+    def _last_profiled_best(self) -> int | None:
+        """The latest attempt profiled as the start or a new best (profiled or pending)."""
+        s = self.state
+        taken = [
+            m
+            for m, p in s.profiles.items()
+            if p.get("reason") in PROFILED_AS_BEST and m in s.attempts
+        ]
+        taken += [m for m in self._profiling_best if m in s.attempts]
+        return max(taken, default=None)
+
+    @contextlib.asynccontextmanager
+    async def _profile_gpu(self, exclusive: bool) -> AsyncIterator[None]:
+        """The GPU for a profile's phase. Pipelined workers ask the GPU's arbiter per
+        stage, so the arbiter alone keeps them off; serial workers do not ask it, so an
+        engine slot is taken as well."""
+        assert self._slots is not None
+        hold = self.runner.gpu_alone() if exclusive else self.runner.gpu_shared()
+        if self.options.pipelined:
+            async with hold:
+                yield
+        else:
+            async with self._slots, self.runner.gpu_alone():
+                yield
+
     async def _profile(self, bid: str, n: int, why: str) -> None:
-        from kernelladder.verifier.profile import profile_candidate
+        from kernelladder.verifier.profile import profile_candidate_async
 
         target = n if why != "branch stalled" else self.state.branches[bid].best_attempt
-        assert target is not None and self._slots is not None
+        assert target is not None
         self._profiled.add(target)
-        # the same GPU, between verifications: with workers sharing it, alone
-        async with self._slots, self.runner.gpu_alone():
-            outcome = await asyncio.to_thread(
-                profile_candidate, self.op.wire, self._source(target),
-                self.run_dir / "profiles", str(target), self.options.timeout_s,
-            )  # fmt: skip
+        if why in PROFILED_AS_BEST:
+            self._profiling_best.add(target)
+        outcome = await profile_candidate_async(
+            self.op.wire,
+            self._source(target),
+            self.run_dir / "profiles",
+            str(target),
+            timeout_s=self.options.timeout_s,
+            shared=lambda: self._profile_gpu(exclusive=False),
+            exclusive=lambda: self._profile_gpu(exclusive=True),
+            on_stage=lambda phase: self._emit(
+                ev.AttemptProgress(
+                    attempt=target, gate="profile", message=PROFILE_PHASES.get(phase, phase)
+                )
+            ),
+        )
         if outcome.status == "unavailable":
             self._profiling = False  # said once; the run goes on without profiles
             self._emit(ev.Notice(level="warning", message=f"profiling off: {outcome.reason}"))
@@ -60,19 +124,25 @@ class Profiling:
                 reason=why if outcome.status == "ok" else outcome.reason,
                 summary=outcome.summary.to_dict() if outcome.summary else {},
                 report=report,
+                gpu_s=outcome.gpu_s,
+                wall_s=outcome.wall_s,
             )
         )
 
     async def _profiling_notice(self) -> str:
-        """Decide once whether this run profiles; the line saying why not, if not."""
+        """Decide once whether this run profiles; the line saying why not, if not. Only
+        `ncu --version` here (off the start's path): the first profile says whether the
+        counters are readable, and a run whose counters are not turns profiling off."""
         if self.options.profile == "off":
             return ""
         if not self.device.startswith("cuda"):
             return ""
         if self.options.remote:
             return "profiling off: Nsight Compute runs with the local runner only"
+        import asyncio
+
         from kernelladder.verifier.profile import availability
 
-        ok, line = await asyncio.to_thread(availability)
+        ok, line = await asyncio.to_thread(availability, None, 60.0, False)
         self._profiling = ok
         return "" if ok else f"profiling off: {line}"

@@ -29,6 +29,9 @@ class VerifyRequest:
     # baseline, at every shape, in a worker started afresh (None/False: the speed gate's own)
     paired_rounds: int | None = None
     pair_every_shape: bool = False
+    # the rounds stop once the sign test's word over paired_rounds is settled (a tie:
+    # some round won and some lost), after at least this many (None: every round)
+    paired_min_rounds: int | None = None
     fresh_worker: bool = False
     unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
     pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/gates.py)
@@ -89,6 +92,10 @@ class Runner(Protocol):
         """While it is held, none of the runner's workers uses the local GPUs."""
         ...
 
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """While it is held, no worker times on the local GPUs (correctness may run)."""
+        ...
+
 
 class RunnerBase:
     """The optional runner hooks, declared once with their defaults (as an adapter base
@@ -102,6 +109,10 @@ class RunnerBase:
     - gpu_alone(): an async context in which nothing of this runner's uses the local
       GPUs (an Nsight Compute profile runs there); by default a context that waits for
       nothing (one worker per GPU: the engine's slot is enough).
+    - gpu_shared(): the same for work that may run beside correctness but not beside a
+      timing (a profile's warm-up); by default a context that waits for nothing.
+    - prepare_fresh_worker(): start the worker a coming fresh_worker request will get, so
+      the end's re-measure does not wait for a worker's start; by default nothing.
     """
 
     name: str = "runner"
@@ -117,6 +128,14 @@ class RunnerBase:
 
     def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
+
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+    def prepare_fresh_worker(self) -> None:
+        """Start, in the background, the worker a later fresh_worker request will use
+        (the end's re-measure, started while the last attempts are verified); by default
+        nothing (the fresh worker starts when asked)."""
 
     def notice(self, level: str, message: str) -> None:
         if self._notice_sink is None:

@@ -121,6 +121,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._profiling = False  # Nsight Compute profiles (decided at start)
         self._profiled: set[int] = set()
+        self._profiling_best: set[int] = set()  # profiled as the start or a new best
+        self._confirm_prepared = False  # the re-measure's worker asked for ahead
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
         self._work: dict[str, list[int]] = {}  # resumed attempts to finish first, per branch
@@ -519,6 +521,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             hit = max_attempts_reached(s)
             if hit is not None and not self._busy():
                 return hit
+            if hit is not None:  # the last attempts are verified: start the end's worker
+                self._prepare_confirm()
             if not s.branches or all(t.done() for t in self._tasks.values()):
                 return ev.RULE_ALL_BRANCHES_DONE, "no branch is left to run"
             timeout = None
@@ -530,6 +534,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
     async def _shutdown(self, reason: str, detail: str) -> None:
         try:
             if self._run_called and self._started:
+                self._prepare_confirm()
                 await self._drain_tasks()
                 # replay: the saved sources it never proposed
                 line = self.proposer.left_over() if not self.state.finished else None

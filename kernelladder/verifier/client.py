@@ -200,7 +200,7 @@ def request_dict(request: Any) -> dict[str, Any]:
         return dict(request)
     keys = (
         "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
-        "paired_rounds", "pair_every_shape", "fresh_worker", "unseen_shapes", "unseen_seed",
+        "paired_rounds", "pair_every_shape", "paired_min_rounds", "fresh_worker", "unseen_shapes", "unseen_seed",
         "pipeline", "early_stop",
     )  # fmt: skip
     return {k: getattr(request, k) for k in keys if hasattr(request, k)}
@@ -430,6 +430,8 @@ class WorkerClient:
         pipelined = bool(message.get("pipeline")) and self.arbiter is not None
         if pipelined:
             message["known"] = self.arbiter.facts.known(req.get("op"))
+        elif self.arbiter is not None and self.arbiter.facts.rates_only():
+            message["known"] = self.arbiter.facts.rates_only()
         self._op_now = req.get("op") if pipelined else None
         where = {"gate": "load", "last": ""}  # the stage or gate running, its last line
 
@@ -465,8 +467,11 @@ class WorkerClient:
             )
         finally:
             self._release_gpu(held)
-        if pipelined and verdict.device == "cuda":
-            self.arbiter.facts.learn(req.get("op"), verdict)
+        if self.arbiter is not None and verdict.device == "cuda":
+            if pipelined:
+                self.arbiter.facts.learn(req.get("op"), verdict)
+            elif not self.arbiter.facts.rates:
+                self.arbiter.facts.learn_rates(verdict)
         return verdict
 
     async def _read_verdict(
@@ -706,8 +711,20 @@ class LocalPool:
         return self._free
 
     async def start(self) -> list[dict[str, Any]]:
-        """Start every worker now (else they start on first use); their hello lines."""
-        return list(await asyncio.gather(*(c.hello() for c in self.clients)))
+        """Start every worker now (else they start on first use); their hello lines. Each
+        GPU takes the rates kept on disk for it (calibration.py), when fresh."""
+        hellos = list(await asyncio.gather(*(c.hello() for c in self.clients)))
+        if self.device == "cuda":
+            from kernelladder.verifier.calibration import GpuIdentity, driver_version
+
+            driver = driver_version()
+            for client, hello in zip(self.clients, hellos, strict=True):
+                facts = client.arbiter.facts if client.arbiter is not None else None
+                if facts is None or facts.identity is not None or not hello.get("gpu"):
+                    continue
+                identity = GpuIdentity(str(hello["gpu"]), driver, str(hello.get("torch") or ""))
+                facts.calibrate(identity)
+        return hellos
 
     async def verify(
         self, request: Any, on_progress: ProgressFn | None = None, timeout_s: float | None = None

@@ -75,6 +75,8 @@ class VerifyOptions:
     # rounds, with the fastest baseline at every shape, not only the close ones
     paired_rounds: int = PAIRED_ROUNDS
     pair_every_shape: bool = False
+    # stop the rounds once their word is settled, after at least this many (None: all)
+    paired_min_rounds: int | None = None
     unseen_shapes: int | None = None  # how many (None: the op's count; 0: none)
     unseen_seed: int | None = None  # None: a fresh one, recorded in the verdict
     # pipelined: compile ahead, then ask the client for the GPU per stage (shared for
@@ -103,6 +105,9 @@ class VerifyOptions:
             baselines=bool(msg.get("baselines", True)),
             paired_rounds=max(1, int(msg.get("paired_rounds") or PAIRED_ROUNDS)),
             pair_every_shape=bool(msg.get("pair_every_shape", False)),
+            paired_min_rounds=(
+                max(1, int(msg["paired_min_rounds"])) if msg.get("paired_min_rounds") else None
+            ),
             unseen_shapes=int(unseen) if unseen is not None else None,
             unseen_seed=int(unseen_seed) if unseen_seed is not None else None,
             pipeline=bool(msg.get("pipeline", False)),
@@ -235,6 +240,8 @@ class Verifier:
             return Outcome(verdict)
         if opts.known and opts.pipeline:
             self.take_known(spec, opts.known)
+        elif opts.known:  # the GPU's rates only: everything else this worker times itself
+            self.take_known(spec, {"rates": opts.known.get("rates")})
         run = _Run(self, spec, opts, digest, report, stage)
         if self.walls is not None:
             self.walls.take()

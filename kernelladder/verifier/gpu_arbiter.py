@@ -118,6 +118,24 @@ class GpuFacts:
     def __init__(self) -> None:
         self.rates: dict[str, float] | None = None
         self._shapes: dict[str, dict[str, dict[str, Any]]] = {}
+        # the rates kept on disk per (GPU, driver, torch): calibration.py
+        self.identity: Any = None  # calibration.GpuIdentity once the workers said hello
+        self.rates_kept = False  # read from the file, or written to it
+
+    def calibrate(self, identity: Any) -> bool:
+        """Take the rates kept for this GPU, driver and torch when fresh; True if taken."""
+        from kernelladder.verifier import calibration
+
+        self.identity = identity
+        kept = calibration.read_rates(identity)
+        if kept:
+            self.rates, self.rates_kept = kept, True
+        return bool(kept)
+
+    def rates_only(self) -> dict[str, Any] | None:
+        """A request's "known" with the rates only (a worker that must time everything
+        itself, e.g. the end's re-measure, need not measure the GPU's rates again)."""
+        return {"rates": dict(self.rates), "shapes": {}} if self.rates else None
 
     @staticmethod
     def op_key(op: Any) -> str:
@@ -137,13 +155,23 @@ class GpuFacts:
         }
         return {"rates": dict(self.rates) if self.rates else None, "shapes": shapes}
 
-    def learn(self, op: Any, verdict: Any) -> None:
-        """Take the rates and per-shape times from a passing verdict of this GPU."""
+    def learn_rates(self, verdict: Any) -> None:
+        """Take the rates a verdict of this GPU measured, and keep them on disk once."""
         if not getattr(verdict, "passed", False) or not verdict.timings:
             return
         rates = (verdict.environment or {}).get("rates")
         if isinstance(rates, dict) and rates:
             self.rates = {k: float(v) for k, v in rates.items() if isinstance(v, int | float)}
+            if self.identity is not None and not self.rates_kept:
+                from kernelladder.verifier import calibration
+
+                self.rates_kept = calibration.write_rates(self.identity, self.rates)
+
+    def learn(self, op: Any, verdict: Any) -> None:
+        """Take the rates and per-shape times from a passing verdict of this GPU."""
+        if not getattr(verdict, "passed", False) or not verdict.timings:
+            return
+        self.learn_rates(verdict)
         shapes = self._shapes.setdefault(self.op_key(op), {})
         now = time.monotonic()
         for t in verdict.timings:

@@ -2,22 +2,35 @@
 
 ncu cannot attach to the long-lived verifier worker, so a profile is a fresh process:
 
-    ncu --profile-from-start off --set full -f -o RUN/profiles/<n> \\
+    ncu --profile-from-start off --section SpeedOfLight ... --launch-count 1 \\
+        --kernel-name regex:^(KERNEL)$ -f -o RUN/profiles/<n> \\
         python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py
 
-The driver loads the candidate as the verifier does, runs it once on the op's largest
-shape to compile and warm up, then once more between cudaProfilerStart/Stop, so only that
-call's kernels are profiled. The report is exported (`ncu --import ... --csv --page
-details` and `--page raw`) and summarised: duration, DRAM and SM throughput as % of
-peak, achieved occupancy, registers per thread, shared memory per block, L2 hit rate, the
-top three warp-stall reasons and ncu's top recommendation. The full report stays under
-the run directory.
+Only the sections the summary, the Profile tab and the prompts read are collected
+(SECTIONS, and the warp-stall ratios of STALL_METRICS), for one launch of each of the
+candidate's own Triton kernels: a second or so of replay instead of `--set full`'s
+dozens of passes.
+
+The GPU is asked for in phases (a handshake through files beside the report): the
+driver imports torch, loads the candidate and signals `ready` without touching the GPU;
+once granted the GPU beside other correctness runs (`shared`) it makes the inputs and
+runs the candidate twice (compile, warm-up) and signals `warm`; once granted the GPU to
+itself (`exclusive`) it runs the one profiled call between cudaProfilerStart/Stop,
+during which ncu replays it, and signals `done`. Starting ncu and Python, the imports,
+writing and exporting the report hold nothing.
+
+The report is exported (`ncu --import ... --csv --page details` and `--page raw`) and
+summarised: duration, DRAM and SM throughput as % of peak, achieved occupancy,
+registers per thread, shared memory per block, L2 hit rate, the top three warp-stall
+reasons and ncu's top recommendation. The report stays under the run directory.
 
 Stdlib + torch/triton only (it runs on the GPU box).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -26,16 +39,30 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
 COUNTERS_BLOCKED = "ERR_NVGPUCTRPERM"
-# the set the parser's fixture was captured with on the H200: every metric it reads,
-# the warp-stall ratios of the raw page included (one kernel: a few seconds of replay)
-METRIC_SET = "full"
+# what summarize() reads, and nothing more: the sections of the details page it looks in
+# (Speed Of Light, Memory Workload Analysis, Occupancy, Launch Statistics, Warp State)
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
+# the raw page's warp-stall ratios (names as ncu 2025.3 on the H200 wrote them)
+STALL_REASONS = (
+    "barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss",
+    "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc",
+    "no_instruction", "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait",
+)  # fmt: skip
+STALL_METRICS = tuple(
+    f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS
+)
+# the driver's handshake (files beside the report): what it waits for, what it says
+READY, WARM_GO, WARM, REPLAY_GO, DONE = ".ready", ".warm.go", ".warm", ".replay.go", ".done"
+SIGNAL_POLL_S = 0.005
+_JIT_DEF = re.compile(r"@(?:triton\.)?jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t]*\n)*[ \t]*def\s+(\w+)")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
 _NOT_A_STALL = {"selected"}  # the warp was issuing, not waiting
 _TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}  # fmt: skip
@@ -255,12 +282,31 @@ def find_ncu() -> str | None:
     return NCU_FALLBACK if os.access(NCU_FALLBACK, os.X_OK) else None
 
 
-def profile_command(ncu: str, report_base: str, driver: Sequence[str]) -> list[str]:
-    """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled."""
-    return [
-        ncu, "--profile-from-start", "off", "--target-processes", "all",
-        "--set", METRIC_SET, "-f", "-o", report_base, *driver,
-    ]  # fmt: skip
+def jit_kernels(source: str) -> tuple[str, ...]:
+    """The names of the candidate's own @triton.jit kernels, in order (ncu's kernel
+    filter: torch's kernels in the same call are not replayed)."""
+    return tuple(dict.fromkeys(_JIT_DEF.findall(source)))
+
+
+def profile_command(
+    ncu: str,
+    report_base: str,
+    driver: Sequence[str],
+    kernels: Sequence[str] = (),
+    stalls: bool = True,
+) -> list[str]:
+    """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled, only
+    SECTIONS (and STALL_METRICS with `stalls`), one launch of each named kernel (one
+    launch when none is named)."""
+    cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all"]
+    for section in SECTIONS:
+        cmd += ["--section", section]
+    if stalls:
+        cmd += ["--metrics", ",".join(STALL_METRICS)]
+    if kernels:
+        cmd += ["--kernel-name", "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$"]
+    cmd += ["--launch-count", str(max(1, len(kernels)))]
+    return [*cmd, "-f", "-o", report_base, *driver]
 
 
 def export_commands(ncu: str, report: str) -> tuple[list[str], list[str]]:
@@ -274,11 +320,17 @@ class ProfileOutcome:
     reason: str = ""
     summary: ProfileSummary | None = None
     report: str = ""  # path of the .ncu-rep
+    gpu_s: float | None = None  # the GPU held to itself (the replay), seconds
+    shared_s: float | None = None  # the GPU held beside correctness runs (the warm-up)
+    wall_s: float | None = None  # the whole profile: ncu's start to the exported summary
 
 
-def availability(ncu: str | None = None, timeout_s: float = 60.0) -> tuple[bool, str]:
+def availability(
+    ncu: str | None = None, timeout_s: float = 60.0, probe: bool = True
+) -> tuple[bool, str]:
     """(True, version) when ncu runs and reads the counters of a tiny kernel on this
-    machine's GPU; (False, one line) if not."""
+    machine's GPU; (False, one line) if not. probe=False stops at `ncu --version` (a run
+    at its start: its first profile says whether the counters are readable)."""
     ncu = ncu or find_ncu()
     if ncu is None:
         return False, "Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin"
@@ -289,6 +341,8 @@ def availability(ncu: str | None = None, timeout_s: float = 60.0) -> tuple[bool,
     version = (done.stdout.strip().splitlines() or ["ncu"])[-1]
     if done.returncode != 0:
         return False, f"ncu --version failed: {version}"
+    if not probe:
+        return True, version
     ok, why = counters_readable(ncu, timeout_s=max(timeout_s, 120.0))
     return (True, version) if ok else (False, why)
 
@@ -313,50 +367,189 @@ def counters_readable(ncu: str, timeout_s: float = 180.0) -> tuple[bool, str]:
     return False, f"ncu profiled nothing (exit {done.returncode}): {tail}"
 
 
+GpuHold = Callable[[], "contextlib.AbstractAsyncContextManager[Any]"]
+
+
 def profile_candidate(
     op_wire: Any, source: str, out_dir: str | Path, name: str, timeout_s: float = 300.0
 ) -> ProfileOutcome:
+    """profile_candidate_async from synchronous code, asking nobody for the GPU."""
+    return asyncio.run(profile_candidate_async(op_wire, source, out_dir, name, timeout_s=timeout_s))
+
+
+async def profile_candidate_async(
+    op_wire: Any,
+    source: str,
+    out_dir: str | Path,
+    name: str,
+    *,
+    timeout_s: float = 300.0,
+    shared: GpuHold | None = None,
+    exclusive: GpuHold | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> ProfileOutcome:
     """Profile one candidate on the op's largest shape in a fresh process; the report
-    and its CSV exports stay in out_dir."""
+    and its CSV exports stay in out_dir. `shared()` and `exclusive()` are the caller's
+    holds on the GPU (async context managers): shared while the driver makes its inputs
+    and warms up, exclusive only while ncu replays the profiled call. Nothing is held
+    while ncu and the driver start."""
+    t0 = time.monotonic()
     ncu = find_ncu()
     if ncu is None:
         return ProfileOutcome("unavailable", "Nsight Compute (ncu) not found")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    base = str(out / name)
     (out / f"{name}.op.json").write_text(json.dumps(op_wire), encoding="utf-8")
     (out / f"{name}.py").write_text(source, encoding="utf-8")
     driver = [sys.executable, "-m", "kernelladder.verifier.profile", "drive",
-              str(out / f"{name}.op.json"), str(out / f"{name}.py")]  # fmt: skip
-    base = str(out / name)
-    try:
-        done = subprocess.run(
-            profile_command(ncu, base, driver), capture_output=True, text=True, timeout=timeout_s
+              str(out / f"{name}.op.json"), str(out / f"{name}.py"), base]  # fmt: skip
+    log_path = out / f"{name}.ncu.log"
+    stage = on_stage or (lambda _s: None)
+    shared = shared or contextlib.nullcontext
+    exclusive = exclusive or contextlib.nullcontext
+    times: dict[str, float | None] = {"gpu_s": None, "shared_s": None}
+    for stalls in (True, False):
+        for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
+        command = profile_command(ncu, base, driver, jit_kernels(source), stalls=stalls)
+        failure, code = await _run_profiled(
+            command, log_path, base, shared, exclusive, stage, times, timeout_s
         )
-    except subprocess.TimeoutExpired:
-        return ProfileOutcome("failed", f"ncu ran past {timeout_s:.0f} s")
-    log = done.stdout + done.stderr
-    (out / f"{name}.ncu.log").write_text(log, encoding="utf-8")
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        if stalls and _metric_refused(log) and not Path(base + ".ncu-rep").exists():
+            continue  # a GPU or ncu without one of the stall metrics: the sections alone
+        break
+    extra = {**times}
+
+    def done(status: str, reason: str = "", **kw: Any) -> ProfileOutcome:
+        return ProfileOutcome(status, reason, wall_s=round(time.monotonic() - t0, 3), **extra, **kw)
+
     if COUNTERS_BLOCKED in log:
-        return ProfileOutcome(
-            "unavailable", "ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)"
-        )
+        return done("unavailable", "ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)")
+    if failure is not None:
+        return done("failed", failure)
     report = base + ".ncu-rep"
     if not Path(report).exists():
         tail = " ".join(log.strip().splitlines()[-2:])[:300]
-        return ProfileOutcome("failed", f"ncu wrote no report (exit {done.returncode}): {tail}")
+        return done("failed", f"ncu wrote no report (exit {code}): {tail}")
+    stage("export")
     texts = []
     for cmd, suffix in zip(export_commands(ncu, report), ("details", "raw"), strict=True):
-        exported = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        (out / f"{name}_{suffix}.csv").write_text(exported.stdout, encoding="utf-8")
-        texts.append(exported.stdout)
+        exported = await asyncio.create_subprocess_exec(
+            *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        stdout, _ = await asyncio.wait_for(exported.communicate(), timeout_s)
+        text = stdout.decode("utf-8", errors="replace")
+        (out / f"{name}_{suffix}.csv").write_text(text, encoding="utf-8")
+        texts.append(text)
     summary = summarize(texts[0], texts[1])
     if summary is None:
-        return ProfileOutcome("failed", "the report holds no kernel", report=report)
-    return ProfileOutcome("ok", summary=summary, report=report)
+        return done("failed", "the report holds no kernel", report=report)
+    return done("ok", summary=summary, report=report)
 
 
-def _drive(op_path: str, source_path: str) -> int:
-    """Run the candidate on the op's largest shape: once to warm up, once profiled."""
+async def _run_profiled(
+    command: list[str],
+    log_path: Path,
+    base: str,
+    shared: GpuHold,
+    exclusive: GpuHold,
+    stage: Callable[[str], None],
+    times: dict[str, float | None],
+    timeout_s: float,
+) -> tuple[str | None, int | None]:
+    """ncu over the driver through the handshake: (why it failed or None, exit code)."""
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        proc = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=log_file,
+            stderr=asyncio.subprocess.STDOUT, env=_driver_env(),
+        )  # fmt: skip
+        try:
+            failure = await asyncio.wait_for(
+                _handshake(proc, base, shared, exclusive, stage, times), timeout_s
+            )
+            if failure is None:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            failure = f"ncu ran past {timeout_s:.0f} s"
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+    return failure, proc.returncode
+
+
+def _driver_env() -> dict[str, str]:
+    """The profiled process finds the candidate's kernels in the workers' Triton cache
+    (they compiled them for every shape): its warm-up, which holds the GPU beside
+    correctness runs, loads them instead of compiling."""
+    from kernelladder.verifier.env import TRITON_CACHE_MANAGER, compile_cache_dirs
+
+    env = dict(os.environ)
+    for name, path in compile_cache_dirs(env).items():
+        env.setdefault(name, path)
+    env.setdefault("TRITON_CACHE_MANAGER", TRITON_CACHE_MANAGER)
+    return env
+
+
+def _metric_refused(log: str) -> bool:
+    """ncu refused a metric it does not know on this GPU (an error naming a metric)."""
+    return any("==ERROR==" in line and "metric" in line.lower() for line in log.splitlines())
+
+
+async def _handshake(
+    proc: Any,
+    base: str,
+    shared: GpuHold,
+    exclusive: GpuHold,
+    stage: Callable[[str], None],
+    times: dict[str, float | None],
+) -> str | None:
+    """The driver's phases against the caller's holds on the GPU; None when the profiled
+    call is done, else why not."""
+    stage("start")
+    if not await _signal(proc, base + READY):
+        return f"the profiled process ended before it was ready (exit {proc.returncode})"
+    stage("warm")
+    async with shared():
+        t = time.monotonic()
+        Path(base + WARM_GO).touch()
+        ok = await _signal(proc, base + WARM)
+        times["shared_s"] = round(time.monotonic() - t, 3)
+    if not ok:
+        return f"the profiled process ended in its warm-up (exit {proc.returncode})"
+    stage("replay")
+    async with exclusive():
+        t = time.monotonic()
+        Path(base + REPLAY_GO).touch()
+        ok = await _signal(proc, base + DONE)
+        times["gpu_s"] = round(time.monotonic() - t, 3)
+    if not ok:
+        return f"the profiled process ended in the profiled call (exit {proc.returncode})"
+    return None
+
+
+async def _signal(proc: Any, path: str) -> bool:
+    """Wait for the driver's file `path`; False when the process ended without it."""
+    while not os.path.exists(path):
+        if proc.returncode is not None:  # set by the loop as the process exits
+            return os.path.exists(path)
+        await asyncio.sleep(SIGNAL_POLL_S)
+    return True
+
+
+def _wait_for(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(SIGNAL_POLL_S)
+
+
+def _drive(op_path: str, source_path: str, base: str) -> int:
+    """Run the candidate on the op's largest shape, in the caller's phases: load it (no
+    GPU), then warm it up (shared), then the one profiled call (exclusive)."""
     import torch
 
     from kernelladder.ops.registry import op_from_wire
@@ -364,25 +557,37 @@ def _drive(op_path: str, source_path: str) -> int:
 
     spec = op_from_wire(json.loads(Path(op_path).read_text(encoding="utf-8")))
     source = Path(source_path).read_text(encoding="utf-8")
-    shapes = spec.shapes_for("cuda")
+    device = os.environ.get("KERNELLADDER_PROFILE_DEVICE", "cuda")  # "cpu": the CPU tests
+    shapes = spec.shapes_for(device)
     largest = getattr(spec, "largest_shape", None)
-    shape = largest("cuda") if callable(largest) else max(shapes, key=spec.bytes_moved)
+    shape = largest(device) if callable(largest) else max(shapes, key=spec.bytes_moved)
     scratch = str(Path(source_path).parent)
-    loaded = candidate_mod.load(source, spec, scratch, "cuda", "profile")
-    inputs = spec.make_inputs(shape, 0, "cuda")
+    loaded = candidate_mod.load(source, spec, scratch, device, "profile")
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    Path(base + READY).touch()
+    _wait_for(base + WARM_GO)
+    inputs = spec.make_inputs(shape, 0, device)
     args = [inputs[n] for n in spec.arg_names]
+    loaded.call(*args)  # compiles
+    sync()
     loaded.call(*args)
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
+    sync()
+    Path(base + WARM).touch()
+    _wait_for(base + REPLAY_GO)
+    if cuda:
+        torch.cuda.profiler.start()
     loaded.call(*args)
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    sync()
+    if cuda:
+        torch.cuda.profiler.stop()
+    Path(base + DONE).touch()
     print(f"profiled {spec.name} at {shape.label}")
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "drive":
-        sys.exit(_drive(sys.argv[2], sys.argv[3]))
-    print("usage: python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py")
+    if len(sys.argv) == 5 and sys.argv[1] == "drive":
+        sys.exit(_drive(sys.argv[2], sys.argv[3], sys.argv[4]))
+    print("usage: python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py BASE")
     sys.exit(2)

@@ -60,10 +60,27 @@ def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
     return name if abs(ms / cand.median_ms - 1.0) <= band else None
 
 
+def settled_word(cand_ms: Sequence[float], rival_ms: Sequence[float], rounds: int) -> str | None:
+    """The word `rounds` back-to-back rounds would give (paired_result's sign test), when
+    the rounds so far already decide it, else None. A tie is settled as soon as one round
+    was not won and one was not lost: no later round can make every round go one way.
+    "faster" and "slower" need every round, so only the full count settles them. The
+    sequential stop therefore gives the fixed test's word on the same rounds: the same
+    error rate, fewer rounds where a shape ties."""
+    pairs = list(zip(cand_ms, rival_ms, strict=False))
+    not_won = any(k >= b for k, b in pairs)
+    not_lost = any(k <= b for k, b in pairs)
+    if not_won and not_lost:
+        return "tie"
+    if len(pairs) >= rounds:
+        return "faster" if not not_won else "slower"
+    return None
+
+
 def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
     """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
     "faster" or "slower" only when every round went that way (a one-sided sign test,
-    p = 2**-rounds: 0.008 at 7 rounds), else "tie"."""
+    p = 2**-rounds: 0.008 at 7 rounds), else "tie". The rounds' times are kept."""
     pairs = list(zip(cand_ms, rival_ms, strict=True))
     won = sum(1 for k, b in pairs if k < b)
     lost = sum(1 for k, b in pairs if k > b)
@@ -79,6 +96,8 @@ def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float
         "candidate_ms": statistics.median(cand_ms),
         "baseline_ms": statistics.median(rival_ms),
         "verdict": word,
+        "candidate_rounds_ms": [round(float(v), 6) for v in cand_ms],
+        "baseline_rounds_ms": [round(float(v), 6) for v in rival_ms],
     }
 
 
@@ -287,6 +306,8 @@ class SpeedGate:
                     break
             if failed:
                 break
+            if self._rounds_settled(cand_ms, rival_ms):
+                break
         if not self._check_integrity("being timed"):
             raise _Stop
         if calls:
@@ -294,6 +315,14 @@ class SpeedGate:
         if failed:
             return None
         return paired_result(rival, cand_ms, rival_ms)
+
+    def _rounds_settled(self, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> bool:
+        """With paired_min_rounds, whether the rounds' word is settled (settled_word)
+        after at least that many rounds: the rest would not change it."""
+        least = self.opts.paired_min_rounds
+        if least is None or len(cand_ms) != len(rival_ms) or len(cand_ms) < least:
+            return False
+        return settled_word(cand_ms, rival_ms, self.opts.paired_rounds) is not None
 
     def _check_timed_calls(
         self,

@@ -32,7 +32,7 @@ def _summary():
 def profiled(monkeypatch):
     calls: list[str] = []
 
-    def fake_profile(op_wire, source, out_dir, name, timeout_s=300.0):
+    async def fake_profile(op_wire, source, out_dir, name, timeout_s=300.0, **holds):
         calls.append(name)
         report = Path(out_dir) / f"{name}.ncu-rep"
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -40,7 +40,7 @@ def profiled(monkeypatch):
         return profile_mod.ProfileOutcome("ok", summary=_summary(), report=str(report))
 
     monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
-    monkeypatch.setattr(profile_mod, "profile_candidate", fake_profile)
+    monkeypatch.setattr(profile_mod, "profile_candidate_async", fake_profile)
     return calls
 
 
@@ -79,14 +79,14 @@ async def test_the_start_and_each_new_best_are_profiled(tmp_path, profiled):
 async def test_counters_blocked_is_said_once_and_the_run_goes_on(tmp_path, monkeypatch):
     calls: list[str] = []
 
-    def blocked(op_wire, source, out_dir, name, timeout_s=300.0):
+    async def blocked(op_wire, source, out_dir, name, timeout_s=300.0, **holds):
         calls.append(name)
         return profile_mod.ProfileOutcome(
             "unavailable", "ncu cannot read the GPU's counters (ERR_NVGPUCTRPERM)"
         )
 
     monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
-    monkeypatch.setattr(profile_mod, "profile_candidate", blocked)
+    monkeypatch.setattr(profile_mod, "profile_candidate_async", blocked)
     run, _ = _run(tmp_path, [move("pass 1.5"), move("pass 1.8")], max_attempts=3)
     state = await run.run()
     assert calls == ["0"]  # never asked again
@@ -142,3 +142,13 @@ async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
     assert reasons[state.best_attempt] == "new best"
     assert reasons[b2_best] == "branch stalled"
     assert len(reasons) == 3
+
+
+async def test_a_new_best_within_the_noise_is_not_profiled_and_the_log_says_why(tmp_path, profiled):
+    moves = [move("pass 1.5"), move("pass 1.505"), move("pass 1.9")]
+    run, _ = _run(tmp_path, moves, max_attempts=4)
+    state = await run.run()
+    assert profiled == ["0", "1", "3"]
+    skipped = [n.message for n in state.notices if "skipped" in n.message]
+    assert skipped == ["profile of #2 skipped: a new best within the noise of #1, profiled already"]
+    assert state.best_attempt == 3

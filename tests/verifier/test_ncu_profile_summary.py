@@ -4,11 +4,15 @@ summarised on the CPU as a run records them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import pytest
 from helpers import DATA
 
 from kernelladder.engine import events as ev
 from kernelladder.verifier.profile import (
+    SECTIONS,
+    STALL_METRICS,
     ProfileSummary,
     export_commands,
     parse_details,
@@ -66,11 +70,61 @@ def test_rows_without_a_kernel_give_no_summary():
     assert summarize(header + "\n") is None
 
 
+# the details page names a section by its title; --section takes its identifier
+SECTION_TITLES = {
+    "SpeedOfLight": "GPU Speed Of Light Throughput",
+    "MemoryWorkloadAnalysis": "Memory Workload Analysis",
+    "Occupancy": "Occupancy",
+    "LaunchStats": "Launch Statistics",
+    "WarpStateStats": "Warp State Statistics",
+}
+
+
+def _only_collected(details: str, raw: str) -> tuple[str, str]:
+    """The full-set report's exports cut to what profile_command collects."""
+    import csv
+    import io
+
+    keep = set(SECTIONS) | {SECTION_TITLES[s] for s in SECTIONS}
+    rows = list(csv.DictReader(io.StringIO(details)))
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), quoting=csv.QUOTE_ALL)
+    writer.writeheader()
+    writer.writerows(r for r in rows if r["Section Name"] in keep)
+    table = list(csv.reader(io.StringIO(raw)))
+    cols = [i for i, name in enumerate(table[0]) if name == "ID" or name in STALL_METRICS]
+    cut = io.StringIO()
+    csv.writer(cut, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in cols] for r in table])
+    return out.getvalue(), cut.getvalue()
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "matmul"])
+def test_the_collected_sections_give_the_full_sets_summary(name):
+    full = _summary(name)
+    details, raw = _only_collected(
+        (NCU / f"{name}_details.csv").read_text(), (NCU / f"{name}_raw.csv").read_text()
+    )
+    cut = summarize(details, raw)
+    assert cut is not None and cut.stalls == full.stalls
+    # every figure the summary, the Profile tab and the prompts show; ncu's advice may
+    # come from a rule of another section
+    assert replace(cut, recommendation="") == replace(full, recommendation="")
+
+
 def test_ncu_commands():
     cmd = profile_command("/usr/local/cuda/bin/ncu", "/run/profiles/3", ["python3", "-m", "x"])
     assert cmd[:3] == ["/usr/local/cuda/bin/ncu", "--profile-from-start", "off"]
     assert cmd[-3:] == ["python3", "-m", "x"]
-    assert cmd[cmd.index("--set") + 1] == "full"  # as the fixture was captured
+    # only what the summary reads: its sections and the raw page's stall ratios
+    assert "--set" not in cmd
+    sections = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--section"]
+    assert sections == list(SECTIONS)
+    stalls = cmd[cmd.index("--metrics") + 1].split(",")
+    assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in stalls
+    assert cmd[cmd.index("--launch-count") + 1] == "1" and "--kernel-name" not in cmd
+    named = profile_command("ncu", "r", ["python3"], ("_fwd", "_bwd"))
+    assert named[named.index("--kernel-name") + 1] == "regex:^(_fwd|_bwd)$"
+    assert named[named.index("--launch-count") + 1] == "2"
     details, raw = export_commands("ncu", "r.ncu-rep")
     assert details[-2:] == ["--page", "details"] and raw[-1] == "raw"
 
@@ -81,9 +135,12 @@ def test_ncu_commands():
 # command building, the exports and the ERR_NVGPUCTRPERM path are exercised for real.
 
 FAKE_NCU = """#!{python}
-import sys, pathlib
+import sys, pathlib, time
 args = sys.argv[1:]
 data = pathlib.Path({data!r})
+if {refuse_metrics!r} and "--metrics" in args:
+    print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio")
+    sys.exit(1)
 if {blocked!r}:
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
     sys.exit(1)
@@ -94,18 +151,27 @@ if "--import" in args:
 base = args[args.index("-o") + 1]
 assert args[args.index("--profile-from-start") + 1] == "off"
 assert "kernelladder.verifier.profile" in args and "drive" in args
+def phase(say, wait=None):  # the driver's handshake, played
+    pathlib.Path(base + say).touch()
+    while wait and not pathlib.Path(base + wait).exists():
+        time.sleep(0.005)
+phase(".ready", ".warm.go"); phase(".warm", ".replay.go"); phase(".done")
 pathlib.Path(base + ".ncu-rep").write_bytes(b"report")
 print("==PROF== Disconnected from process 1")
 """
 
 
-def _fake_ncu(tmp_path, monkeypatch, blocked: bool) -> None:
+def _fake_ncu(tmp_path, monkeypatch, blocked: bool, refuse_metrics: bool = False) -> None:
     import sys
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ncu = bin_dir / "ncu"
-    ncu.write_text(FAKE_NCU.format(python=sys.executable, data=str(NCU), blocked=blocked))
+    ncu.write_text(
+        FAKE_NCU.format(
+            python=sys.executable, data=str(NCU), blocked=blocked, refuse_metrics=refuse_metrics
+        )
+    )
     ncu.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
 
@@ -130,3 +196,12 @@ def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
     outcome = profile_candidate("rmsnorm", "x = 1\n", tmp_path / "p", "0")
     assert outcome.status == "unavailable"
     assert "ERR_NVGPUCTRPERM" in outcome.reason
+
+
+def test_a_gpu_without_a_stall_metric_is_profiled_with_the_sections_alone(tmp_path, monkeypatch):
+    from kernelladder.verifier.profile import profile_candidate
+
+    _fake_ncu(tmp_path, monkeypatch, blocked=False, refuse_metrics=True)
+    outcome = profile_candidate("rmsnorm", "def kernel(x, weight): ...\n", tmp_path / "p", "2")
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.summary == _summary("rmsnorm")

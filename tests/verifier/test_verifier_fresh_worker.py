@@ -35,3 +35,38 @@ def test_fresh_worker_starts_a_new_worker_for_that_request_only():
     assert [s[0] for s in seen] == ["pass", "pass", "pass"]
     assert [s[1] for s in seen] == [1, 2, 2]
     assert seen[0][2] != seen[1][2] and seen[1][2] == seen[2][2]
+
+
+def test_the_local_runner_starts_the_re_measures_worker_ahead_and_keeps_it_for_them():
+    """prepare_fresh_worker (the engine calls it while the last attempts are verified)
+    starts a worker beside the pool's; the fresh request and the re-measures after it
+    run there, the pool's worker is neither replaced nor used by them."""
+    from kernelladder.engine.runners.local import LocalRunner
+
+    async def go():
+        runner = LocalRunner(device="cpu", slots=1)
+        await runner.start()
+        try:
+            pool_client = runner._pool.clients[0]
+            runner.prepare_fresh_worker()
+            await runner._fresh_start  # started before it is asked for
+            spare = runner._fresh
+            slots, verdicts = [], []
+            for fresh in (True, False):
+                request = VerifyRequest(
+                    op="rmsnorm", source=HONEST, device="cpu", fresh_worker=fresh,
+                    paired_rounds=15, pair_every_shape=True, timeout_s=180,
+                )  # fmt: skip
+                verdict = await runner.verify(request, on_slot=slots.append)
+                verdicts.append(verdict.verdict)
+            return (
+                verdicts, slots, pool_client.workers_started, spare.workers_started,
+                runner._fresh is spare,
+            )  # fmt: skip
+        finally:
+            await runner.close()
+
+    verdicts, slots, pool_started, spare_started, kept = asyncio.run(go())
+    assert verdicts == ["pass", "pass"]
+    assert slots == ["cpu:0/fresh", "cpu:0/fresh"]
+    assert (pool_started, spare_started, kept) == (1, 1, True)

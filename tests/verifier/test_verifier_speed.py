@@ -98,6 +98,13 @@ SCENARIOS = [
 ]
 # the end of a run re-measures its best: 15 rounds with the fastest baseline at every shape
 REMEASURE = (1.0, 0.0, HONEST, {"paired_rounds": 15, "pair_every_shape": True})
+# ... whose rounds stop once a shape's tie is settled, after at least 5: rounds that
+# split (0.49 and 0.51 ms against 0.5) stop at 5; rounds all won (0.49) run all 15
+SEQUENTIAL = {"paired_rounds": 15, "pair_every_shape": True, "paired_min_rounds": 5}
+REMEASURE_SEQUENTIAL = [
+    ([0.49, 0.51], 0.0, HONEST, SEQUENTIAL, "tie", 5),
+    ([0.49], 0.0, HONEST, SEQUENTIAL, "faster", 15),
+]
 
 
 # Time where it decides something: the branch's best at the largest shape and elsewhere,
@@ -146,6 +153,7 @@ def verdicts() -> list[dict]:
         + [REMEASURE]
         + [(cand, 0.0, HONEST, {"best": best}) for cand, best, _stops in EARLY]
         + [(cand, 0.0, HONEST, {**extra, "pipeline": True}) for cand, extra, _kind in PIPELINED]
+        + [r[:4] for r in REMEASURE_SEQUENTIAL]
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
@@ -240,6 +248,19 @@ def test_a_re_measure_times_every_shape_back_to_back_for_more_rounds(verdicts):
     for t in v["timings"]:
         assert t["paired"]["baseline"] == "F.rms_norm" and t["paired"]["rounds"] == 15
         assert (t["paired"]["lost"], t["paired"]["verdict"]) == (15, "slower")
+
+
+@pytest.mark.parametrize("index", range(len(REMEASURE_SEQUENTIAL)))
+def test_a_re_measures_rounds_stop_once_a_tie_is_settled_and_only_then(verdicts, index):
+    word, rounds = REMEASURE_SEQUENTIAL[index][4:]
+    v = verdicts[len(verdicts) - len(REMEASURE_SEQUENTIAL) + index]
+    assert v["verdict"] == "pass", v["gates"]
+    for t in v["timings"]:
+        paired = t["paired"]
+        assert (paired["baseline"], paired["verdict"], paired["rounds"]) == (
+            "F.rms_norm", word, rounds,
+        )  # fmt: skip
+        assert len(paired["candidate_rounds_ms"]) == len(paired["baseline_rounds_ms"]) == rounds
 
 
 def test_a_correct_kernel_slower_than_the_reference_passes_at_min_speedup_zero(verdicts):

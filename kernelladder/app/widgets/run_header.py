@@ -11,6 +11,7 @@ from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 
 NO_GPU = "speed not measured (no GPU)"
+RATE_AFTER_S = 5.0  # attempts per minute shown once the run has run this long
 
 
 class RunHeader(Widget):
@@ -157,9 +158,14 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         state = f"finished: {view.finish_reason}"
     gates = f"  gates {len(view.gates)} waiting" if view.gates else ""
     state_part = Content.assemble("  ", (state, state_style))
+    rate = Content("")
+    if view.live and elapsed and elapsed >= RATE_AFTER_S and view.attempts_judged:
+        # verified attempts per minute of the run so far: where the time goes, live
+        rate = Content.styled(f" · {60.0 * view.attempts_judged / elapsed:.1f}/min", "$text-muted")
     parts = [
         Content.assemble("elapsed ", (time_used, "bold"), "  "),
         Content.assemble("attempts ", (attempts, "bold")),
+        rate,
         Content.assemble("  best ", best),
         floor,
         over_reference,
@@ -167,4 +173,4 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         Content.styled(gates, "bold $warning"),
     ]
     body_width = None if width is None else max(0, width - state_part.cell_length)
-    return Content("").join([fit(parts, body_width, drop=(4, 3, 5, 0)), state_part])
+    return Content("").join([fit(parts, body_width, drop=(2, 5, 4, 6, 0)), state_part])

@@ -16,7 +16,7 @@ from typing import Any
 
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED
 from kernelladder.verifier.verdict import Verdict
 
 
@@ -61,6 +61,11 @@ class LocalRunner(RunnerBase):
         self._pool: Any = None
         self._hello: dict[str, Any] = {}
         self._free: asyncio.Queue[tuple[str, Any]] | None = None  # (slot, worker client)
+        # the end's re-measure: a worker of its own, started ahead (prepare_fresh_worker)
+        self._fresh: Any = None  # WorkerClient
+        self._fresh_start: asyncio.Future[Any] | None = None
+        self._fresh_slot = ""
+        self._fresh_used = False  # it has timed a re-measure: a new fresh request replaces it
 
     @property
     def slots(self) -> int:
@@ -94,6 +99,10 @@ class LocalRunner(RunnerBase):
             self._free = asyncio.Queue()
             for slot, client in zip(self._pool.slot_names, self._pool.clients, strict=True):
                 self._free.put_nowait((slot, client))
+        if getattr(request, "fresh_worker", False) or (
+            self._fresh is not None and getattr(request, "pair_every_shape", False)
+        ):
+            return await self._verify_fresh(request, on_progress, on_slot)
         free = self._free
         slot, client = await free.get()
         try:
@@ -107,26 +116,84 @@ class LocalRunner(RunnerBase):
         finally:
             free.put_nowait((slot, client))
 
-    @contextlib.asynccontextmanager
-    async def gpu_alone(self) -> AsyncIterator[None]:
-        """Every local GPU to the caller (an Nsight Compute profile): each GPU's arbiter
+    def prepare_fresh_worker(self) -> None:
+        """Start the re-measure's worker now, beside the pool's (its start -- Python, torch,
+        the CUDA context -- overlaps the last verifications instead of following them)."""
+        if self._pool is None or self._fresh is not None or not self._pool.clients:
+            return
+        from kernelladder.verifier.client import WorkerClient
+
+        first = self._pool.clients[0]  # its GPU, arbiter and transport
+        self._fresh = WorkerClient(first._factory, arbiter=first.arbiter)
+        self._fresh.redactor = first.redactor
+        self._fresh_slot = f"{self._pool.slot_names[0]}/fresh"
+        self._fresh_start = asyncio.ensure_future(self._fresh.hello())
+
+    async def _verify_fresh(
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None,
+        on_slot: Callable[[str], None] | None,
+    ) -> Verdict:
+        """A request for a worker that has timed nothing yet, and the ones after it that
+        re-measure (pair_every_shape): the worker started ahead for them (or now)."""
+        from dataclasses import replace
+
+        from kernelladder.verifier.client import WorkerUnavailable
+
+        self.prepare_fresh_worker()
+        assert self._fresh is not None and self._fresh_start is not None
+        try:
+            await self._fresh_start  # started ahead: usually done by now
+        except WorkerUnavailable:
+            pass  # verify() starts it again, and says why if it cannot
+        if on_slot is not None:
+            on_slot(self._fresh_slot)
+        # one that has timed nothing yet is not replaced
+        fresh = bool(request.fresh_worker) and self._fresh_used
+        self._fresh_used = True
+        try:
+            return await self._fresh.verify(
+                replace(request, fresh_worker=fresh),
+                on_progress=on_progress,
+                timeout_s=request.timeout_s,
+            )
+        except WorkerUnavailable as exc:
+            raise RunnerLost(str(exc)) from None
+
+    def gpu_alone(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every local GPU to the caller (an Nsight Compute replay): each GPU's arbiter
         taken exclusively, in order, so no worker of the pool times or runs correctness
         beside it (a compile ahead needs no GPU and goes on)."""
+        return self._every_arbiter(EXCLUSIVE)
+
+    def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every local GPU beside correctness runs but no timing (a profile's warm-up)."""
+        return self._every_arbiter(SHARED)
+
+    @contextlib.asynccontextmanager
+    async def _every_arbiter(self, mode: str) -> AsyncIterator[None]:
         if self._pool is None:
             yield
             return
         taken = []
         try:
             for arbiter in self._pool.arbiters:
-                await arbiter.acquire(EXCLUSIVE)
+                await arbiter.acquire(mode)
                 taken.append(arbiter)
             yield
         finally:
             for arbiter in reversed(taken):
-                arbiter.release(EXCLUSIVE)
+                arbiter.release(mode)
 
     async def close(self) -> None:
         self._free = None
+        if self._fresh is not None:
+            fresh, self._fresh = self._fresh, None
+            if self._fresh_start is not None and not self._fresh_start.done():
+                self._fresh_start.cancel()
+            with contextlib.suppress(Exception):
+                await fresh.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Attempts per minute of a default run (issue 25): profiling on, the end's re-measure on.
+
+For each op, in sequence, one command as a new user types it:
+
+    kernelladder optimize OP --device cuda --max-attempts 40 --gate approve --run-dir DIR
+
+and from the run's event log (events.jsonl):
+
+    per min, whole run      verdicts / the command's wall clock (bench.json beside the
+                            log; for a saved run without one, RunStarted to RunFinished)
+    per min, active         verdicts / first AttemptStarted to last VerdictReady
+    profiles, GPU s/prof    ProfileReady count; the seconds each held the GPU to itself
+                            (ProfileReady.gpu_s; older logs, which held it for the whole
+                            profile, by the time from the verdict it followed to
+                            ProfileReady, marked ~)
+    s/re-measure            the first "re-measuring #n" notice to the last BestConfirmed,
+                            over the attempts re-measured
+    first verdict s         the command's start (RunStarted in a saved run) to the first
+                            VerdictReady
+
+Goal (issue 25): whole run >= 40/min for rmsnorm, softmax, kv_quant and int8_matmul,
+>= 30 for attention; active >= 60; a profile ~1 s of GPU; <= 8 s per re-measured
+attempt; first verdict <= 8 s on a warm box.
+
+Run on one H200 in one command (about 9 minutes for the five ops; --ops picks fewer):
+
+    python3 bench/default_rate.py [--ops rmsnorm softmax kv_quant int8_matmul attention]
+                                  [--attempts 40] [--budget-s 540] [--out DIR]
+
+The same table from saved run directories (a "before" from older logs, e.g. examples/):
+
+    python3 bench/default_rate.py --from-runs examples/h200-attention-search ...
+
+With --control each op's default run is followed by the same command with --profile off
+--no-confirm, and a second table compares the best standings (the same word per shape,
+vs best within the noise) and lists the default run's re-measure verdicts (about twice
+the time: e.g. --ops rmsnorm kv_quant --control fits in 9 minutes). On a machine with
+several GPUs, --gpus 1 and then --gpus 2 (two commands) give the scaling.
+
+Writes under --out (default $OUT, else ./default-rate-out): runs.tar.gz (every run dir,
+with the command's output, without the .ncu-rep reports unless --keep-reports),
+results.json and table.txt, the table printed last. Needs a GPU, torch, triton, rich,
+networkx and Nsight Compute (ncu) for the profiles; the package is run from this
+checkout (PYTHONPATH is set to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS = ("rmsnorm", "softmax", "kv_quant", "int8_matmul", "attention")
+GOAL_WHOLE = {"attention": 30.0}  # per min over the whole run; the others 40
+GOAL_WHOLE_DEFAULT = 40.0
+GOAL_ACTIVE = 60.0
+MIN_START_S = 45.0  # an op is not started with less of the budget left
+STOP_GRACE_S = 20.0  # a run past its time stops (Ctrl-C) within this, or is killed
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.mean(values) if values else None
+
+
+def measure(run_dir: Path) -> dict[str, Any]:
+    """The table's figures for one run directory, from its event log (and bench.json,
+    the command's own wall clock, when this script ran it)."""
+    events = _events(run_dir)
+    bench = {}
+    if (run_dir / "bench.json").exists():
+        bench = json.loads((run_dir / "bench.json").read_text())
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        kinds.setdefault(e.get("kind", ""), []).append(e)
+    started = kinds.get("run_started", [{}])[0]
+    op = started.get("op") or bench.get("op") or run_dir.name
+    verdicts = kinds.get("verdict_ready", [])
+    attempts = kinds.get("attempt_started", [])
+    finished = kinds.get("run_finished", [])
+    row: dict[str, Any] = {"op": op, "run_dir": str(run_dir), "verdicts": len(verdicts)}
+    row["gpus"] = bench.get("gpus")
+    row["exit"] = bench.get("exit")
+    if not verdicts or not attempts:
+        return row
+    first_start = min(e["ts"] for e in attempts)
+    last_verdict = max(e["ts"] for e in verdicts)
+    first_verdict = min(e["ts"] for e in verdicts)
+    active = last_verdict - first_start
+    row["active_per_min"] = 60.0 * len(verdicts) / active if active > 0 else None
+    if bench.get("wall_s"):
+        whole, origin = float(bench["wall_s"]), float(bench["started_at"])
+        row["whole_from"] = "command"
+    elif finished and started:
+        whole, origin = finished[-1]["ts"] - started["ts"], started["ts"]
+        row["whole_from"] = "log"
+    else:
+        whole, origin = None, started.get("ts")
+    row["whole_s"] = whole
+    row["whole_per_min"] = 60.0 * len(verdicts) / whole if whole else None
+    row["first_verdict_s"] = first_verdict - origin if origin else None
+    # profiles: the GPU held to itself per profile
+    profiles = [p for p in kinds.get("profile_ready", []) if p.get("status") == "ok"]
+    row["profiles"] = len(profiles)
+    row["profiles_failed"] = len(kinds.get("profile_ready", [])) - len(profiles)
+    gpu = [float(p["gpu_s"]) for p in profiles if isinstance(p.get("gpu_s"), int | float)]
+    if gpu:
+        row["gpu_s_per_profile"], row["gpu_s_estimated"] = _mean(gpu), False
+    elif profiles:  # an older log: the profile held the GPU from its verdict to its end
+        spans = []
+        for p in profiles:
+            before = [v["ts"] for v in verdicts if v["ts"] <= p["ts"]]
+            if before:
+                spans.append(p["ts"] - max(before))
+        row["gpu_s_per_profile"], row["gpu_s_estimated"] = _mean(spans), True
+    walls = [float(p["wall_s"]) for p in profiles if isinstance(p.get("wall_s"), int | float)]
+    row["profile_wall_s"] = _mean(walls)
+    row["profiles_skipped"] = sum(
+        1 for n in kinds.get("notice", []) if "profile of #" in str(n.get("message", ""))
+    )
+    # the end's re-measure
+    confirmed = kinds.get("best_confirmed", [])
+    remeasure_start = [
+        n["ts"]
+        for n in kinds.get("notice", [])
+        if str(n.get("message", "")).startswith("re-measuring #")
+    ]
+    row["remeasured"] = len(confirmed)
+    if confirmed and remeasure_start:
+        span = max(c["ts"] for c in confirmed) - min(remeasure_start)
+        row["s_per_remeasure"] = span / len(confirmed)
+        row["held"] = [bool(c.get("held")) for c in confirmed]
+        row["confirm_rounds"] = [
+            sorted({int(s.get("rounds") or 0) for s in (c.get("shapes") or {}).values()})
+            for c in confirmed
+        ]
+    if finished:
+        best = finished[-1].get("best_attempt")
+        row["best_attempt"] = best
+        row["best_vs_best"] = finished[-1].get("best_vs_best")
+        row["reason"] = finished[-1].get("reason")
+        judged = [v for v in verdicts if v.get("attempt") == best]
+        if judged:
+            row["best_standing"] = judged[-1].get("standing") or ""
+            row["best_noise"] = judged[-1].get("noise")
+            row["best_shapes"] = {
+                label: r.get("standing")
+                for label, r in (judged[-1].get("standing_shapes") or {}).items()
+            }
+    row["confirmed"] = [
+        {"attempt": c.get("attempt"), "held": c.get("held"), "vs_best": c.get("vs_best")}
+        for c in confirmed
+    ]
+    return row
+
+
+CONTROL_ARGS = ("--profile", "off", "--no-confirm")
+
+
+def run_op(
+    op: str,
+    attempts: int,
+    out: Path,
+    timeout_s: float,
+    extra: tuple[str, ...] = (),
+    gpus: int | None = None,
+) -> Path:
+    name = op + ("-profile-off" if extra else "") + (f"-{gpus}gpu" if gpus else "")
+    run_dir = out / "runs" / name
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if gpus:  # the runner takes every visible GPU
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
+    cmd = [
+        sys.executable, "-m", "kernelladder", "optimize", op, "--device", "cuda",
+        "--max-attempts", str(attempts), "--gate", "approve", "--run-dir", str(run_dir),
+        *extra,
+    ]  # fmt: skip
+    log = out / "runs" / f"{run_dir.name}.out.txt"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    t0 = time.monotonic()
+    with open(log, "w", encoding="utf-8") as f:
+        # its own process group: on the time limit the run is stopped as Ctrl-C stops it
+        # (its log finished), then the group killed, so no worker outlives it on the GPU
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True
+        )
+        try:
+            code: int | str = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group
+        proc.wait()
+    wall = time.monotonic() - t0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "bench.json").write_text(
+        json.dumps(
+            {
+                "op": op,
+                "command": cmd,
+                "exit": code,
+                "wall_s": wall,
+                "started_at": started,
+                "gpus": gpus,
+            }
+        )  # fmt: skip
+    )
+    print(f"{op}: exit {code} after {wall:.1f} s", file=sys.stderr, flush=True)
+    return run_dir
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'op':<12} {'verdicts':>8} {'/min whole':>10} {'/min active':>11} {'profiles':>8} "
+        f"{'GPU s/prof':>10} {'s/re-meas':>9} {'1st verdict s':>13}  goal"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        goal = GOAL_WHOLE.get(r["op"], GOAL_WHOLE_DEFAULT)
+        met = [] if r.get("exit") in (0, None) else [f"exit {r['exit']} (see runs/*.out.txt)"]
+        if r.get("whole_per_min") is not None:
+            met.append("whole " + ("met" if r["whole_per_min"] >= goal else f"< {goal:.0f}"))
+        if r.get("active_per_min") is not None:
+            ok = r["active_per_min"] >= GOAL_ACTIVE
+            met.append("active " + ("met" if ok else f"< {GOAL_ACTIVE:.0f}"))
+        gpu = _fmt(r.get("gpu_s_per_profile"), 2)
+        if r.get("gpu_s_estimated") and gpu != "n/a":
+            gpu = "~" + gpu
+        whole = _fmt(r.get("whole_per_min"))
+        if r.get("whole_from") == "log":
+            whole += "*"
+        lines.append(
+            f"{r['op']:<12} {r['verdicts']:>8} {whole:>10} {_fmt(r.get('active_per_min')):>11} "
+            f"{r.get('profiles', 0):>8} {gpu:>10} {_fmt(r.get('s_per_remeasure')):>9} "
+            f"{_fmt(r.get('first_verdict_s')):>13}  {', '.join(met)}"
+        )
+    lines.append(
+        "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"
+    )
+    lines.append("~ GPU s/profile of an older log: the verdict it followed to ProfileReady")
+    return "\n".join(lines)
+
+
+def comparison(rows: list[dict[str, Any]], controls: list[dict[str, Any]]) -> str:
+    """The default runs' best standing and re-measures against the control runs'
+    (--profile off --no-confirm) best: the same words per shape, vs best within the
+    larger of the two bests' noise (at least 1 %)."""
+    by_op = {c["op"]: c for c in controls}
+    lines = [
+        f"{'op':<12} {'default best':<34} {'re-measured':<22} {'control best':<34} same?",
+    ]
+    for r in rows:
+        c = by_op.get(r["op"])
+        if c is None:
+            continue
+
+        def best(x: dict[str, Any]) -> str:
+            vb = x.get("best_vs_best")
+            figure = f"{vb:.3f}x" if isinstance(vb, int | float) else "n/a"
+            return f"#{x.get('best_attempt')} {figure} {x.get('best_standing', '')}"[:34]
+
+        held = ", ".join(
+            f"#{k['attempt']} {'held' if k['held'] else 'not held'}" for k in r.get("confirmed", [])
+        )
+        a, b = r.get("best_vs_best"), c.get("best_vs_best")
+        band = max(float(r.get("best_noise") or 0), float(c.get("best_noise") or 0), 0.01)
+        same_words = r.get("best_shapes") == c.get("best_shapes")
+        close = isinstance(a, int | float) and isinstance(b, int | float) and abs(a / b - 1) <= band
+        verdict = (
+            "yes"
+            if same_words and close
+            else f"words {'=' if same_words else '!='}, "
+            f"vs best {'within' if close else 'beyond'} {band:.1%}"
+        )
+        lines.append(f"{r['op']:<12} {best(r):<34} {held[:22]:<22} {best(c):<34} {verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
+    p.add_argument("--attempts", type=int, default=40)
+    p.add_argument("--budget-s", type=float, default=540.0, help="for all ops together")
+    p.add_argument("--out", default=None)
+    p.add_argument("--from-runs", nargs="+", default=None, metavar="RUN_DIR")
+    p.add_argument("--keep-reports", action="store_true", help="tar the .ncu-rep reports too")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="make only this many GPUs visible (CUDA_VISIBLE_DEVICES=0..N-1); default all",
+    )
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="after each op's default run, the same run with --profile off --no-confirm; "
+        "their best standings compared (twice the time: pick fewer --ops)",
+    )
+    args = p.parse_args(argv)
+    out = Path(args.out or os.environ.get("OUT") or "default-rate-out").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    controls: list[dict[str, Any]] = []
+    if args.from_runs:
+        rows = [measure(Path(d)) for d in args.from_runs]
+    else:
+        deadline = time.monotonic() + args.budget_s
+        rows = []
+        for k, op in enumerate(args.ops):
+            left = deadline - time.monotonic()
+            if left < MIN_START_S:
+                print(f"{op}: not run ({left:.0f} s of the budget left)", file=sys.stderr)
+                continue
+            # the ops after this one keep at least MIN_START_S each (twice with --control)
+            later = (len(args.ops) - k - 1) * MIN_START_S * (2 if args.control else 1)
+            share = max(MIN_START_S, left - later - STOP_GRACE_S)
+            rows.append(measure(run_op(op, args.attempts, out, share, gpus=args.gpus)))
+            left = deadline - time.monotonic()
+            if args.control and left >= MIN_START_S:
+                controls.append(
+                    measure(run_op(op, args.attempts, out, left, CONTROL_ARGS, gpus=args.gpus))
+                )
+            elif args.control:
+                print(f"{op}: no control run ({left:.0f} s left)", file=sys.stderr)
+        with tarfile.open(out / "runs.tar.gz", "w:gz") as tar:
+
+            def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+                return None if info.name.endswith(".ncu-rep") and not args.keep_reports else info
+
+            if (out / "runs").exists():
+                tar.add(out / "runs", arcname="runs", filter=keep)
+        subprocess.run(["rm", "-rf", str(out / "runs")], check=False)
+    (out / "results.json").write_text(json.dumps({"runs": rows, "controls": controls}, indent=1))
+    text = table(rows)
+    if controls:
+        text += "\n\n" + comparison(rows, controls)
+    (out / "table.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The end's re-measure stops a shape's back-to-back rounds once its word is settled
+(speed_gate.settled_word). Checked on the rounds the H200 recorded: every paired result
+in the committed runs (examples/, bench/archive/: the searches' 7-round pairs and the
+re-measures' 15-round ones), replayed round by round in many orders, gets the word the
+fixed rounds gave. The saved verdicts keep rounds won and lost, not their order, so the
+order is what varies; a tie needs one round not won and one not lost whatever the order."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from helpers import ROOT
+
+from kernelladder.verifier.speed_gate import paired_result, settled_word
+
+MIN_ROUNDS = 5  # best_confirmation.CONFIRM_MIN_ROUNDS
+
+
+def _recorded_pairs() -> list[dict]:
+    found = []
+    for folder in (ROOT / "examples", ROOT / "bench" / "archive"):
+        for path in sorted(folder.rglob("attempts/*.json")):
+            try:
+                verdict = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for t in verdict.get("timings") or () if isinstance(verdict, dict) else ():
+                paired = t.get("paired") if isinstance(t, dict) else None
+                if paired and isinstance(paired.get("rounds"), int) and paired.get("verdict"):
+                    found.append(dict(paired, source=str(path.relative_to(ROOT))))
+    return found
+
+
+def _rounds(paired: dict, rng: random.Random) -> tuple[list[float], list[float]]:
+    """Per-round (candidate, baseline) times with the recorded wins, losses and draws."""
+    won, lost, rounds = paired["won"], paired["lost"], paired["rounds"]
+    kinds = ["won"] * won + ["lost"] * lost + ["draw"] * (rounds - won - lost)
+    rng.shuffle(kinds)
+    times = {"won": (1.0, 1.01), "lost": (1.01, 1.0), "draw": (1.0, 1.0)}
+    return [times[k][0] for k in kinds], [times[k][1] for k in kinds]
+
+
+def _sequential(cand: list[float], base: list[float], rounds: int) -> tuple[str, int]:
+    """The re-measure's loop: a round at a time, stopped once settled after MIN_ROUNDS."""
+    for r in range(1, rounds + 1):
+        word = settled_word(cand[:r], base[:r], rounds)
+        if word is not None and r >= MIN_ROUNDS:
+            return word, r
+    raise AssertionError("the full count always settles the word")
+
+
+def test_the_sequential_stop_gives_the_recorded_word_on_every_recorded_pair():
+    pairs = _recorded_pairs()
+    assert len(pairs) >= 50 and any(p["rounds"] == 15 for p in pairs)
+    rng = random.Random(25)
+    used = full = 0
+    words = set()
+    for paired in pairs:
+        for _ in range(20):
+            cand, base = _rounds(paired, rng)
+            fixed = paired_result(paired["baseline"], cand, base)["verdict"]
+            assert fixed == paired["verdict"], paired["source"]
+            word, rounds = _sequential(cand, base, paired["rounds"])
+            assert word == fixed, (paired["source"], cand, base)
+            used += rounds
+            full += paired["rounds"]
+            words.add(word)
+    assert words >= {"tie", "faster"}
+    assert used < full  # ties stopped early
+
+
+def test_only_a_tie_stops_early():
+    assert settled_word([1.0, 1.0], [1.01, 0.99], 15) == "tie"  # one won, one lost
+    assert settled_word([1.0], [1.0], 15) == "tie"  # a draw is neither won nor lost
+    assert settled_word([1.0] * 14, [1.01] * 14, 15) is None  # faster needs all 15
+    assert settled_word([1.0] * 15, [1.01] * 15, 15) == "faster"
+    assert settled_word([1.01] * 15, [1.0] * 15, 15) == "slower"
+    assert settled_word([1.01] * 6, [1.0] * 6, 15) is None
