@@ -27,7 +27,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.best_confirmation import BestConfirmation
 from kernelladder.engine.channels import Broadcaster, Subscription
 from kernelladder.engine.control import ControlServer
-from kernelladder.engine.gating import assess_undo, proposal_base
+from kernelladder.engine.gate_keeper import GateKeeper
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.log import EventLog
 from kernelladder.engine.op_info import START_ATTEMPT, OpInfo
@@ -145,6 +145,9 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._loop_thread: int | None = None
         self._control: ControlServer | None = None  # attached apps steer through it
         self._control_error = ""
+        self._gates = GateKeeper(
+            self.state, self._emit, self._wait_change, clock, self.gate_policy, options
+        )
         if not resumed:
             self.log.write_meta(
                 {"run_id": self.run_id, "options": options.to_dict(), "op": op.to_dict()}
@@ -499,6 +502,14 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         g = self.state.gates.get(a.gate_id) if a.gate_id is not None else None
         return a.status == VETOED and g is not None and g.by == commands.STOPPED_BY
 
+    async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
+        """Raise a gate for attempt n and return its decision (the branch waits at it)."""
+        return await self._gate_wait(bid, self._gates.raise_gate(bid, n, move, cost, reason))
+
+    async def _gate_wait(self, bid: str, gid: str) -> str:
+        self._phase[bid] = GATE
+        return await self._gates.decision(gid)
+
     def _busy(self) -> bool:
         return any(p in (PROPOSING, GATE, QUEUED, VERIFYING) for p in self._phase.values()) or any(
             self._work.values()
@@ -619,7 +630,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             a = self.state.attempts[n]
             go = True
             if a.status == GATED and a.gate_id is not None:
-                go = await self._await_resumed_gate(bid, a.gate_id) == "approve"
+                go = await self._gate_wait(bid, self._gates.resumed(a.gate_id)) == "approve"
             elif self._set_aside_by_stop(n):  # asked again, its timeout from now
                 go = await self._gate(bid, n, a.move, a.undo_cost, a.undo_reason) == "approve"
             if go:
@@ -685,8 +696,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             self._next_number = n + 1
             self._sources[n] = proposal.source
             source_hash = self.log.write_source(n, proposal.source)
-            parent = self._proposal_parent(bid, shown, proposal)
-            cost, reason = self._undo_cost(bid, parent, proposal)
+            parent = self._gates.parent_of(bid, shown, proposal)
+            cost, reason = self._gates.undo_cost(bid, parent, proposal)
             self._reserved -= 1
             reserved = False
             self._emit(
@@ -736,98 +747,6 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         if retryable:
             await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
         return True
-
-    def _proposal_parent(self, bid: str, shown: int | None, proposal: Proposal) -> int | None:
-        """The attempt the proposal's source was derived from (see Proposal.base_attempt);
-        a base that is no judged-or-numbered attempt of this run falls back to the shown
-        parent, with a notice."""
-        base, why = proposal_base(proposal, shown)
-        if base is None or base == shown or base in self.state.attempts:
-            return base
-        self._emit(
-            ev.Notice(
-                level="warning",
-                message=f"{bid}: the proposal names #{base} as its base ({why}), which is no "
-                f"attempt of this run; recorded as made from "
-                + (f"#{shown}" if shown is not None else "the start"),
-                branch_id=bid,
-            )
-        )
-        return shown
-
-    def _undo_cost(self, bid: str, parent: int | None, proposal: Proposal) -> tuple[str, str]:
-        s = self.state
-        b = s.branches[bid]
-        parent_family = s.attempts[parent].family if parent in s.attempts else None
-        # the branch's own attempts and every attempt its best and its origin came from
-        lineage: set[int] = set(b.attempts)
-        for node in (b.head, b.from_attempt):
-            seen: set[int] = set()
-            while node is not None and node not in seen:
-                seen.add(node)
-                lineage.add(node)
-                node = s.attempts[node].parent if node in s.attempts else None
-        return assess_undo(
-            undo_cost=proposal.undo_cost,
-            undo_reason=proposal.undo_reason,
-            source=proposal.source,
-            meta=dict(proposal.meta or {}),
-            parent_family=parent_family,
-            branch_holds_best=s.best_attempt is not None and s.best_attempt in b.attempts,
-            branch_lineage=lineage,
-            parent=parent,
-        )
-
-    async def _gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
-        gid = self.state.next_gate_id
-        policy = self.gate_policy
-        timeout = self.options.gate_timeout_s if policy == "ask" else None
-        self._emit(
-            ev.GateRaised(
-                gate_id=gid, branch_id=bid, attempt=n, move=one_line(move), undo_cost=cost,
-                reason=one_line(reason), policy=policy, timeout_s=timeout,
-            )
-        )  # fmt: skip
-        if policy != "ask":
-            self._emit(ev.GateResolved(gate_id=gid, decision=policy, by="policy"))
-            return policy
-        return await self._await_gate(bid, gid)
-
-    async def _await_resumed_gate(self, bid: str, gid: str) -> str:
-        """A gate an earlier session left pending: this session's policy decides it when
-        that policy is unattended (no one here may be able to answer), else it waits."""
-        g = self.state.gates[gid]
-        if g.pending and self.gate_policy != "ask":
-            self._emit(
-                ev.GateResolved(
-                    gate_id=gid,
-                    decision=self.gate_policy,
-                    by="policy",
-                    note=f"left pending by an earlier session; this session's policy is "
-                    f"{self.gate_policy}",
-                )
-            )
-        return await self._await_gate(bid, gid)
-
-    async def _await_gate(self, bid: str, gid: str) -> str:
-        self._phase[bid] = GATE
-        g = self.state.gates[gid]
-        while g.pending:
-            timeout = None
-            if g.deadline is not None:
-                timeout = g.deadline - self._clock()
-                if timeout <= 0:
-                    self._emit(
-                        ev.GateResolved(
-                            gate_id=gid,
-                            decision=self.options.gate_timeout_policy,
-                            by="timeout",
-                            note=f"no answer within {g.timeout_s:g}s",
-                        )
-                    )
-                    break
-            await self._wait_change(timeout)
-        return g.decision or "veto"
 
 
 def _jsonable_meta(proposal: Proposal) -> dict[str, Any]:
