@@ -3,13 +3,15 @@
 Flash-attention forward: a BLOCK_M block of queries per program streams BLOCK_N blocks of
 keys/values with an online softmax (fp32 statistics and accumulator, tl.dot in the input
 dtype), skipping the key blocks above the diagonal. Families differ in how the diagonal is
-handled, in which query blocks run first, and in how blocks are loaded (pointers, or
-tensor descriptors: TMA on Hopper).
+handled, in which query blocks run first, in how blocks are loaded (pointers, or
+tensor descriptors: TMA on Hopper), in how the K/V loop is pipelined (a `tl.range` ring,
+warp specialisation) and in whether programs are persistent. NOTES (at the end) is what
+the api/code prompts are told of them, including which code paths only the GPU runs.
 """
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import Family, Param
+from kernelladder.engine.proposers.templates import SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (64, 128), resource=True)
 _BLOCK_N = Param("BLOCK_N", (32, 64, 128), resource=True)
@@ -136,6 +138,20 @@ def kernel(q, k, v):
 """
 )
 
+_DESCRIPTOR_HELPERS = """try:  # host-side tensor descriptors (TMA on Hopper and later; emulated by the interpreter)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:
+    TensorDescriptor = None
+
+
+def _tma_ok(q, k, v):
+    # dense [B, H, S, D] tensors whose rows start on 16 bytes: what a descriptor needs
+    return TensorDescriptor is not None and all(
+        t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[3] * t.element_size()) % 16 == 0
+        for t in (q, k, v)
+    )
+"""
+
 _TMA_BODY = (
     _KERNELS
     + """
@@ -197,19 +213,9 @@ def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
              out.to(O.dtype.element_ty), mask=io_mask)
 
 
-try:  # host-side tensor descriptors (TMA on Hopper and later; emulated by the interpreter)
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:
-    TensorDescriptor = None
-
-
-def _tma_ok(q, k, v):
-    # dense [B, H, S, D] tensors whose rows start on 16 bytes: what a descriptor needs
-    return TensorDescriptor is not None and all(
-        t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[3] * t.element_size()) % 16 == 0
-        for t in (q, k, v)
-    )
-
+"""
+    + _DESCRIPTOR_HELPERS
+    + """
 
 def kernel(q, k, v):
     B, H, S, D = q.shape
@@ -232,12 +238,221 @@ def kernel(q, k, v):
 )
 
 
+# --- Hopper families: one tile routine, launched per tile or by persistent programs ---------
+# Every K/V loop is a `tl.range` with its own software-pipeline depth (NUM_STAGES: the ring
+# of K/V blocks in flight) and, with WS, Triton's automatic warp specialisation (producer
+# warps issue the TMA loads, consumer warps the dots). The interpreter runs these loops as
+# plain ranges: the pipeline depth and WS change nothing on the CPU and are exercised only
+# on the GPU; everything else (descriptor loads, the two stages, the tile order, the
+# full-tile descriptor store and the pointer store of a tail tile) runs in the interpreter.
+_HOPPER_KERNELS = """
+
+@triton.jit
+def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, S, qk_scale,
+                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, STAGES: tl.constexpr,
+                WS: tl.constexpr):
+    # key blocks lo..hi of one query tile; rows of K and V past this head's S (the next
+    # head's, or zeros past the tensor's end) only reach the masked stage, where they are -inf
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([row0 + start_n, 0])
+        qk = tl.dot(q, tl.trans(k))
+        if MASKED:
+            cols = start_n + offs_n
+            keep = (cols[None, :] <= offs_m[:, None]) & (cols < S)[None, :]
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+            p = tl.exp2(qk - m_new[:, None])
+        else:
+            # below the diagonal: no mask, and log2(e) / sqrt(D) folded into one multiply-add
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+            p = tl.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = v_desc.load([row0 + start_n, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+               qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):
+    # one (batch * head, query tile); q, k, v, o seen as [B * H * S, D]
+    row0 = bh * S
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = q_desc.load([row0 + start_m, 0])
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, start_m, offs_m,
+                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, start_m,
+                                tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
+                                qk_scale, BLOCK_N, True, STAGES, WS)
+    # deferred normalisation: one reciprocal per row, once, after the last key block
+    out = (acc * (1.0 / l_i)[:, None]).to(O.dtype.element_ty)
+    if start_m + BLOCK_M <= S:
+        o_desc.store([row0 + start_m, 0], out)
+    else:
+        # a tail tile: a descriptor store of the flat view would write the next head's rows
+        offs_d = tl.arange(0, BLOCK_D)
+        o_base = O + (bh // H).to(tl.int64) * sob + (bh % H).to(tl.int64) * soh
+        io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
+        tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod, out, mask=io_mask)
+
+
+@triton.jit
+def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
+                   sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                   WS: tl.constexpr, HEAVY_FIRST: tl.constexpr):
+    if HEAVY_FIRST:
+        # one flat grid: every head's last (longest) query tile first, then the next ones
+        t = tl.program_id(0)
+        pid_m = N_M - 1 - t // BH
+        bh = t % BH
+    else:
+        pid_m = tl.program_id(0)
+        bh = tl.program_id(1)
+    _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
+
+
+@triton.jit
+def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
+                         sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                         WS: tl.constexpr):
+    # tiles numbered heaviest first (every head's last query tile, then the one before);
+    # program p takes tiles p, p + P, ...: the long tiles go out first, the short ones fill in
+    qk_scale = sm_scale * 1.4426950408889634
+    for t in range(tl.program_id(0), N_M * BH, tl.num_programs(0)):
+        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, t % BH, N_M - 1 - t // BH, H, S,
+                   sob, soh, sos, sod, qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
+
+
+def _ring_descriptors(q, k, v, o, block_m, block_n, block_d):
+    B, H, S, D = q.shape
+    return [
+        TensorDescriptor.from_tensor(t.view(B * H * S, D), [rows, block_d])
+        for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))
+    ]
+"""
+
+_RING_BODY = (
+    _KERNELS
+    + _HOPPER_KERNELS
+    + "\n\n"
+    + _DESCRIPTOR_HELPERS
+    + """
+
+def kernel(q, k, v):
+    B, H, S, D = q.shape
+    o = torch.empty_like(q)
+    block_m, block_n, block_d = _blocks(S, D)
+    if not _tma_ok(q, k, v):
+        _launch_pointers(q, k, v, o, block_m, block_n, block_d)
+        return o
+    n_m = triton.cdiv(S, block_m)
+    heavy = ORDER == "heavy"
+    grid = (n_m * B * H,) if heavy else (n_m, B * H)
+    _attn_fwd_ring[grid](
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
+        H, S, B * H, n_m, *o.stride(),
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
+        HEAVY_FIRST=heavy, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    return o
+"""
+)
+
+_PERSISTENT_BODY = (
+    _KERNELS
+    + _HOPPER_KERNELS
+    + "\n\n"
+    + _DESCRIPTOR_HELPERS
+    + SM_COUNT_HELPER
+    + """
+
+def kernel(q, k, v):
+    B, H, S, D = q.shape
+    o = torch.empty_like(q)
+    block_m, block_n, block_d = _blocks(S, D)
+    if not _tma_ok(q, k, v):
+        _launch_pointers(q, k, v, o, block_m, block_n, block_d)
+        return o
+    n_m = triton.cdiv(S, block_m)
+    programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
+    _attn_fwd_persistent[(programs,)](
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
+        H, S, B * H, n_m, *o.stride(),
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    return o
+"""
+)
+
+
 def _fits(p) -> bool:
     # K and V stages for BLOCK_N=128 at D=128 (bf16) exceed an SM's shared memory
     return p["BLOCK_M"] >= p["BLOCK_N"] and not (p["BLOCK_N"] == 128 and p["NUM_STAGES"] > 3)
 
 
+_RING_STAGES = Param(
+    "NUM_STAGES", (2, 3, 4), resource=True, doc="K/V blocks in flight in each loop's ring"
+)
+_WS = Param(
+    "WS",
+    (False, True),
+    structural=True,
+    doc="Triton's warp specialisation of the K/V loops (load warps apart from the math warps)",
+)
+_ORDER = Param(
+    "ORDER",
+    ("heavy", "head"),
+    doc="heavy: one flat grid, every head's last (longest) query tile first; head: a "
+    "head's query tiles in order, heads one after another",
+)
+_PROGRAMS = Param("PROGRAMS_PER_SM", (1, 2), resource=True, doc="persistent programs per SM")
+# fixed by the Hopper families: only their pointer fallback (tensors a descriptor cannot
+# take) reads these
+_POINTER_FALLBACK = {"SPLIT_DIAG": True, "EXP2": True, "REVERSE": False}
+
+
+def _ring_fits(p) -> bool:
+    # 128 query rows and 128-key blocks at D=128 (bf16): Q (32 KiB) and three K/V stages
+    # (192 KiB) leave no room for the output's descriptor store under an SM's 227 KiB
+    return _fits(p) and not (p["BLOCK_N"] == 128 and p["NUM_STAGES"] > 2 and p["BLOCK_M"] == 128)
+
+
 FAMILIES: tuple[Family, ...] = (
+    Family(
+        op="attention",
+        name="flash-ring",
+        summary="flash forward through tensor descriptors: unmasked blocks below the diagonal, "
+        "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
+        "ring (optionally warp-specialised), the heaviest query tiles first, output stored "
+        "by descriptor",
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _ORDER),
+        # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
+        start={
+            "BLOCK_M": 64,
+            "BLOCK_N": 64,
+            "NUM_WARPS": 4,
+            "NUM_STAGES": 3,
+            "WS": False,
+            "ORDER": "heavy",
+        },  # fmt: skip
+        body=_RING_BODY,
+        valid=_ring_fits,
+        links=_LINKS,
+        fixed=_POINTER_FALLBACK,
+    ),
     Family(
         op="attention",
         name="flash-tma",
@@ -253,6 +468,26 @@ FAMILIES: tuple[Family, ...] = (
         links=_LINKS,
         # the pointer kernel (for tensors a descriptor cannot take) runs as flash-split
         fixed={"SPLIT_DIAG": True, "EXP2": True},
+    ),
+    Family(
+        op="attention",
+        name="flash-persistent",
+        summary="persistent programs over (batch, head, query tile), heaviest tiles first, "
+        "each tile as flash-ring computes it (descriptors, two stages, pipelined K/V ring)",
+        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M),
+        # two warpgroups on 128 rows, one program per SM: the FlashAttention-3 shape
+        start={
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "NUM_WARPS": 8,
+            "NUM_STAGES": 2,
+            "WS": False,
+            "PROGRAMS_PER_SM": 1,
+        },  # fmt: skip
+        body=_PERSISTENT_BODY,
+        valid=_ring_fits,
+        links=_LINKS,
+        fixed=_POINTER_FALLBACK,
     ),
     Family(
         op="attention",
@@ -288,3 +523,34 @@ FAMILIES: tuple[Family, ...] = (
         fixed={"SPLIT_DIAG": True, "REVERSE": True},
     ),
 )
+
+# What the search knows of these kernels, for the api/code prompts (templates.knowledge).
+NOTES = """\
+What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
+- flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
+  8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
+  at 0.985x SDPA's geomean (0.879x at B4 H32 S2048, 0.949x at B1 H8 S4096), 57 % of the floor.
+- A head's last query blocks first: 0.1037 against 0.1055 ms at B1 H8 S4096, no change at
+  B4 H32 S2048.
+- flash-ring and flash-persistent are not yet measured on the GPU: bench/attention_search.py
+  times their start points, with and without WS, against every baseline.
+Techniques and where they run:
+- Two-stage causal loop: key blocks wholly below the diagonal need no mask (the scale
+  log2(e)/sqrt(D) folded into one multiply-add before exp2); only the BLOCK_M/BLOCK_N blocks
+  on the diagonal are masked. Needs BLOCK_M a multiple of BLOCK_N.
+- Deferred normalisation: the accumulator is divided by the row sum once, at the end.
+- Tensor descriptors (TMA) over the flat [B*H*S, D] view for Q, K, V and O; a query tile
+  that runs past S stores through pointers (a descriptor store would write the next head's
+  rows); rows of K/V past S are masked in the diagonal stage. Tensors a descriptor cannot
+  take (not contiguous, rows not a multiple of 16 bytes) run the pointer kernel instead.
+- Software-pipelined K/V ring: `tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES)` per loop;
+  warp specialisation: `tl.range(..., warp_specialize=True)` (WS). Triton's own examples
+  benchmark warp specialisation on Blackwell and switch loop flattening off for it on Hopper;
+  whether attention's loops specialise on Hopper with Triton 3.6 is what WS=True finds out.
+- Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
+  output stores, but runs `tl.range` as a plain loop: NUM_STAGES and WS are exercised only on
+  the GPU, as is the shared-memory budget (BLOCK_N=128 with 3+ stages at BLOCK_M=128 does not
+  fit an SM beside Q and the output's staging).
+- Persistent programs take tiles numbered heaviest first (every head's last query tile, then
+  the one before): the longest tiles start first and the short ones fill the tail.
+"""
