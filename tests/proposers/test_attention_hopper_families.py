@@ -23,14 +23,17 @@ from kernelladder.verifier.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}
 HOPPER = ("flash-ring", "flash-persistent")
-# each family's start and a point that takes its other code paths (the other tile order,
-# 128-row tiles over 32-key blocks: several diagonal blocks; two programs per SM)
+# each family's start and points that take its other code paths (the other tile order;
+# 128-row tiles over 32-key blocks: several diagonal blocks; 128-key blocks over 64-row
+# tiles: the masked stage starts a block before the tile; two programs per SM)
 POINTS = [
     ("flash-ring", {}),
     ("flash-ring", {"ORDER": "head", "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
+    ("flash-ring", {"BLOCK_N": 128}),
     ("flash-persistent", {}),
-    ("flash-persistent", {"BLOCK_M": 64, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2, "WS": True}),
-]
+    ("flash-persistent",
+     {"BLOCK_M": 64, "BLOCK_N": 128, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2, "WS": True}),
+]  # fmt: skip
 
 
 def _source(name: str, over: dict) -> str:

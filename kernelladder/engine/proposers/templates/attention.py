@@ -288,9 +288,12 @@ def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, start_m, offs_m,
+    # the masked stage starts at the key block holding this tile's first diagonal key
+    # (start_m itself when BLOCK_N divides BLOCK_M; earlier when a key block is wider)
+    diag = (start_m // BLOCK_N) * BLOCK_N
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
                                 offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
-    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, start_m,
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
                                 tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
                                 qk_scale, BLOCK_N, True, STAGES, WS)
     # deferred normalisation: one reciprocal per row, once, after the last key block
@@ -335,6 +338,12 @@ def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, 
                    sob, soh, sos, sod, qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
 
 
+def _ring_blocks(S, D):
+    # key blocks may be wider than query tiles here; neither wider than the sequence needs
+    span = max(16, triton.next_power_of_2(S))
+    return min(BLOCK_M, span), min(BLOCK_N, span), max(16, triton.next_power_of_2(D))
+
+
 def _ring_descriptors(q, k, v, o, block_m, block_n, block_d):
     B, H, S, D = q.shape
     return [
@@ -353,10 +362,10 @@ _RING_BODY = (
 def kernel(q, k, v):
     B, H, S, D = q.shape
     o = torch.empty_like(q)
-    block_m, block_n, block_d = _blocks(S, D)
     if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, block_m, block_n, block_d)
+        _launch_pointers(q, k, v, o, *_blocks(S, D))
         return o
+    block_m, block_n, block_d = _ring_blocks(S, D)
     n_m = triton.cdiv(S, block_m)
     heavy = ORDER == "heavy"
     grid = (n_m * B * H,) if heavy else (n_m, B * H)
@@ -381,10 +390,10 @@ _PERSISTENT_BODY = (
 def kernel(q, k, v):
     B, H, S, D = q.shape
     o = torch.empty_like(q)
-    block_m, block_n, block_d = _blocks(S, D)
     if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, block_m, block_n, block_d)
+        _launch_pointers(q, k, v, o, *_blocks(S, D))
         return o
+    block_m, block_n, block_d = _ring_blocks(S, D)
     n_m = triton.cdiv(S, block_m)
     programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
     _attn_fwd_persistent[(programs,)](
@@ -425,9 +434,11 @@ _POINTER_FALLBACK = {"SPLIT_DIAG": True, "EXP2": True, "REVERSE": False}
 
 
 def _ring_fits(p) -> bool:
-    # 128 query rows and 128-key blocks at D=128 (bf16): Q (32 KiB) and three K/V stages
-    # (192 KiB) leave no room for the output's descriptor store under an SM's 227 KiB
-    return _fits(p) and not (p["BLOCK_N"] == 128 and p["NUM_STAGES"] > 2 and p["BLOCK_M"] == 128)
+    # shared memory at D=128 (bf16) within an SM's 227 KiB: Q, the output's staging and
+    # NUM_STAGES - 1 K/V blocks in flight (an estimate; flash-tma's 128x128 blocks at 3
+    # stages compiled and passed on the H200, examples/h200-attention-search #19)
+    kib = 2 * 128 * (2 * p["BLOCK_M"] + 2 * p["BLOCK_N"] * (p["NUM_STAGES"] - 1)) / 1024
+    return kib <= 224
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -537,7 +548,10 @@ What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 Techniques and where they run:
 - Two-stage causal loop: key blocks wholly below the diagonal need no mask (the scale
   log2(e)/sqrt(D) folded into one multiply-add before exp2); only the BLOCK_M/BLOCK_N blocks
-  on the diagonal are masked. Needs BLOCK_M a multiple of BLOCK_N.
+  on the diagonal are masked. The older families need BLOCK_M a multiple of BLOCK_N;
+  flash-ring and flash-persistent start the masked stage at the key block that holds the
+  tile's first diagonal key, so their key blocks may be wider than the query tile
+  (64 rows against 128 keys: one warpgroup, wider wgmma).
 - Deferred normalisation: the accumulator is divided by the row sum once, at the end.
 - Tensor descriptors (TMA) over the flat [B*H*S, D] view for Q, K, V and O; a query tile
   that runs past S stores through pointers (a descriptor store would write the next head's
