@@ -11,7 +11,8 @@ every baseline. Needs a GPU; about 7-8 minutes on one H200 (--budget-s bounds it
    the search proposer, --gate approve, --profile off, a --time-limit so it fits), as
    bench/standing_searches.py runs it; the end's re-measure confirms its best.
 3. Head to head (bench/head_to_head.py's rounds): the run's best, then each new family's
-   start (and its WS=True point when the probe passed it), --rounds back-to-back rounds
+   start (and its WS=True point when the probe passed it), then flash-tma's start (the
+   earlier families' best point), --rounds back-to-back rounds
    per shape against every baseline: SDPA as torch picks it, SDPA's cuDNN and
    FlashAttention backends forced, torch.compile of the reference.
 
@@ -105,6 +106,7 @@ def probe_child(first: int) -> int:
     timer = GpuTimer("cuda")
     scratch = tempfile.mkdtemp(prefix="kl-attn-probe-")
     inputs = {s.label: spec.make_inputs(s, 0, "cuda") for s in spec.gpu_shapes}
+    expected: dict = {}  # the reference's outputs, once per shape
     if first == 0:
         sdpa = spec.library_baselines()["sdpa"]
         ms = {label: timer.time(lambda i=i: sdpa(i), 10).median_ms for label, i in inputs.items()}
@@ -135,7 +137,9 @@ def probe_child(first: int) -> int:
                 result[shape.label] = f"error: {type(exc).__name__}: {exc}"[:300]
                 continue
             given = inputs[shape.label]
-            bad = spec.compare([out], spec.reference_hp(given), given, shape)
+            if shape.label not in expected:
+                expected[shape.label] = spec.reference_hp(given)
+            bad = spec.compare([out], expected[shape.label], given, shape)
             if bad is not None:
                 result[shape.label] = f"wrong: {bad}"[:300]
                 continue
@@ -323,6 +327,7 @@ def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline
         ws = {**families[name].start, "WS": True}
         if (name, json.dumps(ws, sort_keys=True)) in passed:
             todo.append((name, ws))
+    todo.append(("flash-tma", dict(families["flash-tma"].start)))  # the earlier families' best
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
         if time.monotonic() + 40 > deadline:
