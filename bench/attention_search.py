@@ -3,10 +3,11 @@
 attention search, then its best and the new families' start points head to head against
 every baseline. Needs a GPU; about 7-8 minutes on one H200 (--budget-s bounds it).
 
-1. Probe: every family's start point (and the Hopper families' warp-specialised and other
-   notable points) compiled, checked against the op's reference and timed once at each
-   GPU shape, each in a child process so a compile that crashes or hangs is named and the
-   rest go on (--probe-only stops here: the fast way to find compile failures).
+1. Probe: every family's start point and the Hopper families' warp-specialised points
+   compiled, checked against the op's reference and timed once at each GPU shape, in a
+   child process so a compile that crashes or hangs is named and the rest go on
+   (--probe-only: those and the Hopper families' other notable points, then stop: the
+   fast way to find compile failures, about a minute).
 2. Search: `kernelladder optimize attention --device cuda --max-attempts 40` (3 branches,
    the search proposer, --gate approve, --profile off, a --time-limit so it fits), as
    bench/standing_searches.py runs it; the end's re-measure confirms its best.
@@ -21,7 +22,7 @@ baseline and its ms, vs best (that baseline's time over the kernel's, median of 
 rounds' ratios), the standing by the sign test over rounds (faster / tie / slower),
 TFLOP/s (causal FLOPs) and the fraction of the floor (the verifier's measured ceilings).
 
-    PYTHONPATH=. python3 bench/attention_search.py [--budget-s 465] [--search-s 200]
+    PYTHONPATH=. python3 bench/attention_search.py [--budget-s 460] [--search-s 200]
                                                    [--rounds 15] [--probe-only]
 
 Under $OUT (a temporary directory when unset): probe.jsonl, attention/ (the run),
@@ -53,8 +54,9 @@ PROBE_CONFIG_S = 90.0  # one point: compile at two head dims, check and time fou
 HOPPER = ("flash-ring", "flash-persistent")
 
 
-def probe_points() -> list[tuple[str, dict]]:
-    """(family, params): every family's start, then the Hopper families' other paths."""
+def probe_points(full: bool) -> list[tuple[str, dict]]:
+    """(family, params): every family's start, then the Hopper families' warp-specialised
+    points, then (full) their other notable points."""
     from kernelladder.engine.proposers.templates import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
@@ -62,6 +64,8 @@ def probe_points() -> list[tuple[str, dict]]:
     extra = {
         "flash-ring": [
             {"WS": True},
+            {"BLOCK_N": 128},
+            {"BLOCK_N": 128, "NUM_STAGES": 2},
             {"BLOCK_M": 128, "NUM_WARPS": 8},
             {"BLOCK_M": 128, "NUM_WARPS": 8, "WS": True},
             {"ORDER": "head"},
@@ -76,7 +80,7 @@ def probe_points() -> list[tuple[str, dict]]:
         ],
     }
     for name, overs in extra.items():
-        for over in overs:
+        for over in overs if full else overs[:1]:
             point = {**families[name].start, **over}
             if families[name].valid(point):
                 points.append((name, point))
@@ -94,8 +98,8 @@ def _label(family: str, params: dict) -> str:
 # --- 1. probe (children) -------------------------------------------------------------------
 
 
-def probe_child(first: int) -> int:
-    """Points first.. of probe_points(), one JSON line as each starts and ends."""
+def probe_child(first: int, full: bool) -> int:
+    """Points first.. of probe_points(full), one JSON line as each starts and ends."""
     import torch
 
     from kernelladder.ops.registry import get_op
@@ -114,7 +118,7 @@ def probe_child(first: int) -> int:
     from kernelladder.engine.proposers.templates import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
-    for i, (name, params) in enumerate(probe_points()):
+    for i, (name, params) in enumerate(probe_points(full)):
         if i < first:
             continue
         label = _label(name, params)
@@ -149,15 +153,16 @@ def probe_child(first: int) -> int:
     return 0
 
 
-def probe(out: Path, env: dict, deadline: float) -> list[dict]:
+def probe(out: Path, env: dict, deadline: float, full: bool) -> list[dict]:
     """Run the probe children until every point has a line; a child that dies or hangs
     marks its point and the next child starts after it."""
-    points = probe_points()
+    points = probe_points(full)
     done: list[dict] = []
     log = (out / "probe.jsonl").open("w")
     first = 0
     while first < len(points) and time.monotonic() < deadline:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-child", str(first)]
+        cmd += ["--probe-full"] if full else []
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -349,7 +354,7 @@ def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-s", type=float, default=465.0, help="the whole command")
+    parser.add_argument("--budget-s", type=float, default=460.0, help="the whole command")
     parser.add_argument("--search-s", type=float, default=200.0, help="the search's --time-limit")
     parser.add_argument("--rounds", type=int, default=15, help="head-to-head rounds per shape")
     parser.add_argument("--win", type=int, default=13, help="rounds won of 15 to call it faster")
@@ -357,9 +362,10 @@ def main() -> int:
     parser.add_argument("--probe-only", action="store_true", help="stop after the probe")
     parser.add_argument("--no-probe", action="store_true", help="skip the probe")
     parser.add_argument("--probe-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--probe-full", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe_child is not None:
-        return probe_child(args.probe_child)
+        return probe_child(args.probe_child, args.probe_full)
     started = time.monotonic()
     deadline = started + args.budget_s
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="attention-search-"))
@@ -367,9 +373,9 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     probed: list[dict] = []
     if not args.no_probe:
-        # the probe gets what the search and the head-to-head leave over, at most 100 s
-        probe_deadline = deadline if args.probe_only else min(started + 100, deadline - 330)
-        probed = probe(out, env, probe_deadline)
+        # alone, every point; before a search, the starts and WS points in 90 s at most
+        probe_deadline = deadline if args.probe_only else min(started + 90, deadline - 330)
+        probed = probe(out, env, probe_deadline, full=args.probe_only)
     probe_lines = [
         f"{m['label']}: "
         + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v)[:50] for v in m["ms"].values())
@@ -381,9 +387,11 @@ def main() -> int:
         return 0
     from standing_searches import run_search
 
-    search_s = max(60.0, min(args.search_s, deadline - time.monotonic() - 200))
+    # after the search's limit: its end (the re-measure, about a minute), then about two
+    # minutes of head to head (torch.compile's reference compiled per shape, six kernels)
+    search_s = max(60.0, min(args.search_s, deadline - time.monotonic() - 230))
     print(f"attention search: --time-limit {search_s:.0f}", flush=True)
-    result = run_search("attention", out, search_s, search_s + 100, env)
+    result = run_search("attention", out, search_s, search_s + 90, env)
     summary = result["summary"]
     best = (summary.get("best") or {}).get("attempt")
     h2h_table, failures = head_to_head(out, best, probed, args, deadline)
