@@ -12,7 +12,7 @@ every baseline. Needs a GPU; about 7-8 minutes on one H200 (--budget-s bounds it
    the search proposer, --gate approve, --profile off, a --time-limit so it fits), as
    bench/standing_searches.py runs it; the end's re-measure confirms its best.
 3. Head to head (bench/head_to_head.py's rounds): the run's best, then each new family's
-   start (and its WS=True point when the probe passed it), then flash-tma's start (the
+   start (and its warp-specialised points the probe passed), then flash-tma's start (the
    earlier families' best point), --rounds back-to-back rounds
    per shape against every baseline: SDPA as torch picks it, SDPA's cuDNN and
    FlashAttention backends forced, torch.compile of the reference.
@@ -74,13 +74,14 @@ def probe_points(full: bool) -> list[tuple[str, dict]]:
             {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "NUM_STAGES": 2},
         ],
         "flash-persistent": [
-            {"WS": True},
+            {"WS": "inner"},
+            {"WS": "outer"},
             {"BLOCK_M": 64, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2},
             {"NUM_STAGES": 3},
         ],
     }
     for name, overs in extra.items():
-        for over in overs if full else overs[:1]:
+        for over in overs if full else [o for o in overs if set(o) == {"WS"}]:
             point = {**families[name].start, **over}
             if families[name].valid(point):
                 points.append((name, point))
@@ -329,9 +330,10 @@ def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline
     todo = []
     for name in HOPPER:
         todo.append((name, dict(families[name].start)))
-        ws = {**families[name].start, "WS": True}
-        if (name, json.dumps(ws, sort_keys=True)) in passed:
-            todo.append((name, ws))
+        for value in families[name].param("WS").values[1:]:  # the warp-specialised points
+            ws = {**families[name].start, "WS": value}
+            if (name, json.dumps(ws, sort_keys=True)) in passed:
+                todo.append((name, ws))
     todo.append(("flash-tma", dict(families["flash-tma"].start)))  # the earlier families' best
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)

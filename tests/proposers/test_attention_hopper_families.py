@@ -32,7 +32,7 @@ POINTS = [
     ("flash-ring", {"BLOCK_N": 128}),
     ("flash-persistent", {}),
     ("flash-persistent",
-     {"BLOCK_M": 64, "BLOCK_N": 128, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2, "WS": True}),
+     {"BLOCK_M": 64, "BLOCK_N": 128, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2, "WS": "outer"}),
 ]  # fmt: skip
 
 

@@ -240,8 +240,8 @@ def kernel(q, k, v):
 
 # --- Hopper families: one tile routine, launched per tile or by persistent programs ---------
 # Every K/V loop is a `tl.range` with its own software-pipeline depth (NUM_STAGES: the ring
-# of K/V blocks in flight) and, with WS, Triton's automatic warp specialisation (producer
-# warps issue the TMA loads, consumer warps the dots). The interpreter runs these loops as
+# of K/V blocks in flight); with WS the unmasked loop takes Triton's automatic warp
+# specialisation (producer warps issue the TMA loads, consumer warps the dots). The interpreter runs these loops as
 # plain ranges: the pipeline depth and WS change nothing on the CPU and are exercised only
 # on the GPU; everything else (descriptor loads, the two stages, the tile order, the
 # full-tile descriptor store and the pointer store of a tail tile) runs in the interpreter.
@@ -293,9 +293,10 @@ def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos
     diag = (start_m // BLOCK_N) * BLOCK_N
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
                                 offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
+    # the diagonal's one or two blocks: not worth a producer/consumer split
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
                                 tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
-                                qk_scale, BLOCK_N, True, STAGES, WS)
+                                qk_scale, BLOCK_N, True, STAGES, False)
     # deferred normalisation: one reciprocal per row, once, after the last key block
     out = (acc * (1.0 / l_i)[:, None]).to(O.dtype.element_ty)
     if start_m + BLOCK_M <= S:
@@ -329,13 +330,13 @@ def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
 def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                          sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                         WS: tl.constexpr):
+                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr):
     # tiles numbered heaviest first (every head's last query tile, then the one before);
     # program p takes tiles p, p + P, ...: the long tiles go out first, the short ones fill in
     qk_scale = sm_scale * 1.4426950408889634
-    for t in range(tl.program_id(0), N_M * BH, tl.num_programs(0)):
-        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, t % BH, N_M - 1 - t // BH, H, S,
-                   sob, soh, sos, sod, qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
+    for t in tl.range(tl.program_id(0), N_M * BH, tl.num_programs(0), warp_specialize=WS_OUTER):
+        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, t % BH, N_M - 1 - t // BH, H, S, sob,
+                   soh, sos, sod, qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS_INNER)
 
 
 def _ring_blocks(S, D):
@@ -399,7 +400,8 @@ def kernel(q, k, v):
     _attn_fwd_persistent[(programs,)](
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
+        WS_INNER=WS == "inner", WS_OUTER=WS == "outer",
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
@@ -419,13 +421,21 @@ _WS = Param(
     "WS",
     (False, True),
     structural=True,
-    doc="Triton's warp specialisation of the K/V loops (load warps apart from the math warps)",
+    doc="Triton's warp specialisation of the unmasked K/V loop (load warps apart from the "
+    "math warps)",
 )
 _ORDER = Param(
     "ORDER",
     ("heavy", "head"),
     doc="heavy: one flat grid, every head's last (longest) query tile first; head: a "
     "head's query tiles in order, heads one after another",
+)
+_PERSISTENT_WS = Param(
+    "WS",
+    ("off", "inner", "outer"),
+    structural=True,
+    doc="Triton's warp specialisation: of each tile's unmasked K/V loop (inner) or of the "
+    "persistent loop over tiles (outer, as TritonBench's Hopper persistent variant does)",
 )
 _PROGRAMS = Param("PROGRAMS_PER_SM", (1, 2), resource=True, doc="persistent programs per SM")
 # fixed by the Hopper families: only their pointer fallback (tensors a descriptor cannot
@@ -485,14 +495,14 @@ FAMILIES: tuple[Family, ...] = (
         name="flash-persistent",
         summary="persistent programs over (batch, head, query tile), heaviest tiles first, "
         "each tile as flash-ring computes it (descriptors, two stages, pipelined K/V ring)",
-        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M),
+        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M),
         # two warpgroups on 128 rows, one program per SM: the FlashAttention-3 shape
         start={
             "BLOCK_M": 128,
             "BLOCK_N": 64,
             "NUM_WARPS": 8,
             "NUM_STAGES": 2,
-            "WS": False,
+            "WS": "off",
             "PROGRAMS_PER_SM": 1,
         },  # fmt: skip
         body=_PERSISTENT_BODY,
@@ -558,7 +568,8 @@ Techniques and where they run:
   rows); rows of K/V past S are masked in the diagonal stage. Tensors a descriptor cannot
   take (not contiguous, rows not a multiple of 16 bytes) run the pointer kernel instead.
 - Software-pipelined K/V ring: `tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES)` per loop;
-  warp specialisation: `tl.range(..., warp_specialize=True)` (WS). Triton's own examples
+  warp specialisation of the unmasked loop: `tl.range(..., warp_specialize=True)` (WS; the
+  diagonal's one or two blocks are not specialised). Triton's own examples
   benchmark warp specialisation on Blackwell and switch loop flattening off for it on Hopper;
   whether attention's loops specialise on Hopper with Triton 3.6 is what WS=True finds out.
 - Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
