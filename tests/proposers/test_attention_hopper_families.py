@@ -139,3 +139,24 @@ def test_the_api_prompt_for_attention_carries_the_search_knowledge():
     assert "flash-persistent" in user
     _, other = build_prompt(dataclasses.replace(ctx, op={**op, "kind": "workspace"}))
     assert "what the built-in search knows" not in other
+
+
+def test_three_branches_start_on_flash_ring_flash_tma_and_flash_persistent():
+    import asyncio
+
+    from kernelladder.engine.proposers.search import SearchProposer
+    from kernelladder.engine.proposers.templates import parse_header
+
+    search = SearchProposer()
+    op = get_op("attention").describe()
+    labels = search.strategies(op, 3)
+    assert labels == ["flash-ring", "flash-tma", "flash-persistent"]
+    for i, label in enumerate(labels):
+        ctx = ProposalContext(
+            op=op, branch_id=f"b{i}", strategy=label, parent_attempt=None,
+            parent_source="import triton\n", parent_verdict=None, feedback={}, dead_ends=(),
+            hints="", device="cuda",
+        )  # fmt: skip
+        proposal = asyncio.run(search.propose(ctx))
+        header = parse_header(proposal.source)
+        assert header["family"] == label and header["params"] == FAMILIES[label].start
