@@ -23,12 +23,12 @@ from kernelladder.verifier.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}
 HOPPER = ("flash-ring", "flash-persistent")
-# each family's start and points that take its other code paths (the other tile order;
+# each family's start and points that take its other code paths (head after head;
 # 128-row tiles over 32-key blocks: several diagonal blocks; 128-key blocks over 64-row
 # tiles: the masked stage starts a block before the tile; two programs per SM)
 POINTS = [
     ("flash-ring", {}),
-    ("flash-ring", {"ORDER": "head", "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
+    ("flash-ring", {"HEAD_GROUP": 1, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
     ("flash-ring", {"BLOCK_N": 128}),
     ("flash-persistent", {}),
     ("flash-persistent",
@@ -109,18 +109,34 @@ def test_tensors_a_descriptor_cannot_take_run_the_pointer_kernel(tmp_path):
         )
 
 
-def test_persistent_programs_cover_every_tile_heaviest_first():
-    # the tile numbering of _attn_fwd_persistent, in plain Python: every (head, q-tile)
-    # exactly once, and program 0's first tiles are the longest ones
-    n_m, bh, programs = 5, 3, 4
-    seen = []
-    for p in range(programs):
-        seen += [(t % bh, n_m - 1 - t // bh) for t in range(p, n_m * bh, programs)]
-    assert sorted(seen) == [(h, m) for h in range(bh) for m in range(n_m)]
-    firsts = [(t % bh, n_m - 1 - t // bh) for t in range(programs)]
-    assert all(m >= n_m - 2 for _, m in firsts)
-    source = _source("flash-persistent", {})
-    assert "t % BH, N_M - 1 - t // BH" in source
+ORDER_PROBE = """
+
+@triton.jit
+def _order_probe(out, BH, N_M, GROUP: tl.constexpr):
+    t = tl.program_id(0)
+    bh, pid_m = _tile_of(t, BH, N_M, GROUP)
+    tl.store(out + 2 * t, bh)
+    tl.store(out + 2 * t + 1, pid_m)
+"""
+
+
+def test_the_launch_order_covers_every_tile_longest_first_within_head_groups(tmp_path):
+    # _tile_of, run by the interpreter: every (head, q-tile) once for any group size (a
+    # last group smaller than the rest included), each group's heads together, and inside
+    # a group the query tiles from the last (longest) down
+    module = _load(_source("flash-ring", {}) + ORDER_PROBE, tmp_path, "tile_order")
+    order = module._order_probe
+    bh, n_m = 7, 5
+    for group in (1, 4, 16):
+        out = torch.full((bh * n_m * 2,), -1, dtype=torch.int32)
+        order[(bh * n_m,)](out, bh, n_m, group)
+        tiles = [tuple(p) for p in out.view(-1, 2).tolist()]
+        assert sorted(tiles) == [(h, m) for h in range(bh) for m in range(n_m)], group
+        for g in range(0, bh, group):
+            heads = range(g, min(g + group, bh))
+            span = tiles[g * n_m : (g + len(heads)) * n_m]
+            assert {h for h, _ in span} == set(heads), (group, g)
+            assert [m for _, m in span] == sorted((m for _, m in span), reverse=True)
 
 
 def test_the_api_prompt_for_attention_carries_the_search_knowledge():

@@ -310,18 +310,23 @@ def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos
 
 
 @triton.jit
+def _tile_of(t, BH, N_M, GROUP: tl.constexpr):
+    # tile t of the launch order: heads in groups of GROUP (whose K and V stay in L2
+    # together; the last group may be smaller), and inside a group every head's last
+    # (longest) query tile first, then the one before, down to the first
+    per_group = GROUP * N_M
+    g = t // per_group
+    r = t % per_group
+    heads = tl.minimum(BH - g * GROUP, GROUP)
+    return g * GROUP + r % heads, N_M - 1 - r // heads
+
+
+@triton.jit
 def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                    sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                   WS: tl.constexpr, HEAVY_FIRST: tl.constexpr):
-    if HEAVY_FIRST:
-        # one flat grid: every head's last (longest) query tile first, then the next ones
-        t = tl.program_id(0)
-        pid_m = N_M - 1 - t // BH
-        bh = t % BH
-    else:
-        pid_m = tl.program_id(0)
-        bh = tl.program_id(1)
+                   WS: tl.constexpr, GROUP: tl.constexpr):
+    bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
     _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
                sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
 
@@ -330,13 +335,14 @@ def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
 def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                          sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr):
-    # tiles numbered heaviest first (every head's last query tile, then the one before);
-    # program p takes tiles p, p + P, ...: the long tiles go out first, the short ones fill in
+                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr, GROUP: tl.constexpr):
+    # program p takes tiles p, p + P, ... of the launch order (_tile_of): the long tiles go
+    # out first, the short ones fill in
     qk_scale = sm_scale * 1.4426950408889634
     for t in tl.range(tl.program_id(0), N_M * BH, tl.num_programs(0), warp_specialize=WS_OUTER):
-        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, t % BH, N_M - 1 - t // BH, H, S, sob,
-                   soh, sos, sod, qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS_INNER)
+        bh, pid_m = _tile_of(t, BH, N_M, GROUP)
+        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+                   qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS_INNER)
 
 
 def _ring_blocks(S, D):
@@ -368,13 +374,11 @@ def kernel(q, k, v):
         return o
     block_m, block_n, block_d = _ring_blocks(S, D)
     n_m = triton.cdiv(S, block_m)
-    heavy = ORDER == "heavy"
-    grid = (n_m * B * H,) if heavy else (n_m, B * H)
-    _attn_fwd_ring[grid](
+    _attn_fwd_ring[(n_m * B * H,)](
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
-        HEAVY_FIRST=heavy, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
 """
@@ -401,7 +405,7 @@ def kernel(q, k, v):
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
-        WS_INNER=WS == "inner", WS_OUTER=WS == "outer",
+        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", GROUP=HEAD_GROUP,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
@@ -424,11 +428,11 @@ _WS = Param(
     doc="Triton's warp specialisation of the unmasked K/V loop (load warps apart from the "
     "math warps)",
 )
-_ORDER = Param(
-    "ORDER",
-    ("heavy", "head"),
-    doc="heavy: one flat grid, every head's last (longest) query tile first; head: a "
-    "head's query tiles in order, heads one after another",
+_HEAD_GROUP = Param(
+    "HEAD_GROUP",
+    (1, 4, 16, 64),
+    doc="the launch order's heads per group: inside a group every head's longest query "
+    "tile first; a group's K and V share L2 (1: head after head, each from its last tile)",
 )
 _PERSISTENT_WS = Param(
     "WS",
@@ -457,9 +461,9 @@ FAMILIES: tuple[Family, ...] = (
         name="flash-ring",
         summary="flash forward through tensor descriptors: unmasked blocks below the diagonal, "
         "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
-        "ring (optionally warp-specialised), the heaviest query tiles first, output stored "
-        "by descriptor",
-        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _ORDER),
+        "ring (optionally warp-specialised), the longest query tiles of each group of heads "
+        "first, output stored by descriptor",
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
         # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
         start={
             "BLOCK_M": 64,
@@ -467,7 +471,7 @@ FAMILIES: tuple[Family, ...] = (
             "NUM_WARPS": 4,
             "NUM_STAGES": 3,
             "WS": False,
-            "ORDER": "heavy",
+            "HEAD_GROUP": 16,
         },  # fmt: skip
         body=_RING_BODY,
         valid=_ring_fits,
@@ -493,9 +497,10 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         op="attention",
         name="flash-persistent",
-        summary="persistent programs over (batch, head, query tile), heaviest tiles first, "
-        "each tile as flash-ring computes it (descriptors, two stages, pipelined K/V ring)",
-        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M),
+        summary="persistent programs over (batch, head, query tile), the longest tiles of "
+        "each group of heads first, each tile as flash-ring computes it (descriptors, two "
+        "stages, pipelined K/V ring)",
+        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
         # two warpgroups on 128 rows, one program per SM: the FlashAttention-3 shape
         start={
             "BLOCK_M": 128,
@@ -504,6 +509,7 @@ FAMILIES: tuple[Family, ...] = (
             "NUM_STAGES": 2,
             "WS": "off",
             "PROGRAMS_PER_SM": 1,
+            "HEAD_GROUP": 16,
         },  # fmt: skip
         body=_PERSISTENT_BODY,
         valid=_ring_fits,
@@ -555,6 +561,9 @@ What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
   B4 H32 S2048.
 - flash-ring and flash-persistent are not yet measured on the GPU: bench/attention_search.py
   times their start points, with and without WS, against every baseline.
+- Why the order of tiles matters: a 64-row tile does about 64 FLOPs per byte of K/V it
+  streams, below the H200's ~165 (790 TFLOP/s over 4.8 TB/s), so K and V must come from L2
+  for most tiles: tiles of the same head should run together.
 Techniques and where they run:
 - Two-stage causal loop: key blocks wholly below the diagonal need no mask (the scale
   log2(e)/sqrt(D) folded into one multiply-add before exp2); only the BLOCK_M/BLOCK_N blocks
@@ -574,8 +583,9 @@ Techniques and where they run:
   whether attention's loops specialise on Hopper with Triton 3.6 is what WS=True finds out.
 - Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
   output stores, but runs `tl.range` as a plain loop: NUM_STAGES and WS are exercised only on
-  the GPU, as is the shared-memory budget (BLOCK_N=128 with 3+ stages at BLOCK_M=128 does not
-  fit an SM beside Q and the output's staging).
-- Persistent programs take tiles numbered heaviest first (every head's last query tile, then
-  the one before): the longest tiles start first and the short ones fill the tail.
+  the GPU, as is the shared-memory budget (an estimate bounds the grid: Q, the output's
+  staging and NUM_STAGES - 1 K/V blocks within 224 KiB at D=128).
+- Launch order (HEAD_GROUP): heads in groups whose K and V share L2; inside a group every
+  head's last (longest) query tile first, then the one before: the longest tiles start first
+  and the short ones fill the tail. Persistent programs take every P-th tile of that order.
 """
