@@ -25,10 +25,11 @@ FAMILIES = {f.name: f for f in catalog()["attention"]}
 HOPPER = ("flash-ring", "flash-persistent")
 # each family's start and points that take its other code paths (head after head;
 # 128-row tiles over 32-key blocks: several diagonal blocks; 128-key blocks over 64-row
-# tiles: the masked stage starts a block before the tile; two programs per SM)
+# tiles: the masked stage starts a block before the tile; two programs per SM; WS: the
+# descriptors made in the kernel)
 POINTS = [
     ("flash-ring", {}),
-    ("flash-ring", {"HEAD_GROUP": 1, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
+    ("flash-ring", {"HEAD_GROUP": 1, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "WS": True}),
     ("flash-ring", {"BLOCK_N": 128}),
     ("flash-persistent", {}),
     ("flash-persistent",

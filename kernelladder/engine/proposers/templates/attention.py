@@ -322,10 +322,28 @@ def _tile_of(t, BH, N_M, GROUP: tl.constexpr):
 
 
 @triton.jit
+def _as_desc(t, rows, D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+             IN_KERNEL: tl.constexpr):
+    # a descriptor made on the device (t a pointer to [rows, D]), or the host's as given
+    if IN_KERNEL:
+        return tl.make_tensor_descriptor(t, shape=[rows, D], strides=[D, 1],
+                                         block_shape=[BLOCK_R, BLOCK_D])
+    else:
+        return t
+
+
+@triton.jit
 def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                    sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
                    WS: tl.constexpr, GROUP: tl.constexpr):
+    # warp specialisation on Hopper takes descriptors made on the device (Triton's
+    # tutorial switches to them there); otherwise the host's come in
+    rows = BH * S
+    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, WS)
+    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, WS)
+    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, WS)
+    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, WS)
     bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
     _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
                sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
@@ -335,10 +353,16 @@ def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
 def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                          sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr, GROUP: tl.constexpr):
+                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr,
+                         DEVICE_DESC: tl.constexpr, GROUP: tl.constexpr):
     # program p takes tiles p, p + P, ... of the launch order (_tile_of): the long tiles go
     # out first, the short ones fill in
     qk_scale = sm_scale * 1.4426950408889634
+    rows = BH * S
+    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
+    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
+    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
+    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
     for t in tl.range(tl.program_id(0), N_M * BH, tl.num_programs(0), warp_specialize=WS_OUTER):
         bh, pid_m = _tile_of(t, BH, N_M, GROUP)
         _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
@@ -351,12 +375,20 @@ def _ring_blocks(S, D):
     return min(BLOCK_M, span), min(BLOCK_N, span), max(16, triton.next_power_of_2(D))
 
 
-def _ring_descriptors(q, k, v, o, block_m, block_n, block_d):
+def _ring_descriptors(q, k, v, o, block_m, block_n, block_d, in_kernel):
     B, H, S, D = q.shape
+    if in_kernel:  # the kernel makes them; their scratch comes from this allocator
+        if q.is_cuda:
+            triton.set_allocator(_descriptor_scratch)
+        return [q, k, v, o]
     return [
         TensorDescriptor.from_tensor(t.view(B * H * S, D), [rows, block_d])
         for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))
     ]
+
+
+def _descriptor_scratch(size, alignment, stream):
+    return torch.empty(size, device="cuda", dtype=torch.int8)
 """
 
 _RING_BODY = (
@@ -375,7 +407,7 @@ def kernel(q, k, v):
     block_m, block_n, block_d = _ring_blocks(S, D)
     n_m = triton.cdiv(S, block_m)
     _attn_fwd_ring[(n_m * B * H,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
         GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
@@ -402,10 +434,11 @@ def kernel(q, k, v):
     n_m = triton.cdiv(S, block_m)
     programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
     _attn_fwd_persistent[(programs,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d), o, 1.0 / (D ** 0.5),
-        H, S, B * H, n_m, *o.stride(),
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS != "off"), o,
+        1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
-        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", GROUP=HEAD_GROUP,
+        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", DEVICE_DESC=WS != "off",
+        GROUP=HEAD_GROUP,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
@@ -578,9 +611,12 @@ Techniques and where they run:
   take (not contiguous, rows not a multiple of 16 bytes) run the pointer kernel instead.
 - Software-pipelined K/V ring: `tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES)` per loop;
   warp specialisation of the unmasked loop: `tl.range(..., warp_specialize=True)` (WS; the
-  diagonal's one or two blocks are not specialised). Triton's own examples
-  benchmark warp specialisation on Blackwell and switch loop flattening off for it on Hopper;
-  whether attention's loops specialise on Hopper with Triton 3.6 is what WS=True finds out.
+  diagonal's one or two blocks are not specialised). A warp-specialised point makes its
+  descriptors in the kernel (`tl.make_tensor_descriptor`, scratch from `triton.set_allocator`):
+  Hopper's warp specialisation of attention was enabled for descriptors made on the device
+  and without the causal mask (triton-lang/triton#7658), and Triton's tutorial switches to
+  them on Hopper when it specialises. Whether these loops specialise with Triton 3.6 on the
+  H200, and whether it pays, is what the WS points find out.
 - Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
   output stores, but runs `tl.range` as a plain loop: NUM_STAGES and WS are exercised only on
   the GPU, as is the shared-memory budget (an estimate bounds the grid: Q, the output's
