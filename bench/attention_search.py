@@ -4,18 +4,18 @@ attention search, then its best and the new families' start points head to head 
 every baseline. Needs a GPU; about 7-8 minutes on one H200 (--budget-s bounds it).
 
 1. Probe: every family's start point and the Hopper families' warp-specialised points
-   compiled, checked against the op's reference and timed once at each GPU shape, in a
-   child process so a compile that crashes or hangs is named and the rest go on
-   (--probe-only: those and the Hopper families' other notable points, then stop: the
-   fast way to find compile failures, about a minute).
+   (with 64 and with 128 query rows) compiled, checked against the op's reference and
+   timed once at each GPU shape, in a child process so a compile that crashes or hangs is
+   named and the rest go on (--probe-only: those and the Hopper families' other notable
+   points, then stop: the fast way to find compile failures, about a minute).
 2. Search: `kernelladder optimize attention --device cuda --max-attempts 40` (3 branches,
    the search proposer, --gate approve, --profile off, a --time-limit so it fits), as
    bench/standing_searches.py runs it; the end's re-measure confirms its best.
 3. Head to head (bench/head_to_head.py's rounds): the run's best, then each new family's
-   start (and its warp-specialised points the probe passed), then flash-tma's start (the
-   earlier families' best point), --rounds back-to-back rounds
-   per shape against every baseline: SDPA as torch picks it, SDPA's cuDNN and
-   FlashAttention backends forced, torch.compile of the reference.
+   start, flash-tma's start (the earlier families' best point), then the warp-specialised
+   points the probe passed (while time is left), --rounds back-to-back rounds per shape
+   against every baseline: SDPA as torch picks it, SDPA's cuDNN and FlashAttention
+   backends forced, torch.compile of the reference.
 
 The table printed last has, per kernel and shape: the kernel's median ms, the fastest
 baseline and its ms, vs best (that baseline's time over the kernel's, median of the
@@ -77,12 +77,13 @@ def probe_points(full: bool) -> list[tuple[str, dict]]:
         "flash-persistent": [
             {"WS": "inner"},
             {"WS": "outer"},
-            {"BLOCK_M": 64, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2},
-            {"NUM_STAGES": 3},
+            {"BLOCK_M": 128, "NUM_WARPS": 8, "PROGRAMS_PER_SM": 1, "NUM_STAGES": 2},
+            {"PROGRAMS_PER_SM": 1},
+            {"BLOCK_N": 128, "NUM_STAGES": 2},
         ],
     }
     for name, overs in extra.items():
-        for over in overs if full else [o for o in overs if set(o) == {"WS"}]:
+        for over in overs if full else [o for o in overs if o.get("WS") not in (None, "off")]:
             point = {**families[name].start, **over}
             if families[name].valid(point):
                 points.append((name, point))
@@ -328,14 +329,16 @@ def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline
         for m in probed
         if "family" in m and all(isinstance(v, float) for v in m["ms"].values())
     }
-    todo = []
-    for name in HOPPER:
-        todo.append((name, dict(families[name].start)))
-        for value in families[name].param("WS").values[1:]:  # the warp-specialised points
-            ws = {**families[name].start, "WS": value}
-            if (name, json.dumps(ws, sort_keys=True)) in passed:
-                todo.append((name, ws))
+    todo = [(name, dict(families[name].start)) for name in HOPPER]
     todo.append(("flash-tma", dict(families["flash-tma"].start)))  # the earlier families' best
+    # the warp-specialised points the probe compiled and found right
+    todo += [
+        (m["family"], m["params"])
+        for m in probed
+        if m.get("family") in HOPPER
+        and m["params"].get("WS") not in (False, "off")
+        and (m["family"], json.dumps(m["params"], sort_keys=True)) in passed
+    ]
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
         if time.monotonic() + 40 > deadline:

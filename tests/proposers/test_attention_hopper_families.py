@@ -33,7 +33,8 @@ POINTS = [
     ("flash-ring", {"BLOCK_N": 128}),
     ("flash-persistent", {}),
     ("flash-persistent",
-     {"BLOCK_M": 64, "BLOCK_N": 128, "NUM_WARPS": 4, "PROGRAMS_PER_SM": 2, "WS": "outer"}),
+     {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "PROGRAMS_PER_SM": 1, "NUM_STAGES": 2,
+      "WS": "outer"}),
 ]  # fmt: skip
 
 
