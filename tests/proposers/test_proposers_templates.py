@@ -112,6 +112,8 @@ VARIANTS = {
         "flash-masked": {"EXP2": False},
         "flash-lpt": {"BLOCK_M": 64},
         "flash-tma": {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "REVERSE": True},
+        "flash-ring": {"BLOCK_M": 128, "BLOCK_N": 32, "HEAD_GROUP": 1, "WS": True},
+        "flash-persistent": {"BLOCK_M": 128, "BLOCK_N": 32, "PROGRAMS_PER_SM": 1},
     },
     "int8_matmul": {
         "tiled": {"PAD": False, "GROUP_M": 1},

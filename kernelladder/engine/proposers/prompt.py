@@ -57,6 +57,9 @@ def build_prompt(ctx: ProposalContext) -> tuple[str, str]:
     knowledge = str(op.get("knowledge") or "").strip()
     if knowledge:
         sections.append("# KNOWLEDGE (the person's notes for this kernel)\n" + knowledge)
+    search_knowledge = _search_knowledge(op)
+    if search_knowledge:
+        sections.append("# KNOWLEDGE (what the built-in search knows)\n" + search_knowledge)
     if ctx.hints.strip():
         sections.append("# HINTS FROM THE PERSON STEERING THE RUN\n" + ctx.hints.strip())
     if ctx.best_source and ctx.best_source.strip() != (ctx.parent_source or "").strip():
@@ -100,6 +103,18 @@ def _op_section(op: Mapping[str, Any], device: str) -> str:
     if not on_gpu:
         lines.append("No GPU here: speed is not measured, only correctness and honesty.")
     return "\n".join(lines)
+
+
+def _search_knowledge(op: Mapping[str, Any]) -> str:
+    """The built-in op's template notes (templates.knowledge), else ""."""
+    if op.get("kind") != "builtin":  # a workspace may share a built-in op's name
+        return ""
+    try:
+        from kernelladder.engine.proposers.templates import knowledge
+
+        return knowledge(str(op.get("name")))
+    except Exception:  # the notes are optional; a broken template must not block a proposal
+        return ""
 
 
 def _strategy_note(op: Mapping[str, Any], strategy: str) -> str:

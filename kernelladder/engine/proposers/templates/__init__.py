@@ -171,6 +171,35 @@ def _num_sms(device):
 '''
 
 
+def family_lines(family: Family) -> list[str]:
+    """A family as a prompt reads it: name and summary, then each parameter's values (the
+    start marked) and what it does."""
+    lines = [f"- {family.name}: {family.summary}"]
+    for p in family.params:
+        values = ", ".join(f"[{v!r}]" if v == family.start[p.name] else repr(v) for v in p.values)
+        lines.append(f"    {p.name} in {values}" + (f": {p.doc}" if p.doc else ""))
+    return lines
+
+
+def knowledge(op: str) -> str:
+    """What the built-in search knows of an op's kernels, for the api/code prompts: its
+    families in search order (parameters, start values in brackets) and its template's
+    NOTES; "" for an op whose template module keeps no NOTES."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"{__name__}.{op}")
+    except ImportError:
+        return ""
+    notes = str(getattr(module, "NOTES", "") or "").strip()
+    if not notes:
+        return ""
+    lines = ["The built-in search's kernel families for this op, in its order:"]
+    for family in getattr(module, "FAMILIES", ()):
+        lines += family_lines(family)
+    return "\n".join(lines) + "\n\n" + notes
+
+
 def catalog() -> dict[str, tuple[Family, ...]]:
     """op name -> its families, most promising first (the order of `strategies`)."""
     from kernelladder.engine.proposers.templates import (

@@ -3,13 +3,15 @@
 Flash-attention forward: a BLOCK_M block of queries per program streams BLOCK_N blocks of
 keys/values with an online softmax (fp32 statistics and accumulator, tl.dot in the input
 dtype), skipping the key blocks above the diagonal. Families differ in how the diagonal is
-handled, in which query blocks run first, and in how blocks are loaded (pointers, or
-tensor descriptors: TMA on Hopper).
+handled, in which query blocks run first, in how blocks are loaded (pointers, or
+tensor descriptors: TMA on Hopper), in how the K/V loop is pipelined (a `tl.range` ring,
+warp specialisation) and in whether programs are persistent. NOTES (at the end) is what
+the api/code prompts are told of them, including which code paths only the GPU runs.
 """
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import Family, Param
+from kernelladder.engine.proposers.templates import SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (64, 128), resource=True)
 _BLOCK_N = Param("BLOCK_N", (32, 64, 128), resource=True)
@@ -136,6 +138,20 @@ def kernel(q, k, v):
 """
 )
 
+_DESCRIPTOR_HELPERS = """try:  # host-side tensor descriptors (TMA on Hopper and later; emulated by the interpreter)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:
+    TensorDescriptor = None
+
+
+def _tma_ok(q, k, v):
+    # dense [B, H, S, D] tensors whose rows start on 16 bytes: what a descriptor needs
+    return TensorDescriptor is not None and all(
+        t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[3] * t.element_size()) % 16 == 0
+        for t in (q, k, v)
+    )
+"""
+
 _TMA_BODY = (
     _KERNELS
     + """
@@ -197,19 +213,9 @@ def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
              out.to(O.dtype.element_ty), mask=io_mask)
 
 
-try:  # host-side tensor descriptors (TMA on Hopper and later; emulated by the interpreter)
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:
-    TensorDescriptor = None
-
-
-def _tma_ok(q, k, v):
-    # dense [B, H, S, D] tensors whose rows start on 16 bytes: what a descriptor needs
-    return TensorDescriptor is not None and all(
-        t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[3] * t.element_size()) % 16 == 0
-        for t in (q, k, v)
-    )
-
+"""
+    + _DESCRIPTOR_HELPERS
+    + """
 
 def kernel(q, k, v):
     B, H, S, D = q.shape
@@ -232,12 +238,279 @@ def kernel(q, k, v):
 )
 
 
+# --- Hopper families: one tile routine, launched per tile or by persistent programs ---------
+# Every K/V loop is a `tl.range` with its own software-pipeline depth (NUM_STAGES: the ring
+# of K/V blocks in flight); with WS the unmasked loop takes Triton's automatic warp
+# specialisation (producer warps issue the TMA loads, consumer warps the dots). The interpreter runs these loops as
+# plain ranges: the pipeline depth and WS change nothing on the CPU and are exercised only
+# on the GPU; everything else (descriptor loads, the two stages, the tile order, the
+# full-tile descriptor store and the pointer store of a tail tile) runs in the interpreter.
+_HOPPER_KERNELS = """
+
+@triton.jit
+def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, S, qk_scale,
+                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, STAGES: tl.constexpr,
+                WS: tl.constexpr):
+    # key blocks lo..hi of one query tile; rows of K and V past this head's S (the next
+    # head's, or zeros past the tensor's end) only reach the masked stage, where they are -inf
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([row0 + start_n, 0])
+        qk = tl.dot(q, tl.trans(k))
+        if MASKED:
+            cols = start_n + offs_n
+            keep = (cols[None, :] <= offs_m[:, None]) & (cols < S)[None, :]
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+            p = tl.exp2(qk - m_new[:, None])
+        else:
+            # below the diagonal: no mask, and log2(e) / sqrt(D) folded into one multiply-add
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+            p = tl.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = v_desc.load([row0 + start_n, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+               qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):
+    # one (batch * head, query tile); q, k, v, o seen as [B * H * S, D]
+    row0 = bh * S
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = q_desc.load([row0 + start_m, 0])
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    # the masked stage starts at the key block holding this tile's first diagonal key
+    # (start_m itself when BLOCK_N divides BLOCK_M; earlier when a key block is wider)
+    diag = (start_m // BLOCK_N) * BLOCK_N
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
+                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
+    # the diagonal's one or two blocks: not worth a producer/consumer split
+    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
+                                tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
+                                qk_scale, BLOCK_N, True, STAGES, False)
+    # deferred normalisation: one reciprocal per row, once, after the last key block
+    out = (acc * (1.0 / l_i)[:, None]).to(O.dtype.element_ty)
+    if start_m + BLOCK_M <= S:
+        o_desc.store([row0 + start_m, 0], out)
+    else:
+        # a tail tile: a descriptor store of the flat view would write the next head's rows
+        offs_d = tl.arange(0, BLOCK_D)
+        o_base = O + (bh // H).to(tl.int64) * sob + (bh % H).to(tl.int64) * soh
+        io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
+        tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod, out, mask=io_mask)
+
+
+@triton.jit
+def _tile_of(t, BH, N_M, GROUP: tl.constexpr):
+    # tile t of the launch order: heads in groups of GROUP (whose K and V stay in L2
+    # together; the last group may be smaller), and inside a group every head's last
+    # (longest) query tile first, then the one before, down to the first
+    per_group = GROUP * N_M
+    g = t // per_group
+    r = t % per_group
+    heads = tl.minimum(BH - g * GROUP, GROUP)
+    return g * GROUP + r % heads, N_M - 1 - r // heads
+
+
+@triton.jit
+def _as_desc(t, rows, D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+             IN_KERNEL: tl.constexpr):
+    # a descriptor made on the device (t a pointer to [rows, D]), or the host's as given
+    if IN_KERNEL:
+        return tl.make_tensor_descriptor(t, shape=[rows, D], strides=[D, 1],
+                                         block_shape=[BLOCK_R, BLOCK_D])
+    else:
+        return t
+
+
+@triton.jit
+def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
+                   sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                   WS: tl.constexpr, GROUP: tl.constexpr):
+    # warp specialisation on Hopper takes descriptors made on the device (Triton's
+    # tutorial switches to them there); otherwise the host's come in
+    rows = BH * S
+    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, WS)
+    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, WS)
+    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, WS)
+    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, WS)
+    bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
+    _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
+
+
+@triton.jit
+def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
+                         sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr,
+                         DEVICE_DESC: tl.constexpr, GROUP: tl.constexpr):
+    # program p takes tiles p, p + P, ... of the launch order (_tile_of): the long tiles go
+    # out first, the short ones fill in
+    qk_scale = sm_scale * 1.4426950408889634
+    rows = BH * S
+    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
+    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
+    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
+    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
+    for t in tl.range(tl.program_id(0), N_M * BH, tl.num_programs(0), warp_specialize=WS_OUTER):
+        bh, pid_m = _tile_of(t, BH, N_M, GROUP)
+        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
+                   qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS_INNER)
+
+
+def _ring_blocks(S, D):
+    # key blocks may be wider than query tiles here; neither wider than the sequence needs
+    span = max(16, triton.next_power_of_2(S))
+    return min(BLOCK_M, span), min(BLOCK_N, span), max(16, triton.next_power_of_2(D))
+
+
+def _ring_descriptors(q, k, v, o, block_m, block_n, block_d, in_kernel):
+    B, H, S, D = q.shape
+    if in_kernel:  # the kernel makes them; their scratch comes from this allocator
+        if q.is_cuda:
+            triton.set_allocator(_descriptor_scratch)
+        return [q, k, v, o]
+    return [
+        TensorDescriptor.from_tensor(t.view(B * H * S, D), [rows, block_d])
+        for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))
+    ]
+
+
+def _descriptor_scratch(size, alignment, stream):
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+"""
+
+_RING_BODY = (
+    _KERNELS
+    + _HOPPER_KERNELS
+    + "\n\n"
+    + _DESCRIPTOR_HELPERS
+    + """
+
+def kernel(q, k, v):
+    B, H, S, D = q.shape
+    o = torch.empty_like(q)
+    if not _tma_ok(q, k, v):
+        _launch_pointers(q, k, v, o, *_blocks(S, D))
+        return o
+    block_m, block_n, block_d = _ring_blocks(S, D)
+    n_m = triton.cdiv(S, block_m)
+    _attn_fwd_ring[(n_m * B * H,)](
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
+        H, S, B * H, n_m, *o.stride(),
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
+        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    return o
+"""
+)
+
+_PERSISTENT_BODY = (
+    _KERNELS
+    + _HOPPER_KERNELS
+    + "\n\n"
+    + _DESCRIPTOR_HELPERS
+    + SM_COUNT_HELPER
+    + """
+
+def kernel(q, k, v):
+    B, H, S, D = q.shape
+    o = torch.empty_like(q)
+    if not _tma_ok(q, k, v):
+        _launch_pointers(q, k, v, o, *_blocks(S, D))
+        return o
+    block_m, block_n, block_d = _ring_blocks(S, D)
+    n_m = triton.cdiv(S, block_m)
+    programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
+    _attn_fwd_persistent[(programs,)](
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS != "off"), o,
+        1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
+        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", DEVICE_DESC=WS != "off",
+        GROUP=HEAD_GROUP,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    return o
+"""
+)
+
+
 def _fits(p) -> bool:
     # K and V stages for BLOCK_N=128 at D=128 (bf16) exceed an SM's shared memory
     return p["BLOCK_M"] >= p["BLOCK_N"] and not (p["BLOCK_N"] == 128 and p["NUM_STAGES"] > 3)
 
 
+_RING_STAGES = Param(
+    "NUM_STAGES", (2, 3, 4), resource=True, doc="K/V blocks in flight in each loop's ring"
+)
+_WS = Param(
+    "WS",
+    (False, True),
+    structural=True,
+    doc="Triton's warp specialisation of the unmasked K/V loop (load warps apart from the "
+    "math warps)",
+)
+_HEAD_GROUP = Param(
+    "HEAD_GROUP",
+    (1, 4, 16, 64),
+    doc="the launch order's heads per group: inside a group every head's longest query "
+    "tile first; a group's K and V share L2 (1: head after head, each from its last tile)",
+)
+_PERSISTENT_WS = Param(
+    "WS",
+    ("off", "inner", "outer"),
+    structural=True,
+    doc="Triton's warp specialisation: of each tile's unmasked K/V loop (inner) or of the "
+    "persistent loop over tiles (outer, as TritonBench's Hopper persistent variant does)",
+)
+_PROGRAMS = Param("PROGRAMS_PER_SM", (1, 2), resource=True, doc="persistent programs per SM")
+# fixed by the Hopper families: only their pointer fallback (tensors a descriptor cannot
+# take) reads these
+_POINTER_FALLBACK = {"SPLIT_DIAG": True, "EXP2": True, "REVERSE": False}
+
+
+def _ring_fits(p) -> bool:
+    # shared memory at D=128 (bf16) within an SM's 227 KiB: Q, the output's staging and
+    # NUM_STAGES - 1 K/V blocks in flight (an estimate; flash-tma's 128x128 blocks at 3
+    # stages compiled and passed on the H200, examples/h200-attention-search #19)
+    kib = 2 * 128 * (2 * p["BLOCK_M"] + 2 * p["BLOCK_N"] * (p["NUM_STAGES"] - 1)) / 1024
+    return kib <= 224
+
+
 FAMILIES: tuple[Family, ...] = (
+    Family(
+        op="attention",
+        name="flash-ring",
+        summary="flash forward through tensor descriptors: unmasked blocks below the diagonal, "
+        "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
+        "ring (optionally warp-specialised), the longest query tiles of each group of heads "
+        "first, output stored by descriptor",
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
+        # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
+        start={
+            "BLOCK_M": 64,
+            "BLOCK_N": 64,
+            "NUM_WARPS": 4,
+            "NUM_STAGES": 3,
+            "WS": False,
+            "HEAD_GROUP": 16,
+        },  # fmt: skip
+        body=_RING_BODY,
+        valid=_ring_fits,
+        links=_LINKS,
+        fixed=_POINTER_FALLBACK,
+    ),
     Family(
         op="attention",
         name="flash-tma",
@@ -253,6 +526,29 @@ FAMILIES: tuple[Family, ...] = (
         links=_LINKS,
         # the pointer kernel (for tensors a descriptor cannot take) runs as flash-split
         fixed={"SPLIT_DIAG": True, "EXP2": True},
+    ),
+    Family(
+        op="attention",
+        name="flash-persistent",
+        summary="persistent programs over (batch, head, query tile), the longest tiles of "
+        "each group of heads first, each tile as flash-ring computes it (descriptors, two "
+        "stages, pipelined K/V ring)",
+        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
+        # flash-tma's measured best tile (64 rows on one warpgroup), two programs per SM as
+        # two such blocks share an SM when launched one per tile
+        start={
+            "BLOCK_M": 64,
+            "BLOCK_N": 64,
+            "NUM_WARPS": 4,
+            "NUM_STAGES": 3,
+            "WS": "off",
+            "PROGRAMS_PER_SM": 2,
+            "HEAD_GROUP": 16,
+        },  # fmt: skip
+        body=_PERSISTENT_BODY,
+        valid=_ring_fits,
+        links=_LINKS,
+        fixed=_POINTER_FALLBACK,
     ),
     Family(
         op="attention",
@@ -288,3 +584,45 @@ FAMILIES: tuple[Family, ...] = (
         fixed={"SPLIT_DIAG": True, "REVERSE": True},
     ),
 )
+
+# What the search knows of these kernels, for the api/code prompts (templates.knowledge).
+NOTES = """\
+What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
+- flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
+  8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
+  at 0.985x SDPA's geomean (0.879x at B4 H32 S2048, 0.949x at B1 H8 S4096), 57 % of the floor.
+- A head's last query blocks first: 0.1037 against 0.1055 ms at B1 H8 S4096, no change at
+  B4 H32 S2048.
+- flash-ring and flash-persistent are not yet measured on the GPU: bench/attention_search.py
+  times their start points, with and without WS, against every baseline.
+- Why the order of tiles matters: a 64-row tile does about 64 FLOPs per byte of K/V it
+  streams, below the H200's ~165 (790 TFLOP/s over 4.8 TB/s), so K and V must come from L2
+  for most tiles: tiles of the same head should run together.
+Techniques and where they run:
+- Two-stage causal loop: key blocks wholly below the diagonal need no mask (the scale
+  log2(e)/sqrt(D) folded into one multiply-add before exp2); only the BLOCK_M/BLOCK_N blocks
+  on the diagonal are masked. The older families need BLOCK_M a multiple of BLOCK_N;
+  flash-ring and flash-persistent start the masked stage at the key block that holds the
+  tile's first diagonal key, so their key blocks may be wider than the query tile
+  (64 rows against 128 keys: one warpgroup, wider wgmma).
+- Deferred normalisation: the accumulator is divided by the row sum once, at the end.
+- Tensor descriptors (TMA) over the flat [B*H*S, D] view for Q, K, V and O; a query tile
+  that runs past S stores through pointers (a descriptor store would write the next head's
+  rows); rows of K/V past S are masked in the diagonal stage. Tensors a descriptor cannot
+  take (not contiguous, rows not a multiple of 16 bytes) run the pointer kernel instead.
+- Software-pipelined K/V ring: `tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES)` per loop;
+  warp specialisation of the unmasked loop: `tl.range(..., warp_specialize=True)` (WS; the
+  diagonal's one or two blocks are not specialised). A warp-specialised point makes its
+  descriptors in the kernel (`tl.make_tensor_descriptor`, scratch from `triton.set_allocator`):
+  Hopper's warp specialisation of attention was enabled for descriptors made on the device
+  and without the causal mask (triton-lang/triton#7658), and Triton's tutorial switches to
+  them on Hopper when it specialises. Whether these loops specialise with Triton 3.6 on the
+  H200, and whether it pays, is what the WS points find out.
+- Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
+  output stores, but runs `tl.range` as a plain loop: NUM_STAGES and WS are exercised only on
+  the GPU, as is the shared-memory budget (an estimate bounds the grid: Q, the output's
+  staging and NUM_STAGES - 1 K/V blocks within 224 KiB at D=128).
+- Launch order (HEAD_GROUP): heads in groups whose K and V share L2; inside a group every
+  head's last (longest) query tile first, then the one before: the longest tiles start first
+  and the short ones fill the tail. Persistent programs take every P-th tile of that order.
+"""
