@@ -110,8 +110,11 @@ def build_view(s: RunState) -> RunView:
 
 
 def _confirmed(s: RunState, attempt: int | None) -> str:
-    c = s.confirmations.get(attempt) if attempt is not None else None
-    return "" if c is None else ("confirmed" if c["held"] else "did not hold")
+    """What the end's re-measure said of the best ("confirmed", "confirmed (#30 did not
+    hold)", "none of 3 re-measured held", ...); "" when it was not re-measured."""
+    from kernelladder.app.verdict_report import held_mark
+
+    return "" if attempt is None else held_mark(s, attempt)
 
 
 def _attempt_view(a: st.AttemptState) -> v.AttemptView:

@@ -134,7 +134,7 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
             return f"#{e.attempt} {e.branch_id} {_pass_text(e.summary)}"
         return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
     if isinstance(e, ev.BestImproved) and e.overall and e.vs_best is not None:
-        over = f", {_speed(e.speedup)} over the reference" if e.speedup else ""
+        over = f", {_speed(e.speedup)} over reference" if e.speedup else ""
         return f"best: #{e.attempt} ({e.vs_best:.2f}x vs best{over})"
     if isinstance(e, ev.BestImproved) and e.overall:
         return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
@@ -159,8 +159,13 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
     if isinstance(e, ev.StopRequested):
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):
+        from kernelladder.app.verdict_report import best_text
+
+        standing = best_text(state, floor=False) if state.best_attempt == e.best_attempt else None
         best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
-        if e.best_vs_best is not None:
+        if standing is not None:
+            best = f"best {standing}"
+        elif e.best_vs_best is not None:
             best += f" ({e.best_vs_best:.2f}x vs best)"
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
@@ -168,19 +173,15 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
 
 def _best_in_header(state: RunState) -> str:
     """The best by standing where the log records it ("#22 1.07x vs torch.compile · 3
-    faster 2 tie · 103% floor, 8.14x over the reference"), else as older runs showed it."""
-    from kernelladder.app.verdict_report import best_figure
+    faster 2 tie · 103% floor · confirmed (8.14x over reference)"), else as older runs
+    showed it."""
+    from kernelladder.app.verdict_report import best_text
 
-    best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
-    figure = best_figure(best)
-    if figure is None:
+    text = best_text(state)
+    if text is None:
         tail = f" (#{state.best_attempt})" if state.best_attempt else ""
         return f"{_speed(state.best_speedup)}{tail}"
-    confirmation = state.confirmations.get(best.number)
-    mark = "" if confirmation is None else (
-        " · confirmed" if confirmation["held"] else " · did not hold"
-    )  # fmt: skip
-    return f"{figure}, {_speed(best.speedup)} over the reference{mark}"
+    return text
 
 
 def _best(attempt: int | None, speedup: float | None, none: str) -> str:

@@ -131,7 +131,8 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
             f" · {view.best_standing}" if view.best_standing else "",
         )
         if view.best_confirmed:
-            style = "$success" if view.best_confirmed == "confirmed" else "bold $warning"
+            held = view.best_confirmed.startswith("confirmed")
+            style = "$success" if held else "bold $warning"
             best = Content.assemble(best, " · ", (view.best_confirmed, style))
         if view.best_floor_fraction is not None:
             floor = Content(f" · {fmt.percent(view.best_floor_fraction)} floor")
