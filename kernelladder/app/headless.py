@@ -180,7 +180,8 @@ def _best_in_header(state: RunState) -> str:
     text = best_text(state)
     if text is None:
         tail = f" (#{state.best_attempt})" if state.best_attempt else ""
-        return f"{_speed(state.best_speedup)}{tail}"
+        over = " over reference" if state.best_speedup is not None else ""
+        return f"{_speed(state.best_speedup)}{over}{tail}"
     return text
 
 
@@ -189,7 +190,7 @@ def _best(attempt: int | None, speedup: float | None, none: str) -> str:
         return none
     if speedup is None:
         return f"best #{attempt} (speed not measured)"
-    return f"best #{attempt} {_speed(speedup)}"
+    return f"best #{attempt} {_speed(speedup)} over reference"
 
 
 def _count(n: int, word: str) -> str:
