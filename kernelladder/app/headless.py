@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.engine import events as ev
+from kernelladder.engine.standing_rank import best_baseline_name, standing_counts
 from kernelladder.engine.state import RunState, apply, new_state
 
 REFRESH_HZ = 4
@@ -38,6 +39,17 @@ _STATUS_STYLE = {
 
 def _speed(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}x"
+
+
+def _standing_summary(a: Any) -> str:
+    """An attempt's one line, vs best first: a log recorded before verdicts carried it
+    says only the speedup over the reference ("14x, 58% of floor"); replayed with vs best
+    from its saved verdicts, that line gets the standing in front."""
+    if a.vs_best is None or " vs " in a.summary:
+        return a.summary
+    versus = best_baseline_name(a.standing_shapes) or "best"
+    counts = standing_counts(a.standing_shapes)
+    return f"{a.vs_best:.2f}x vs {versus}{' · ' + counts if counts else ''}; over reference {a.summary}"
 
 
 def _pass_text(summary: str) -> str:
@@ -79,9 +91,13 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
         branches.add_column(col)
     for b in state.branches.values():
         status = b.status + (f" ({b.rule})" if b.rule else "")
-        best = _speed(b.best_speedup) if b.best_speedup is not None else (
-            f"#{b.best_attempt}" if b.best_attempt else "-"
-        )  # fmt: skip
+        mine = state.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+        if mine is not None and mine.vs_best is not None:  # the standing first
+            best = f"#{b.best_attempt} {mine.vs_best:.2f}x vs best"
+        elif b.best_speedup is not None:
+            best = f"{_speed(b.best_speedup)} over ref"
+        else:
+            best = f"#{b.best_attempt}" if b.best_attempt else "-"
         branches.add_row(
             b.id, b.strategy, Text(status, style=_STATUS_STYLE.get(b.status, "")),
             str(len(b.attempts)), str(b.passes), best,
@@ -95,7 +111,7 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
     for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
         a = state.attempts[n]
         if a.verdict == "pass":
-            result = Text(_pass_text(a.summary), style="green")
+            result = Text(_pass_text(_standing_summary(a)), style="green")
         elif a.verdict is not None:
             result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
         else:
