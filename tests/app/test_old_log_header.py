@@ -24,3 +24,14 @@ def test_the_apps_header_leads_with_vs_best_on_an_old_log():
     assert line.index("2 faster 2 slower") > best
     assert line.index("(14.05× over reference)") > best
     assert "14.05" not in line[:best]
+
+
+def test_the_tree_and_the_sparklines_lead_with_vs_best_on_an_old_log():
+    from kernelladder.app import format as fmt
+    from kernelladder.app.folding import build_view
+    from kernelladder.app.widgets.branch_trends import trends_heading
+
+    view = build_view(fold(read_run_log(ATTENTION).events))
+    assert fmt.attempt_result(view.attempts[1], True) == "0.99× vs best"
+    assert fmt.standing_marks(view.attempts[1]) == "▼▼▲▲"
+    assert trends_heading(view) == "per-branch vs best"

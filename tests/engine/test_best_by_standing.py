@@ -323,6 +323,11 @@ async def test_a_best_that_does_not_hold_gives_way_to_the_re_measured_runner_up_
     assert state.confirmations[2]["held"] is False
     finished = [e for e in events if isinstance(e, ev.RunFinished)][-1]
     assert finished.best_attempt == 1
+    from kernelladder.app.headless import event_line
+
+    line = event_line(finished, state)
+    assert "; best #1 " in line and " · confirmed (#2 did not hold) (" in line, line
+    assert line.endswith("x over reference)")
     summary = summarize(state)
     assert summary["best"]["attempt"] == 1 and summary["best"]["confirmed"] == "confirmed"
     assert summary["best"]["instead_of"] == {"attempt": 2, "confirmed": "did not hold"}
