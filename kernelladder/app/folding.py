@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
+from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.view import EMPTY_VIEW, RunView
 from kernelladder.engine import events as ev
@@ -168,7 +169,8 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
         return event.attempt, f"{t}retried: {event.reason}"
     if isinstance(event, ev.VerdictReady):
         where = f" at {event.gate}" if event.gate else ""
-        return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {event.summary}"
+        summary = fmt.standing_summary(event) if event.verdict == "pass" else event.summary
+        return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {summary}"
     if isinstance(event, ev.BestConfirmed):
         figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
         held = "confirmed" if event.held else f"did not hold: {event.detail}"

@@ -20,8 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from kernelladder.app.format import standing_summary
 from kernelladder.engine import events as ev
-from kernelladder.engine.standing_rank import best_baseline_name, standing_counts
 from kernelladder.engine.state import RunState, apply, new_state
 
 REFRESH_HZ = 4
@@ -39,17 +39,6 @@ _STATUS_STYLE = {
 
 def _speed(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}x"
-
-
-def _standing_summary(a: Any) -> str:
-    """An attempt's one line, vs best first: a log recorded before verdicts carried it
-    says only the speedup over the reference ("14x, 58% of floor"); replayed with vs best
-    from its saved verdicts, that line gets the standing in front."""
-    if a.vs_best is None or " vs " in a.summary:
-        return a.summary
-    versus = best_baseline_name(a.standing_shapes) or "best"
-    counts = standing_counts(a.standing_shapes)
-    return f"{a.vs_best:.2f}x vs {versus}{' · ' + counts if counts else ''}; over reference {a.summary}"
 
 
 def _pass_text(summary: str) -> str:
@@ -111,7 +100,7 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
     for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
         a = state.attempts[n]
         if a.verdict == "pass":
-            result = Text(_pass_text(_standing_summary(a)), style="green")
+            result = Text(_pass_text(standing_summary(a)), style="green")
         elif a.verdict is not None:
             result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
         else:
@@ -147,7 +136,7 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         return f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]"
     if isinstance(e, ev.VerdictReady):
         if e.verdict == "pass":
-            return f"#{e.attempt} {e.branch_id} {_pass_text(e.summary)}"
+            return f"#{e.attempt} {e.branch_id} {_pass_text(standing_summary(e))}"
         return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
     if isinstance(e, ev.BestImproved) and e.overall and e.vs_best is not None:
         over = f", {_speed(e.speedup)} over reference" if e.speedup else ""
