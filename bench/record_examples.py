@@ -9,7 +9,7 @@ printed last: the best by standing, the end's re-measure, whether the best is th
 that held, and the replay's first line about the best (it must lead with vs best).
 
     python3 bench/record_examples.py [--ops rmsnorm softmax attention int8_matmul
-                                     kv_quant own-kernel] [--budget-s 525] [--search-s S]
+                                     kv_quant own-kernel] [--budget-s 510] [--search-s S]
 
 Needs one GPU, torch and triton (the device image has them); nothing else (textual,
 asyncssh and anthropic are not used). Writes under $OUT (a temporary directory when
@@ -152,7 +152,7 @@ def _row(result: dict) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
-    parser.add_argument("--budget-s", type=float, default=525.0, help="all runs together")
+    parser.add_argument("--budget-s", type=float, default=510.0, help="all runs together")
     parser.add_argument(
         "--search-s", type=float, default=None, help="--time-limit of every run (default: per op)"
     )

@@ -1,16 +1,16 @@
 """The app's header on a log recorded before verdicts carried vs best
-(examples/h200-attention-search, an H200 run slower than cuDNN's attention at both large
+(examples/h200-attention-search of 2026-11-30, kept in tests/data/old-logs: an H200 run slower than cuDNN's attention at both large
 shapes): it leads with vs best, computed from the saved verdicts, not with the 14x over
 the naive reference."""
 
 from __future__ import annotations
 
-from helpers import ROOT
+from helpers import DATA
 
 from kernelladder.cli.replay import read_run_log
 from kernelladder.engine.state import fold
 
-ATTENTION = ROOT / "examples" / "h200-attention-search"
+ATTENTION = DATA / "old-logs" / "attention-2026-11-30"
 
 
 def test_the_apps_header_leads_with_vs_best_on_an_old_log():

@@ -1,14 +1,14 @@
 """The standing first, a tie inside the practical margin, the geomean's own noise, and a
-best that held, on recorded H200 verdicts (examples/h200-*): rmsnorm's #8 lost all 15
-rounds at 32768x8192 by 0.25 % and was recorded "did not hold"; softmax's and
-attention's logs were recorded before verdicts carried vs best."""
+best that held, on recorded H200 runs (tests/data/old-logs, from examples/ before it was
+re-recorded): rmsnorm's #8 lost all 15 rounds at 32768x8192 by 0.25 % and was recorded
+"did not hold"; softmax's log was recorded before verdicts carried vs best."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from helpers import ROOT
+from helpers import DATA
 
 from kernelladder.cli.replay import read_run_log
 from kernelladder.engine import events as ev
@@ -24,10 +24,8 @@ from kernelladder.verifier.verdict import (
     versus_fastest_baseline,
 )
 
-EXAMPLES = ROOT / "examples"
-RMSNORM = EXAMPLES / "h200-rmsnorm-standing"
-SOFTMAX = EXAMPLES / "h200-softmax-search"
-ATTENTION = EXAMPLES / "h200-attention-search"
+RMSNORM = DATA / "old-logs" / "rmsnorm-2026-12-01"
+SOFTMAX = DATA / "old-logs" / "softmax-2026-11-30"
 
 
 def _recorded_confirmation(attempt: int) -> ev.BestConfirmed:
