@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
+from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.view import EMPTY_VIEW, RunView
 from kernelladder.engine import events as ev
@@ -110,8 +111,11 @@ def build_view(s: RunState) -> RunView:
 
 
 def _confirmed(s: RunState, attempt: int | None) -> str:
-    c = s.confirmations.get(attempt) if attempt is not None else None
-    return "" if c is None else ("confirmed" if c["held"] else "did not hold")
+    """What the end's re-measure said of the best ("confirmed", "confirmed (#30 did not
+    hold)", "none of 3 re-measured held", ...); "" when it was not re-measured."""
+    from kernelladder.app.verdict_report import held_mark
+
+    return "" if attempt is None else held_mark(s, attempt)
 
 
 def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
@@ -184,7 +188,8 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
         return event.attempt, f"{t}retried: {event.reason}"
     if isinstance(event, ev.VerdictReady):
         where = f" at {event.gate}" if event.gate else ""
-        return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {event.summary}"
+        summary = fmt.standing_summary(event) if event.verdict == "pass" else event.summary
+        return event.attempt, f"{t}verdict {event.verdict_kind}{where}: {summary}"
     if isinstance(event, ev.BestConfirmed):
         figure = f"vs best {event.vs_best:.3f}x, " if event.vs_best is not None else ""
         held = "confirmed" if event.held else f"did not hold: {event.detail}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.app import view as v
+from kernelladder.engine.standing_rank import best_baseline_name, judged_rows, standing_counts
 from kernelladder.verifier.verdict import versus_fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
@@ -99,3 +100,17 @@ def versus_timing(timing: Any) -> tuple[str, float, str, str] | None:
     if paired and paired.get("baseline") == name and paired.get("rounds"):
         return name, ratio, word, f"{name}, {paired.get('won', 0)}/{paired['rounds']} rounds"
     return name, ratio, word, name
+
+
+def standing_summary(verdict: Any) -> str:
+    """A passing verdict's one line (VerdictReady or AttemptState: summary, vs_best,
+    standing_shapes), vs best first: a log recorded before verdicts carried vs best says
+    only the speedup over the reference ("14x, 58% of floor"); replayed with vs best from
+    its saved verdicts, the line gets the standing in front."""
+    if verdict.vs_best is None or " vs " in verdict.summary:
+        return verdict.summary
+    rows = judged_rows(verdict.standing_shapes)  # the margin applied, as the fold does
+    versus = best_baseline_name(rows) or "best"
+    counts = standing_counts(rows)
+    words = f" · {counts}" if counts else ""
+    return f"{verdict.vs_best:.2f}x vs {versus}{words}; over reference {verdict.summary}"

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from kernelladder.app.format import standing_summary
 from kernelladder.engine import events as ev
 from kernelladder.engine.state import RunState, apply, new_state
 
@@ -79,9 +80,13 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
         branches.add_column(col)
     for b in state.branches.values():
         status = b.status + (f" ({b.rule})" if b.rule else "")
-        best = _speed(b.best_speedup) if b.best_speedup is not None else (
-            f"#{b.best_attempt}" if b.best_attempt else "-"
-        )  # fmt: skip
+        mine = state.attempts.get(b.best_attempt) if b.best_attempt is not None else None
+        if mine is not None and mine.vs_best is not None:  # the standing first
+            best = f"#{b.best_attempt} {mine.vs_best:.2f}x vs best"
+        elif b.best_speedup is not None:
+            best = f"{_speed(b.best_speedup)} over ref"
+        else:
+            best = f"#{b.best_attempt}" if b.best_attempt else "-"
         branches.add_row(
             b.id, state.branch_label(b.id), Text(status, style=_STATUS_STYLE.get(b.status, "")),
             str(len(b.attempts)), str(b.passes), best,
@@ -95,7 +100,7 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
     for n in sorted(state.attempts)[-RECENT_ATTEMPTS:]:
         a = state.attempts[n]
         if a.verdict == "pass":
-            result = Text(_pass_text(a.summary), style="green")
+            result = Text(_pass_text(standing_summary(a)), style="green")
         elif a.verdict is not None:
             result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
         else:
@@ -131,10 +136,10 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         return f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]"
     if isinstance(e, ev.VerdictReady):
         if e.verdict == "pass":
-            return f"#{e.attempt} {e.branch_id} {_pass_text(e.summary)}"
+            return f"#{e.attempt} {e.branch_id} {_pass_text(standing_summary(e))}"
         return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
     if isinstance(e, ev.BestImproved) and e.overall and e.vs_best is not None:
-        over = f", {_speed(e.speedup)} over the reference" if e.speedup else ""
+        over = f", {_speed(e.speedup)} over reference" if e.speedup else ""
         return f"best: #{e.attempt} ({e.vs_best:.2f}x vs best{over})"
     if isinstance(e, ev.BestImproved) and e.overall:
         return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
@@ -159,8 +164,13 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
     if isinstance(e, ev.StopRequested):
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):
+        from kernelladder.app.verdict_report import best_text
+
+        standing = best_text(state, floor=False) if state.best_attempt == e.best_attempt else None
         best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
-        if e.best_vs_best is not None:
+        if standing is not None:
+            best = f"best {standing}"
+        elif e.best_vs_best is not None:
             best += f" ({e.best_vs_best:.2f}x vs best)"
         return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
     return None
@@ -168,19 +178,16 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
 
 def _best_in_header(state: RunState) -> str:
     """The best by standing where the log records it ("#22 1.07x vs torch.compile · 3
-    faster 2 tie · 103% floor, 8.14x over the reference"), else as older runs showed it."""
-    from kernelladder.app.verdict_report import best_figure
+    faster 2 tie · 103% floor · confirmed (8.14x over reference)"), else as older runs
+    showed it."""
+    from kernelladder.app.verdict_report import best_text
 
-    best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
-    figure = best_figure(best)
-    if figure is None:
+    text = best_text(state)
+    if text is None:
         tail = f" (#{state.best_attempt})" if state.best_attempt else ""
-        return f"{_speed(state.best_speedup)}{tail}"
-    confirmation = state.confirmations.get(best.number)
-    mark = "" if confirmation is None else (
-        " · confirmed" if confirmation["held"] else " · did not hold"
-    )  # fmt: skip
-    return f"{figure}, {_speed(best.speedup)} over the reference{mark}"
+        over = " over reference" if state.best_speedup is not None else ""
+        return f"{_speed(state.best_speedup)}{over}{tail}"
+    return text
 
 
 def _best(attempt: int | None, speedup: float | None, none: str) -> str:
@@ -188,7 +195,7 @@ def _best(attempt: int | None, speedup: float | None, none: str) -> str:
         return none
     if speedup is None:
         return f"best #{attempt} (speed not measured)"
-    return f"best #{attempt} {_speed(speedup)}"
+    return f"best #{attempt} {_speed(speedup)} over reference"
 
 
 def _count(n: int, word: str) -> str:

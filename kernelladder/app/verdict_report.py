@@ -16,6 +16,7 @@ from kernelladder.engine.standing_rank import (
     best_baseline_name,
     merit_from_timings,
     standing_counts,
+    standing_shapes,
 )
 from kernelladder.verifier.verdict import (
     BEATS_EVERY_BASELINE,
@@ -73,7 +74,7 @@ def timings_table(verdict: Verdict) -> Table | None:
     for name in baseline_names:
         table.add_column(name, justify="right")
     table.add_column("candidate", justify="right", style="bold")
-    table.add_column("speedup", justify="right")
+    table.add_column("over reference", justify="right")
     table.add_column("noise", justify="right")
     table.add_column("floor", justify="right")
     table.add_column("of floor", justify="right")
@@ -147,11 +148,23 @@ def summary_line(verdict: Verdict) -> Text:
     text.append(f"  {verdict.op} on {verdict.device}", style="bold")
     if verdict.gate:
         text.append(f"  failed at {verdict.gate}", style=style)
+    merit = merit_from_timings(
+        verdict.timings,
+        speedup=verdict.speedup,
+        floor_fraction=verdict.floor_fraction,
+        noise=verdict.noise,
+    )
+    if merit.vs_best is not None:  # the standing first: against the fastest baseline
+        rows = standing_shapes(verdict.timings)
+        versus = best_baseline_name(rows) or "the fastest baseline"
+        text.append(f"  {merit.vs_best:.2f}x vs {versus}", style="bold")
+        counts = standing_counts(rows)
+        if counts:
+            text.append(f" · {counts}")
+        if merit.noise is not None:
+            text.append(f" · noise of the geomean {merit.noise:.1%}", style="dim")
     if verdict.speedup is not None:
-        text.append(f"  speedup {verdict.speedup:.3f}x")
-    if verdict.speedup_vs:
-        vs = ", ".join(f"{v:.2f}x vs {k}" for k, v in sorted(verdict.speedup_vs.items()))
-        text.append(f" ({vs})")
+        text.append(f"  {verdict.speedup:.3f}x over reference")
     if verdict.floor_fraction is not None:
         text.append(f"  {verdict.floor_fraction:.0%} of floor (largest shape)")
     if verdict.early_stop:
@@ -256,7 +269,7 @@ def end_of_run_lines(run_dir: Any, state: Any) -> list[str]:
     return [line for line in lines if line]
 
 
-def best_figure(attempt: Any) -> str | None:
+def best_figure(attempt: Any, *, floor: bool = True) -> str | None:
     """An attempt by the figure of merit: "#4 1.03x vs torch.compile · 3 faster 2 tie ·
     101% floor"; None when it has no vs best (older logs, no speed, no baseline)."""
     if attempt is None or getattr(attempt, "vs_best", None) is None:
@@ -267,33 +280,70 @@ def best_figure(attempt: Any) -> str | None:
     counts = standing_counts(shapes)
     if counts:
         parts.append(counts)
-    if attempt.floor_fraction is not None:
+    if floor and attempt.floor_fraction is not None:
         parts.append(f"{attempt.floor_fraction:.0%} floor")
     return " · ".join(parts)
 
 
-def best_standing_line(state: Any) -> str | None:
+def held_mark(state: Any, attempt: int) -> str:
+    """What the end's re-measure said of the run's best: "confirmed", "confirmed (#30 did
+    not hold)" when the first best did not hold and this one did, "none of 3 re-measured
+    held" when none did; "" when it was not re-measured."""
+    from kernelladder.engine.state import closest_to_holding
+
+    mine = state.confirmations.get(attempt)
+    if mine is None:
+        return ""
+    if closest_to_holding(state) is not None:
+        return f"none of {len(state.confirmations)} re-measured held"
+    if not mine["held"]:
+        return "did not hold"
+    ranked = getattr(state, "ranked_best", None)
+    if ranked is not None and ranked != attempt:
+        return f"confirmed (#{ranked} did not hold)"
+    return "confirmed"
+
+
+def best_text(state: Any, *, floor: bool = True) -> str | None:
+    """The run's best, the standing first and the reference second: "#30 1.07x vs
+    torch.compile · 3 faster 2 tie · confirmed (8.11x over reference)"; None when the
+    best has no vs best (no speed, no baseline)."""
     best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
-    figure = best_figure(best)
+    figure = best_figure(best, floor=floor)
     if figure is None:
         return None
-    line = f"best {figure} ({best.speedup:.3g}x over the reference)"
-    confirmation = state.confirmations.get(best.number)
-    if confirmation is not None:
-        line += " · " + ("confirmed" if confirmation["held"] else "did not hold")
-    return line
+    mark = held_mark(state, best.number)
+    over = f" ({best.speedup:.3g}x over reference)" if best.speedup is not None else ""
+    return figure + (f" · {mark}" if mark else "") + over
+
+
+def best_standing_line(state: Any) -> str | None:
+    text = best_text(state)
+    return None if text is None else f"best {text}"
 
 
 def confirmation_lines(state: Any) -> str | None:
-    """The end's re-measures (BestConfirmed), one line each; None when there were none."""
+    """The end's re-measures (BestConfirmed), one line each, and when none held, which
+    came closest; None when there were none."""
+    from kernelladder.engine.state import closest_to_holding
+
     if not state.confirmations:
         return None
-    lines = ["re-measured at the end (back to back with the fastest baseline):"]
+    closest = closest_to_holding(state)
+    if closest is not None:
+        n = len(state.confirmations)
+        head = (
+            f"none of the {n} re-measured attempts held; the closest to holding is "
+            f"#{closest}: {state.confirmations[closest]['detail']}"
+        )
+        lines = [head, "re-measured at the end (back to back with the fastest baseline):"]
+    else:
+        lines = ["re-measured at the end (back to back with the fastest baseline):"]
     for c in state.confirmations.values():
         figure = "-" if c["vs_best"] is None else f"{c['vs_best']:.3f}x"
         recorded = "-" if c["recorded_vs_best"] is None else f"{c['recorded_vs_best']:.3f}x"
         words = standing_counts(c["shapes"])
-        noise = "" if c["noise"] is None else f", noise {c['noise']:.1%}"
+        noise = "" if c["noise"] is None else f", noisiest shape {c['noise']:.1%}"
         verdict = "confirmed" if c["held"] else f"did not hold: {c['detail']}"
         lines.append(
             f"  #{c['attempt']}: vs best {figure} (was {recorded}), {c['rounds']} rounds"

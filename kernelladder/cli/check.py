@@ -126,8 +126,22 @@ def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
-    """The --json object: the Verdict plus `times` (per shape) at the top level."""
+    """The --json object: the Verdict plus `times` (per shape) and the standing (vs best,
+    per shape against the fastest baseline, the geomean's noise) at the top level."""
+    from kernelladder.engine.standing_rank import merit_from_timings, standing_shapes
+
     d = verdict.to_dict()
+    merit = merit_from_timings(
+        verdict.timings,
+        speedup=verdict.speedup,
+        floor_fraction=verdict.floor_fraction,
+        noise=verdict.noise,
+    )
+    if merit.vs_best is not None:
+        d["vs_best"] = merit.vs_best
+        d["standing_shapes"] = standing_shapes(verdict.timings)
+        d["noise_of_geomean"] = merit.noise
+        d["speedup_over"] = "reference"
     d["times"] = [
         {
             "shape": t["label"],

@@ -36,8 +36,13 @@ def add_parser(subparsers: Any) -> None:
 
 def read_run_log(run_dir: str | Path) -> Any:
     """The run's log as the engine reads it (engine.log.LogRead); one line (UsageError)
-    when it cannot be read or holds no event. `replay` and `kernelladder-tui --replay`."""
+    when it cannot be read or holds no event. `replay` and `kernelladder-tui --replay`.
+    A log recorded before verdicts carried vs best gets it from its saved verdicts
+    (standing_backfill), so an old run leads with its standing as a new one does."""
+    import dataclasses
+
     from kernelladder.engine.log import LogError, read_log
+    from kernelladder.engine.standing_backfill import fill_standing
 
     try:
         read = read_log(run_dir)
@@ -46,7 +51,7 @@ def read_run_log(run_dir: str | Path) -> Any:
     if not read.events:
         why = " (its only line is cut short or not an event)" if read.torn else ""
         raise UsageError(f"{run_dir}: the log holds no events{why}")
-    return read
+    return dataclasses.replace(read, events=fill_standing(read.events, run_dir))
 
 
 def load_state(run_dir: str) -> Any:

@@ -8,6 +8,11 @@ over the candidate's, per shape) wins; then the higher fraction of the floor.
 Where an attempt has no vs best (older logs, an op with no baseline that ran) the speedup
 over the op's reference decides, as it did before. Without speed (the CPU) nothing here
 applies: "best" is the first passing attempt (rules.py).
+
+"Faster" / "slower" at a shape need a difference beyond PRACTICAL_MARGIN (verdict.py)
+besides the rounds' sign test. The noise that ranks (a gain beyond noise, stagnation, a
+runner-up within noise) is the noise of the geomean itself (verdict.geomean_noise of the
+per-shape noises), not the noisiest shape's trial spread.
 """
 
 from __future__ import annotations
@@ -17,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine.gains import MIN_NOISE
-from kernelladder.verifier.verdict import ShapeTiming, versus_fastest_baseline, vs_best
+from kernelladder.verifier.verdict import (
+    PRACTICAL_MARGIN,
+    ShapeTiming,
+    geomean_noise,
+    judged_word,
+    standing_text,
+    versus_fastest_baseline,
+    vs_best,
+)
 
 TARGET_OVER = ("best", "reference")  # what --target is a speedup over
 
@@ -44,6 +57,16 @@ class Merit:
         return (int(self.never_slower), self.vs_best or 0.0, self.floor_fraction or 0.0)
 
 
+def ranking_noise(shapes: Mapping[str, Mapping[str, Any]], noise: float | None) -> float | None:
+    """The noise a standing is ranked with: the geomean's own noise from the per-shape
+    noises its rows carry; `noise` (the noisiest shape's, as older logs record only
+    that) where a row carries none."""
+    rows = list(shapes.values())
+    if rows and all(isinstance(row.get("noise"), int | float) for row in rows):
+        return geomean_noise([row["noise"] for row in rows])
+    return noise
+
+
 def merit_of(attempt: Any) -> Merit:
     """The merit of a folded attempt (AttemptState: speedup, vs_best, standing_shapes,
     floor_fraction, noise)."""
@@ -53,14 +76,33 @@ def merit_of(attempt: Any) -> Merit:
         vs_best=getattr(attempt, "vs_best", None),
         shapes={label: str(row.get("standing", "")) for label, row in shapes.items()},
         floor_fraction=attempt.floor_fraction,
-        noise=attempt.noise,
+        noise=ranking_noise(shapes, attempt.noise),
+    )
+
+
+def judged_rows(shapes: Mapping[str, Any]) -> dict[str, Any]:
+    """Recorded per-shape rows with the practical margin applied to their words (a row of
+    an older log that says "slower" by 0.24 % reads "tie"); the rows are copied."""
+    out: dict[str, Any] = {}
+    for label, row in shapes.items():
+        if isinstance(row, Mapping):
+            row = dict(row)
+            row["standing"] = judged_word(str(row.get("standing", "")), row.get("vs_best"))
+        out[label] = row
+    return out
+
+
+def rows_text(shapes: Mapping[str, Any]) -> str:
+    """standing_text of per-shape rows ("3 faster, 2 tie")."""
+    return standing_text(
+        {label: str(row.get("standing", "")) for label, row in shapes.items() if row}
     )
 
 
 def standing_shapes(timings: Sequence[ShapeTiming]) -> dict[str, dict[str, Any]]:
-    """Per shape label: the fastest baseline, the candidate's speedup over it and the word
-    ({"baseline", "vs_best", "standing", "rounds", "won", "lost"}); shapes without a
-    baseline that ran are left out."""
+    """Per shape label: the fastest baseline, the candidate's speedup over it, the word and
+    the candidate's noise there ({"baseline", "vs_best", "standing", "noise", "rounds",
+    "won", "lost"}); shapes without a baseline that ran are left out."""
     out: dict[str, dict[str, Any]] = {}
     for t in timings:
         versus = versus_fastest_baseline(t.candidate_ms, t.baselines_ms, t.noise, t.paired)
@@ -70,6 +112,7 @@ def standing_shapes(timings: Sequence[ShapeTiming]) -> dict[str, dict[str, Any]]
             "baseline": versus[0],
             "vs_best": round(float(versus[1]), 4),
             "standing": versus[2],
+            "noise": None if t.noise is None else round(float(t.noise), 6),
         }
         paired = t.paired or {}
         if paired.get("baseline") == versus[0] and isinstance(paired.get("rounds"), int):
@@ -92,7 +135,7 @@ def merit_from_timings(
         vs_best=vs_best(timings),
         shapes={label: row["standing"] for label, row in shapes.items()},
         floor_fraction=floor_fraction,
-        noise=noise,
+        noise=ranking_noise(shapes, noise),
     )
 
 
@@ -166,6 +209,10 @@ def standing_counts(shapes: Mapping[str, Any]) -> str:
 
 __all__ = [
     "MIN_NOISE",
+    "PRACTICAL_MARGIN",
+    "judged_rows",
+    "ranking_noise",
+    "rows_text",
     "TARGET_OVER",
     "Merit",
     "best_baseline_name",

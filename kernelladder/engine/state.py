@@ -213,8 +213,9 @@ class RunState:
     gates: dict[str, GateState] = field(default_factory=dict)
     pending_gates: dict[str, None] = field(default_factory=dict)  # ordered set of ids
     notices: list[NoticeState] = field(default_factory=list)
-    best_attempt: int | None = None
+    best_attempt: int | None = None  # the best that held, once the end's re-measure says
     best_speedup: float | None = None
+    ranked_best: int | None = None  # the best by rank (BestImproved), held or not
     # BestConfirmed events in order: attempt -> the event's fields (the last one counts)
     confirmations: dict[int, dict[str, Any]] = field(default_factory=dict)
     passed_sources: set[str] = field(default_factory=set)
@@ -607,9 +608,14 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a.floor_fraction = e.floor_fraction
     a.noise = e.noise
     a.summary = e.summary
-    a.standing = e.standing
     a.vs_best = e.vs_best
-    a.standing_shapes = dict(e.standing_shapes)
+    # the practical margin applied to recorded words, so older logs read as today's rule
+    a.standing_shapes = standing_rank.judged_rows(e.standing_shapes)
+    a.standing = (
+        standing_rank.rows_text(a.standing_shapes)
+        if a.standing_shapes and a.standing_shapes != e.standing_shapes
+        else e.standing
+    )
     a.early_stop = e.early_stop
     a.verdict_hash = e.verdict_hash
     a.elapsed_s = e.elapsed_s
@@ -661,19 +667,67 @@ def _best_improved(s: RunState, e: ev.BestImproved) -> None:
     if e.overall:
         s.best_attempt = e.attempt
         s.best_speedup = e.speedup
+        s.ranked_best = e.attempt
+
+
+SLOWER_REASON = "slower than the fastest baseline at"  # best_confirmation's words
 
 
 def _best_confirmed(s: RunState, e: ev.BestConfirmed) -> None:
+    shapes = standing_rank.judged_rows(e.shapes)
+    held, detail = e.held, e.detail
+    slower = any(row.get("standing") == "slower" for row in shapes.values())
+    if not held and detail.startswith(SLOWER_REASON) and shapes and not slower:
+        # an older log's "slower" by less than the practical margin: a tie, so it held
+        held = True
+        margin = f"{standing_rank.PRACTICAL_MARGIN:.0%}"
+        detail = f"held within the {margin} practical margin (recorded: {detail})"
     s.confirmations[e.attempt] = {
         "attempt": e.attempt,
-        "held": e.held,
+        "held": held,
         "vs_best": e.vs_best,
         "recorded_vs_best": e.recorded_vs_best,
-        "shapes": dict(e.shapes),
+        "shapes": shapes,
         "noise": e.noise,
         "rounds": e.rounds,
-        "detail": e.detail,
+        "detail": detail,
     }
+    held_best = best_that_held(s)
+    if held_best is not None and held_best != s.best_attempt:
+        s.best_attempt = held_best
+        s.best_speedup = s.attempts[held_best].speedup if held_best in s.attempts else None
+
+
+def best_that_held(s: RunState) -> int | None:
+    """The run's best once re-measured: the best by rank when it held (or was not
+    re-measured); when it did not hold, the best-ranked re-measured attempt that held;
+    when none held, the best by rank still (the summary says none held)."""
+    ranked = s.ranked_best if s.ranked_best is not None else s.best_attempt
+    mine = s.confirmations.get(ranked) if ranked is not None else None
+    if mine is None or mine["held"]:
+        return ranked
+    held = {n for n, c in s.confirmations.items() if c["held"]}
+    if not held:
+        return ranked
+    order = [n for n in ranked_passes(s) if n in held]
+    return order[0] if order else min(held)
+
+
+def closest_to_holding(s: RunState) -> int | None:
+    """When no re-measured attempt held: the one that came closest, by its worst shape's
+    re-measured vs best (the least slower), then its re-measured vs best."""
+    if not s.confirmations or any(c["held"] for c in s.confirmations.values()):
+        return None
+
+    def key(c: dict[str, Any]) -> tuple[float, float]:
+        ratios = [
+            float(row["vs_best"])
+            for row in c["shapes"].values()
+            if isinstance(row, dict) and isinstance(row.get("vs_best"), int | float)
+        ]
+        return (min(ratios) if ratios else 0.0, c["vs_best"] or 0.0)
+
+    return max(s.confirmations.values(), key=key)["attempt"]
 
 
 _HANDLERS: dict[type[ev.Event], Any] = {

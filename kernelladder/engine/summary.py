@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.standing_rank import best_baseline_name
-from kernelladder.engine.state import JUDGED, VETOED, RunState
+from kernelladder.engine.state import JUDGED, VETOED, RunState, closest_to_holding
 from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -116,8 +116,23 @@ def summarize(state: RunState) -> dict[str, Any]:
             for c in state.confirmations.values()
         ]
         held = [c["attempt"] for c in state.confirmations.values() if c["held"]]
-        out["confirmed_best"] = held[0] if held else None
+        out["confirmed_best"] = best.number if best is not None and best.number in held else (
+            held[0] if held else None
+        )  # fmt: skip
         if out["best"] is not None and best.number in state.confirmations:
             mine = state.confirmations[best.number]
             out["best"]["confirmed"] = "confirmed" if mine["held"] else "did not hold"
+        ranked = state.ranked_best
+        if ranked is not None and best is not None and ranked != best.number:
+            # the first best did not hold: the run's best is the re-measured one that did
+            out["best"]["instead_of"] = {"attempt": ranked, "confirmed": "did not hold"}
+        closest = closest_to_holding(state)
+        if closest is not None:
+            c = state.confirmations[closest]
+            out["none_held"] = {
+                "re_measured": len(state.confirmations),
+                "closest": closest,
+                "vs_best": _round(c["vs_best"]),
+                "detail": c["detail"],
+            }
     return out

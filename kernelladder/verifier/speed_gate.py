@@ -20,10 +20,13 @@ from kernelladder.verifier.timing import TARGET_MS, Timing, pooled
 from kernelladder.verifier.verdict import (
     FAIL,
     PASS,
+    PRACTICAL_MARGIN,
     SKIPPED,
     Feedback,
     ShapeTiming,
+    beyond_margin,
     fastest_baseline,
+    geomean_noise,
 )
 
 # Back-to-back rounds with the fastest baseline when the two are this close (relative):
@@ -80,19 +83,23 @@ def settled_word(cand_ms: Sequence[float], rival_ms: Sequence[float], rounds: in
 def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
     """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
     "faster" or "slower" only when every round went that way (a one-sided sign test,
-    p = 2**-rounds: 0.008 at 7 rounds), else "tie". The rounds' times are kept."""
+    p = 2**-rounds: 0.008 at 7 rounds) and the median ratio is beyond PRACTICAL_MARGIN,
+    else "tie". The rounds' times are kept."""
     pairs = list(zip(cand_ms, rival_ms, strict=True))
     won = sum(1 for k, b in pairs if k < b)
     lost = sum(1 for k, b in pairs if k > b)
     rounds = len(pairs)
-    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
     ratios = [b / k for k, b in pairs if k > 0]
+    ratio = statistics.median(ratios) if ratios else math.nan
+    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
+    if word != "tie" and not (math.isfinite(ratio) and beyond_margin(ratio)):
+        word = "tie"  # every round one way, by less than a kernel engineer calls a difference
     return {
         "baseline": rival,
         "rounds": rounds,
         "won": won,
         "lost": lost,
-        "ratio": statistics.median(ratios) if ratios else math.nan,
+        "ratio": ratio,
         "candidate_ms": statistics.median(cand_ms),
         "baseline_ms": statistics.median(rival_ms),
         "verdict": word,
@@ -413,6 +420,7 @@ class SpeedGate:
             ),
         )
         noise = max((t.noise for t in timings if t.noise is not None), default=None)
+        noise_of_geomean = geomean_noise([t.noise for t in timings])
         self.speed = {
             "speedup": speedup,
             "speedup_vs": speedup_vs,
@@ -441,6 +449,8 @@ class SpeedGate:
             "rates": {k: v for k, v in rates.items()},
             "skipped_baselines": skipped_baselines,
             "min_speedup": self.opts.min_speedup,
+            "noise_of_geomean": noise_of_geomean,
+            "practical_margin": PRACTICAL_MARGIN,
         }
         ref_text = "; ".join(f"{t.label}: {_fmt_ms(t.reference_ms)}" for t in timings)
         cand_text = "; ".join(
@@ -473,14 +483,17 @@ class SpeedGate:
             self.feedback = Feedback(
                 expected=expected, saw=f"{detail}; {saw}", fence=self.spec.fence
             )
+        threshold = f"pass threshold {self.opts.min_speedup:g}x over the reference"
         detail = (
-            f"{speedup:.3f}x over the reference (geomean of {len(timings)} shapes; "
-            f"min {self.opts.min_speedup:g}x), noise {noise:.1%}"
-            if noise is not None
-            else f"{speedup:.3f}x over the reference"
+            f"{speedup:.3f}x over the reference (geomean of {len(timings)} shapes; {threshold})"
         )
+        if noise is not None and noise_of_geomean is not None:
+            detail += (
+                f", noise of the geomean {noise_of_geomean:.1%} (noisiest shape {noise:.1%}); "
+                f"faster/slower beyond {PRACTICAL_MARGIN:.0%}"
+            )
         if best_lib:
-            detail += f"; {best_lib[1]:.2f}x vs {best_lib[0]}"
+            detail = f"{best_lib[1]:.2f}x vs {best_lib[0]}; " + detail
         stop = self.early_stop
         if stop:
             evidence["early_stop"] = dict(stop)

@@ -66,6 +66,35 @@ def fastest_baseline(baselines_ms: Mapping[str, Any]) -> tuple[str, float] | Non
 VERSUS_WORDS = ("faster", "tie", "slower")
 BEATS_EVERY_BASELINE = "beats every baseline"  # standing_text when every shape is faster
 
+# "Faster" or "slower" than a baseline at a shape needs a difference beyond this (relative)
+# as well as the rounds' sign test: 0.24 % at the HBM floor is a tie to a kernel engineer
+PRACTICAL_MARGIN = 0.01
+
+
+def beyond_margin(ratio: float, margin: float = PRACTICAL_MARGIN) -> bool:
+    """Is a ratio of two times (baseline / candidate) further from 1 than `margin`, either
+    way (1.011 is, 0.9976 is not)?"""
+    return ratio > 1.0 + margin or ratio * (1.0 + margin) < 1.0
+
+
+def judged_word(word: str, ratio: float | None) -> str:
+    """A recorded "faster" / "slower" with the practical margin applied: inside it, "tie".
+    Recorded words of older logs are read through this, so they read as today's rule."""
+    if word in ("faster", "slower") and isinstance(ratio, int | float) and ratio > 0:
+        return word if beyond_margin(float(ratio)) else "tie"
+    return word
+
+
+def geomean_noise(noises: Sequence[float | None]) -> float | None:
+    """The relative noise of a geomean over shapes from each shape's relative noise: the
+    shapes' errors combined as independent errors of a mean of logs, sqrt(sum n^2) / N.
+    Not the noisiest shape's trial spread: one noisy small shape moves the geomean by its
+    noise over N. None when no shape has a noise."""
+    vals = [float(n) for n in noises if isinstance(n, int | float) and math.isfinite(n)]
+    if not vals:
+        return None
+    return math.sqrt(sum(n * n for n in vals)) / len(vals)
+
 
 def versus_fastest_baseline(
     candidate_ms: float | None,
@@ -75,21 +104,23 @@ def versus_fastest_baseline(
 ) -> tuple[str, float, str] | None:
     """(fastest baseline's name, its time / the candidate's, "faster" | "tie" | "slower")
     at one shape. When the verifier timed the candidate and that baseline back to back
-    (`paired`), its rounds decide. Otherwise a margin inside the candidate's own timing
-    noise (IQR / median) is a tie: at a hardware limit two kernels differ by less than the
-    drift between timings."""
+    (`paired`), its rounds decide, and a ratio inside PRACTICAL_MARGIN is a tie however
+    the rounds went. Otherwise a margin inside the candidate's own timing noise (IQR /
+    median), at least PRACTICAL_MARGIN, is a tie: at a hardware limit two kernels differ
+    by less than the drift between timings."""
     if (
         paired
         and paired.get("verdict") in VERSUS_WORDS
         and isinstance(paired.get("ratio"), int | float)
         and paired.get("baseline") in baselines_ms
     ):
-        return str(paired["baseline"]), float(paired["ratio"]), str(paired["verdict"])
+        ratio = float(paired["ratio"])
+        return str(paired["baseline"]), ratio, judged_word(str(paired["verdict"]), ratio)
     fastest = fastest_baseline(baselines_ms)
     if not candidate_ms or candidate_ms <= 0 or fastest is None:
         return None
     name, base = fastest
-    margin = 1.0 + (noise or 0.0)
+    margin = 1.0 + max(noise or 0.0, PRACTICAL_MARGIN)
     word = (
         "faster"
         if candidate_ms * margin < base

@@ -160,10 +160,10 @@ def test_a_status_line_leaves_out_floor_cost_then_elapsed_never_the_state():
     wide = status_line(view, 86.0).plain
     assert "elapsed 01:26" in wide and "of floor" in wide and "cost $0.00" in wide
     assert status_line(view, 86.0, len(wide)).plain == wide
-    shorter = status_line(view, 86.0, 90).plain
+    shorter = status_line(view, 86.0, 105).plain
     assert "of floor" not in shorter and "cost" not in shorter and "elapsed 01:26" in shorter
-    narrow = status_line(view, 86.0, 64).plain
-    assert narrow == "attempts 27/40  best #5 8.22×  finished: all-branches-done"
+    narrow = status_line(view, 86.0, 80).plain
+    assert narrow == "attempts 27/40  best #5 8.22× over reference  finished: all-branches-done"
     tiny = status_line(view, 86.0, 30).plain
     assert tiny.endswith("finished: all-branches-done") and len(tiny) <= 30
 

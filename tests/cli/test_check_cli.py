@@ -213,3 +213,14 @@ def test_report_shows_times_speedups_floor_and_evidence():
         "anti-cheat evidence",
     ):
         assert expected in text, expected
+
+
+def test_check_json_carries_the_standing_first_fields_of_a_recorded_h200_verdict():
+    from kernelladder.cli.check import verdict_json
+    from kernelladder.verifier.verdict import Verdict
+
+    path = ROOT / "tests/data/old-logs/rmsnorm-2026-12-01/attempts/30.json"
+    d = verdict_json(Verdict.from_dict(json.loads(path.read_text())))
+    assert round(d["vs_best"], 2) == 1.07 and d["speedup_over"] == "reference"
+    assert d["standing_shapes"]["32768x8192 bf16"]["standing"] == "tie"
+    assert 0.01 < d["noise_of_geomean"] < d["noise"] / 2  # the geomean's, not the noisiest

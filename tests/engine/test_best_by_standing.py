@@ -304,7 +304,9 @@ async def test_the_best_is_re_measured_at_the_end_and_the_summary_says_confirmed
     assert summarize(fold(read_events(run.run_dir))) == summary  # replay equals live
 
 
-async def test_a_best_that_does_not_hold_is_marked_and_the_next_best_is_re_measured(tmp_path):
+async def test_a_best_that_does_not_hold_gives_way_to_the_re_measured_runner_up_that_held(
+    tmp_path,
+):
     moves = [
         _standing_move("a", "1.02:tie 1.04:faster"),
         _standing_move("b", "1.01:tie 1.50:faster", again="0.97:slower 1.40:faster"),
@@ -312,13 +314,25 @@ async def test_a_best_that_does_not_hold_is_marked_and_the_next_best_is_re_measu
     runner = StandingRunner()
     run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=2)
     state = await run.run()
-    assert state.best_attempt == 2
-    confirmed = [e for e in read_events(run.run_dir) if isinstance(e, ev.BestConfirmed)]
+    events = read_events(run.run_dir)
+    confirmed = [e for e in events if isinstance(e, ev.BestConfirmed)]
     assert [(c.attempt, c.held) for c in confirmed] == [(2, False), (1, True)]
     assert "slower than the fastest baseline at shape0" in confirmed[0].detail
+    # the run's best is the one that held; the first keeps its "did not hold" mark
+    assert (state.best_attempt, state.ranked_best) == (1, 2)
+    assert state.confirmations[2]["held"] is False
+    finished = [e for e in events if isinstance(e, ev.RunFinished)][-1]
+    assert finished.best_attempt == 1
+    from kernelladder.app.headless import event_line
+
+    line = event_line(finished, state)
+    assert "; best #1 " in line and " · confirmed (#2 did not hold) (" in line, line
+    assert line.endswith("x over reference)")
     summary = summarize(state)
-    assert summary["best"]["confirmed"] == "did not hold"
-    assert summary["confirmed_best"] == 1
+    assert summary["best"]["attempt"] == 1 and summary["best"]["confirmed"] == "confirmed"
+    assert summary["best"]["instead_of"] == {"attempt": 2, "confirmed": "did not hold"}
+    assert summary["confirmed_best"] == 1 and "none_held" not in summary
+    assert summarize(fold(events)) == summary  # replay --json equals live
     assert (run.run_dir / "attempts" / "2.confirm.json").exists()
 
 

@@ -17,6 +17,16 @@ def short_label(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def trends_heading(view: v.RunView) -> str:
+    """What the sparklines show: vs best (the figure of merit) where the log records it,
+    else the speedup over the reference, said as such."""
+    if not view.speed_measured:
+        return "speed not measured (no GPU)"
+    if any(a.vs_best is not None for a in view.attempts.values()):
+        return "per-branch vs best"
+    return "per-branch speedups over reference"
+
+
 class BranchTrend(Horizontal):
     DEFAULT_CSS = """
     BranchTrend {
@@ -77,18 +87,16 @@ class BranchTrends(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._rows: dict[str, BranchTrend] = {}
-        self._measured: bool | None = None
+        self._measured: str | None = None  # the heading shown
 
     def compose(self):
         yield Label("", classes="trends-note")
 
     def show(self, view: v.RunView) -> None:
-        if view.speed_measured != self._measured:
-            self._measured = view.speed_measured
-            note = self.query_one(".trends-note", Label)
-            note.update(
-                "per-branch speedups" if view.speed_measured else "speed not measured (no GPU)"
-            )
+        heading = trends_heading(view)
+        if heading != self._measured:
+            self._measured = heading
+            self.query_one(".trends-note", Label).update(heading)
         if not view.speed_measured:
             return
         for branch in view.branches:

@@ -132,7 +132,8 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
             f" · {view.best_standing}" if view.best_standing else "",
         )
         if view.best_confirmed:
-            style = "$success" if view.best_confirmed == "confirmed" else "bold $warning"
+            held = view.best_confirmed.startswith("confirmed")
+            style = "$success" if held else "bold $warning"
             best = Content.assemble(best, " · ", (view.best_confirmed, style))
         if view.best_floor_fraction is not None:
             floor = Content(f" · {fmt.percent(view.best_floor_fraction)} floor")
@@ -141,7 +142,11 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         )
     else:
         shown = (
-            fmt.speedup(view.best_speedup) if view.speed_measured else "passes (speed not measured)"
+            f"{fmt.speedup(view.best_speedup)} over reference"
+            if view.speed_measured and view.best_speedup is not None
+            else "passes (speed not measured)"
+            if not view.speed_measured
+            else fmt.speedup(view.best_speedup)
         )
         best = Content.styled(f"#{view.best_attempt} {shown}", "bold $success")
         if view.best_floor_fraction is not None:

@@ -11,8 +11,18 @@ from textual.widgets import Static
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
-from kernelladder.engine.standing_rank import best_baseline_name, standing_counts, standing_shapes
+from kernelladder.engine.standing_rank import (
+    best_baseline_name,
+    ranking_noise,
+    standing_counts,
+    standing_shapes,
+)
 from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, early_stop_text, vs_best
+
+
+def _pct1(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
 
 GATE_MARKS = {PASS: ("✓", "$success"), FAIL: ("✗", "bold $error")}
 EVIDENCE_CHARS = 160
@@ -165,6 +175,10 @@ def standing_block(verdict: Verdict) -> list[Content]:
         f" · {standing_counts(shapes)}",
         f" · {fmt.percent(verdict.floor_fraction)} floor",
         (f" · {fmt.speedup(verdict.speedup)} over reference", "$text-muted"),
+        (
+            f" · noise of the geomean {_pct1(ranking_noise(shapes, verdict.noise))}",
+            "$text-muted",
+        ),
     )
     width = max(len("shape"), *(len(label) for label in shapes))
     lines = [
