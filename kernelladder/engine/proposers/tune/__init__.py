@@ -8,13 +8,13 @@ Every verdict of the run (every branch) feeds one model: per knob value, the mea
 speedup of the configs judged with it against the mean of all; a config's score is the
 sum over its values. Branches look in different regions:
 
-    tune:pattern  around the run's best config: one-knob and two-knob moves (coupled
-                  pairs first: a tile with num_warps, the K tile with num_stages), best
-                  score first, then three-knob moves
+    tune:pattern  around the run's best config: every one-knob move, then two-knob moves
+                  (coupled pairs first: a tile with num_warps, the K tile with
+                  num_stages), then three-knob moves; the best score first in each ring
     tune:seeds    the user's start and Triton's usual configs for the kernel's kind, then
                   moves around the run's second best (a region the pattern branch leaves)
-    tune:explore  far configs: the best score plus a bonus for distance from every
-                  config tried (space filling)
+    tune:explore  anywhere in the space: the model's best untried configs, the farthest
+                  from what was tried first among near ties
 
 A verdict whose timing stopped early (coarse times, not faster than the branch's head)
 is a loser: it feeds the model but is never a base. A config that failed to compile for
@@ -36,7 +36,6 @@ from typing import Any
 
 from kernelladder.engine.proposers.tune.knobs import (
     STAGES,
-    SWIZZLE,
     TILE,
     VALUE,
     WARPS,
@@ -69,9 +68,12 @@ UP, DOWN = 1, -1
 GROUP_OF_ROLE = {TILE: "blocks", VALUE: "blocks", WARPS: "warps", STAGES: "stages"}
 PROFILE_WEIGHT = 0.01  # a move's agreement with the profile, in log-speedup units
 COUPLED_BONUS = 0.004  # two knobs that want to move together, moved together
-NOVELTY_WEIGHT = 0.002  # per value never judged yet
-FAR_WEIGHT = 0.02  # explore: per step of distance from the nearest config tried
-EXPLORE_SAMPLE = 4000
+NOVELTY_WEIGHT = 0.05  # per value never judged yet (measured on toy landscapes: 0.002 to 0.1)
+FAR_WEIGHT = (
+    0.01  # explore: per step from the nearest config tried (a tie-breaker; measured best small)
+)
+EXPLORE_SAMPLE = 2000
+EXPLORE_TOP = 128  # of the model's best, the farthest from what was tried go first
 
 
 def profile_order(group: str, profile: Mapping[str, Any] | None) -> tuple[int, int]:
@@ -173,9 +175,11 @@ class TuneProposer(ProposerBase):
         fast = float(speedup) if isinstance(speedup, int | float) and speedup > 0 else None
         old = run.judged.get(config)
         new = Judged(attempt, source, status, fast, early)
-        if old is None or old.status == "pending" or (old.status != "pass" and status == "pass"):
-            run.judged[config] = new
-        elif status == "pass" and fast is not None and (old.speedup or 0) < fast and not early:
+        replaces = (
+            old is None or old.status == "pending" or (old.status != "pass" and status == "pass")
+        )
+        faster = status == "pass" and fast is not None and not early
+        if replaces or (faster and old is not None and (old.speedup or 0) < (fast or 0)):
             run.judged[config] = new
         if status == "fail" and resource_failure(text) and run.space is not None:
             run.space.mark_infeasible(config)
@@ -186,10 +190,16 @@ class TuneProposer(ProposerBase):
         pv = ctx.parent_verdict or {}
         pv_text = " ".join(
             str(x)
-            for x in (pv.get("summary"), pv.get("early_stop") and "stopped early", ctx.feedback.get("saw"))
+            for x in (
+                pv.get("summary"),
+                pv.get("early_stop") and "stopped early",
+                ctx.feedback.get("saw"),
+            )
             if x
         )
-        self._learn(ctx.parent_attempt, ctx.parent_source, pv.get("verdict"), pv.get("speedup"), pv_text)
+        self._learn(
+            ctx.parent_attempt, ctx.parent_source, pv.get("verdict"), pv.get("speedup"), pv_text
+        )
         for h in ctx.history:
             if not isinstance(h.get("source"), str):
                 continue
@@ -224,7 +234,9 @@ class TuneProposer(ProposerBase):
         feasible = self._feasible_count()
         proposed = len(self._run.proposed)
         if feasible is None:
-            return f"{proposed} configs proposed of a space of {space.size} (too large to enumerate)"
+            return (
+                f"{proposed} configs proposed of a space of {space.size} (too large to enumerate)"
+            )
         return spent_text(min(proposed, feasible), feasible, space.size)
 
     # --- the model ------------------------------------------------------------------------
@@ -276,7 +288,9 @@ class TuneProposer(ProposerBase):
                 moved.append((knob, direction))
                 group = GROUP_OF_ROLE.get(knob.role)
                 if group is not None and profile:
-                    score += PROFILE_WEIGHT * (1 if profile_order(group, profile)[0] == direction else -1)
+                    score += PROFILE_WEIGHT * (
+                        1 if profile_order(group, profile)[0] == direction else -1
+                    )
         if len(moved) == 2:
             (k1, d1), (k2, d2) = moved
             roles = {k1.dot or k1.role, k2.dot or k2.role}
@@ -294,31 +308,43 @@ class TuneProposer(ProposerBase):
         passed.sort(key=lambda cj: (not cj[1].early, cj[1].speedup or 0.0), reverse=True)
         return [c for c, _ in passed]
 
-    def _around(self, base: Config, effects: list[dict[int, float]], profile: Any) -> Iterator[Config]:
+    def _around(
+        self, base: Config, effects: list[dict[int, float]], profile: Any
+    ) -> Iterator[Config]:
         space = self._run.space
         assert space is not None
-        near = [c for r in (1, 2) for c, _ in neighbours(space, base, r)]
-        yield from sorted(near, key=lambda c: -self._score(c, base, effects, profile))
-        if len(space.knobs) >= 3:
-            far = list(neighbours(space, base, 3))
-            yield from sorted((c for c, _ in far), key=lambda c: -self._score(c, base, effects, profile))
+        # every one-knob move first (as a pattern search does: the moves that say most),
+        # then two-knob and three-knob moves; the model orders each ring
+        for radius in (1, 2, 3):
+            ring = [c for c, _ in neighbours(space, base, radius)]
+            yield from sorted(ring, key=lambda c: -self._score(c, base, effects, profile))
 
-    def _explore(self, effects: list[dict[int, float]], profile: Any) -> Iterator[Config]:
+    def _explore(self, effects: list[dict[int, float]]) -> Iterator[Config]:
+        """Untried configs by the model's score, the farthest from what was tried first
+        among near ties (a sample of the space when it is large)."""
         space = self._run.space
         assert space is not None
-        tried = list(self._run.proposed) or [space.start()]
         if space.size <= EXPLORE_SAMPLE:
             pool = list(space.all())
         else:
             rng = random.Random(self._run.calls)
             pool = [tuple(rng.choice(v) for v in space.values) for _ in range(EXPLORE_SAMPLE)]
-        pool = [c for c in pool if c not in self._run.proposed and self._ok(c)]
+        pool = [c for c in set(pool) if c not in self._run.proposed and self._ok(c)]
+        start = space.start()
+        top = sorted(pool, key=lambda c: -self._score(c, start, effects, None))[:EXPLORE_TOP]
+        tried = [space.index(c) for c in self._run.proposed]
+        tried = [t for t in tried if t is not None][-64:]
+
+        def far(c: Config) -> int:
+            ic = space.index(c)
+            if ic is None or not tried:
+                return 0
+            return min(sum(abs(a - b) for a, b in zip(ic, t, strict=True)) for t in tried)
 
         def score(c: Config) -> float:
-            near = min(distance(space, c, t) for t in tried[-64:])
-            return self._score(c, c, effects, None) + FAR_WEIGHT * min(near, 8)
+            return self._score(c, start, effects, None) + FAR_WEIGHT * min(far(c), 6)
 
-        yield from sorted(pool, key=score, reverse=True)[:64]
+        yield from sorted(top, key=score, reverse=True)
 
     def _candidates(self, strategy: str, ctx: ProposalContext) -> Iterator[Config]:
         space = self._run.space
@@ -332,11 +358,11 @@ class TuneProposer(ProposerBase):
             second = ranked[1] if len(ranked) > 1 else parent
             yield from self._around(second, effects, ctx.profile)
         elif strategy == "explore":
-            yield from self._explore(effects, ctx.profile)
+            yield from self._explore(effects)
         yield from self._around(best, effects, ctx.profile)
         for c in ranked[1:8]:  # the next best regions
             yield from self._around(c, effects, ctx.profile)
-        yield from self._explore(effects, ctx.profile)
+        yield from self._explore(effects)
         if space.size <= ENUMERATE_MAX:  # the rest of the space, so nothing is left over
             yield from space.all()
 
@@ -362,7 +388,9 @@ class TuneProposer(ProposerBase):
         found = self._found(ctx.parent_source)
         if run.space is None or run.space.config_of(found) is None:
             if not found.knobs:
-                raise ProposerExhausted("tune: no launch parameter to tune in the kernel's Triton launches")
+                raise ProposerExhausted(
+                    "tune: no launch parameter to tune in the kernel's Triton launches"
+                )
             run.space = Space.of(found, ctx.hardware)
             run.allowed = run.space.estimates(run.space.start())
             if not run.space.knobs:
@@ -405,7 +433,7 @@ class TuneProposer(ProposerBase):
             for k, old, new in zip(space.knobs, base_config, config, strict=True)
             if old != new
         ]
-        move = ", ".join(f"{k.label} {old}→{new}" for k, old, new in changed)
+        move = ", ".join(f"{k.label} {k.show(old)}→{k.show(new)}" for k, old, new in changed)
         if base.attempt is not None and base.attempt != ctx.parent_attempt:
             move += f" (from #{base.attempt})"
         where = f"#{base.attempt}" if base.attempt is not None else "the start"
@@ -419,7 +447,7 @@ class TuneProposer(ProposerBase):
             meta={
                 "family": f"tune:{strategy}",
                 "config": space.as_dict(config),
-                "changed": {k.label: [old, new] for k, old, new in changed},
+                "changed": {k.label: [old, new] for k, old, new in changed},  # raw values
                 "base_attempt": base.attempt,
                 "space": {
                     "size": space.size,

@@ -7,9 +7,10 @@ computed from it. Tiles that size `tl.dot` operands get their dot role (M, N or 
 which operand tiles they reach). A constexpr that only reorders programs (used with
 values derived from `tl.program_id`, GROUP_M-style) is a SWIZZLE. Launch options
 (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`) and every integer in an autotune
-config list are knobs too. A knob's value must be an integer literal, at the launch or
-where the launch's name for it is bound; a value computed from the inputs is a fact of
-the inputs, not a knob.
+config list are knobs too. A knob's value is set where it is written: at the launch, or
+where the launch's name for it is bound (so a grid computed from the name follows); a
+value computed there (`triton.next_power_of_2(n)`, `4 if n < 2048 else 8`) is scaled
+as a whole (x2, /2; num_stages +1, -1).
 """
 
 from __future__ import annotations
@@ -68,13 +69,34 @@ class Knob:
     insert_at: int | None = None  # an absent launch option: written at this offset
     pow2: bool = False
     dot: str | None = None  # "M" | "N" | "K" for a tile that sizes tl.dot operands
+    scaled: str | None = None  # a value computed in the launch: this expression, scaled
+
+    def text(self, value: int) -> str:
+        """The source text for a value (a scaled knob's value is a step: x2 per step up,
+        /2 per step down; num_stages +1/-1)."""
+        if self.scaled is None:
+            return str(value)
+        e = self.scaled
+        if value == 0:
+            return e
+        if self.role == STAGES:
+            return f"({e}) + {value}" if value > 0 else f"max(({e}) - {-value}, 1)"
+        return f"({e}) * {2**value}" if value > 0 else f"max(({e}) // {2**-value}, 1)"
+
+    def show(self, value: int) -> str:
+        """How a move line writes a value: 128, or x2 / /2 / +1 of a computed one."""
+        if self.scaled is None:
+            return str(value)
+        if self.role == STAGES:
+            return f"{value:+d}" if value else "as computed"
+        return f"x{2**value}" if value >= 0 else f"/{2**-value}"
 
     def edits(self, value: int) -> list[Edit]:
         if value == self.value:
             return []
         if self.insert_at is not None:
             return [Edit(self.insert_at, self.insert_at, f", {self.name}={value}")]
-        return [Edit(a, b, str(value)) for a, b in self.spans]
+        return [Edit(a, b, self.text(value)) for a, b in self.spans]
 
 
 @dataclass
@@ -183,9 +205,27 @@ def kernel_roles(fn: ast.FunctionDef) -> KernelRoles:
                 tiles |= set().union(*(_names(a) for a in it.args)) & constexprs
                 has_loop = has_loop or _call_name(it) == "range"
     # which tiles each value carries: through tensor shapes, not through program ids
-    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign | ast.AugAssign)]
+    facts = []  # per assignment: targets, names read, tiles shaped, reads tl.program_id
+    for a in (n for n in ast.walk(fn) if isinstance(n, ast.Assign | ast.AugAssign)):
+        targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+        facts.append(
+            (
+                set().union(*(_names(t) for t in targets)),
+                _names(a.value),
+                _shape_constexprs(a.value, constexprs),
+                any(_call_name(n) == "program_id" for n in ast.walk(a.value)),
+            )
+        )
     carries: dict[str, set[str]] = {}
     from_pid: set[str] = set()
+    for _ in range(4):  # a fixpoint over the assignments, in any order
+        for targets, reads, shaped, pid in facts:
+            value = shaped.union(*(carries.get(n, set()) for n in reads))
+            by_pid = (pid or bool(reads & from_pid)) and not shaped
+            for name in targets:
+                carries.setdefault(name, set()).update(value)
+                if by_pid:
+                    from_pid.add(name)
 
     def carried(expr: ast.AST) -> set[str]:
         out = _shape_constexprs(expr, constexprs)
@@ -193,18 +233,6 @@ def kernel_roles(fn: ast.FunctionDef) -> KernelRoles:
             out |= carries.get(name, set())
         return out
 
-    for _ in range(4):  # a fixpoint over the assignments, in any order
-        for a in assigns:
-            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
-            value = carried(a.value)
-            pid = any(_call_name(n) == "program_id" for n in ast.walk(a.value)) or bool(
-                _names(a.value) & from_pid
-            )
-            for t in targets:
-                for name in _names(t):
-                    carries.setdefault(name, set()).update(value)
-                    if pid and not _shape_constexprs(a.value, constexprs):
-                        from_pid.add(name)
     dot: dict[str, str] = {}
     dots = [c for c in calls if _call_name(c) == "dot" and len(c.args) >= 2]
     for c in dots:
@@ -215,13 +243,10 @@ def kernel_roles(fn: ast.FunctionDef) -> KernelRoles:
             dot.setdefault(name, "M")
         for name in b - a:
             dot.setdefault(name, "N")
-    swizzles = set()
-    for a in assigns:
-        pid = bool(_names(a.value) & from_pid) or any(
-            _call_name(n) == "program_id" for n in ast.walk(a.value)
-        )
-        if pid:
-            swizzles |= (_names(a.value) & constexprs) - tiles
+    swizzles: set[str] = set()
+    for _, reads, _, pid in facts:
+        if pid or reads & from_pid:
+            swizzles |= (reads & constexprs) - tiles
     return KernelRoles(
         name=fn.name,
         constexprs=frozenset(constexprs),
@@ -261,8 +286,7 @@ def _grid_meta_keys(grid_nodes: Sequence[ast.AST]) -> set[str]:
     for g in grid_nodes:
         for n in ast.walk(g):
             if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant):
-                if isinstance(n.slice.value, str):
-                    keys.add(n.slice.value)
+                keys |= {n.slice.value} if isinstance(n.slice.value, str) else set()
     return keys
 
 
@@ -333,8 +357,9 @@ def _launch_knobs(
     literals = [
         _int_constant(kw.value)
         for kw in call.keywords
-        if kw.arg is not None and _constexpr_role(roles, kw.arg, False) == TILE
+        if kw.arg in roles.constexprs and _constexpr_role(roles, kw.arg, False) != SWIZZLE
     ]
+    grid_literals = {_int_constant(n) for g in grid for n in ast.walk(g)} - {None}
     for kw in call.keywords:
         if kw.arg is None:
             continue
@@ -344,16 +369,20 @@ def _launch_knobs(
             target = bindings[kw.value.id][0].value  # set where bound: the grid follows
         value = _int_constant(target)
         in_grid = bound and kw.value.id in grid_names  # type: ignore[attr-defined]
+        unique = value is not None and literals.count(value) == 1
+        if not bound and unique and value in grid_literals:
+            in_grid = True  # the grid divides by the same literal: it is computed from it
         role = OPTION_ROLE.get(kw.arg) or _constexpr_role(roles, kw.arg, in_grid)
         if kw.arg in LAUNCH_OPTIONS:
             given.add(kw.arg)
         if role is None:
             continue
-        if value is None:
-            skipped.append(f"{roles.name}.{kw.arg} (not an integer literal)")
-            continue
+        scaled = None
+        if value is None:  # computed at the launch: tune scales the computed value
+            scaled = ast.get_source_segment(off.source, target) or ast.unparse(target)
+            value = 0
         spans = [off.of(target)]
-        if not bound and role == TILE and literals.count(value) == 1:
+        if not bound and role == TILE and unique:
             # the same literal in the launch's grid (when no other tile shares it)
             spans += [off.of(n) for g in grid for n in ast.walk(g) if _int_constant(n) == value]
         knobs.append(
@@ -367,6 +396,7 @@ def _launch_knobs(
                 spans=tuple(spans),
                 pow2=kw.arg in roles.pow2,
                 dot=roles.dot.get(kw.arg),
+                scaled=scaled,
             )
         )
     if not autotuned:  # an autotuned kernel takes its options from its configs
@@ -415,9 +445,7 @@ def _autotune_knobs(
             value = _int_constant(node)
             if value is None:
                 continue
-            role = (
-                OPTION_ROLE.get(name) or _constexpr_role(roles, name, name in grid_keys) or VALUE
-            )
+            role = OPTION_ROLE.get(name) or _constexpr_role(roles, name, name in grid_keys) or VALUE
             knobs.append(
                 Knob(
                     key=f"{roles.name}.config{i}.{name}",

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,9 +64,14 @@ def _powers(low: int, high: int) -> list[int]:
 def domain(knob: Knob, has_loop: bool, dot: bool = False) -> list[int]:
     """The values a knob may take, ascending; the start's value is always one."""
     v = knob.value
+    if knob.scaled is not None:  # steps of a computed value
+        return [-2, -1, 0, 1, 2]
     if knob.role in (TILE, VALUE):
         low = 16 if knob.dot else max(1, v // 16)
-        high = (128 if knob.dot == "K" else 256) if knob.dot else max(v * 64, 16)
+        if knob.dot:
+            high = 128 if knob.dot == "K" else 256
+        else:  # a tensor's width may grow to a whole row; a loop's count less far
+            high = max(v * 64, 8192) if knob.pow2 else max(v * 64, 16)
         values = _powers(low, high)
     elif knob.role == WARPS:
         values = [1, 2, 4, 8, 16]
@@ -150,9 +154,14 @@ class Space:
     def _value(self, config: Config, kernel: str, role: str, default: int) -> int:
         for k, v in zip(self.knobs, config, strict=True):
             if k.kernel == kernel and k.role == role and ".config" not in k.key:
-                return v
+                return default if k.scaled is not None else v
         return next(
-            (k.value for k in self.found.knobs if k.kernel == kernel and k.role == role), default
+            (
+                k.value
+                for k in self.found.knobs
+                if k.kernel == kernel and k.role == role and k.scaled is None
+            ),
+            default,
         )
 
     def estimates(self, config: Config) -> dict[str, dict[str, float]]:
@@ -164,14 +173,20 @@ class Space:
             tiles = {
                 k.name: values.get(k.key, k.value)
                 for k in self.found.knobs
-                if k.kernel == name and k.role == TILE and ".config" not in k.key
+                if k.kernel == name
+                and k.role == TILE
+                and ".config" not in k.key
+                and k.scaled is None
             }
             if not tiles:
                 continue
             warps = self._value(config, name, WARPS, 4)
             stages = self._value(config, name, STAGES, 3)
             if roles.has_dot:
-                dims = {r: math.prod(v for t, v in tiles.items() if roles.dot.get(t) == r) for r in "MNK"}
+                dims = {
+                    r: math.prod(v for t, v in tiles.items() if roles.dot.get(t) == r)
+                    for r in "MNK"
+                }
                 smem = stages * (dims["M"] * dims["K"] + dims["K"] * dims["N"]) * DOT_OPERAND_BYTES
                 regs = 32 + dims["M"] * dims["N"] / (32 * warps)
                 out[name] = {"smem": smem, "regs": regs, "warps": warps}
@@ -184,6 +199,8 @@ class Space:
         """Why a config is ruled out, or "" when it is feasible. `allowed`: the start's
         estimates (the user's own start is never ruled out by an estimate it breaks)."""
         for k, v in zip(self.knobs, config, strict=True):
+            if k.scaled is not None:
+                continue
             if k.pow2 and v & (v - 1) and v != k.value:
                 return f"{k.label} {v} is not a power of two"
             if k.dot and v < 16:
@@ -225,7 +242,7 @@ class Space:
         out = [start]
         by_role: dict[str, list[int]] = {}
         for i, k in enumerate(self.knobs):
-            if ".config" not in k.key:
+            if ".config" not in k.key and k.scaled is None:
                 by_role.setdefault(k.dot or k.role, []).append(i)
         dot = any(r.has_dot for r in self.found.kernels.values())
         if dot:
@@ -247,7 +264,9 @@ class Space:
                 unique.append(c)
         return unique
 
-    def _snap(self, start: Config, by_role: Mapping[str, list[int]], want: Mapping[str, int]) -> Config:
+    def _snap(
+        self, start: Config, by_role: Mapping[str, list[int]], want: Mapping[str, int]
+    ) -> Config:
         c = list(start)
         for role, target in want.items():
             for i in by_role.get(role, []):
@@ -291,5 +310,3 @@ def neighbours(space: Space, base: Config, radius: int) -> Iterator[tuple[Config
 
 def spent_text(proposed: int, feasible: int, total: int) -> str:
     return f"{proposed} of {feasible} feasible configs proposed ({total} in the space)"
-
-
