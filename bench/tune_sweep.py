@@ -12,11 +12,14 @@ was measured before).
 
 The whole bench must fit one command of 9 minutes, so the sweep is capped: the start,
 Triton's usual configs, then a fixed-seed sample of the rest of the feasible space, up to
---sweep-cap configs or --sweep-s seconds per workspace, whichever comes first. The table
-says how many of the feasible configs each sweep timed; where it timed fewer than all,
-"reached" means against the best config of that sample, not of the whole space.
+--sweep-cap configs or --sweep-s seconds per workspace, whichever comes first; each tune
+run's time limit is --tune-s or its share of what is left of --budget-s, so a run may end
+before 40 attempts (the table says how many were judged). The table says how many of the
+feasible configs each sweep timed; where it timed fewer than all, "reached" means against
+the best config of that sample, not of the whole space.
 
-    python3 bench/tune_sweep.py [--sweep-cap 48] [--sweep-s 35] [--tune-s 75] [--own-s 60]
+    python3 bench/tune_sweep.py [--sweep-cap 48] [--sweep-s 25] [--tune-s 75] [--own-s 55]
+                                [--budget-s 510]
 
 Tune runs use --profile off and --no-confirm (both cost GPU time the bench does not
 have: a profile holds the GPU 12-14 s, the end's re-measure 17-22 s) and
@@ -48,6 +51,7 @@ from kernelladder.engine.proposers.tune.space import Space  # noqa: E402
 WORKSPACES = ("tune-matmul-fp16", "tune-bias-gelu", "tune-layernorm", "tune-softmax")
 OWN = "own-kernel"
 REACH = 0.95
+STARTUP_S = 20.0  # an optimize run's start to its first verdict on the H200 (FACTS.md)
 CLI = "import sys; from kernelladder.cli import main; sys.exit(main())"
 
 
@@ -84,19 +88,35 @@ def _ms(verdict: dict[str, Any]) -> float | None:
     return float(ms) if isinstance(ms, int | float) and ms > 0 else None
 
 
-async def _sweep(
-    ws: Path, hardware: dict, cap: int, seconds: float, log: Path, workers: int, device: str
-) -> dict[str, Any]:
-    from kernelladder.ops.registry import op_to_wire
-    from kernelladder.ops.workspace import WorkspaceSpec
+async def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dict[str, dict]:
+    """Every workspace's sweep through one pool of workers (started once)."""
     from kernelladder.verifier.client import LocalPool
 
+    pool = LocalPool(args.device, size=1, per_gpu=args.workers)
+    began = time.monotonic()
+    await pool.start()
+    print(f"{args.workers} verifier workers up in {time.monotonic() - began:.0f} s", flush=True)
+    results = {}
+    try:
+        for name in names:
+            ws = ROOT / "examples" / name
+            log = out / f"{name}.sweep.jsonl"
+            results[name] = await _sweep(pool, ws, hardware, args, log)
+            print(f"{name} sweep: {json.dumps(results[name])}", flush=True)
+    finally:
+        await pool.close()
+    return results
+
+
+async def _sweep(pool: Any, ws: Path, hardware: dict, args: Any, log: Path) -> dict[str, Any]:
+    from kernelladder.ops.registry import op_to_wire
+    from kernelladder.ops.workspace import WorkspaceSpec
+
+    cap, seconds, workers, device = args.sweep_cap, args.sweep_s, args.workers, args.device
     source = (ws / "kernel.py").read_text()
     space, plan, feasible = sweep_plan(source, hardware, cap)
     knobs = find(source).knobs
     wire = op_to_wire(WorkspaceSpec.from_dir(ws, check=False))
-    pool = LocalPool(device, size=1, per_gpu=workers)
-    await pool.start()
     began = time.monotonic()
     queue = list(plan)
     results: list[dict[str, Any]] = []
@@ -116,10 +136,7 @@ async def _sweep(
             with log.open("a") as f:
                 f.write(json.dumps(row) + "\n")
 
-    try:
-        await asyncio.gather(*(one_worker() for _ in range(workers)))
-    finally:
-        await pool.close()
+    await asyncio.gather(*(one_worker() for _ in range(workers)))
     timed = [r for r in results if r["ms"] is not None]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     return {
@@ -176,6 +193,13 @@ def _tune(
     }  # fmt: skip
 
 
+def _limit(deadline: float, wanted: float, runs_left: int, own_s: float) -> float:
+    """A tune run's time limit: as asked, or its share of what is left of the budget
+    (each run also pays its start: workers, baselines, the start's verdict)."""
+    left = deadline - time.monotonic() - own_s - STARTUP_S * (runs_left + 1)
+    return max(20.0, min(wanted, left / runs_left))
+
+
 def _fmt(x: Any, spec: str = ".4f") -> str:
     return format(x, spec) if isinstance(x, int | float) else "n/a"
 
@@ -184,32 +208,28 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--attempts", type=int, default=40)
     p.add_argument("--sweep-cap", type=int, default=48, help="configs per sweep at most")
-    p.add_argument("--sweep-s", type=float, default=35.0, help="seconds per sweep at most")
+    p.add_argument("--sweep-s", type=float, default=25.0, help="seconds per sweep at most")
     p.add_argument("--tune-s", type=float, default=75.0, help="time limit of each tune run")
-    p.add_argument("--own-s", type=float, default=60.0, help="time limit of the own-kernel run")
+    p.add_argument("--own-s", type=float, default=55.0, help="time limit of the own-kernel run")
+    p.add_argument(
+        "--budget-s", type=float, default=510.0,
+        help="the whole bench; later runs get shorter time limits to stay inside it",
+    )  # fmt: skip
     p.add_argument("--workers", type=int, default=3, help="sweep workers sharing the GPU")
     p.add_argument("--device", default="cuda", help="cpu: a smoke run of the code paths")
     args = p.parse_args()
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="tune-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + args.budget_s
     hardware = _hardware(args.device)
     print(f"{hardware['gpu']} (cc {hardware['cc']}); logs under {out}", flush=True)
+    sweeps = asyncio.run(_sweeps(list(WORKSPACES), hardware, args, out))
     rows = []
-    for name in WORKSPACES:
+    for i, name in enumerate(WORKSPACES):
         ws = ROOT / "examples" / name
-        sweep = asyncio.run(
-            _sweep(
-                ws,
-                hardware,
-                args.sweep_cap,
-                args.sweep_s,
-                out / f"{name}.sweep.jsonl",
-                args.workers,
-                args.device,
-            )  # fmt: skip
-        )
-        print(f"{name} sweep: {json.dumps(sweep)}", flush=True)
-        tune = _tune(ws, out / f"{name}.run", args.attempts, args.tune_s, out, args.device)
+        sweep = sweeps[name]
+        limit = _limit(deadline, args.tune_s, len(WORKSPACES) - i, args.own_s)
+        tune = _tune(ws, out / f"{name}.run", args.attempts, limit, out, args.device)
         print(f"{name} tune: {json.dumps({k: v for k, v in tune.items() if k != 'times'})}",
               flush=True)  # fmt: skip
         reached_at = None
@@ -217,9 +237,8 @@ def main() -> int:
             goal = sweep["best_ms"] / REACH
             reached_at = next((n for n in sorted(tune["times"]) if tune["times"][n] <= goal), None)
         rows.append((name, sweep, tune, reached_at))
-    own = _tune(
-        ROOT / "examples" / OWN, out / f"{OWN}.run", args.attempts, args.own_s, out, args.device
-    )
+    limit = min(args.own_s, max(20.0, deadline - time.monotonic() - STARTUP_S))
+    own = _tune(ROOT / "examples" / OWN, out / f"{OWN}.run", args.attempts, limit, out, args.device)
     print(f"{OWN} tune: {json.dumps({k: v for k, v in own.items() if k != 'times'})}", flush=True)
 
     print("\nworkspace          swept/feasible  sweep best ms  tune best ms (#, judged)"

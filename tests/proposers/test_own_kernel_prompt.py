@@ -28,7 +28,7 @@ def _profile() -> dict:
 
 def _ctx(op: dict, **kw) -> ProposalContext:
     base = dict(
-        op=op, branch_id="b1", strategy="tune:blocks", parent_attempt=0,
+        op=op, branch_id="b1", strategy="tune:pattern", parent_attempt=0,
         parent_source=(EXAMPLE / "kernel.py").read_text(), parent_verdict=None, feedback={},
         dead_ends=(), hints="", device="cuda",
     )  # fmt: skip
