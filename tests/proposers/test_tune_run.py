@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import ROOT
 
 from kernelladder.engine.proposers.tune.knobs import find
@@ -16,15 +17,31 @@ from kernelladder.engine.proposers.tune.knobs import find
 WORKSPACE = ROOT / "examples" / "tune-softmax"
 
 
-def test_a_cpu_tune_run_on_the_softmax_workspace_judges_every_attempt(tmp_path):
-    run_dir = tmp_path / "run"
+def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
     env.pop("ANTHROPIC_API_KEY", None)
     code = "import sys; from kernelladder.cli import main; sys.exit(main())"
-    done = subprocess.run(
-        [sys.executable, "-c", code, "optimize", str(WORKSPACE), "--proposer", "tune",
-         "--max-attempts", "5", "--json", "--run-dir", str(run_dir)],
-        capture_output=True, text=True, timeout=900, env=env, stdin=subprocess.DEVNULL, cwd=ROOT,
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=900,
+        env=env, stdin=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["tune-matmul-fp16", "tune-bias-gelu", "tune-layernorm"])
+def test_each_mistuned_start_passes_the_verifier_on_the_cpu(name):
+    ws = ROOT / "examples" / name
+    done = _cli("check", str(ws), str(ws / "kernel.py"), "--json")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    verdict = json.loads(done.stdout)
+    assert verdict["verdict"] == "pass"
+    assert verdict["gates"]["correctness"]["status"] == "pass"
+
+
+def test_a_cpu_tune_run_on_the_softmax_workspace_judges_every_attempt(tmp_path):
+    run_dir = tmp_path / "run"
+    done = _cli(
+        "optimize", str(WORKSPACE), "--proposer", "tune", "--max-attempts", "5", "--json",
+        "--run-dir", str(run_dir),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
