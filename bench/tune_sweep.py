@@ -189,6 +189,7 @@ def _tune(
         "rc": done.returncode, "wall_s": wall, "judged": len(verdicts), "times": times,
         "best": best, "best_ms": times.get(best) if best is not None else None,
         "start_ms": times.get(0), "compile_ms": baselines.get("torch.compile"),
+        "reference_ms": _largest(verdicts.get(best, {})).get("reference_ms"),
         "best_move": moves.get(best, ""), "stop": stop,
     }  # fmt: skip
 
@@ -198,6 +199,10 @@ def _limit(deadline: float, wanted: float, runs_left: int, own_s: float) -> floa
     (each run also pays its start: workers, baselines, the start's verdict)."""
     left = deadline - time.monotonic() - own_s - STARTUP_S * (runs_left + 1)
     return max(20.0, min(wanted, left / runs_left))
+
+
+def _over(a: Any, b: Any) -> float | None:
+    return a / b if isinstance(a, int | float) and isinstance(b, int | float) and b else None
 
 
 def _fmt(x: Any, spec: str = ".4f") -> str:
@@ -242,9 +247,9 @@ def main() -> int:
     print(f"{OWN} tune: {json.dumps({k: v for k, v in own.items() if k != 'times'})}", flush=True)
 
     print("\nworkspace          swept/feasible  sweep best ms  tune best ms (#, judged)"
-          "  tune vs sweep  >=95%?  start ms  vs torch.compile")  # fmt: skip
+          "  tune vs sweep  >=95%?  start ms  vs torch.compile  vs reference")  # fmt: skip
     for name, sweep, tune, reached_at in rows:
-        swept = f"{sweep['passed']}/{sweep['feasible']}" + (
+        swept = f"{sweep['timed']}/{sweep['feasible']}" + (
             "" if sweep["timed"] >= sweep["feasible"] else "*"
         )
         ratio = (
@@ -256,10 +261,12 @@ def main() -> int:
             if tune["compile_ms"] and tune["best_ms"]
             else None
         )
+        ref = _over(tune["reference_ms"], tune["best_ms"])
         print(f"{name:<18} {swept:>15}  {_fmt(sweep['best_ms']):>13}  "
               f"{_fmt(tune['best_ms']):>8} (#{tune['best']}, {tune['judged']})  "
               f"{_fmt(ratio, '.3f'):>13}  {reached:>6}  {_fmt(tune['start_ms']):>8}  "
-              f"{_fmt(vs, '.3f') + 'x' if vs else 'n/a':>16}")  # fmt: skip
+              f"{_fmt(vs, '.3f') + 'x' if vs else 'n/a':>16}  "
+              f"{_fmt(ref, '.3f') + 'x' if ref else 'n/a':>12}")  # fmt: skip
     gain = (own["start_ms"] / own["best_ms"]) if own["start_ms"] and own["best_ms"] else None
     print(f"{OWN:<18} start {_fmt(own['start_ms'])} ms -> best {_fmt(own['best_ms'])} ms "
           f"(#{own['best']}, {own['judged']} judged): {_fmt(gain, '.2f')}x over its start "
