@@ -142,7 +142,7 @@ class TuneProposer(ProposerBase):
         if run.space is None:
             return None
         feasible = self._feasible_count()
-        if feasible is not None and len(run.proposed) >= feasible:
+        if feasible is not None and self._covered() >= feasible:
             return None
         return "tune: " + self._coverage_text()
 
@@ -228,6 +228,11 @@ class TuneProposer(ProposerBase):
             self._run.feasible_count = (key, count)
         return self._run.feasible_count[1]
 
+    def _covered(self) -> int:
+        """Feasible configs proposed (the start among them); one ruled out after it was
+        proposed (its region failed to compile) no longer counts."""
+        return sum(1 for c in self._run.proposed if self._ok(c))
+
     def _coverage_text(self) -> str:
         space = self._run.space
         assert space is not None
@@ -237,7 +242,9 @@ class TuneProposer(ProposerBase):
             return (
                 f"{proposed} configs proposed of a space of {space.size} (too large to enumerate)"
             )
-        return spent_text(min(proposed, feasible), feasible, space.size)
+        text = spent_text(self._covered(), feasible, space.size)
+        ruled_out = proposed - self._covered()
+        return text + (f"; {ruled_out} more proposed, then ruled out" if ruled_out else "")
 
     # --- the model ------------------------------------------------------------------------
     def _effects(self) -> list[dict[int, float]]:
@@ -449,11 +456,7 @@ class TuneProposer(ProposerBase):
                 "config": space.as_dict(config),
                 "changed": {k.label: [old, new] for k, old, new in changed},  # raw values
                 "base_attempt": base.attempt,
-                "space": {
-                    "size": space.size,
-                    "feasible": feasible,
-                    "proposed": len(self._run.proposed),
-                },
+                "space": {"size": space.size, "feasible": feasible, "covered": self._covered()},
             },
         )
 
