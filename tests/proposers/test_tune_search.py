@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT
 
 from kernelladder.engine.proposers.tune import TuneProposer
-from kernelladder.engine.proposers.tune.knobs import find
+from kernelladder.engine.proposers.tune.knobs import find, with_config
 from kernelladder.engine.proposers.tune.space import SMEM_BY_CC, Space
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerExhausted
 
@@ -202,3 +202,21 @@ def test_seeds_are_the_start_and_tritons_usual_configs_snapped_to_the_space():
     assert seeds[0] == _values(MATMUL) | {}  # the start first
     assert {"_mm.BM": 128, "_mm.BN": 256, "_mm.BK": 64, "_mm.GM": 8, "_mm.num_warps": 8,
             "_mm.num_stages": 3}.items() <= seeds[1].items()  # fmt: skip
+
+
+def test_a_timing_that_stopped_early_is_never_a_base():
+    """Coarse times only say "not faster than the branch's head": such a config feeds
+    the model but the search never moves from it."""
+    found = find(OWN)
+    space = Space.of(found)
+    one = with_config(OWN, found.knobs, {"_bias_gelu.BLOCK_N": 256})
+    two = with_config(OWN, found.knobs, {"_bias_gelu.BLOCK_N": 1024})
+    history = [
+        {"attempt": 1, "source": one, "verdict": "pass", "speedup": 2.0, "summary": "2.0x"},
+        {"attempt": 2, "source": two, "verdict": "pass", "speedup": 3.0,
+         "summary": "not faster than #1 (stopped early; coarse times): 3.0x"},
+    ]  # fmt: skip
+    tuner = TuneProposer()
+    for _ in range(len(space.values[0]) + 2):  # every one-knob move around the best
+        p = asyncio.run(tuner.propose(_ctx("tune:pattern", (1, one, None), history)))
+        assert p.meta["base_attempt"] != 2, p.move

@@ -374,11 +374,13 @@ class TuneProposer(ProposerBase):
             yield from space.all()
 
     def _base(self, config: Config, ctx: ProposalContext) -> Judged:
-        """The judged config nearest to `config` (passing first, the parent on ties)."""
+        """The judged config nearest to `config` (passing first, the parent on ties; never
+        one whose timing stopped early)."""
         space = self._run.space
         assert space is not None
         parent = self._config(ctx.parent_source)
-        options = [(c, j) for c, j in self._run.judged.items() if j.source]
+        # an early stop's coarse times only said "a loser": never a base
+        options = [(c, j) for c, j in self._run.judged.items() if j.source and not j.early]
 
         def key(cj: tuple[Config, Judged]) -> tuple[int, int, int]:
             c, j = cj
