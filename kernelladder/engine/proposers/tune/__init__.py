@@ -400,6 +400,8 @@ class TuneProposer(ProposerBase):
                 raise ProposerExhausted(
                     "tune: no launch parameter to tune in the kernel's Triton launches"
                 )
+            # a parent with other knobs (another proposer's source): a space of its own
+            self._run = run = _Run(digests=run.digests, parsed=run.parsed, calls=run.calls)
             run.space = Space.of(found, ctx.hardware)
             run.allowed = run.space.estimates(run.space.start())
             if not run.space.knobs:
