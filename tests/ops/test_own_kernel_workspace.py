@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from kernelladder.engine.proposers.tune import UP, apply_edits, find_knobs
+from kernelladder.engine.proposers.tune.knobs import WARPS, find, with_config
+from kernelladder.engine.proposers.tune.space import Space
 
 REPO = ROOT
 EXAMPLE = REPO / "examples" / "own-kernel"
@@ -84,14 +85,16 @@ def _events(run_dir: Path) -> list[dict]:
 @pytest.mark.parametrize("op", ["softmax", "rmsnorm", "attention", "int8_matmul", "kv_quant"])
 def test_tune_finds_launch_parameters_in_each_builtin_start(op):
     source = (CANDIDATES / f"{op}.py").read_text()
-    knobs = find_knobs(source)
-    assert {k.group for k in knobs} >= {"warps", "stages"}
-    for knob in knobs:
-        stepped = knob.step(UP)
-        if stepped is not None:
-            changed = apply_edits(source, stepped[1])
-            assert changed != source
-            compile(changed, f"{op}.py", "exec")  # a step keeps the source valid Python
+    found = find(source)
+    # a launch option computed from the inputs is a fact, not a knob, and is said so
+    warps = [k for k in found.knobs if k.role == WARPS]
+    assert warps or any(".num_warps (not an integer literal)" in s for s in found.skipped)
+    space = Space.of(found)
+    for knob, values in zip(space.knobs, space.values, strict=True):
+        other = next(v for v in values if v != knob.value)
+        changed = with_config(source, found.knobs, {knob.key: other})
+        assert changed != source
+        compile(changed, f"{op}.py", "exec")  # a new value keeps the source valid Python
 
 
 def test_tune_changes_a_literal_block_in_the_grid_too():
@@ -100,17 +103,14 @@ def test_tune_changes_a_literal_block_in_the_grid_too():
         "def k(X, n, BLOCK_N: tl.constexpr):\n    pass\n\n"
         "def kernel(x):\n    k[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK_N=256)\n    return x\n"
     )
-    (knob,) = [k for k in find_knobs(source) if k.name == "BLOCK_N"]
-    text, edits = knob.step(UP)
-    changed = apply_edits(source, edits)
-    assert text == "512"
+    found = find(source)
+    changed = with_config(source, found.knobs, {"k.BLOCK_N": 512})
     assert "triton.cdiv(x.numel(), 512)" in changed and "BLOCK_N=512" in changed
 
 
 def test_tune_changes_a_named_block_where_it_is_bound():
     source = (EXAMPLE / "kernel.py").read_text()
-    (knob,) = [k for k in find_knobs(source) if k.name == "BLOCK_N"]
-    changed = apply_edits(source, knob.step(UP)[1])
+    changed = with_config(source, find(source).knobs, {"_bias_gelu.BLOCK_N": 256})
     assert "BLOCK_N = 256" in changed  # the grid's triton.cdiv(n, BLOCK_N) follows it
     assert "BLOCK_N=BLOCK_N" in changed
 

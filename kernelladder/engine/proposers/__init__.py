@@ -1,7 +1,8 @@
 """Proposers: who writes the next candidate (engine/protocols.py: Proposer).
 
 search  built-in local search over kernel templates (no key, no network; default)
-tune    steps the launch parameters of any Triton kernel (no key; a workspace's default)
+tune    a joint search over the launch parameters of any Triton kernel (no key; a
+        workspace's default)
 api     Claude through the Anthropic Messages API
 openai  any model behind an OpenAI-compatible chat completions server (vLLM, OpenAI, ...)
 code    Claude through the `claude -p` CLI, tools off, in an empty directory
