@@ -87,6 +87,7 @@ class KernelLadderApp(App[int]):
         own_loop: bool = False,
         at_end: bool = False,
         batch_interval: float | None = None,
+        log_ending: str = "",
     ) -> None:
         super().__init__()
         if (run is None) == (events is None):
@@ -112,6 +113,7 @@ class KernelLadderApp(App[int]):
         self.player: ReplayController | None = None
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
         self._at_end = at_end
+        self.log_ending = log_ending  # a replay's log that never finished: why (replay.py)
         self._last_tick = time.monotonic()
         # a resumed run: its earlier sessions are folded here, so the first frame shows
         # them as they ended (no gate announced again, no old "finished" while it resumes)
@@ -468,6 +470,8 @@ class KernelLadderApp(App[int]):
         player = self.player
         assert player is not None
         view = player.timeline.view_at(player.position)
+        if player.position == player.total:
+            view = v.log_end_view(view, self.log_ending)
         self.main.show(
             view,
             before_seq=player.timeline.seq_at(player.position),

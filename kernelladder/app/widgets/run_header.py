@@ -151,8 +151,9 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         v.RUN_STOPPING: "bold $warning",
         v.RUN_RESUMING: "bold $warning",
         v.RUN_FINISHED: "bold $primary",
+        v.RUN_LOG_ENDS: "bold $warning",
     }.get(view.state, "bold")
-    state = view.state
+    state = view.finish_detail if view.state == v.RUN_LOG_ENDS else view.state
     if view.state == v.RUN_FINISHED and view.finish_reason:
         state = f"finished: {view.finish_reason}"
     gates = f"  gates {len(view.gates)} waiting" if view.gates else ""
