@@ -24,7 +24,7 @@ from kernelladder.engine.state import RunState, apply, new_state
 def build_view(s: RunState) -> RunView:
     """The frozen view of the engine's state (the one place that knows its shape)."""
     best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
-    attempts = {n: _attempt_view(a) for n, a in s.attempts.items()}
+    attempts = {n: _attempt_view(a, s) for n, a in s.attempts.items()}
     branches = tuple(
         v.BranchView(
             branch_id=b.id,
@@ -114,7 +114,13 @@ def _confirmed(s: RunState, attempt: int | None) -> str:
     return "" if c is None else ("confirmed" if c["held"] else "did not hold")
 
 
-def _attempt_view(a: st.AttemptState) -> v.AttemptView:
+def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
+    gate = s.gates.get(a.gate_id) if a.gate_id is not None else None
+    vetoed = ""
+    if a.status == st.VETOED and gate is not None:
+        vetoed = f"gate {gate.gate_id} by {gate.by or 'user'}" + (
+            f": {gate.note}" if gate.note else ""
+        )
     return v.AttemptView(
         number=a.number,
         branch_id=a.branch_id,
@@ -137,6 +143,7 @@ def _attempt_view(a: st.AttemptState) -> v.AttemptView:
         source_hash=a.source_hash,
         elapsed_s=a.elapsed_s,
         retries=a.retries,
+        vetoed=vetoed,
     )
 
 

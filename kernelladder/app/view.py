@@ -57,6 +57,7 @@ class AttemptView:
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
+    vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
 
     @property
     def passed(self) -> bool:

@@ -178,6 +178,11 @@ class MainScreen(Screen):
         self.post_message(SteerRequested(command, args, on_done))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # p offers Pause or Resume, whichever applies (a finished run shows Pause, dimmed)
+        if action == "resume_run" and self.view.state != v.RUN_PAUSED:
+            return False
+        if action == "pause_run" and self.view.state == v.RUN_PAUSED:
+            return False
         if action in STEERING_ACTIONS:
             return None if self.steering_refusal() else True
         if action in REPLAY_ACTIONS:
@@ -308,11 +313,17 @@ class MainScreen(Screen):
             GatePrompt(gate, now=self.query_one(GatesPanel).now, after_policy=after), decided
         )
 
-    def action_toggle_run_pause(self) -> None:
+    def action_pause_run(self) -> None:
         if self.view.state == v.RUN_PAUSED:
-            self._steer("resume", None)
-        else:
-            self._steer("pause", None)
+            self.notify("The run is already paused (p resumes it).")
+            return
+        self._steer("pause", None)
+
+    def action_resume_run(self) -> None:
+        if self.view.state != v.RUN_PAUSED:
+            self.notify("The run is not paused.")
+            return
+        self._steer("resume", None)
 
     def action_toggle_branch_pause(self) -> None:
         branch = self._need_branch()
