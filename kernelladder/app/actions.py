@@ -149,7 +149,9 @@ ACTIONS: tuple[Action, ...] = (
            key_display="?", palette=(14, "Show key map", "Every key and what it does")),
     # the app's own, on every screen
     Action("app.quit", "q", "quit", "Quit", _QUIT_TIP),
-    Action("app.quit_ctrl", "ctrl+q", "quit", "Quit", _QUIT_TIP, show=False),
+    # ctrl+c as in most terminal apps: the same question as q (a focused editor copies)
+    Action("app.quit_ctrl", "ctrl+q,ctrl+c", "quit", "Quit", _QUIT_TIP, show=False,
+           key_display="^q/^c"),
     Action("app.palette", "ctrl+p", "command_palette", "Commands", "Every action by name",
            show=False),
 )  # fmt: skip

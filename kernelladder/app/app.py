@@ -351,7 +351,7 @@ class KernelLadderApp(App[int]):
             self.exit(0)
             return
         if getattr(self.bridge.run, "attached", False):  # another process owns the run
-            self._ask_leave_attached(getattr(self.bridge.run, "owner", None))
+            self._ask_leave_attached(self.bridge.run)
             return
 
         def answer(yes: bool | None) -> None:
@@ -374,7 +374,7 @@ class KernelLadderApp(App[int]):
             answer,
         )
 
-    def _ask_leave_attached(self, owner: Any) -> None:
+    def _ask_leave_attached(self, run: Any) -> None:
         """Attached to a run another process owns: quitting may leave it running."""
 
         def answer(choice: str | None) -> None:
@@ -389,8 +389,9 @@ class KernelLadderApp(App[int]):
                     exit_on_error=False,
                 )
 
+        owner = getattr(run, "owner", None)
         who = f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
-        self.push_screen(LeaveRunScreen(who), answer)
+        self.push_screen(LeaveRunScreen(who, str(getattr(run, "run_dir", "RUN_DIR"))), answer)
 
     async def _stop_and_exit(self) -> None:
         bridge = self.bridge
