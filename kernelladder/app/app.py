@@ -46,6 +46,7 @@ from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 
 PLAYBACK_TICK_S = 0.1
 NOTICES_PER_BATCH = 3  # toasts per batch; the rest are counted in one more toast
+GATE_NOTE = "gate"  # a held note's severity slot: a gate that waits (merged when shown)
 QUIT_WAIT_S = 30.0  # after a stop, how long quitting waits for the log to be closed
 
 
@@ -112,6 +113,7 @@ class KernelLadderApp(App[int]):
         self.bridge: EngineBridge | None = None
         self.player: ReplayController | None = None
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
+        self._held_notes: list[tuple[str, str, str]] = []  # (message, title, severity)
         self._at_end = at_end
         self.log_ending = log_ending  # a replay's log that never finished: why (replay.py)
         self._last_tick = time.monotonic()
@@ -266,9 +268,7 @@ class KernelLadderApp(App[int]):
                 if not said:
                     notes.append((e.error, f"proposer failed on {e.branch_id}", "warning"))
             elif isinstance(e, ev.GateRaised) and e.policy == "ask":
-                notes.append(
-                    (f"{e.move} — press g to decide", f"gate {e.gate_id} waits for you", "warning")
-                )
+                notes.append((e.move, f"gate {e.gate_id}", GATE_NOTE))
             elif isinstance(e, ev.BranchExhausted):
                 notes.append(
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
@@ -277,19 +277,38 @@ class KernelLadderApp(App[int]):
                 # gates an earlier session left pending are asked again now
                 for gate in self.main.view.gates:
                     if gate.policy == "ask":
-                        notes.append(
-                            (
-                                f"{gate.move} — press g to decide",
-                                f"gate {gate.gate_id} still waits for you",
-                                "warning",
-                            )
-                        )
+                        notes.append((gate.move, f"gate {gate.gate_id}", GATE_NOTE))
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
                 if e.detail and e.detail != e.reason:
                     notes.append((e.detail, f"run finished: {e.reason}", severity))
                 else:  # the reason alone: said once, not as title and message both
                     notes.append((f"run finished: {e.reason}", "", severity))
+        self._held_notes.extend(notes)
+        self.show_held_notes()
+
+    def show_held_notes(self) -> None:
+        """The run's notices as toasts, once no dialog is open: a toast drawn over a
+        dialog hides its buttons, so while one is open they wait (MainScreen calls this
+        again when it is back on top). Gates that wait for the person are one toast."""
+        if not self._held_notes or self.screen is not self.main:
+            return
+        held, self._held_notes = self._held_notes, []
+        gates = [(title, move) for move, title, severity in held if severity == GATE_NOTE]
+        notes = [n for n in held if n[2] != GATE_NOTE]
+        if len(gates) == 1:
+            title, move = gates[0]
+            notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))
+        elif gates:
+            names = ", ".join(title.removeprefix("gate ") for title, _ in gates)
+            notes.insert(
+                0,
+                (
+                    "; ".join(move for _, move in gates) + " — press g to decide each",
+                    f"{len(gates)} gates wait for you: {names}",
+                    "warning",
+                ),
+            )
         for message, title, severity in notes[:NOTICES_PER_BATCH]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
         if len(notes) > NOTICES_PER_BATCH:

@@ -94,6 +94,9 @@ class MainScreen(Screen):
             yield ReplayBar(id="replay-bar")
         yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
 
+    def on_screen_resume(self) -> None:
+        self.kl_app.show_held_notes()  # the run's notices that waited for a dialog to close
+
     def on_mount(self) -> None:
         self.query_one(StrategyTree).focus()
         if self.kl_app.bridge is not None and self.kl_app.fold.folded:
