@@ -67,6 +67,12 @@ def starting_line(run: Any) -> str:
     return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"
 
 
+def owner_line(run: Any) -> str:
+    """Who owns an attached run: "pid 4242 on gpu-box"."""
+    owner = getattr(run, "owner", None)
+    return f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
+
+
 class KernelLadderApp(App[int]):
     """`kernelladder-tui`: a live run (give `run`) or a replay (give `events`)."""
 
@@ -140,6 +146,7 @@ class KernelLadderApp(App[int]):
             logs=logs,
             clock=self.clock,
             starting=starting_line(run),
+            attached=owner_line(run) if getattr(run, "attached", False) else "",
         )
 
     # --- start ------------------------------------------------------------------------
@@ -408,9 +415,9 @@ class KernelLadderApp(App[int]):
                     exit_on_error=False,
                 )
 
-        owner = getattr(run, "owner", None)
-        who = f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
-        self.push_screen(LeaveRunScreen(who, str(getattr(run, "run_dir", "RUN_DIR"))), answer)
+        self.push_screen(
+            LeaveRunScreen(owner_line(run), str(getattr(run, "run_dir", "RUN_DIR"))), answer
+        )
 
     async def _stop_and_exit(self) -> None:
         bridge = self.bridge

@@ -206,3 +206,18 @@ async def test_ctrl_c_asks_as_q_does_and_the_dialog_names_the_run_directory(tmp_
         assert app.is_running and not isinstance(app.screen, LeaveRunScreen)
     await run.stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_the_header_says_the_app_is_attached_to_another_process(tmp_path):
+    run = owned_run(tmp_path)
+    task = await started(run)
+    app = KernelLadderApp(run=AttachedRun(run.run_dir, poll_s=0.02), frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(lambda: app.main.view.attempts, what="attempts on screen")
+        await pilot.pause(0.1)
+        first = app.main.screen_state()["header"].splitlines()[0]
+        owner = read_owner(run.run_dir)
+        assert f"attached to pid {owner.pid} on {owner.host}" in first, first
+        assert len(first) <= 78
+    await run.stop()
+    await asyncio.wait_for(task, 10)

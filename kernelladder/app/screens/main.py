@@ -61,9 +61,11 @@ class MainScreen(Screen):
         logs: AttemptLogs,
         clock: Callable[[], float],
         starting: str = "",
+        attached: str = "",
     ) -> None:
         super().__init__()
         self.replay = replay
+        self.attached = attached  # "pid 4242 on gpu-box": another process owns the run
         self.starting = starting  # the header's line until the run's first event
         self.files = files
         self.logs = logs
@@ -78,7 +80,11 @@ class MainScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(
-            clock=self.clock, replay=self.replay, starting=self.starting, id="run-header"
+            clock=self.clock,
+            replay=self.replay,
+            starting=self.starting,
+            attached=self.attached,
+            id="run-header",
         )
         with Horizontal(id="body"):
             with Vertical(id="left"):

@@ -29,11 +29,13 @@ class RunHeader(Widget):
         clock: Callable[[], float],
         replay: bool = False,
         starting: str = "",
+        attached: str = "",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self._clock = clock
         self._replay = replay
+        self._attached = attached  # whose run this app watches, when another process owns it
         self._starting = starting  # shown until the first event
         self._view: v.RunView = v.EMPTY_VIEW
 
@@ -60,7 +62,7 @@ class RunHeader(Widget):
         # Each line fits the width: two lines of height 2 must never wrap into a third
         # that is cut off (on an 80-column terminal that hid the whole status line).
         width = self.size.width or None
-        first = header_line(view, width)
+        first = header_line(view, width, attached=self._attached)
         second = status_line(view, self.elapsed(), width)
         return Content("\n").join([first, second])
 
@@ -84,7 +86,9 @@ def fit(parts: list[Content], width: int | None, *, drop: tuple[int, ...] = ()) 
     return joined
 
 
-def header_line(view: v.RunView, width: int | None = None) -> Content:
+def header_line(view: v.RunView, width: int | None = None, *, attached: str = "") -> Content:
+    """What, where, by whom; `attached` names the process that owns the run when this
+    app only watches it (--attach): quitting then may leave the run going."""
     device = view.device or "?"
     if view.gpu:
         device = f"{device} {view.gpu}"
@@ -104,6 +108,9 @@ def header_line(view: v.RunView, width: int | None = None) -> Content:
         Content.assemble("  proposer ", (proposer, "bold")),
         Content.assemble("  target ", (fmt.speedup(view.target, unmeasured="none"), "bold")),
     ]
+    if attached:  # before the run's facts: it changes what quitting does
+        parts.insert(1, Content.assemble((f"attached to {attached}", "bold $accent"), "  "))
+        return fit(parts, width, drop=(0, 5, 4))  # then the target, then the proposer
     return fit(parts, width, drop=(0,))  # the name of the app goes first
 
 
