@@ -78,7 +78,9 @@ class KernelLadderApp(App[int]):
 
     TITLE = "KernelLadder"
     CSS_PATH = str(STYLESHEET)
-    COMMANDS = App.COMMANDS | {SteeringCommands}
+    # the palette lists the app's own commands (app/actions.py), not Textual's generic
+    # Keys / Maximize / Screenshot entries
+    COMMANDS = {SteeringCommands}
     BINDINGS = app_bindings()  # app/actions.py
 
     def __init__(
@@ -284,7 +286,7 @@ class KernelLadderApp(App[int]):
                 # gates an earlier session left pending are asked again now
                 for gate in self.main.view.gates:
                     if gate.policy == "ask":
-                        notes.append((gate.move, f"gate {gate.gate_id}", GATE_NOTE))
+                        notes.append((gate.move, f"gate {gate.gate_id} still", GATE_NOTE))
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
                 if e.detail and e.detail != e.reason:
@@ -307,7 +309,7 @@ class KernelLadderApp(App[int]):
             title, move = gates[0]
             notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))
         elif gates:
-            names = ", ".join(title.removeprefix("gate ") for title, _ in gates)
+            names = ", ".join(title.split()[1] for title, _ in gates)
             notes.insert(
                 0,
                 (
