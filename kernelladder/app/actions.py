@@ -171,7 +171,7 @@ ACTIONS: tuple[Action, ...] = (
 # of ours, but the help screen lists them so a person finds their way.
 NAVIGATION: tuple[tuple[str, str, str], ...] = (
     ("↑ ↓", "Move", "Select an attempt or branch in the graph, a gate in the gates table"),
-    ("tab, shift+tab", "Focus", "Move between the graph, the gates table and the attempt's tabs"),
+    ("tab", "Focus", "The next pane: graph, gates table, the attempt's tabs (shift+tab: back)"),
     ("shift+↑ ↓", "Sibling", "The previous or next line at the same level (branch to branch)"),
     ("shift+←", "Parent", "Up from an attempt to its branch"),
     ("space", "Fold", "Fold or unfold a branch in the graph"),

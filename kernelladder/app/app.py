@@ -303,7 +303,15 @@ class KernelLadderApp(App[int]):
         if not self._held_notes or self.screen is not self.main:
             return
         held, self._held_notes = self._held_notes, []
-        gates = [(title, move) for move, title, severity in held if severity == GATE_NOTE]
+        # only gates still waiting: an attached app's first batch holds the run's whole
+        # history, and a gate may be decided while a dialog was open
+        view = self.live_view() if self.bridge is not None else self.main.view
+        waiting = {f"gate {g.gate_id}" for g in view.gates}
+        gates = [
+            (title, move)
+            for move, title, severity in held
+            if severity == GATE_NOTE and title.removesuffix(" still") in waiting
+        ]
         notes = [n for n in held if n[2] != GATE_NOTE]
         if len(gates) == 1:
             title, move = gates[0]

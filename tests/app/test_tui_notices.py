@@ -51,3 +51,26 @@ async def test_notices_wait_for_an_open_dialog_and_gates_are_one_toast(tmp_path)
         gates = [t for t in toasts(app) if "gate" in t]
         assert len(gates) == 1, toasts(app)
         assert "2 gates wait for you: g1, g2" in gates[0] and "press g" in gates[0]
+
+
+async def test_an_attached_app_announces_only_the_gates_still_waiting(tmp_path):
+    import asyncio
+
+    from kernelladder.app.attach import AttachedRun
+    from kernelladder.engine.control import read_owner
+
+    owner_app, proposer = two_gates_app(tmp_path)
+    run = owner_app.bridge.run
+    proposer.hold.set()
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: len(run.state.pending_gates) == 2, "two gates")
+    await until(lambda: read_owner(run.run_dir) is not None, "the control channel")
+    await run.veto("g1", "not this one")  # decided before anyone attached
+    app = KernelLadderApp(run=AttachedRun(run.run_dir, poll_s=0.02), frozen=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.view.gate("g2") is not None, "g2 on screen", pilot=pilot)
+        await pilot.pause(0.2)
+        gates = [t for t in toasts(app) if "gate" in t]
+        assert gates == ["gate g2 waits for you: persistent — press g to decide"], toasts(app)
+    await run.stop()
+    await asyncio.wait_for(task, 10)
