@@ -219,5 +219,8 @@ async def test_the_header_says_the_app_is_attached_to_another_process(tmp_path):
         owner = read_owner(run.run_dir)
         assert f"attached to pid {owner.pid} on {owner.host}" in first, first
         assert len(first) <= 78
-    await run.stop()
-    await asyncio.wait_for(task, 10)
+        await run.stop()  # the owner ends: nothing is attached any more
+        await asyncio.wait_for(task, 10)
+        await until(lambda: app.main.view.state == "finished", what="the end on screen")
+        await pilot.pause(0.1)
+        assert "attached to" not in app.main.screen_state()["header"]

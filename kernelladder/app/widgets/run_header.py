@@ -108,7 +108,7 @@ def header_line(view: v.RunView, width: int | None = None, *, attached: str = ""
         Content.assemble("  proposer ", (proposer, "bold")),
         Content.assemble("  target ", (fmt.speedup(view.target, unmeasured="none"), "bold")),
     ]
-    if attached:  # before the run's facts: it changes what quitting does
+    if attached and view.state != v.RUN_FINISHED:  # before the facts: it changes quitting
         parts.insert(1, Content.assemble((f"attached to {attached}", "bold $accent"), "  "))
         return fit(parts, width, drop=(0, 5, 4))  # then the target, then the proposer
     return fit(parts, width, drop=(0,))  # the name of the app goes first
