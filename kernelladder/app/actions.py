@@ -36,6 +36,11 @@ class Action:
         return self.id.split(".", 1)[0]
 
     @property
+    def screen_action(self) -> str:
+        """The action as the main screen runs it (the app's own with their namespace)."""
+        return f"app.{self.action}" if self.section == APP else self.action
+
+    @property
     def name(self) -> str:
         """The action without its arguments: replay_step(1) -> replay_step."""
         return self.action.split("(", 1)[0]
@@ -70,22 +75,22 @@ ACTIONS: tuple[Action, ...] = (
     # disabled Pause) and the replay keys are not pushed off a narrow footer by the
     # disabled steering keys. Off in a live run.
     Action("replay.toggle", "p", "replay_toggle", "Play", "Play or pause the replay",
-           palette=(15, "Replay: play / pause", "Replay only")),
+           palette=(17, "Replay: play / pause", "Replay only")),
     Action("replay.back", "comma", "replay_step(-1)", "Back", "Step one event back",
-           key_display=",", palette=(17, "Replay: step back", "One event back")),
+           key_display=",", palette=(19, "Replay: step back", "One event back")),
     Action("replay.forward", "full_stop", "replay_step(1)", "Step", "Step one event forward",
-           key_display=".", palette=(16, "Replay: step forward", "One event forward")),
+           key_display=".", palette=(18, "Replay: step forward", "One event forward")),
     # priority: before the tree's own end key; off outside a replay
     Action("replay.end", "G,end", "replay_end", "End", "Jump to the end of the run",
            key_display="G", priority=True,
-           palette=(18, "Replay: jump to end", "Show the final state")),
+           palette=(20, "Replay: jump to end", "Show the final state")),
     Action("replay.start", "home", "replay_start", "Start", "Jump to the start of the run",
            show=False, priority=True,
-           palette=(19, "Replay: jump to start", "Show the first event")),
+           palette=(21, "Replay: jump to start", "Show the first event")),
     Action("replay.faster", "plus,equals_sign", "replay_faster", "Faster", "Play faster",
-           show=False, key_display="+", palette=(20, "Replay: faster", "Double the speed")),
+           key_display="+", palette=(22, "Replay: faster", "Double the speed")),
     Action("replay.slower", "minus", "replay_slower", "Slower", "Play slower",
-           show=False, key_display="-", palette=(21, "Replay: slower", "Halve the speed")),
+           key_display="-", palette=(23, "Replay: slower", "Halve the speed")),
     Action("steer.prune", "x", "prune_branch", "Prune",
            "Prune the selected branch and every branch opened from it (asks first)",
            palette=(1, "Prune selected branch", "Stop the branch and its subtree"),
@@ -108,27 +113,33 @@ ACTIONS: tuple[Action, ...] = (
     Action("steer.gate", "g", "open_gate", "Gate",
            "Open the selected gate's prompt (also enter on a gate)", show=False,
            palette=(6, "Open gate prompt", "See the selected gate in full and decide")),
-    Action("steer.pause", "p", "toggle_run_pause", "Pause", "Pause or resume the whole run",
-           palette=(7, "Pause / resume run", "No new proposals while paused"),
-           footer_drop=8),
+    # one key, two rows: the footer offers the one that applies (MainScreen.check_action)
+    Action("steer.pause", "p", "pause_run", "Pause", "Pause the whole run",
+           palette=(7, "Pause run", "No new proposals while paused"), footer_drop=8),
+    Action("steer.resume", "p", "resume_run", "Resume", "Resume the paused run",
+           palette=(8, "Resume run", "Proposals go on"), footer_drop=8),
     Action("steer.branch_pause", "b", "toggle_branch_pause", "Pause br.",
            "Pause or resume the selected branch",
-           palette=(8, "Pause / resume selected branch", "Hold one branch, others go on"),
+           palette=(9, "Pause / resume selected branch", "Hold one branch, others go on"),
            footer_drop=1),
     Action("steer.open_branch", "o", "open_branch", "Branch",
            "Open a new branch from the selected attempt",
-           palette=(9, "Open branch from selected attempt", "A new line of attack from here"),
+           palette=(10, "Open branch from selected attempt", "A new line of attack from here"),
            footer_drop=3),
     Action("steer.target", "t", "change_target", "Target", "Change the target speedup",
-           palette=(10, "Change target speedup", "Branches stop once they reach it")),
+           palette=(11, "Change target speedup", "Branches stop once they reach it")),
     Action("steer.stop", "s", "stop_run", "Stop",
            "Stop the run: in-flight attempts finish, the log is closed (asks first)",
-           palette=(11, "Stop run", "Finish in-flight attempts and end the run")),
+           palette=(12, "Stop run", "Finish in-flight attempts and end the run")),
     Action("view.export", "e", "export_best", "Export", "Write the best passing kernel to a file",
-           palette=(12, "Export best kernel", "Write the best passing source to a file")),
+           palette=(13, "Export best kernel", "Write the best passing source to a file")),
+    Action("view.filter", "slash", "filter_tree", "Filter",
+           "Filter the strategy graph: only lines holding the text (escape clears)",
+           show=False, key_display="/",
+           palette=(14, "Filter strategy graph", "Only attempts whose line holds the text")),
     Action("view.follow", "f", "follow_newest", "Follow", "Keep the newest attempt selected",
            show=False,
-           palette=(13, "Follow newest attempt", "Keep the newest attempt selected")),
+           palette=(15, "Follow newest attempt", "Keep the newest attempt selected")),
     Action("view.chart_series", "F", "toggle_chart_series", "Floor",
            "Chart: vs best <-> fraction of the floor", show=False),
     Action("view.tab_log", "1", "show_tab('tab-log')", "Log", "Show the attempt's live log",
@@ -142,15 +153,40 @@ ACTIONS: tuple[Action, ...] = (
     Action("view.tab_profile", "5", "show_tab('tab-profile')", "Profile",
            "Show the attempt's Nsight Compute profile", show=False),
     Action("view.theme", "T", "app.change_theme", "Theme", "Pick a theme (also --theme NAME)",
-           show=False),
+           show=False, palette=(24, "Change theme", "Pick a theme (also --theme NAME)")),
     Action("view.help", "question_mark,f1", "help", "Help", "Show the key map",
-           key_display="?", palette=(14, "Show key map", "Every key and what it does")),
+           key_display="?", palette=(16, "Show key map", "Every key and what it does")),
     # the app's own, on every screen
-    Action("app.quit", "q", "quit", "Quit", _QUIT_TIP),
-    Action("app.quit_ctrl", "ctrl+q", "quit", "Quit", _QUIT_TIP, show=False),
+    Action("app.quit", "q", "quit", "Quit", _QUIT_TIP,
+           palette=(25, "Quit", "Asks whether to stop a running run, or detach")),
+    # ctrl+c as in most terminal apps: the same question as q (a focused editor copies)
+    Action("app.quit_ctrl", "ctrl+q,ctrl+c", "quit", "Quit", _QUIT_TIP, show=False,
+           key_display="^q/^c"),
     Action("app.palette", "ctrl+p", "command_palette", "Commands", "Every action by name",
            show=False),
 )  # fmt: skip
+
+
+# The widgets' own keys (Textual's Tree, DataTable, TabbedContent, focus): not actions
+# of ours, but the help screen lists them so a person finds their way.
+NAVIGATION: tuple[tuple[str, str, str], ...] = (
+    ("↑ ↓", "Move", "Select an attempt or branch in the graph, a gate in the gates table"),
+    ("tab", "Focus", "The next pane: graph, gates table, the attempt's tabs (shift+tab: back)"),
+    ("shift+↑ ↓", "Sibling", "The previous or next line at the same level (branch to branch)"),
+    ("shift+←", "Parent", "Up from an attempt to its branch"),
+    ("space", "Fold", "Fold or unfold a branch in the graph"),
+    ("enter", "Open", "On a gate: its prompt"),
+    ("← →", "Tabs", "Switch the attempt's tabs when they have focus (or 1-5 anywhere)"),
+    ("pgup pgdn", "Scroll", "Scroll the focused pane (the attempt's log, source, diff)"),
+    ("escape", "Close", "Close a dialog without sending anything; clear the filter"),
+)
+
+
+def navigation_bindings() -> list[Binding]:
+    """NAVIGATION as display-only rows of the help screen."""
+    return [
+        Binding(key, "", label, key_display=key, tooltip=what) for key, label, what in NAVIGATION
+    ]
 
 
 def screen_bindings() -> list[Binding]:

@@ -46,6 +46,7 @@ from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 
 PLAYBACK_TICK_S = 0.1
 NOTICES_PER_BATCH = 3  # toasts per batch; the rest are counted in one more toast
+GATE_NOTE = "gate"  # a held note's severity slot: a gate that waits (merged when shown)
 QUIT_WAIT_S = 30.0  # after a stop, how long quitting waits for the log to be closed
 
 
@@ -66,12 +67,20 @@ def starting_line(run: Any) -> str:
     return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"
 
 
+def owner_line(run: Any) -> str:
+    """Who owns an attached run: "pid 4242 on gpu-box"."""
+    owner = getattr(run, "owner", None)
+    return f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
+
+
 class KernelLadderApp(App[int]):
     """`kernelladder-tui`: a live run (give `run`) or a replay (give `events`)."""
 
     TITLE = "KernelLadder"
     CSS_PATH = str(STYLESHEET)
-    COMMANDS = App.COMMANDS | {SteeringCommands}
+    # the palette lists the app's own commands (app/actions.py), not Textual's generic
+    # Keys / Maximize / Screenshot entries
+    COMMANDS = {SteeringCommands}
     BINDINGS = app_bindings()  # app/actions.py
 
     def __init__(
@@ -88,6 +97,7 @@ class KernelLadderApp(App[int]):
         at_end: bool = False,
         batch_interval: float | None = None,
         read_only: bool = False,
+        log_ending: str = "",
     ) -> None:
         super().__init__()
         self.read_only = read_only  # watch only (kernelladder serve --read-only): no steering
@@ -113,7 +123,9 @@ class KernelLadderApp(App[int]):
         self.bridge: EngineBridge | None = None
         self.player: ReplayController | None = None
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
+        self._held_notes: list[tuple[str, str, str]] = []  # (message, title, severity)
         self._at_end = at_end
+        self.log_ending = log_ending  # a replay's log that never finished: why (replay.py)
         self._last_tick = time.monotonic()
         # a resumed run: its earlier sessions are folded here, so the first frame shows
         # them as they ended (no gate announced again, no old "finished" while it resumes)
@@ -138,6 +150,7 @@ class KernelLadderApp(App[int]):
             logs=logs,
             clock=self.clock,
             starting=starting_line(run),
+            attached=owner_line(run) if getattr(run, "attached", False) else "",
         )
 
     # --- start ------------------------------------------------------------------------
@@ -266,9 +279,7 @@ class KernelLadderApp(App[int]):
                 if not said:
                     notes.append((e.error, f"proposer failed on {e.branch_id}", "warning"))
             elif isinstance(e, ev.GateRaised) and e.policy == "ask":
-                notes.append(
-                    (f"{e.move} — press g to decide", f"gate {e.gate_id} waits for you", "warning")
-                )
+                notes.append((e.move, f"gate {e.gate_id}", GATE_NOTE))
             elif isinstance(e, ev.BranchExhausted):
                 notes.append(
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
@@ -277,19 +288,46 @@ class KernelLadderApp(App[int]):
                 # gates an earlier session left pending are asked again now
                 for gate in self.main.view.gates:
                     if gate.policy == "ask":
-                        notes.append(
-                            (
-                                f"{gate.move} — press g to decide",
-                                f"gate {gate.gate_id} still waits for you",
-                                "warning",
-                            )
-                        )
+                        notes.append((gate.move, f"gate {gate.gate_id} still", GATE_NOTE))
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
                 if e.detail and e.detail != e.reason:
                     notes.append((e.detail, f"run finished: {e.reason}", severity))
                 else:  # the reason alone: said once, not as title and message both
                     notes.append((f"run finished: {e.reason}", "", severity))
+        self._held_notes.extend(notes)
+        self.show_held_notes()
+
+    def show_held_notes(self) -> None:
+        """The run's notices as toasts, once no dialog is open: a toast drawn over a
+        dialog hides its buttons, so while one is open they wait (MainScreen calls this
+        again when it is back on top). Gates that wait for the person are one toast."""
+        if not self._held_notes or self.screen is not self.main:
+            return
+        held, self._held_notes = self._held_notes, []
+        # only gates still waiting: an attached app's first batch holds the run's whole
+        # history, and a gate may be decided while a dialog was open
+        view = self.live_view() if self.bridge is not None else self.main.view
+        waiting = {f"gate {g.gate_id}" for g in view.gates}
+        gates = [
+            (title, move)
+            for move, title, severity in held
+            if severity == GATE_NOTE and title.removesuffix(" still") in waiting
+        ]
+        notes = [n for n in held if n[2] != GATE_NOTE]
+        if len(gates) == 1:
+            title, move = gates[0]
+            notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))
+        elif gates:
+            names = ", ".join(title.split()[1] for title, _ in gates)
+            notes.insert(
+                0,
+                (
+                    "; ".join(move for _, move in gates) + " — press g to decide each",
+                    f"{len(gates)} gates wait for you: {names}",
+                    "warning",
+                ),
+            )
         for message, title, severity in notes[:NOTICES_PER_BATCH]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
         if len(notes) > NOTICES_PER_BATCH:
@@ -358,7 +396,7 @@ class KernelLadderApp(App[int]):
             self.exit(0)
             return
         if getattr(self.bridge.run, "attached", False):  # another process owns the run
-            self._ask_leave_attached(getattr(self.bridge.run, "owner", None))
+            self._ask_leave_attached(self.bridge.run)
             return
 
         def answer(yes: bool | None) -> None:
@@ -381,7 +419,7 @@ class KernelLadderApp(App[int]):
             answer,
         )
 
-    def _ask_leave_attached(self, owner: Any) -> None:
+    def _ask_leave_attached(self, run: Any) -> None:
         """Attached to a run another process owns: quitting may leave it running."""
 
         def answer(choice: str | None) -> None:
@@ -396,8 +434,9 @@ class KernelLadderApp(App[int]):
                     exit_on_error=False,
                 )
 
-        who = f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
-        self.push_screen(LeaveRunScreen(who), answer)
+        self.push_screen(
+            LeaveRunScreen(owner_line(run), str(getattr(run, "run_dir", "RUN_DIR"))), answer
+        )
 
     async def _stop_and_exit(self) -> None:
         bridge = self.bridge
@@ -477,6 +516,8 @@ class KernelLadderApp(App[int]):
         player = self.player
         assert player is not None
         view = player.timeline.view_at(player.position)
+        if player.position == player.total:
+            view = v.log_end_view(view, self.log_ending)
         self.main.show(
             view,
             before_seq=player.timeline.seq_at(player.position),

@@ -10,6 +10,7 @@ here imports textual.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -134,9 +135,43 @@ def start_detached(
     """Start `kernelladder optimize ARGS [--run-dir RUN_DIR] --detached` in a session of
     its own (it outlives this terminal), its output in RUN_DIR/optimize.log, and wait
     until it serves its control channel. AttachError (with the log's last line) if it
-    ends first."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log_path = run_dir / DETACHED_LOG
+    ends first; one that never started leaves nothing behind (the directories made for
+    it are removed). AttachError too when RUN_DIR cannot be made (a file on its path,
+    /proc)."""
+    made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log_path = run_dir / DETACHED_LOG
+        open(log_path, "ab").close()
+    except OSError as exc:
+        _remove_made(made, None)
+        why = exc.strerror or type(exc).__name__
+        raise AttachError(f"cannot create the run directory {run_dir}: {why}") from None
+    try:
+        return _start(optimize_args, run_dir, log_path, new_run=new_run, wait_s=wait_s)
+    except _EndedAtOnce:
+        _remove_made(made, log_path)
+        raise
+
+
+class _EndedAtOnce(AttachError):
+    """The background run ended before it served its channel: it made nothing to keep."""
+
+
+def _remove_made(made: list[Path], log_path: Path | None) -> None:
+    """Undo a start that failed: its log (said in the error already) and the directories
+    made for it, innermost first, each only if nothing else was put there."""
+    if log_path is not None and made:
+        with contextlib.suppress(OSError):
+            log_path.unlink()
+    for path in made:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+def _start(
+    optimize_args: Sequence[str], run_dir: Path, log_path: Path, *, new_run: bool, wait_s: float
+) -> subprocess.Popen[bytes]:
     where = ["--run-dir", str(run_dir)] if new_run else []
     command = [
         sys.executable, "-m", "kernelladder", "optimize", *optimize_args, *where, "--detached",
@@ -153,7 +188,7 @@ def start_detached(
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AttachError(
+            raise _EndedAtOnce(
                 f"the background run ended at once (exit {process.returncode}): "
                 f"{_last_line(log_path)}"
             )

@@ -21,7 +21,7 @@ class PaletteCommand:
 
 # built from app/actions.py, where each action is declared once
 PALETTE_COMMANDS: tuple[PaletteCommand, ...] = tuple(
-    PaletteCommand(a.palette[1], a.palette[2], a.action)  # type: ignore[index]
+    PaletteCommand(a.palette[1], a.palette[2], a.screen_action)  # type: ignore[index]
     for a in palette_actions()
 )
 

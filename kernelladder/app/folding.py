@@ -119,6 +119,12 @@ def _confirmed(s: RunState, attempt: int | None) -> str:
 
 
 def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
+    gate = s.gates.get(a.gate_id) if a.gate_id is not None else None
+    vetoed = ""
+    if a.status == st.VETOED and gate is not None:
+        vetoed = f"gate {gate.gate_id} by {gate.by or 'user'}" + (
+            f": {gate.note}" if gate.note else ""
+        )
     return v.AttemptView(
         number=a.number,
         branch_id=a.branch_id,
@@ -142,6 +148,7 @@ def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
         elapsed_s=a.elapsed_s,
         retries=a.retries,
         stage=attempt_stage(a, s),
+        vetoed=vetoed,
     )
 
 

@@ -221,13 +221,15 @@ def resume_line(event: ev.RunReopened, state: RunState, where: str | None = None
 
 
 class TerminalGatePrompt:
-    """Asks on the terminal for `--gate ask` gates, one at a time (stdin must be a TTY)."""
+    """Asks on the terminal for `--gate ask` gates, one at a time (stdin must be a TTY).
+    `open` is true while a question waits for its answer on the line."""
 
     def __init__(self, run: Any, console: Console, stdin: IO[str] | None = None) -> None:
         self.run = run
         self.console = console
         self.stdin = stdin or sys.stdin
         self._buffer = b""
+        self.open = False
 
     async def ask(self, gate: ev.GateRaised) -> None:
         self.console.print(
@@ -235,8 +237,12 @@ class TerminalGatePrompt:
             f"{gate.move}\n  undo cost {gate.undo_cost}: {gate.reason}"
         )
         while True:
-            self.console.print("  approve or veto? [a/v] ", end="")
-            line = await self._readline()
+            self.console.print("  approve or veto? \\[a/v] ", end="")
+            self.open = True
+            try:
+                line = await self._readline()
+            finally:
+                self.open = False
             if line is None:
                 return  # stdin closed: leave the gate to its timeout or a stop
             answer = line.strip().lower()
@@ -301,15 +307,17 @@ class HeadlessView:
         stream: IO[str] | None = None,
         live: bool | None = None,
         prompt_gates: bool = False,
+        stdin: IO[str] | None = None,
     ) -> None:
         self.run = run
         self.stream = stream or sys.stdout
         self.live = self.stream.isatty() if live is None else live
         self.console = Console(file=self.stream, force_terminal=self.live or None, highlight=False)
         self.state = new_state()
-        self.prompt = TerminalGatePrompt(run, self.console) if prompt_gates else None
+        self.prompt = TerminalGatePrompt(run, self.console, stdin) if prompt_gates else None
         self._gates: asyncio.Queue[ev.GateRaised] = asyncio.Queue()
         self._asking: asyncio.Future[None] | None = None
+        self._question: tuple[str, asyncio.Future[None]] | None = None  # (gate, its question)
         self._live_display: Live | None = None
         # events below this seq are earlier sessions' (Run.session_start_seq; 0: a new run)
         self.session_start = int(getattr(run, "session_start_seq", 0) or 0)
@@ -329,14 +337,40 @@ class HeadlessView:
         else:
             async for event in sub:
                 apply(self.state, event)
+                self._settle_question(event)
                 line = self._session_line(event)
                 if line:
                     print(line, file=self.stream, flush=True)
                 self._maybe_queue_gate(event)
                 self._answer_gates(event)
-        if self._asking is not None:
-            self._asking.cancel()  # the run ended while a question was open
+        await self._end_questions()
         return self.state
+
+    def _settle_question(self, event: ev.Event) -> None:
+        """The question on the terminal ends when its gate is decided elsewhere (an
+        attached app, a timeout, a prune) or the run ends: its line is closed first, so
+        what comes next (the decision, the `finished:` line) stands on its own."""
+        if self._question is None:
+            return
+        gate_id, question = self._question
+        decided = isinstance(event, ev.GateResolved) and event.gate_id == gate_id
+        if not (decided or isinstance(event, ev.RunFinished)) or question.done():
+            return
+        if self.prompt is not None and self.prompt.open:
+            self.console.print()
+        question.cancel()
+        if self.live and decided:  # the panel is down while a question is open: say it here
+            line = self._session_line(event)
+            if line:
+                self.console.print(line)
+
+    async def _end_questions(self) -> None:
+        """The run ended: a question still open is withdrawn (and the live panel back up)
+        before the last state is drawn."""
+        asking = self._asking
+        if asking is not None:
+            asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)
 
     def _maybe_queue_gate(self, event: ev.Event) -> None:
         if self.prompt and isinstance(event, ev.GateRaised) and event.policy == "ask":
@@ -358,9 +392,13 @@ class HeadlessView:
                 if gate.gate_id in self.run.state.pending_gates:
                     if self._live_display is not None:
                         self._live_display.stop()
+                    question = asyncio.ensure_future(self.prompt.ask(gate))  # type: ignore[union-attr]
+                    self._question = (gate.gate_id, question)
                     try:
-                        await self.prompt.ask(gate)  # type: ignore[union-attr]
+                        await asyncio.wait({question})  # answered here, or settled elsewhere
                     finally:
+                        self._question = None
+                        question.cancel()
                         if self._live_display is not None:
                             self._live_display.start()
         finally:
@@ -372,6 +410,7 @@ class HeadlessView:
         async def consume() -> None:
             async for event in sub:
                 apply(self.state, event)
+                self._settle_question(event)
                 if isinstance(event, ev.RunReopened):
                     line = self._session_line(event)
                     if line:
@@ -398,9 +437,8 @@ class HeadlessView:
                         await asyncio.wait_for(done.wait(), 1 / REFRESH_HZ)
                     except TimeoutError:
                         pass
+                await self._end_questions()  # the panel is up again for its last frame
                 live.update(render_state(self.state, notices_from=self.session_start), refresh=True)
             finally:
                 self._live_display = None
         await consumer
-        if self._asking is not None:
-            self._asking.cancel()

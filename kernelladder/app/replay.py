@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelladder.app.folding import ReplayTimeline
-from kernelladder.engine.events import Event
-from kernelladder.engine.log import read_events
+from kernelladder.engine.events import Event, RunFinished
+from kernelladder.engine.log import read_events, read_log, writer_active
+
+TORN_ENDING = "the log ends in a torn line (the run was killed)"  # as `kernelladder replay`
 
 MAX_GAP_S = 2.0  # run time between two events, at most, before the speed applies
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -22,6 +24,19 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 def load_events(run_dir: str | Path) -> list[Event]:
     """The run's events, read as the engine reads them (a torn last line left out)."""
     return read_events(run_dir)
+
+
+def log_ending(run_dir: str | Path) -> str:
+    """What a replay says at the end of a log that holds no RunFinished ("" when it does):
+    the run was killed mid-line, it goes on in another process, or it stopped unrecorded."""
+    read = read_log(run_dir)
+    if read.events and isinstance(read.events[-1], RunFinished):
+        return ""
+    if read.torn:
+        return TORN_ENDING
+    if writer_active(run_dir):
+        return "the log ends here: the run goes on in another process (--attach it)"
+    return "the log ends before the run finished (killed?)"
 
 
 class ReplayController:

@@ -31,6 +31,7 @@ RUN_STOPPING = "stopping"
 RUN_FINISHED = "finished"
 RUN_NOT_STARTED = "not started"
 RUN_RESUMING = "resuming"  # a resumed run before its session's first event
+RUN_LOG_ENDS = "log ends"  # a replay at the end of a log that never finished
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class AttemptView:
     elapsed_s: float = 0.0
     retries: int = 0
     stage: str = ""  # where it is now: "compile" | "correct" | "time" | "profile" | ""
+    vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
 
     @property
     def passed(self) -> bool:
@@ -172,6 +174,14 @@ def resuming_view(view: RunView) -> RunView:
         segments_s=view.elapsed() or 0.0,
         segment_start=None,
     )
+
+
+def log_end_view(view: RunView, ending: str) -> RunView:
+    """A replay at the end of a log that stops before the run finished: nothing runs any
+    more, so not "running" but why the log ends there (`finish_detail`)."""
+    if view.state == RUN_FINISHED or not ending:
+        return view
+    return replace(view, state=RUN_LOG_ENDS, finish_reason="", finish_detail=ending)
 
 
 EMPTY_VIEW = RunView()

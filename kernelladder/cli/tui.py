@@ -129,6 +129,12 @@ def _load(run_dir: Path) -> list:
     return read_run_log(run_dir).events
 
 
+def _log_ending(run_dir: Path) -> str:
+    from kernelladder.app.replay import log_ending
+
+    return log_ending(run_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -245,7 +251,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         run_dir = Path(args.replay)
         kwargs: dict[str, Any] = {
             "events": _load(run_dir), "run_dir": run_dir, "speed": args.speed or 1.0,
-            "at_end": args.end,
+            "at_end": args.end, "log_ending": _log_ending(run_dir),
         }  # fmt: skip
     else:
         _check_theme(args.theme)  # before the run makes its directory and log

@@ -24,7 +24,7 @@ def test_each_action_is_one_row_and_every_view_is_built_from_the_rows():
     assert [b.id for b in KernelLadderApp.BINDINGS] == ["app.quit", "app.quit_ctrl", "app.palette"]
     listed = [a for a in actions.ACTIONS if a.palette]
     assert [c.action for c in PALETTE_COMMANDS] == [
-        a.action for a in sorted(listed, key=lambda a: a.palette[0])
+        a.screen_action for a in sorted(listed, key=lambda a: a.palette[0])
     ]
     assert sorted(a.palette[0] for a in listed) == list(range(1, len(listed) + 1))
     assert {a.section for a in actions.ACTIONS} == {s for s, _ in actions.SECTIONS}

@@ -187,3 +187,40 @@ async def test_a_run_that_cannot_serve_its_channel_goes_on_and_says_so(tmp_path,
     assert read_owner(run.run_dir) is None
     await run.stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_ctrl_c_asks_as_q_does_and_the_dialog_names_the_run_directory(tmp_path):
+    run = owned_run(tmp_path)
+    task = await started(run)
+    app = KernelLadderApp(run=AttachedRun(run.run_dir, poll_s=0.02), frozen=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.view.attempts, what="attempts on screen")
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, LeaveRunScreen)
+        text = " ".join(str(label.render()) for label in app.screen.query("Label"))
+        assert f"kernelladder-tui --attach {run.run_dir}" in " ".join(text.split()), text
+        assert "RUN_DIR" not in text
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.is_running and not isinstance(app.screen, LeaveRunScreen)
+    await run.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def test_the_header_says_the_app_is_attached_to_another_process(tmp_path):
+    run = owned_run(tmp_path)
+    task = await started(run)
+    app = KernelLadderApp(run=AttachedRun(run.run_dir, poll_s=0.02), frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(lambda: app.main.view.attempts, what="attempts on screen")
+        await pilot.pause(0.1)
+        first = app.main.screen_state()["header"].splitlines()[0]
+        owner = read_owner(run.run_dir)
+        assert f"attached to pid {owner.pid} on {owner.host}" in first, first
+        assert len(first) <= 78
+        await run.stop()  # the owner ends: nothing is attached any more
+        await asyncio.wait_for(task, 10)
+        await until(lambda: app.main.view.state == "finished", what="the end on screen")
+        await pilot.pause(0.1)
+        assert "attached to" not in app.main.screen_state()["header"]

@@ -137,3 +137,29 @@ async def test_a_10000_event_replay_opens_and_jumps_to_the_end_in_under_a_second
         await pilot.press("comma")  # a step back folds again from the start
         assert time.perf_counter() - start < 1.0
         assert app.main.view.events == 9_999
+
+
+async def test_a_replay_of_a_log_with_a_torn_last_line_says_the_run_was_killed(tmp_path):
+    from helpers import saved_run
+
+    from kernelladder.app.replay import TORN_ENDING, log_ending
+
+    run_dir = saved_run(tmp_path)
+    log = run_dir / "events.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    # killed mid-write: no RunFinished, the last line cut short
+    log.write_text("".join(lines[:-3]) + lines[-3][: len(lines[-3]) // 2])
+    assert log_ending(run_dir) == TORN_ENDING
+    app = KernelLadderApp(
+        events=load_events(run_dir), run_dir=run_dir, frozen=True, at_end=True,
+        log_ending=log_ending(run_dir),
+    )  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        header = app.main.screen_state()["header"]
+        assert TORN_ENDING in header and "running" not in header, header
+        await pilot.press("home")  # earlier in the replay the run was running
+        await pilot.pause(0.2)
+        assert TORN_ENDING not in app.main.screen_state()["header"]
+    finished = saved_run(tmp_path, "finished")
+    assert log_ending(finished) == ""

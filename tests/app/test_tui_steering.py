@@ -15,11 +15,13 @@ from helpers import (
     SIZE,
     HeldProposer,
     SlowStartRunner,
+    footer_keys,
     live_app,
     logged,
     move,
     ready,
     scripted_op,
+    settled_footer,
     tree_text,
     until,
 )
@@ -131,6 +133,23 @@ async def test_veto_selected_gate(tmp_path):
         await until(lambda: "⊘ #3 vetoed" in tree_text(app), "vetoed on screen", pilot=pilot)
 
 
+async def test_a_vetoed_attempts_verdict_tab_says_it_was_vetoed_with_the_note(tmp_path):
+    from kernelladder.app.widgets.verdict_view import render_verdict
+
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("v")
+        await until(lambda: "⊘ #3 vetoed" in tree_text(app), "vetoed on screen", pilot=pilot)
+        await select(pilot, app, attempt=3)
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        shown = str(app.main.query_one("#verdict-body").render())
+        assert "vetoed at gate g1 by user: vetoed from the gates panel" in shown, shown
+        assert "not judged yet" not in shown
+        assert shown == render_verdict(app.main.view.attempts[3], None).plain
+
+
 async def test_gate_prompt_vetoes_with_a_note(tmp_path):
     app, run = live_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -152,9 +171,13 @@ async def test_pause_and_resume_run(tmp_path):
         await until(lambda: logged(run, ev.RunPaused), "RunPaused in the log", pilot=pilot)
         await until(lambda: app.main.view.state == "paused", "paused state", pilot=pilot)
         assert app.main.screen_state()["header"].endswith("paused")
+        # the footer offers what p does now
+        keys = await settled_footer(pilot, app)
+        assert keys["p"][:2] == ("Resume", True), keys
         await pilot.press("p")
         await until(lambda: logged(run, ev.RunResumed), "RunResumed in the log", pilot=pilot)
         await until(lambda: app.main.view.state == "running", "running again", pilot=pilot)
+        await until(lambda: footer_keys(app)["p"][0] == "Pause", "p Pause again", pilot=pilot)
 
 
 async def test_pause_and_resume_selected_branch(tmp_path):
@@ -278,7 +301,7 @@ async def test_palette_runs_steering_commands(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, run)
         await pilot.press("ctrl+p")
-        await pilot.press(*"pause / resume run")
+        await pilot.press(*"pause run")
         await pilot.pause(0.3)
         await pilot.press("enter")
         await until(lambda: logged(run, ev.RunPaused), "RunPaused via the palette", pilot=pilot)

@@ -522,3 +522,27 @@ def test_an_empty_run_dir_is_used(tmp_path):
     argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--branches", "1"]
     assert main([*argv, "--gate", "veto", "--json", "--run-dir", str(empty)]) == 0
     assert (empty / "events.jsonl").is_file() and (empty / "meta.json").is_file()
+
+
+def test_tui_detach_into_a_directory_that_cannot_be_made_is_one_line(capsys, tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    for run_dir, why in (("/proc/kl-x", "No such file"), (str(a_file / "run"), "Not a directory")):
+        argv = ("rmsnorm", "--device", "cpu", "--detach", "--run-dir", run_dir)
+        line = usage_line(capsys, *argv, entry=tui_cli.main)
+        assert f"cannot create the run directory {run_dir}" in line and why in line, line
+    assert a_file.read_text() == "mine\n"
+
+
+def test_tui_detach_of_a_run_that_ends_at_once_leaves_no_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    made = tmp_path / "new" / "run"
+    for where in ((), ("--run-dir", str(made))):
+        proc = subprocess.run(
+            [sys.executable, "-m", "kernelladder.cli.tui", "nosuchop", "--detach", *where],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        line = _one_line(proc)
+        assert "the background run ended at once" in line and "unknown op 'nosuchop'" in line
+        assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))

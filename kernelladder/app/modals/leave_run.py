@@ -3,6 +3,8 @@ stop the run and quit, or keep watching. Dismissed with "detach", "stop" or None
 
 from __future__ import annotations
 
+import shlex
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -48,16 +50,18 @@ class LeaveRunScreen(ModalScreen[str | None]):
         Binding("s", "leave('stop')", "Stop and quit", id="leave.stop"),
     ]
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, run_dir: str = "RUN_DIR") -> None:
         super().__init__()
         self.owner = owner  # who runs it, e.g. "pid 4242 on gpu-box"
+        self.run_dir = run_dir  # the command to attach again names it
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Leave the run?", classes="leave-title")
             yield Label(
                 f"The run belongs to another process ({self.owner}). Detach (d) leaves it "
-                "running: attach again with kernelladder-tui --attach RUN_DIR. Stop and "
+                "running: attach again with kernelladder-tui --attach "
+                f"{shlex.quote(self.run_dir)}. Stop and "
                 "quit (s) stops it: in-flight attempts finish and are recorded."
             )
             with Horizontal():

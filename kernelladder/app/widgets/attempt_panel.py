@@ -18,6 +18,9 @@ from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
 
 TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile")
+DIFF_LONG, DIFF_SHORT = "Diff vs parent", "Diff"
+# the tab row's cells with the long diff label (each tab: its label and a cell either side)
+TABS_CELLS = sum(len(t) + 2 for t in ("Log", "Verdict", "Source", DIFF_LONG, "Profile"))
 
 
 class AttemptPanel(Vertical):
@@ -53,10 +56,18 @@ class AttemptPanel(Vertical):
                 yield VerdictView(id="verdict-view")
             with TabPane("Source", id="tab-source"):
                 yield SourceView(id="source-view")
-            with TabPane("Diff vs parent", id="tab-diff"):
+            with TabPane(DIFF_LONG, id="tab-diff"):
                 yield DiffView(id="diff-view")
             with TabPane("Profile", id="tab-profile"):
                 yield ProfileView(id="profile-view")
+
+    def on_resize(self) -> None:
+        """A narrow pane (80 columns) names the diff tab short, so every tab shows whole:
+        "Profile" was cut to "Profi"."""
+        label = DIFF_LONG if self.size.width >= TABS_CELLS else DIFF_SHORT
+        tab = self.query_one(TabbedContent).get_tab("tab-diff")
+        if str(tab.label) != label:
+            tab.label = label
 
     @property
     def active(self) -> str:

@@ -1,5 +1,7 @@
-"""One row per branch: its label and a Sparkline of its attempts' vs best (the speedup
-over the reference in logs that do not record vs best)."""
+"""One row per branch: its label, a Sparkline of its attempts' vs best (the speedup
+over the reference in logs that do not record vs best) and the range it spans. Each
+sparkline is drawn to its own branch's scale (lowest to highest of that branch), so the
+range is written beside it: bars of two branches are not comparable without it."""
 
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ def trends_heading(view: v.RunView) -> str:
     if not view.speed_measured:
         return "speed not measured (no GPU)"
     if any(a.vs_best is not None for a in view.attempts.values()):
-        return "per-branch vs best"
-    return "per-branch speedups over reference"
+        return "per-branch vs best (each its own scale)"
+    return "per-branch speedups over reference (each its own scale)"
 
 
 class BranchTrend(Horizontal):
@@ -50,6 +52,11 @@ class BranchTrend(Horizontal):
         width: 1fr;
         color: $text-muted;
     }
+    BranchTrend > .trend-range {
+        width: auto;
+        color: $text-muted;
+        padding-left: 1;
+    }
     """
 
     def __init__(self, branch_id: str, strategy: str) -> None:
@@ -58,15 +65,26 @@ class BranchTrend(Horizontal):
         self.strategy = strategy
         self._data: tuple[float, ...] | None = None
         self._sparkline = Sparkline([], summary_function=max)
+        self._range = Label("", classes="trend-range")
 
     def compose(self):
         yield Label(short_label(f"{self.branch_id} {self.strategy}", LABEL_CELLS))
         yield self._sparkline
+        yield self._range
 
     def show(self, speedups: tuple[float, ...]) -> None:
         if speedups != self._data:
             self._data = speedups
             self._sparkline.data = list(speedups)
+            self._range.update(trend_range(speedups))
+
+
+def trend_range(values: tuple[float, ...]) -> str:
+    """The scale of one branch's sparkline: "1.01-1.07×" (one figure when flat)."""
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}×"
 
 
 class BranchTrends(VerticalScroll):

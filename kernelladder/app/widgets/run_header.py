@@ -30,11 +30,13 @@ class RunHeader(Widget):
         clock: Callable[[], float],
         replay: bool = False,
         starting: str = "",
+        attached: str = "",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self._clock = clock
         self._replay = replay
+        self._attached = attached  # whose run this app watches, when another process owns it
         self._starting = starting  # shown until the first event
         self._view: v.RunView = v.EMPTY_VIEW
 
@@ -61,7 +63,7 @@ class RunHeader(Widget):
         # Each line fits the width: two lines of height 2 must never wrap into a third
         # that is cut off (on an 80-column terminal that hid the whole status line).
         width = self.size.width or None
-        first = header_line(view, width)
+        first = header_line(view, width, attached=self._attached)
         second = status_line(view, self.elapsed(), width)
         return Content("\n").join([first, second])
 
@@ -85,7 +87,9 @@ def fit(parts: list[Content], width: int | None, *, drop: tuple[int, ...] = ()) 
     return joined
 
 
-def header_line(view: v.RunView, width: int | None = None) -> Content:
+def header_line(view: v.RunView, width: int | None = None, *, attached: str = "") -> Content:
+    """What, where, by whom; `attached` names the process that owns the run when this
+    app only watches it (--attach): quitting then may leave the run going."""
     device = view.device or "?"
     if view.gpu:
         device = f"{device} {view.gpu}"
@@ -105,6 +109,9 @@ def header_line(view: v.RunView, width: int | None = None) -> Content:
         Content.assemble("  proposer ", (proposer, "bold")),
         Content.assemble("  target ", (fmt.speedup(view.target, unmeasured="none"), "bold")),
     ]
+    if attached and view.state != v.RUN_FINISHED:  # before the facts: it changes quitting
+        parts.insert(1, Content.assemble((f"attached to {attached}", "bold $accent"), "  "))
+        return fit(parts, width, drop=(0, 5, 4))  # then the target, then the proposer
     return fit(parts, width, drop=(0,))  # the name of the app goes first
 
 
@@ -157,8 +164,9 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
         v.RUN_STOPPING: "bold $warning",
         v.RUN_RESUMING: "bold $warning",
         v.RUN_FINISHED: "bold $primary",
+        v.RUN_LOG_ENDS: "bold $warning",
     }.get(view.state, "bold")
-    state = view.state
+    state = view.finish_detail if view.state == v.RUN_LOG_ENDS else view.state
     if view.state == v.RUN_FINISHED and view.finish_reason:
         state = f"finished: {view.finish_reason}"
     gates = f"  gates {len(view.gates)} waiting" if view.gates else ""

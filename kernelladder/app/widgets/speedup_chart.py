@@ -256,12 +256,7 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             rows.append([(note.center(width)[:width], "note")] if i == at else [])
         return rows
 
-    values = [p.speedup for p in data.points]
-    extra = [x for x in (data.target, data.baseline, *(data.band or ())) if x is not None]
-    lo = min(values + extra + [1.0])
-    hi = max(values + extra + [1.0])
-    pad = max((hi - lo) * 0.08, 0.02)
-    lo, hi = max(0.0, lo - pad), hi + pad
+    lo, hi = value_range(data)
     last = max(data.last_attempt, max(p.attempt for p in data.points), 2)
 
     def row_of(s: float) -> int:
@@ -275,14 +270,10 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         top, bottom = row_of(data.band[1]), row_of(data.band[0])
         for r in range(max(0, top), min(plot_h, bottom + 1)):
             grid[r] = [(BAND, "band")] * plot_w
-    label_cells: list[tuple[int, int, str]] = []  # (row, column, character)
+    baseline_row: int | None = None
     if data.baseline is not None and lo <= data.baseline <= hi:
-        r = row_of(data.baseline)
-        label = " the baseline to beat " if data.series == SERIES_VS_BEST else " the floor "
-        grid[r] = [(BASELINE, "baseline")] * plot_w
-        if plot_w > len(label) + 4:  # labelled at the right end of the line
-            start = plot_w - len(label) - 1
-            label_cells = [(r, start + i, ch) for i, ch in enumerate(label)]
+        baseline_row = row_of(data.baseline)
+        grid[baseline_row] = [(BASELINE, "baseline")] * plot_w
     if data.target is not None and lo <= data.target <= hi:
         r = row_of(data.target)
         if grid[r][0][0] == BAND:
@@ -300,11 +291,12 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
             best[p.branch] = max(best.get(p.branch, p.speedup), p.speedup)
         for branch, s in best.items():
             grid[row_of(s)][c] = (BEST, f"branch-{branch}")
-    for r, c, ch in label_cells:  # over the best-so-far lines, under the points
-        grid[r][c] = (ch, "baseline")
     for c, ps in by_col.items():
         for p in ps:
             grid[row_of(p.speedup)][c] = (POINT, f"branch-{p.branch}")
+    if baseline_row is not None:
+        label = " the baseline to beat " if data.series == SERIES_VS_BEST else " the floor "
+        _label_line(grid, baseline_row, label)
 
     ticks = {0: hi, plot_h - 1: lo, (plot_h - 1) // 2: (hi + lo) / 2}
     if data.baseline is not None and lo <= data.baseline <= hi:
@@ -321,6 +313,39 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
     span = plot_w - len(last_label) - 2
     rows.append([(" " * GUTTER + "#1" + " " * max(span, 1) + last_label, "axis")])
     return rows
+
+
+def value_range(data: ChartData) -> tuple[float, float]:
+    """The values the plot spans: the points and the baseline to beat; a target only
+    when it is near them (the title names it either way). The noise band is cut to the
+    range: a wide band (or a far target) stretched it until every point sat on one row."""
+    values = [p.speedup for p in data.points]
+    lo, hi = min(values), max(values)
+    if data.baseline is not None:
+        lo, hi = min(lo, data.baseline), max(hi, data.baseline)
+    span = max(hi - lo, 0.02)
+    if data.target is not None and lo - span <= data.target <= hi + span:
+        lo, hi = min(lo, data.target), max(hi, data.target)
+    pad = max((hi - lo) * 0.08, 0.02)
+    return max(0.0, lo - pad), hi + pad
+
+
+def _label_line(grid: list[list[tuple[str, str]]], row: int, label: str) -> None:
+    """Write `label` on the baseline's row where no point or best-so-far line is drawn
+    (the rightmost such stretch), else on the row below or above it; nowhere when no
+    stretch is free: a point is never drawn over (the axis still names the 1.00)."""
+    width = len(grid[row])
+    for r in (row, row + 1, row - 1):
+        if not 0 <= r < len(grid):
+            continue
+        free = [grid[r][c][0] not in (POINT, BEST, TARGET) for c in range(width)]
+        run = 0
+        for c in range(width - 1, -1, -1):
+            run = run + 1 if free[c] else 0
+            if run == len(label):
+                for i, ch in enumerate(label):
+                    grid[r][c + i] = (ch, "baseline")
+                return
 
 
 def _runs(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -98,13 +98,51 @@ class StrategyTree(Tree[NodeRef]):
         # arriving after the next move, once read as the person's and stopped following)
         self.follow = True
         self._styles: dict[str, Style] | None = None  # component styles, per theme
+        # `/`: only the attempts whose line holds this text (and the branches holding
+        # them, or whose own line holds it); "" shows everything
+        self.filter_text = ""
+        self._shown: tuple[frozenset[str], frozenset[int]] | None = None
+
+    # --- filter ----------------------------------------------------------------------
+
+    def set_filter(self, text: str, view: v.RunView) -> None:
+        text = text.strip().lower()
+        if text == self.filter_text:
+            return
+        self.filter_text = text
+        self.reset()
+        self.show(view)
+
+    def _filtered(self, view: v.RunView) -> tuple[frozenset[str], frozenset[int]]:
+        """The branches and attempts the filter lets through."""
+        text = self.filter_text
+        attempts: set[int] = set()
+        branches: set[str] = set()
+        for b in view.branches:
+            label = self._branch_label(
+                b, view.attempts.get(-1 if b.best_attempt is None else b.best_attempt)
+            )
+            whole = text in label.plain.lower()
+            for n in b.attempts:
+                a = view.attempts.get(n)
+                if a is not None and (whole or text in self._attempt_label(a).plain.lower()):
+                    attempts.add(n)
+            if whole or any(n in attempts for n in b.attempts):
+                branches.add(b.branch_id)
+        return frozenset(branches), frozenset(attempts)
 
     # --- updates ---------------------------------------------------------------------
 
     def show(self, view: v.RunView) -> None:
         self._speed_measured = view.speed_measured
+        shown = self._filtered(view) if self.filter_text else None
+        if shown is not None and self._shown is not None and shown != self._shown:
+            self.reset()  # what matches changed (a verdict came): lay the tree out again
+        self._shown = shown
         newest: int | None = None
         for branch in view.branches:
+            if shown is not None and branch.branch_id not in shown[0]:
+                continue
             node = self._branch_nodes.get(branch.branch_id)
             if node is None:
                 parent = self._attempt_nodes.get(
@@ -134,7 +172,7 @@ class StrategyTree(Tree[NodeRef]):
                 self._branch_seen[branch.branch_id] = branch
             for n in branch.attempts:
                 attempt = view.attempts.get(n)
-                if attempt is None:
+                if attempt is None or (shown is not None and n not in shown[1]):
                     continue
                 leaf = self._attempt_nodes.get(n)
                 if leaf is None:

@@ -108,6 +108,11 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         if attempt.state == v.ATTEMPT_JUDGED:
             lines.append(Content.assemble(("verdict ", "bold"), attempt.summary))
             lines.append(Content.styled("(full verdict file not available)", "$text-muted"))
+        elif attempt.state == v.ATTEMPT_VETOED:  # never verified, and never will be
+            lines.append(Content.assemble(("vetoed", "bold $warning"), " at ",
+                                          attempt.vetoed or "its gate"))  # fmt: skip
+            lines.append(Content.styled("never verified: the move is a dead end of its branch",
+                                        "$text-muted"))  # fmt: skip
         else:
             lines.append(Content.styled(f"not judged yet: {attempt.state}", "$text-muted"))
         return Content("\n").join(lines)

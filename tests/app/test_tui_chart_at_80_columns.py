@@ -1,0 +1,75 @@
+"""The chart, the per-branch trends and the attempt's tabs on an 80x24 terminal, drawn
+from a committed H200 run that records vs best (examples/h200-rmsnorm-standing): every
+tab's name shows whole, the chart spreads its points over its rows instead of one, the
+label of the baseline to beat is never drawn over a point, and each branch's sparkline
+says the range of its own scale."""
+
+from __future__ import annotations
+
+from helpers import EXAMPLES, replay_app
+
+from kernelladder.app.widgets.branch_trends import BranchTrend, trend_range
+from kernelladder.app.widgets.speedup_chart import (
+    BEST,
+    POINT,
+    ChartData,
+    ChartPoint,
+    draw,
+)
+
+STANDING_RUN = EXAMPLES / "h200-rmsnorm-standing"
+
+
+def _plot_rows(rows):
+    """The plot's rows as text, without the title, the gutter and the axis rows."""
+    return ["".join(text for text, _ in row)[8:] for row in rows[1:-2]]
+
+
+async def test_at_80x24_every_tab_shows_and_the_chart_spreads_its_points():
+    app = replay_app(STANDING_RUN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.5)
+        tabs = app.main.query_one("#attempt-tabs")
+        labels = [str(tab.label) for tab in tabs.query("Tab")]
+        assert labels[-1] == "Profile", labels
+        profile = [tab for tab in tabs.query("Tab") if str(tab.label) == "Profile"][0]
+        assert profile.region.right <= app.main.query_one("#attempt-panel").region.right
+        chart = app.main.screen_state()["chart"]
+        plot = [line for line in chart[1:] if "┤" in line or "│" in line]
+        with_points = [line for line in plot if POINT in line]
+        assert len(with_points) >= 2, "\n".join(chart)
+        ranges = [str(row._range.render()) for row in app.main.query(BranchTrend)]
+        assert len(ranges) == 3 and all("-" in r and r.endswith("×") for r in ranges), ranges
+
+
+def test_a_wide_noise_band_or_a_far_target_does_not_squash_the_points():
+    points = tuple(ChartPoint(n, 0, 1.0 + n / 100) for n in range(1, 8))
+    data = ChartData(
+        points=points, last_attempt=7, target=3.0, band=(0.6, 1.6), title="t",
+        measured=True, series="vs best", baseline=1.0,
+    )  # fmt: skip
+    rows = _plot_rows(draw(data, 60, 7))
+    assert len([r for r in rows if POINT in r]) >= 2, "\n".join(rows)
+
+
+def test_the_baseline_label_never_hides_a_point():
+    # points along the baseline, and one exactly where the label would go
+    points = tuple(ChartPoint(n, 0, 1.0) for n in range(1, 40, 3)) + (ChartPoint(38, 0, 1.0),)
+    data = ChartData(
+        points=points, last_attempt=40, target=None, band=None, title="t", measured=True,
+        series="vs best", baseline=1.0,
+    )  # fmt: skip
+    rows = _plot_rows(draw(data, 70, 10))
+    drawn = sum(r.count(POINT) for r in rows)
+    columns = {round((p.attempt - 1) / 39 * 60) for p in points}
+    assert drawn == len(columns), "\n".join(rows)
+    labelled = [r for r in rows if "the baseline to beat" in r]
+    assert labelled, "\n".join(rows)
+    at = labelled[0].index("the baseline to beat")
+    assert POINT not in labelled[0][at - 1 : at + 21] and BEST not in labelled[0][at : at + 20]
+
+
+def test_each_branch_trend_says_its_own_range():
+    assert trend_range((1.012, 1.071, 1.04)) == "1.01-1.07×"
+    assert trend_range((8.2, 8.2)) == "8.20×"
+    assert trend_range(()) == ""
