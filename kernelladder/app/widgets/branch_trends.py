@@ -25,8 +25,8 @@ def trends_heading(view: v.RunView) -> str:
     if not view.speed_measured:
         return "speed not measured (no GPU)"
     if any(a.vs_best is not None for a in view.attempts.values()):
-        return "per-branch vs best (each its own scale)"
-    return "per-branch speedups over reference (each its own scale)"
+        return "per-branch vs best"
+    return "per-branch speedups over reference"
 
 
 class BranchTrend(Horizontal):
