@@ -1,5 +1,9 @@
 """Runs one Triton kernel on the H200 so that Nsight Compute can profile it: an
-rmsnorm (one row per program, memory-bound) or a matmul (tl.dot, compute-bound)."""
+rmsnorm (one row per program, memory-bound) or a matmul (tl.dot, compute-bound).
+bench/ncu_fixture.sh runs it under ncu:
+
+    python3 bench/ncu_fixture_driver.py rmsnorm|matmul
+"""
 
 import sys
 
