@@ -41,6 +41,15 @@ def test_relative_links_in_the_docs_lead_to_files():
     assert not broken
 
 
+def test_package_files_stay_under_the_line_limit():
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in (ROOT / "kernelladder").rglob("*.py")
+    }
+    over = {path: n for path, n in sizes.items() if n > FILE_MAX_LINES}
+    assert not over, f"over {FILE_MAX_LINES} lines, split by job: {over}"
+
+
 def test_bench_holds_tools_not_run_data():
     bench = ROOT / "bench"
     kept = sorted(p.name for p in bench.iterdir())
