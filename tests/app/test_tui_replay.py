@@ -56,7 +56,7 @@ async def test_replay_play_step_back_and_jump():
     app = KernelLadderApp(events=events, frozen=True, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         player = app.player
-        await pilot.pause(0.3)
+        await until(lambda: player.position > 0, "the replay to start playing", pilot=pilot)
         assert player.playing and 0 < player.position < len(events)  # plays at once
         await pilot.press("p")  # pause
         assert not player.playing
