@@ -3,6 +3,9 @@
 # search family's starting point verified on the GPU suite, then a 4-attempt headless run
 # resumed to 6 (the plain view's resume line), then a worker killed with -9 and the next
 # worker's start sweeping its scratch dir.
+#
+#   bash bench/gpu_smoke.sh            # SKIP_TEMPLATES=1 skips the templates' part
+#   REMOTE=1 bash bench/gpu_smoke.sh   # also the SSH runner end to end on loopback
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

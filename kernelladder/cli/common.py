@@ -66,7 +66,7 @@ def apply_sandbox_choice(args: Any) -> None:
 
 def add_ray_arguments(parser: argparse.ArgumentParser, *, with_runner_flag: bool = True) -> None:
     """--runner ray, --ray-address, --ray-slots (a run verified on a Ray cluster)."""
-    group = parser.add_argument_group("verification on a Ray cluster (README: On a Ray cluster)")
+    group = parser.add_argument_group("verification on a Ray cluster (docs/RUNNING.md)")
     if with_runner_flag:
         group.add_argument(
             "--runner",

@@ -23,7 +23,7 @@ from kernelladder.engine.state import RunState, ranked_passes
 from kernelladder.verifier.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
-# a shape's rounds stop once its tie is settled (speed_gate.settled_word: the 15-round
+# a shape's rounds stop once its tie is settled (paired_rounds.settled_word: the 15-round
 # sign test's word on the same rounds), after at least this many for the median ratio
 CONFIRM_MIN_ROUNDS = 5
 CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)

@@ -1,7 +1,7 @@
 """The anti-cheat checks made after every candidate call: outputs that are plain tensors
 of the expected shapes, no work left on other streams or threads, no child processes,
-inputs untouched, outputs that do not alias inputs or each other. A part of the gates'
-_Run (gates.py)."""
+inputs untouched, outputs that do not alias inputs or each other. A part of
+CandidateRun (candidate_run.py)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _compile_pool_timer(thread: threading.Thread) -> bool:
 
 
 class AntiCheatChecks:
-    """_Run's checks of one call's outputs and side effects (_Run inherits them)."""
+    """CandidateRun's checks of one call's outputs and side effects (it inherits them)."""
 
     def _outputs(self, result: Any, shape: Shape, where: str) -> tuple[torch.Tensor, ...]:
         spec = self.spec

@@ -272,7 +272,8 @@ class WorkerClient:
         await self._discard()
         # Not through the GPU's arbiter: a worker that replaces a crashed one mid-run
         # would hold back every timing on its GPU for its whole start (seconds, after
-        # each crash); its few warm-up kernels are tiny (README: what is not walled off).
+        # each crash); its few warm-up kernels are tiny (docs/VERIFIER.md: what the pipeline
+        # does not wall off).
         transport = self._factory()
         self._stderr_tail.clear()
         try:

@@ -12,7 +12,7 @@ Triton's cache. torch.compile's reference is not compiled here: inductor benchma
 kernels' configs as it first runs them, which wants the GPU to itself (the speed stage). A shape whose compile stops early (the candidate raised, wanted a value,
 called torch compute) is simply compiled later, in the correctness gate, as in a serial
 verification: nothing here is judged, except that the candidate must leave the verifier
-intact. A part of the gates' _Run (gates.py).
+intact. A part of CandidateRun (candidate_run.py).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _yield_cpu() -> None:
 
 
 class CompileAhead:
-    """_Run's compile stage (_Run inherits it)."""
+    """CandidateRun's compile stage (CandidateRun inherits it)."""
 
     def _compile_ahead(self) -> None:
         assert self.cand is not None

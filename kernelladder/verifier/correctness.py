@@ -1,6 +1,7 @@
 """The correctness gate, with determinism: every shape of the suite at each seed, the
 same inputs called again, new values written into the same tensors (results cached by
-pointer fail), and shapes no proposer has seen. A part of the gates' _Run (gates.py)."""
+pointer fail), and shapes no proposer has seen. A part of CandidateRun
+(candidate_run.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ UNSEEN_TRIAL = "unseen shape"
 
 
 class CorrectnessTrials:
-    """_Run's trials and their judgement (_Run inherits them)."""
+    """CandidateRun's trials and their judgement (CandidateRun inherits them)."""
 
     def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
         self.obs.trials += 1

@@ -1,12 +1,12 @@
 """The speed gate: the candidate timed at every shape of the suite against the reference
 and the library baselines (timing.py times), back-to-back rounds with the fastest
 baseline when the two are close, the timed calls checked like any other, and the
-verdict's speedup, floor fraction and standing. A part of the gates' _Run (gates.py)."""
+verdict's speedup, floor fraction and standing. A part of CandidateRun
+(candidate_run.py)."""
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +16,16 @@ from kernelladder.ops.spec import Shape
 from kernelladder.verifier import fence, integrity
 from kernelladder.verifier.gate_tools import _index_str, _same_bits, _Stop
 from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.paired_rounds import (
+    PAIRED_BAND,
+    PAIRED_BAND_MAX,
+    PAIRED_ROUNDS,
+    PAIRED_TARGET_MS,
+    close_rival,
+    paired_result,
+    settled_word,
+    time_rounds,
+)
 from kernelladder.verifier.timing import TARGET_MS, Timing, pooled
 from kernelladder.verifier.verdict import (
     FAIL,
@@ -24,20 +34,18 @@ from kernelladder.verifier.verdict import (
     SKIPPED,
     Feedback,
     ShapeTiming,
-    beyond_margin,
     fastest_baseline,
     geomean_noise,
 )
 
-# Back-to-back rounds with the fastest baseline when the two are this close (relative):
-# at a hardware limit they differ by less than the drift between separate timings.
-PAIRED_BAND = 0.05
-PAIRED_BAND_MAX = 0.25
-PAIRED_ROUNDS = 7
-PAIRED_TARGET_MS = 10.0  # of trials per timing in a round
 COARSE_TARGET_MS = 20.0  # the first look that may stop the timing early
 SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops
 FLAG_SUSPICIOUS = "speedup-over-10x-best-library"
+# the rounds' names, also imported from here
+__all__ = [
+    "PAIRED_ROUNDS", "PAIRED_TARGET_MS", "SpeedGate", "close_rival", "paired_result",
+    "settled_word",
+]  # fmt: skip
 
 
 def _fmt_ms(ms: float | None) -> str:
@@ -51,65 +59,8 @@ def _geomean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
-    """The fastest baseline when it is within PAIRED_BAND (or twice the candidate's noise,
-    up to PAIRED_BAND_MAX) of the candidate's time, else None: a wider margin needs no
-    back-to-back rounds to be believed."""
-    fastest = fastest_baseline(baselines)
-    if fastest is None or not cand.median_ms or cand.median_ms <= 0:
-        return None
-    name, ms = fastest
-    band = min(PAIRED_BAND_MAX, max(PAIRED_BAND, 2.0 * (cand.noise or 0.0)))
-    return name if abs(ms / cand.median_ms - 1.0) <= band else None
-
-
-def settled_word(cand_ms: Sequence[float], rival_ms: Sequence[float], rounds: int) -> str | None:
-    """The word `rounds` back-to-back rounds would give (paired_result's sign test), when
-    the rounds so far already decide it, else None. A tie is settled as soon as one round
-    was not won and one was not lost: no later round can make every round go one way.
-    "faster" and "slower" need every round, so only the full count settles them. The
-    sequential stop therefore gives the fixed test's word on the same rounds: the same
-    error rate, fewer rounds where a shape ties."""
-    pairs = list(zip(cand_ms, rival_ms, strict=False))
-    not_won = any(k >= b for k, b in pairs)
-    not_lost = any(k <= b for k, b in pairs)
-    if not_won and not_lost:
-        return "tie"
-    if len(pairs) >= rounds:
-        return "faster" if not not_won else "slower"
-    return None
-
-
-def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> dict:
-    """Rounds won and lost, the median per-round ratio (rival / candidate), and the word:
-    "faster" or "slower" only when every round went that way (a one-sided sign test,
-    p = 2**-rounds: 0.008 at 7 rounds) and the median ratio is beyond PRACTICAL_MARGIN,
-    else "tie". The rounds' times are kept."""
-    pairs = list(zip(cand_ms, rival_ms, strict=True))
-    won = sum(1 for k, b in pairs if k < b)
-    lost = sum(1 for k, b in pairs if k > b)
-    rounds = len(pairs)
-    ratios = [b / k for k, b in pairs if k > 0]
-    ratio = statistics.median(ratios) if ratios else math.nan
-    word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
-    if word != "tie" and not (math.isfinite(ratio) and beyond_margin(ratio)):
-        word = "tie"  # every round one way, by less than a kernel engineer calls a difference
-    return {
-        "baseline": rival,
-        "rounds": rounds,
-        "won": won,
-        "lost": lost,
-        "ratio": ratio,
-        "candidate_ms": statistics.median(cand_ms),
-        "baseline_ms": statistics.median(rival_ms),
-        "verdict": word,
-        "candidate_rounds_ms": [round(float(v), 6) for v in cand_ms],
-        "baseline_rounds_ms": [round(float(v), 6) for v in rival_ms],
-    }
-
-
 class SpeedGate:
-    """_Run's speed gate (_Run inherits it)."""
+    """CandidateRun's speed gate (CandidateRun inherits it)."""
 
     def _speed_gate(self) -> None:
         if not self.cuda and not self.v.timer_supplied:
@@ -286,42 +237,23 @@ class SpeedGate:
         taken minutes apart. The candidate's calls here are checked as the others are;
         its timings are added to `timings`. None when the baseline fails here (it ran
         before): the plain comparison stands."""
-        timer = self.v.timer()
-        cand_ms: list[float] = []
-        rival_ms: list[float] = []
-        calls = launched = 0
-        rival_fn = self.v.baseline_fns(self.spec, shape, inputs)[rival]
-        failed = False
-
-        for r in range(self.opts.paired_rounds):
-            for who in ("candidate", rival) if r % 2 == 0 else (rival, "candidate"):
-                if who == "candidate":
-                    last[1] = 0
-                    launches0 = fence.STATE.launches
-                    mine = timer.time(timed, PAIRED_TARGET_MS)
-                    cand_ms.append(mine.median_ms)
-                    if timings is not None:
-                        timings.append(mine)
-                    launched += fence.STATE.launches - launches0
-                    calls += last[1]
-                    continue
-                try:
-                    with self.v.library_work():
-                        rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
-                except Exception:  # the baseline's failure is not the candidate's: no rounds
-                    failed = True
-                    break
-            if failed:
-                break
-            if self._rounds_settled(cand_ms, rival_ms):
-                break
+        rounds = time_rounds(
+            self.v.timer(),
+            timed,
+            self.v.baseline_fns(self.spec, shape, inputs)[rival],
+            self.opts.paired_rounds,
+            self.v.library_work,
+            last,
+            timings,
+            self._rounds_settled,
+        )
         if not self._check_integrity("being timed"):
             raise _Stop
-        if calls:
-            self._check_timed_calls(shape, inputs, pristine, last[0], calls, launched)
-        if failed:
+        if rounds.calls:
+            self._check_timed_calls(shape, inputs, pristine, last[0], rounds.calls, rounds.launched)
+        if rounds.failed:
             return None
-        return paired_result(rival, cand_ms, rival_ms)
+        return paired_result(rival, rounds.candidate_ms, rounds.rival_ms)
 
     def _rounds_settled(self, cand_ms: Sequence[float], rival_ms: Sequence[float]) -> bool:
         """With paired_min_rounds, whether the rounds' word is settled (settled_word)

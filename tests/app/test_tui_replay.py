@@ -56,7 +56,7 @@ async def test_replay_play_step_back_and_jump():
     app = KernelLadderApp(events=events, frozen=True, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         player = app.player
-        await pilot.pause(0.3)
+        await until(lambda: player.position > 0, "the replay to start playing", pilot=pilot)
         assert player.playing and 0 < player.position < len(events)  # plays at once
         await pilot.press("p")  # pause
         assert not player.playing
@@ -114,28 +114,31 @@ async def test_a_10000_event_replay_opens_and_jumps_to_the_end_in_under_a_second
     assert len(events) == 10_000
     (tmp_path / "events.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
 
-    start = time.perf_counter()
+    # CPU seconds of this process, not the wall clock: on a loaded machine the wall clock
+    # counts other processes' turns (the wall-clock figure comes from bench/tui_load.py)
+    cpu = time.process_time
+    start = cpu()
     app = KernelLadderApp(events=load_events(tmp_path), run_dir=tmp_path, frozen=True,
                           at_end=True)  # fmt: skip
     async with app.run_test(size=SIZE) as pilot:
         while app.main.view.events < 10_000:
             await pilot.pause(0.01)
-        opened = time.perf_counter() - start
+        opened = cpu() - start
         assert app.main.screen_state()["tree"]  # drawn
-        print(f"open a 10,000-event replay at its end: {opened * 1000:.0f} ms")
+        print(f"open a 10,000-event replay at its end: {opened * 1000:.0f} ms of CPU")
         assert opened < 1.0
 
         await pilot.press("home")
         assert app.main.view.events == 0
-        start = time.perf_counter()
+        start = cpu()
         await pilot.press("G")
-        jumped = time.perf_counter() - start
-        print(f"jump from its start to its end: {jumped * 1000:.0f} ms")
+        jumped = cpu() - start
+        print(f"jump from its start to its end: {jumped * 1000:.0f} ms of CPU")
         assert app.player.position == 10_000 and app.main.view.events == 10_000
         assert jumped < 1.0
-        start = time.perf_counter()
+        start = cpu()
         await pilot.press("comma")  # a step back folds again from the start
-        assert time.perf_counter() - start < 1.0
+        assert cpu() - start < 1.0
         assert app.main.view.events == 9_999
 
 

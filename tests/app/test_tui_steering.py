@@ -319,6 +319,7 @@ def test_every_steering_key_is_in_the_palette(key):
 
 
 @pytest.mark.slow
+@pytest.mark.needs_torch
 async def test_real_cpu_search_run_steered_from_the_app(tmp_path):
     """No doubles at all: the built-in search proposer and the real verifier on the CPU
     (Triton's interpreter; no speed is measured). A branch opened from an attempt changes

@@ -478,7 +478,9 @@ async def test_notifications_stay_off_the_gates_table(tmp_path, size):
         await ready(pilot, app, run)
         app.notify("one more notice", timeout=30)
         await until(lambda: len(toasts(app)) >= 2, "toasts shown", pilot=pilot)
-        await pilot.pause(0.2)
+        await until(
+            lambda: all(t.region.height for t in toasts(app)), "toasts laid out", pilot=pilot
+        )
         gates = app.main.query_one(GatesPanel).region
         header = app.main.query_one("#run-header").region
         assert gates.height >= 2  # the gate's row is on screen

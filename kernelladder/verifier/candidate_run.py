@@ -1,0 +1,529 @@
+"""One candidate's verification: load, fence, the checked call, the stages in order and
+the verdict. The gates' own checks are mixed in by job: compile_ahead.py (the pipelined
+compile stage), correctness.py (with determinism and unseen shapes), anti_cheat.py and
+speed_gate.py; a pipelined run enters each stage through the worker's `stage` callback
+and records the seconds each took."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelladder.ops.spec import OpSpec, Shape
+from kernelladder.verifier import candidate as candidate_mod
+from kernelladder.verifier import fence, integrity, poison
+from kernelladder.verifier.anti_cheat import AntiCheatChecks
+from kernelladder.verifier.compile_ahead import CompileAhead
+from kernelladder.verifier.correctness import CorrectnessTrials
+from kernelladder.verifier.gate_tools import _Broken, _children, _Stop
+from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.options import (
+    DEFAULT_SEEDS,
+    Outcome,
+    ProgressFn,
+    StageFn,
+    VerifyOptions,
+)
+from kernelladder.verifier.speed_gate import SpeedGate
+from kernelladder.verifier.verdict import (
+    FAIL,
+    GATES,
+    PASS,
+    SKIPPED,
+    Feedback,
+    GateResult,
+    Verdict,
+)
+
+
+@contextlib.contextmanager
+def _workspace_tripwire(spec: OpSpec, hits: list[str]) -> Iterator[None]:
+    """A workspace's reference (reference.py, or the user's original kernel when there
+    is none) called during the candidate's call is a fence violation."""
+    patched: list[tuple[Any, str, Any]] = []
+    for module in spec.reference_modules():  # type: ignore[attr-defined]
+        for attr in ("reference", "kernel"):
+            original = module.__dict__.get(attr)
+            if callable(original) and not isinstance(original, type):
+
+                def tripped(*args: Any, _o: Any = original, _n: str = attr, **kw: Any) -> Any:
+                    hits.append(f"the reference's {_n}(...)")
+                    return _o(*args, **kw)
+
+                patched.append((module, attr, original))
+                setattr(module, attr, tripped)
+        for cls_name in ("Model", "ModelNew"):
+            cls = module.__dict__.get(cls_name)
+            forward = vars(cls).get("forward") if isinstance(cls, type) else None
+            if forward is not None:
+
+                def tripped_forward(
+                    *args: Any, _o: Any = forward, _n: str = cls_name, **kw: Any
+                ) -> Any:
+                    hits.append(f"the reference's {_n}.forward")
+                    return _o(*args, **kw)
+
+                patched.append((cls, "forward", forward))
+                cls.forward = tripped_forward
+    try:
+        yield
+    finally:
+        for owner, attr, original in reversed(patched):
+            setattr(owner, attr, original)
+
+
+@dataclass
+class _Observations:
+    anti_cheat: dict[str, str] = field(default_factory=dict)  # problem -> first evidence
+    determinism: list[str] = field(default_factory=list)
+    calls: int = 0
+    launches: int = 0
+    trials: int = 0
+
+
+class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
+    """One candidate's verification (state of the trials and the gate results)."""
+
+    def __init__(
+        self,
+        verifier: Any,  # gates.Verifier: its measured times, scratch dir, walls, environment
+        spec: OpSpec,
+        opts: VerifyOptions,
+        digest: str,
+        report: ProgressFn,
+        stage: StageFn | None = None,
+    ):
+        self.v = verifier
+        self.spec = spec
+        self.opts = opts
+        self.digest = digest
+        self.report = report
+        self.stage = stage if opts.pipeline else None
+        self.stages: dict[str, float] = {}  # seconds per stage (pipelined)
+        self._stage_at: tuple[str, float] | None = None
+        self.early_stop: dict[str, Any] | None = None
+        self.device = opts.device
+        self.cuda = opts.device.startswith("cuda")
+        if opts.suite == "gpu":
+            self.shapes = tuple(spec.gpu_shapes)
+        elif opts.suite == "cpu":
+            self.shapes = tuple(spec.cpu_shapes)
+        else:
+            self.shapes = tuple(spec.shapes_for(opts.device))
+        self.seeds = opts.seeds or DEFAULT_SEEDS["cuda" if self.cuda else "cpu"]
+        # correctness also at shapes no proposer has seen, drawn afresh (seed recorded)
+        count = opts.unseen_shapes
+        if count is None:
+            count = spec.unseen.count if spec.unseen is not None else 0
+        self.unseen_seed = (
+            opts.unseen_seed
+            if opts.unseen_seed is not None
+            else int.from_bytes(os.urandom(4), "little")
+        )
+        self.unseen = spec.draw_unseen_shapes(
+            random.Random(self.unseen_seed), count, "cuda" if self.cuda else "cpu"
+        )
+        self.results: dict[str, GateResult] = {}
+        self.feedback = Feedback(fence=spec.fence)
+        self.obs = _Observations()
+        self.recycle = False
+        self.flags: list[str] = []
+        self.speed: dict[str, Any] = {}
+        extra: list[tuple[str, Any]] = [("spec", spec), ("spec-class", type(spec))]
+        problem = getattr(spec, "module", None) if spec.kind == "kernelbench" else None
+        if spec.kind == "workspace":  # the reference's modules: guard them too
+            for i, module in enumerate(spec.reference_modules()):  # type: ignore[attr-defined]
+                extra.append((f"workspace-reference-{i}", module))
+        if problem is not None:  # the reference is the problem's Model: guard it too
+            extra.append(("problem", problem))
+            if isinstance(getattr(problem, "Model", None), type):
+                extra.append(("problem-Model", problem.Model))
+        self.extra = tuple(extra)
+        self.cand: candidate_mod.LoadedCandidate | None = None
+        self.recorder: fence.FenceRecorder | None = None
+
+    # --- results ------------------------------------------------------------------------
+    def _set(self, gate: str, status: str, detail: str, **evidence: Any) -> None:
+        self.results[gate] = GateResult(status, detail, evidence)
+
+    def _fail(self, gate: str, detail: str, expected: str, saw: str, **evidence: Any) -> None:
+        self._set(gate, FAIL, detail, **evidence)
+        if not self.feedback.saw:
+            self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+
+    def _verdict(self, kind: str | None = None) -> Verdict:
+        gates: dict[str, GateResult] = {}
+        first_fail = next(
+            (g for g in GATES if self.results.get(g, None) and self.results[g].status == FAIL), None
+        )
+        for gate in GATES:
+            if gate in self.results:
+                gates[gate] = self.results[gate]
+            else:
+                why = f"not run: {first_fail} failed" if first_fail else "not run"
+                gates[gate] = GateResult(SKIPPED, why)
+        fault = None
+        for extra_gate in ("crash", "timeout"):
+            if extra_gate in self.results:
+                gates[extra_gate] = self.results[extra_gate]
+                fault = extra_gate
+        gate = fault or first_fail
+        passed = gate is None
+        return Verdict(
+            verdict=PASS if passed else FAIL,
+            kind=kind or (PASS if passed else (fault or FAIL)),
+            gate=gate,
+            gates=gates,
+            op=self.spec.name,
+            device="cuda" if self.cuda else "cpu",
+            source_hash=self.digest,
+            feedback=self.feedback,
+            speedup=self.speed.get("speedup"),
+            speedup_vs=dict(self.speed.get("speedup_vs") or {}),
+            floor_fraction=self.speed.get("floor_fraction"),
+            noise=self.speed.get("noise"),
+            timings=tuple(self.speed.get("timings") or ()),
+            flags=tuple(self.flags),
+            environment=self._environment(),
+            early_stop=self.early_stop if passed else None,
+            stages=self._stage_seconds(),
+        )
+
+    # --- stages (a pipelined verification) ---------------------------------------------
+    def _enter(self, name: str, gpu: str) -> None:
+        """Enter a stage; wait until the client gives the GPU as `gpu` asks."""
+        if self.stage is None:
+            return
+        self._close_stage()
+        asked = TRUSTED.perf_counter()
+        known = self.stage(name, gpu)
+        now = TRUSTED.perf_counter()
+        if isinstance(known, Mapping) and self.opts.pipeline:
+            self.v.take_known(self.spec, known)  # a worker that joined as others measured
+        if gpu != "none":
+            self.stages["wait"] = self.stages.get("wait", 0.0) + (now - asked)
+        self._stage_at = (name, now)
+
+    def _close_stage(self) -> None:
+        if self._stage_at is not None:
+            name, since = self._stage_at
+            self.stages[name] = self.stages.get(name, 0.0) + (TRUSTED.perf_counter() - since)
+            self._stage_at = None
+
+    def _stage_seconds(self) -> dict[str, float]:
+        self._close_stage()
+        return {k: round(v, 4) for k, v in self.stages.items()}
+
+    def _correctness_access(self) -> str:
+        """Correctness runs beside other workers' correctness, except for a candidate
+        that autotunes: its benchmarks want the GPU to themselves."""
+        return "exclusive" if "autotune" in self.opts.source else "shared"
+
+    def _times_speed(self) -> bool:
+        return self.cuda or self.v.timer_supplied
+
+    def _environment(self) -> dict[str, Any]:
+        """The worker's environment, with the copy and matmul rates once measured."""
+        env = dict(self.v.environment)
+        rates = getattr(self.v._timer, "_rates", None) if self.v._timer is not None else None
+        if rates:
+            env["rates"] = dict(rates)
+        return env
+
+    # --- the run ------------------------------------------------------------------------
+    def execute(self) -> Outcome:
+        self.before = integrity.take(self.extra)
+        self.threads_before = set(threading.enumerate())
+        self.children_before = _children()
+        self.report("load", "loading the candidate")
+        try:
+            self.cand = candidate_mod.load(
+                self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
+            )
+        except candidate_mod.LoadFailure as exc:
+            self._fail(
+                "load",
+                exc.detail,
+                expected=f"a module defining {self._entry_text()}",
+                saw=exc.detail,
+                traceback=exc.trace,
+            )
+            self._check_integrity("loading")  # a candidate may patch, then fail to import
+            return Outcome(self._verdict(), self.recycle)
+        try:
+            self._set("load", PASS, f"{self._entry_text()} found", module=self.cand.module_name)
+            if not self._check_integrity("loading"):
+                return Outcome(self._verdict(), True)
+            self.recorder = fence.FenceRecorder(
+                frozenset(self.spec.forbidden_aten), builtin=self.spec.kind != "kernelbench"
+            )
+            try:
+                if self.stage is not None:
+                    self._enter("compile", "none")
+                    self._compile_ahead()
+                    self._enter("correctness", self._correctness_access())
+                self._trials()
+                self._judge_after_trials()
+                if self._all_passed():
+                    if self._times_speed():
+                        self._enter("speed", "exclusive")
+                    self._speed_gate()
+            except _Stop:
+                self._fence_so_far()
+            except _Broken as exc:
+                self.recycle = True
+                self._set("crash", FAIL, f"the GPU context broke: {exc}", error=str(exc))
+                self.feedback = Feedback(
+                    expected="the candidate's kernels run without a device fault",
+                    saw=f"device fault: {exc}",
+                    fence=self.spec.fence,
+                )
+                return Outcome(self._verdict(kind="crash"), True)
+            except Exception as exc:  # a verifier error provoked by odd outputs, or a bug
+                if self.cuda and not self._device_healthy():
+                    self.recycle = True
+                    self._set("crash", FAIL, f"the GPU context broke: {exc!r:.300}")
+                    return Outcome(self._verdict(kind="crash"), True)
+                line, trace = candidate_mod.describe_exception(exc, self.cand.path, limit=20)
+                self.recycle = True
+                self._set("crash", FAIL, f"verifier error while judging: {line}", traceback=trace)
+                self.feedback = Feedback(
+                    expected="outputs the verifier can judge", saw=line, fence=self.spec.fence
+                )
+                return Outcome(self._verdict(kind="crash"), True)
+            return Outcome(self._verdict(), self.recycle)
+        finally:
+            candidate_mod.unload(self.cand.module_name)
+
+    def after_walls(self, outcome: Outcome, hits: list[str], changed: list[str]) -> Outcome:
+        """The verdict again when the candidate hit the sandbox's walls or changed the
+        verifier's files: it fails at anti-cheat, naming the wall or the files, whatever
+        the other gates said (a denied write often surfaces as a bare PermissionError)."""
+        if not hits and not changed:
+            return outcome
+        if changed:
+            shown = ", ".join(changed[:4]) + (
+                f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+            )
+            detail = f"the candidate changed the verifier's files: {shown}"
+            flag, evidence = "verifier-files-changed", {"files": changed}
+        else:
+            detail = f"sandbox: {hits[0]}" + (f" (+{len(hits) - 1} more)" if len(hits) > 1 else "")
+            flag, evidence = "sandbox-wall", {"walls": hits}
+        if changed and hits:
+            evidence["walls"] = hits
+        before = GATES[: GATES.index("anti-cheat")]
+        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
+        if then:  # what the other gates said, kept as evidence
+            evidence["then"] = then
+        for gate in list(self.results):
+            if gate not in before or self.results[gate].status == FAIL:
+                del self.results[gate]
+        for gate in before:
+            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
+        self.speed = {}
+        self.feedback = Feedback(fence=self.spec.fence)
+        self._fail(
+            "anti-cheat",
+            detail,
+            expected="a candidate that stays inside the sandbox's walls and leaves the verifier's files alone",
+            saw=detail,
+            **evidence,
+        )
+        self.flags.append(flag)
+        return Outcome(self._verdict(), outcome.recycle or bool(changed))
+
+    def _fence_so_far(self) -> None:
+        """After an early stop, the fence as judged on the calls that returned."""
+        if "fence" in self.results or self.obs.launches == 0 or self.recorder is None:
+            return
+        self._set(
+            "fence",
+            PASS,
+            f"{self.obs.launches} Triton launches over the calls made before the stop; "
+            f"torch ops: {self._ops_text(self.recorder.calls)}",
+            launches=self.obs.launches,
+            torch_ops=dict(self.recorder.calls),
+        )
+
+    @contextlib.contextmanager
+    def _reference_tripwire(self) -> Iterator[list[str]]:
+        """KernelBench: calling the problem's Model.forward during the call is a fence
+        violation (the reference itself)."""
+        hits: list[str] = []
+        if self.spec.kind == "workspace":
+            with _workspace_tripwire(self.spec, hits):
+                yield hits
+            return
+        model_cls = getattr(getattr(self.spec, "module", None), "Model", None)
+        original = vars(model_cls).get("forward") if isinstance(model_cls, type) else None
+        if self.spec.kind != "kernelbench" or original is None:
+            yield hits
+            return
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            hits.append("Model.forward")
+            return original(*args, **kwargs)
+
+        model_cls.forward = forward
+        try:
+            yield hits
+        finally:
+            model_cls.forward = original
+
+    def _entry_text(self) -> str:
+        if self.spec.kind == "kernelbench" or getattr(self.spec, "entry", "") == "ModelNew":
+            return "class ModelNew (KernelBench format)"
+        return self.spec.signature.split("->")[0].strip()
+
+    def _all_passed(self) -> bool:
+        return all(r.status != FAIL for r in self.results.values())
+
+    def _device_healthy(self) -> bool:
+        try:
+            TRUSTED.cuda_synchronize()
+            return True
+        except Exception:
+            return False
+
+    def _check_integrity(self, when: str) -> bool:
+        problems = integrity.altered(self.before, self.extra)
+        if not fence.launch_wrappers_intact():
+            problems.append("Triton's launch entry point was replaced")
+        if not problems:
+            return True
+        self.recycle = True
+        shown = problems[:8]
+        detail = f"the candidate altered the verifier while {when}: {', '.join(shown[:3])}"
+        if len(problems) > 3:
+            detail += f" (+{len(problems) - 3} more)"
+        for gate in GATES[GATES.index("load") + 1 : GATES.index("anti-cheat")]:
+            if gate not in self.results:
+                self._set(gate, SKIPPED, "not judged: the candidate altered the verifier")
+        self._fail(
+            "anti-cheat",
+            detail,
+            expected="the verifier's timers, synchronization and comparisons stay untouched",
+            saw=detail,
+            altered=shown,
+        )
+        return False
+
+    # --- one checked call -----------------------------------------------------------------
+    def _checked_call(
+        self, inputs: dict[str, torch.Tensor], shape: Shape, seed: int, trial: str
+    ) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+        assert self.cand is not None and self.recorder is not None
+        spec, state, rec = self.spec, fence.STATE, self.recorder
+        args = [inputs[name] for name in spec.arg_names]
+        pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+        expected = spec.expected_outputs(shape)
+        spacers = poison.poison_before_call(expected, self.device)
+        stream = fence._current_stream_handle() if self.cuda else None
+        state.expected_stream = stream
+        launches0, side0, other0 = (
+            state.launches,
+            state.side_stream_launches,
+            state.other_thread_launches,
+        )
+        rec.violations.clear()
+        where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
+        self.obs.calls += 1
+        active = True
+        try:
+            state.watch_streams = self.cuda
+            with self._reference_tripwire() as reference_calls, rec:
+                result = self.cand.call(*args)
+                active = rec.is_active()
+        except BaseException as exc:
+            state.watch_streams = False
+            if self.cuda and not self._device_healthy():
+                raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            self._check_integrity("being called")
+            if "anti-cheat" in self.results:
+                raise _Stop from None
+            line, trace = candidate_mod.describe_exception(exc, self.cand.path)
+            if rec.violations:
+                self._fence_fail(where)
+            self._fail(
+                "correctness",
+                f"the candidate raised on {where}: {line}",
+                expected=f"kernel returns {self._outputs_text(shape)}",
+                saw=f"{line} on {where}",
+                traceback=trace,
+            )
+            raise _Stop from None
+        finally:
+            state.watch_streams = False
+            del spacers
+        self._stop_at_a_wall()
+        launches = state.launches - launches0
+        self.obs.launches += launches
+        if self.cuda and not self._device_healthy():
+            raise _Broken("a CUDA error surfaced after the call returned")
+        if not self._check_integrity("being called"):
+            raise _Stop
+        if not active:
+            self._fence_fail(where, extra="the candidate removed the verifier's torch op recorder")
+        if reference_calls and self.spec.kind == "workspace":
+            rec.violations[f"{reference_calls[0]} (the reference)"] += len(reference_calls)
+        elif reference_calls:
+            rec.violations["the problem's Model.forward (the reference)"] += len(reference_calls)
+        if rec.violations:
+            self._fence_fail(where)
+        if launches == 0:
+            self._fail(
+                "fence",
+                f"no Triton kernel was launched on {where}",
+                expected="at least one Triton kernel launch per call",
+                saw=f"0 Triton launches on {where}; torch ops called: {self._ops_text(rec.calls)}",
+                launches=0,
+                torch_ops=dict(rec.calls),
+            )
+            raise _Stop
+        outs = self._outputs(result, shape, where)
+        self._side_work(outs, state, side0, other0, stream, where)
+        self._anti_cheat_after_call(outs, inputs, pristine, where)
+        return outs, pristine
+
+    def _stop_at_a_wall(self) -> None:
+        """A candidate that hit a wall is judged by that alone (after_walls): stop now."""
+        if self.v.walls is not None and self.v.walls.hits:
+            raise _Stop
+
+    def _fence_fail(self, where: str, extra: str = "") -> None:
+        rec = self.recorder
+        assert rec is not None
+        offending = sorted(rec.violations)
+        detail = extra or f"torch ops outside the fence on {where}: {', '.join(offending[:6])}"
+        self._fail(
+            "fence",
+            detail,
+            expected="compute in Triton only; torch may allocate and make views",
+            saw=detail,
+            offending_ops=offending,
+            torch_ops=dict(rec.calls),
+        )
+        raise _Stop
+
+    def _outputs_text(self, shape: Shape) -> str:
+        parts = [
+            f"{name} {list(s)} {str(d).replace('torch.', '')}"
+            for name, (s, d) in zip(
+                self.spec.output_names, self.spec.expected_outputs(shape), strict=False
+            )
+        ]
+        return ", ".join(parts)
+
+    @staticmethod
+    def _ops_text(calls: Mapping[str, int]) -> str:
+        if not calls:
+            return "none"
+        return ", ".join(f"{k}x{v}" for k, v in sorted(calls.items())[:8])
