@@ -47,6 +47,8 @@ from kernelladder.verifier.verdict import GATES, Feedback, GateResult, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 EXAMPLES = ROOT / "examples"  # committed runs and KernelBench problems
+# H200 runs of 2026-11-30 and 2026-12-01 that tests read attempt by attempt (fixtures)
+H200_RUNS = ROOT / "tests" / "data" / "h200-runs"
 CHEATS = ROOT / "tests" / "cheats"  # candidates that try to fool the verifier
 DATA = ROOT / "tests" / "data"  # expected outputs and saved verdicts the tests read
 
@@ -370,7 +372,7 @@ def asking(app) -> bool:
     )
 
 
-H200_RUN = EXAMPLES / "h200-rmsnorm-search"  # speeds, the speed gate's rounds
+H200_RUN = H200_RUNS / "rmsnorm-search"  # speeds, the speed gate's rounds
 
 
 def tree_text(app) -> str:

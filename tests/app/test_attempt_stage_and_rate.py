@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helpers import EXAMPLES
+from helpers import H200_RUNS
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
@@ -17,7 +17,7 @@ from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events
 from kernelladder.engine.state import fold
 
-RUN = EXAMPLES / "h200-rmsnorm-search"
+RUN = H200_RUNS / "rmsnorm-search"
 
 
 def _running() -> tuple[list[ev.Event], int]:

@@ -10,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import H200_RUNS, ROOT
 
 from kernelladder.app.verdict_report import standing_lines
 
-RMSNORM = ROOT / "examples" / "h200-rmsnorm-search"
-SOFTMAX = ROOT / "examples" / "h200-softmax-search"
+RMSNORM = H200_RUNS / "rmsnorm-search"
+SOFTMAX = H200_RUNS / "softmax-search"
 CPU_RUN = ROOT / "examples" / "cpu-rmsnorm-run"
 
 

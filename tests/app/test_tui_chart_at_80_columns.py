@@ -1,12 +1,12 @@
 """The chart, the per-branch trends and the attempt's tabs on an 80x24 terminal, drawn
-from a committed H200 run that records vs best (examples/h200-rmsnorm-standing): every
+from a committed H200 run that records vs best (tests/data/h200-runs/rmsnorm-standing): every
 tab's name shows whole, the chart spreads its points over its rows instead of one, the
 label of the baseline to beat is never drawn over a point, and each branch's sparkline
 says the range of its own scale."""
 
 from __future__ import annotations
 
-from helpers import EXAMPLES, replay_app
+from helpers import H200_RUNS, replay_app
 
 from kernelladder.app.widgets.branch_trends import BranchTrend, trend_range
 from kernelladder.app.widgets.speedup_chart import (
@@ -17,7 +17,7 @@ from kernelladder.app.widgets.speedup_chart import (
     draw,
 )
 
-STANDING_RUN = EXAMPLES / "h200-rmsnorm-standing"
+STANDING_RUN = H200_RUNS / "rmsnorm-standing"
 
 
 def _plot_rows(rows):

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, replay_app, settled_footer, until
+from helpers import H200_RUNS, ROOT, replay_app, settled_footer, until
 from textual.geometry import Region
 from textual.widgets import Button, Label, Static
 
@@ -38,7 +38,7 @@ from kernelladder.verifier.verdict import Verdict
 
 EXAMPLES = ROOT / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured
-H200_RUN = EXAMPLES / "h200-rmsnorm-search"  # speeds, the speed gate's rounds
+H200_RUN = H200_RUNS / "rmsnorm-search"  # speeds, the speed gate's rounds
 SMALL, LARGE = (80, 24), (200, 50)
 
 

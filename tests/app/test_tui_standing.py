@@ -9,7 +9,7 @@ over the reference was #5). Older logs show as before (tests/test_tui_snapshots.
 
 from __future__ import annotations
 
-from helpers import EXAMPLES, reranked_events
+from helpers import H200_RUNS, reranked_events
 
 from kernelladder.app import format as fmt
 from kernelladder.app.app import KernelLadderApp
@@ -19,7 +19,7 @@ from kernelladder.app.widgets.run_header import status_line
 from kernelladder.app.widgets.speedup_chart import SERIES_FLOOR, chart_data, draw
 from kernelladder.engine.state import fold
 
-RUN = EXAMPLES / "h200-rmsnorm-search"
+RUN = H200_RUNS / "rmsnorm-search"
 
 
 def _view():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DATA, ROOT
+from helpers import DATA, H200_RUNS, ROOT
 from rich.console import Console
 
 from kernelladder.app.format import versus_fastest_baseline
@@ -58,7 +58,7 @@ def test_replay_prints_the_best_attempts_standing_per_shape(tmp_path):
             "-m",
             "kernelladder",
             "replay",
-            str(ROOT / "examples/h200-rmsnorm-search"),
+            str(H200_RUNS / "rmsnorm-search"),
         ],
         capture_output=True,
         text=True,
@@ -142,7 +142,7 @@ def test_the_apps_verdict_tab_shows_the_rounds_won():
 
 
 def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path):
-    """examples/h200-attention-search: a real H200 run whose verdicts carry the speed
+    """tests/data/h200-runs/attention-search: a real H200 run whose verdicts carry the speed
     gate's rounds. It was recorded before verdicts carried vs best: its replay --json is
     the summary the live run printed, with the standing computed from its saved verdicts
     added (nothing the live run printed changes)."""
@@ -151,7 +151,7 @@ def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path
     import sys
 
     root = ROOT
-    run = root / "examples/h200-attention-search"
+    run = root / "tests/data/h200-runs/attention-search"
     env = {**os.environ, "COLUMNS": "200"}
     cmd = [sys.executable, "-m", "kernelladder", "replay", str(run)]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)

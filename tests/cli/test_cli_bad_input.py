@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, insert_line, saved_run, usage_line
+from helpers import H200_RUNS, ROOT, insert_line, saved_run, usage_line
 
 from kernelladder.cli import main
 from kernelladder.cli import tui as tui_cli
@@ -310,7 +310,7 @@ def test_a_local_cuda_run_without_a_gpu_is_refused_before_it_is_recorded(capsys,
     assert "no CUDA GPU" in usage_line(capsys, *argv, "--run-dir", str(run_dir))
     assert not run_dir.exists()
     gpu_run = tmp_path / "h200"
-    shutil.copytree(ROOT / "examples" / "h200-rmsnorm-search", gpu_run)
+    shutil.copytree(H200_RUNS / "rmsnorm-search", gpu_run)
     before = (gpu_run / "events.jsonl").read_bytes()
     line = usage_line(capsys, "optimize", "--resume", str(gpu_run), "--max-attempts", "99")
     assert "no CUDA GPU" in line

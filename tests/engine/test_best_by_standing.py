@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, ScriptedRunner, make_run, move, reranked_events, until
+from helpers import H200_RUNS, ROOT, ScriptedRunner, make_run, move, reranked_events, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine import rules, standing_rank
@@ -80,7 +80,7 @@ def test_a_tie_with_the_best_is_inside_the_margin_a_gain_must_clear():
 
 
 def test_standing_shapes_of_a_recorded_verdict():
-    verdict = Verdict.from_dict(read_attempt_verdict(EXAMPLES / "h200-rmsnorm-search", 5))
+    verdict = Verdict.from_dict(read_attempt_verdict(H200_RUNS / "rmsnorm-search", 5))
     shapes = standing_rank.standing_shapes(verdict.timings)
     big = shapes["32768x8192 bf16"]
     assert big["baseline"] == "torch.compile" and big["standing"] == "slower"
@@ -99,7 +99,7 @@ def _rerank(run: Path):
 
 
 def test_rmsnorm_best_by_standing_is_not_the_best_by_reference_speedup():
-    run = EXAMPLES / "h200-rmsnorm-search"
+    run = H200_RUNS / "rmsnorm-search"
     recorded = fold(read_events(run))
     assert recorded.best_attempt == 5  # by the speedup over the reference (8.22x)
     state = _rerank(run)
@@ -117,11 +117,9 @@ def test_rmsnorm_best_by_standing_is_not_the_best_by_reference_speedup():
     assert summary["best"]["standing_shapes"]["32768x8192 bf16"]["standing"] == "tie"
 
 
-@pytest.mark.parametrize(
-    ("run", "expected"), [("h200-softmax-search", 4), ("h200-attention-search", 1)]
-)
+@pytest.mark.parametrize(("run", "expected"), [("softmax-search", 4), ("attention-search", 1)])
 def test_softmax_and_attention_best_by_standing(run, expected):
-    state = _rerank(EXAMPLES / run)
+    state = _rerank(H200_RUNS / run)
     assert state.best_attempt == expected
 
 
@@ -393,7 +391,7 @@ def test_optimize_accepts_min_speedup_zero_and_defaults_to_it():
 def test_the_search_proposer_ranks_its_trials_by_the_same_rule():
     from kernelladder.engine.proposers.search import PASS, Trial, _best
 
-    run = EXAMPLES / "h200-rmsnorm-search"
+    run = H200_RUNS / "rmsnorm-search"
 
     def trial(n: int, order: int) -> Trial:
         v = read_attempt_verdict(run, n)

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":32,"NUM_STAGES":3,"NUM_WARPS":4}}
+# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":32,"NUM_STAGES":3,"NUM_WARPS":4,"REVERSE":false}}
 """attention, search family "flash-tma": flash forward loading Q, K and V blocks through tensor descriptors (TMA), the scale folded into exp2
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -13,8 +13,8 @@ BLOCK_N = 32
 NUM_STAGES = 3
 NUM_WARPS = 4
 BLOCK_M = 64
+REVERSE = False
 SPLIT_DIAG = True  # fixed by the family
-REVERSE = False  # fixed by the family
 EXP2 = True  # fixed by the family
 
 @triton.jit
@@ -145,9 +145,12 @@ def _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m, offs_n, 
 @triton.jit
 def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
                   D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
+                  BLOCK_N: tl.constexpr, REVERSE: tl.constexpr):
     # q, k, v seen as [B * H * S, D]: a (batch, head) is S consecutive rows from row0
     pid_m = tl.program_id(0)
+    if REVERSE:
+        # a head's last query blocks see the most keys: start them first
+        pid_m = tl.num_programs(0) - 1 - pid_m
     bh = tl.program_id(1)
     row0 = bh * S
     start_m = pid_m * BLOCK_M
@@ -199,7 +202,7 @@ def kernel(q, k, v):
     ]
     _attn_fwd_tma[(triton.cdiv(S, block_m), B * H)](
         *descs, o, 1.0 / (D ** 0.5), H, S, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, REVERSE=REVERSE,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o

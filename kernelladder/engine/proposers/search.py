@@ -691,20 +691,21 @@ def _bare_move(move: str) -> str:
 
 
 def _made_from(memory: BranchMemory, step: Step, ctx: ProposalContext) -> int | None:
-    """The attempt the proposal is made from: a step's base trial; for a family switch,
-    the best attempt of the family it leaves (the parent it was shown when none passed);
-    for a rewrite into the branch's family, the parent it was shown."""
-    if step.base is not None:
-        return step.base.attempt
+    """The attempt the proposal is made from: for a family switch, the best attempt of the
+    family it leaves (its move reads "family A -> B"; also when it returns to a point of B
+    tried before; the latest of that family when none passed); else a step's base trial;
+    else (a rewrite into the branch's family) the parent it was shown."""
     if step.switched_from is not None:
         left = [
             t
             for t in memory.trials.values()
             if t.family == step.switched_from and t.attempt is not None
         ]
-        best = _best(left)
+        best = _best(left) or max(left, key=lambda t: t.order, default=None)
         if best is not None:
             return best.attempt
+    if step.base is not None:
+        return step.base.attempt
     return ctx.parent_attempt
 
 
