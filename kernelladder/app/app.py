@@ -285,9 +285,11 @@ class KernelLadderApp(App[int]):
                     (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
                 )
             elif isinstance(e, ev.RunReopened):
-                # gates an earlier session left pending are asked again now
+                # gates an earlier session left pending are asked again now (not those
+                # raised anew in this batch: their GateRaised says so)
+                raised = {x.gate_id for x in events if isinstance(x, ev.GateRaised)}
                 for gate in self.main.view.gates:
-                    if gate.policy == "ask":
+                    if gate.policy == "ask" and gate.gate_id not in raised:
                         notes.append((gate.move, f"gate {gate.gate_id} still", GATE_NOTE))
             elif isinstance(e, ev.RunFinished):
                 severity = "error" if e.reason == ev.RULE_ERROR else "information"
@@ -309,11 +311,12 @@ class KernelLadderApp(App[int]):
         # history, and a gate may be decided while a dialog was open
         view = self.live_view() if self.bridge is not None else self.main.view
         waiting = {f"gate {g.gate_id}" for g in view.gates}
-        gates = [
-            (title, move)
-            for move, title, severity in held
-            if severity == GATE_NOTE and title.removesuffix(" still") in waiting
-        ]
+        gates: list[tuple[str, str]] = []
+        for move, title, severity in held:
+            gate = title.removesuffix(" still")
+            if severity == GATE_NOTE and gate in waiting:
+                waiting.discard(gate)  # one line a gate, however often it was noted
+                gates.append((title, move))
         notes = [n for n in held if n[2] != GATE_NOTE]
         if len(gates) == 1:
             title, move = gates[0]

@@ -21,7 +21,7 @@ async def test_a_read_only_app_sends_no_steering_and_says_why(tmp_path):
         assert not logged(run, ev.RunPaused) and not logged(run, ev.GateResolved)
         notes = [n.message for n in app._notifications]
         assert any("read-only view: steering is off" in m for m in notes)
-        assert app.main.check_action("toggle_run_pause", ()) is None  # shown disabled
+        assert app.main.check_action("pause_run", ()) is None  # shown disabled
         assert app.main.check_action("export_best", ()) is None  # writes on the server
         app.main.action_export_best()  # the palette's path
         assert app.screen is app.main

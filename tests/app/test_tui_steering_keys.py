@@ -279,7 +279,7 @@ async def test_a_resumed_run_shows_its_folded_state_from_the_first_frame(tmp_pat
         assert not any("waits for you" in s for s in said), said
 
 
-async def test_a_resumed_run_asks_again_for_a_gate_left_pending(tmp_path):
+async def test_a_resumed_run_asks_again_for_a_gate_the_stop_set_aside(tmp_path):
     proposer = HeldProposer(
         {"b1": [move("pass 1.2", "BLOCK 256"), move("pass 1.4", "two-pass", undo="high")]}
     )
@@ -296,25 +296,29 @@ async def test_a_resumed_run_asks_again_for_a_gate_left_pending(tmp_path):
         await asyncio.sleep(0.01)
     await first.stop("user")
     await asyncio.wait_for(task, 30)
+    assert not first.state.pending_gates  # the stop resolved g1 ("run stopped")
     runner = SlowStartRunner(device="cuda")
     run = resume_run(first.run_dir, runner=runner, proposer=HeldProposer({}))
     app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.3)
-        assert [g.gate_id for g in app.main.view.gates] == ["g1"]  # shown from the start
+        assert app.main.view.gates == ()  # nothing waits while the session reopens
         assert app.main.screen_state()["header"].endswith("resuming")
         assert not any("waits for you" in (n.title or "") for n in app._notifications)
         runner.release.set()
         await until(lambda: app.main.view.state == "running", "the session reopened", pilot=pilot)
+        await until(lambda: app.main.view.gates, "the new gate", pilot=pilot)
         await until(
-            lambda: any(n.title == "gate g1 still waits for you" for n in app._notifications),
-            "one notice that g1 still waits",
+            lambda: any(n.title == "gate g2 waits for you" for n in app._notifications),
+            "one notice that the move's new gate g2 waits",
             pilot=pilot,
         )
+        assert [g.attempt for g in app.main.view.gates] == [2]  # the same move, asked again
         await pilot.press("g", *"no", "enter")
         await until(lambda: logged(run, ev.GateResolved), "the veto", pilot=pilot)
         assert [(r.gate_id, r.decision, r.note) for r in logged(run, ev.GateResolved)] == [
-            ("g1", "veto", "no")
+            ("g1", "veto", "run stopped"),
+            ("g2", "veto", "no"),
         ]
 
 

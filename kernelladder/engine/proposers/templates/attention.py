@@ -593,8 +593,16 @@ What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
   at 0.985x SDPA's geomean (0.879x at B4 H32 S2048, 0.949x at B1 H8 S4096), 57 % of the floor.
 - A head's last query blocks first: 0.1037 against 0.1055 ms at B1 H8 S4096, no change at
   B4 H32 S2048.
-- flash-ring and flash-persistent are not yet measured on the GPU: bench/attention_search.py
-  times their start points, with and without WS, against every baseline.
+- flash-ring (bench/attention_search.py, 2026-12-02, 15 back-to-back rounds per shape against
+  SDPA as torch picks it, SDPA's cuDNN and FlashAttention backends, torch.compile): its start
+  (64 rows, 4 warps, 64-key blocks, 3 stages) is 1.10x the fastest baseline's geomean:
+  faster at B1 H8 S4096 (1.29x; 0.077 ms, 444 TFLOP/s), at the tail and tiny shapes, but
+  0.87x cuDNN at B4 H32 S2048 (0.315 ms against 0.273, 57 % of the floor). A 40-attempt
+  search from it found nothing better there (best #16 0.870x at B4 H32 S2048).
+- What did not pay (same bench): warp specialisation compiled and ran but was slower:
+  flash-ring WS 0.371 ms at B4 H32 S2048 (0.735x cuDNN), with 128 rows on 8 warps 0.422 ms;
+  flash-persistent 0.548 ms at its start (0.50x), WS inner or outer 0.55 ms: one or two
+  programs per SM walking tiles serially lose the L2 reuse of heads run together.
 - Why the order of tiles matters: a 64-row tile does about 64 FLOPs per byte of K/V it
   streams, below the H200's ~165 (790 TFLOP/s over 4.8 TB/s), so K and V must come from L2
   for most tiles: tiles of the same head should run together.
