@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 RUNS = {
-    "rmsnorm": "examples/h200-rmsnorm-standing",
+    "rmsnorm": "examples/h200-rmsnorm-search",
     "softmax": "examples/h200-softmax-search",
     "attention": "examples/h200-attention-search",
 }

@@ -3,7 +3,7 @@
 The real engine, the built-in `search` proposer and the real verifier (Triton's CPU
 interpreter: no speed is measured), steered the way a person would through the app's
 keys: global hints, a branch opened from an attempt (its family change waits at a
-gate), and that gate approved. The run directory is then a demo for
+gate), and every gate approved. The run directory is then a demo for
 `kernelladder-tui --replay` and the test data of the app's snapshot tests.
 
     python examples/make_cpu_rmsnorm_run.py [RUN_DIR]
@@ -52,9 +52,14 @@ async def main(run_dir: Path) -> None:
         await pilot.pause(0.2)
         await pilot.press("o", *"persistent", "enter")
         await until(pilot, lambda: view().gates, "a gate")
-        await pilot.pause(0.5)
-        await pilot.press("a")
-        await until(pilot, lambda: app.run_over, "the end of the run", timeout=900)
+        # every family change waits at a gate (the new branch's among them): approve each
+        deadline = time.monotonic() + 900
+        while not app.run_over and time.monotonic() < deadline:
+            if view().gates:
+                await pilot.pause(0.5)
+                await pilot.press("a")
+            await pilot.pause(0.1)
+        await until(pilot, lambda: app.run_over, "the end of the run", timeout=60)
     print(f"wrote {run_dir}: {app.fold.folded} events, {view().attempts_judged} verdicts")
 
 

@@ -54,6 +54,7 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
 
 def source(run_dir: Path, n: int | None, op: str) -> str:
     if n is None:
+        assert op == "rmsnorm", "a workspace's start is attempt #0"
         return START
     return (run_dir / "attempts" / f"{n}.py").read_text()
 
@@ -131,6 +132,34 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
     # the run stepped from attempts other than the branch's best, the case that was wrong
     assert stepped_off_the_shown_parent >= 2
     assert any(p["gated"] for p in seen) and not all(p["gated"] for p in seen)
+
+
+def test_tune_moves_are_recorded_from_the_attempt_they_edit_and_never_gated(tmp_path):
+    from kernelladder.engine.proposers.tune.knobs import find, with_config
+
+    workspace = Path(__file__).resolve().parents[2] / "examples" / "tune-softmax"
+    run_dir = tmp_path / "tune"
+    optimize(run_dir, str(workspace), "--proposer", "tune", "--max-attempts", "12")
+    seen = proposals(events(run_dir))
+    by_number = {p["attempt"]: p for p in seen}
+    assert len(seen) == 11  # the start, attempt #0, is the twelfth
+    off_the_shown_parent = 0
+    for p in seen:
+        assert p["parent_attempt"] == p["meta"]["base_attempt"], p["move"]
+        parent_source = source(run_dir, p["parent_attempt"], "tune-softmax")
+        knobs = {k.label: k for k in find(parent_source).knobs}
+        new = {}
+        for label, (old, value) in p["meta"]["changed"].items():
+            assert knobs[label].value == old, (p["move"], label)  # the parent's own value
+            new[knobs[label].key] = value
+        assert with_config(parent_source, list(knobs.values()), new) == source(
+            run_dir, p["attempt"], "tune-softmax"
+        ), p["move"]
+        p["proposed_undo"] = "low"
+        p["fence"] = fence_concerns(source(run_dir, p["attempt"], "tune-softmax"))
+        assert p["gated"] == high_against_parent(p, by_number) == False, p["move"]  # noqa: E712
+        off_the_shown_parent += p["parent_attempt"] != p["shown"]
+    assert off_the_shown_parent >= 1  # a branch stepped from another branch's attempt
 
 
 def test_a_replayed_search_keeps_the_saved_lineage_renumbered(search_run, tmp_path):

@@ -27,6 +27,8 @@ def _example_bests() -> list[tuple[str, str, Path]]:
     """(label, op, source) of the best passing attempt of each committed example run."""
     found = []
     for run in sorted((ROOT / "examples").glob("*-*-*")):
+        if not (run / "meta.json").is_file():  # a workspace (examples/tune-*), not a run
+            continue
         meta = json.loads((run / "meta.json").read_text())
         op = meta["op"]["wire"]
         best = None

@@ -456,7 +456,9 @@ class TuneProposer(ProposerBase):
             undo_cost="low",
             undo_reason=f"launch parameters of {where}, {len(changed)} changed",
             meta={
-                "family": f"tune:{strategy}",
+                # no "family": a tune move changes launch parameters, never the algorithm,
+                # so no move of it is a family change, whichever branch it is made from
+                "strategy": f"tune:{strategy}",
                 "config": space.as_dict(config),
                 "changed": {k.label: [old, new] for k, old, new in changed},  # raw values
                 "base_attempt": base.attempt,
