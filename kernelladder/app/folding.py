@@ -129,7 +129,7 @@ def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
         number=a.number,
         branch_id=a.branch_id,
         parent=a.parent,
-        strategy=a.strategy,
+        strategy=a.family or a.strategy,  # what the attempt is: its family, else its branch's
         move=a.move,
         undo_cost=a.undo_cost,
         undo_reason=a.undo_reason,
