@@ -9,6 +9,7 @@ in the proposal's meta. Tokens come from the reply's usage; cost from pricing.py
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
@@ -153,51 +154,64 @@ class ApiProposer(ProposerBase):
         )
 
     async def _create(self, client: Any, system: str, user: str) -> tuple[Any, int]:
-        import anthropic
+        async def request() -> Any:
+            return await client.messages.create(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+            )
 
+        return await self._retrying(request)
+
+    # The SDK whose errors _retrying reads (anthropic and openai name them alike), and how
+    # a refusal and a last failure are said; OpenAIChatProposer says them its own way.
+    SDK = "anthropic"
+
+    def _reason(self, exc: Exception) -> str:
+        return _message(exc)
+
+    def _refusal(self, status: int, reason: str) -> str:
+        if status == 401:
+            return "the Anthropic API rejected the key (401): check ANTHROPIC_API_KEY"
+        if status == 403:
+            return f"the Anthropic API refused access (403): {reason}"
+        if status == 404:
+            return f"the Anthropic API does not know model {self.model} (404): {reason}"
+        return f"the Anthropic API said {status}: {reason}"
+
+    def _gave_up(self, attempts: int, what: str) -> str:
+        return f"the Anthropic API failed {attempts} times; last: {what}"
+
+    async def _retrying(self, request: Callable[[], Awaitable[Any]]) -> tuple[Any, int]:
+        """(request()'s answer, the retries it took). A 401, 403 or 404 stops the proposer
+        (fatal); another 4xx outside RETRY_STATUSES is one line; 429, 408, 409, 5xx and
+        connection errors are retried with backoff (a server's retry-after honoured) up to
+        max_retries, then one retryable line."""
+        sdk = importlib.import_module(self.SDK)
         retries = 0
         while True:
             try:
-                response = await client.messages.create(
-                    model=self.model,
-                    max_tokens=self.max_tokens,
-                    system=system,
-                    messages=[{"role": "user", "content": user}],
-                )
-                return response, retries
-            except anthropic.AuthenticationError:
+                return await request(), retries
+            except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
                 raise ProposerError(
-                    "the Anthropic API rejected the key (401): check ANTHROPIC_API_KEY",
-                    fatal=True,
+                    self._refusal(exc.status_code, self._reason(exc)), fatal=True
                 ) from None
-            except anthropic.PermissionDeniedError as exc:
-                raise ProposerError(
-                    f"the Anthropic API refused access (403): {_message(exc)}", fatal=True
-                ) from None
-            except anthropic.NotFoundError as exc:
-                raise ProposerError(
-                    f"the Anthropic API does not know model {self.model} (404): {_message(exc)}",
-                    fatal=True,
-                ) from None
-            except anthropic.APIStatusError as exc:
+            except sdk.APIStatusError as exc:
                 if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
-                    raise ProposerError(
-                        f"the Anthropic API said {exc.status_code}: {_message(exc)}"
-                    ) from None
+                    raise ProposerError(self._refusal(exc.status_code, self._reason(exc))) from None
                 error: Exception = exc
                 retry_after = _retry_after(exc)
-                what = f"{exc.status_code} {_message(exc)}"
-            except anthropic.APIConnectionError as exc:  # includes timeouts
+                what = f"{exc.status_code} {self._reason(exc)}"
+            except sdk.APIConnectionError as exc:  # includes timeouts
                 error, retry_after = exc, None
-                what = f"{type(exc).__name__}: {_message(exc)}"
+                what = f"{type(exc).__name__}: {self._reason(exc)}"
             if retries >= self.max_retries:
-                raise ProposerError(
-                    f"the Anthropic API failed {retries + 1} times; last: {what}", retryable=True
-                ) from error
+                raise ProposerError(self._gave_up(retries + 1, what), retryable=True) from error
             delay = self._delay(retries, retry_after)
             retries += 1
             self.retries += 1
-            log.warning("anthropic: %s; retry %d in %.2fs", what, retries, delay)
+            log.warning("%s: %s; retry %d in %.2fs", self.SDK, what, retries, delay)
             await self._sleep(delay)
 
     def _delay(self, retries: int, retry_after: float | None) -> float:

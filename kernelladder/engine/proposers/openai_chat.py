@@ -12,19 +12,16 @@ known: counted as 0 with a note, never guessed.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.engine.proposers.api import ApiProposer, _retry_after
+from kernelladder.engine.proposers.api import ApiProposer
 from kernelladder.engine.proposers.api import _message as _api_message
 from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
-
-log = logging.getLogger(__name__)
 
 NAME = "openai"
 OPENAI_URL = "https://api.openai.com/v1"  # the SDK's own default
@@ -33,7 +30,6 @@ NO_KEY_MESSAGE = (
 )
 # a local server that checks no key still gets one: the SDK refuses to send without
 NO_KEY_PLACEHOLDER = "not-needed"
-RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 
 # model id (without a -YYYY-MM-DD snapshot suffix) -> (input, output) USD per million
 # tokens, from OpenAI's pricing page as read in August 2025; cached input is counted at
@@ -224,63 +220,44 @@ class OpenAIChatProposer(ApiProposer):
         return names[0]
 
     async def _create(self, client: Any, system: str, user: str) -> tuple[Any, int]:
-        import openai
-
         # OpenAI's newer models take max_completion_tokens only; most local servers
         # (vLLM, Ollama, LM Studio) know max_tokens best
         limit = "max_completion_tokens" if self.is_openai else "max_tokens"
-        retries = 0
-        while True:
-            try:
-                response = await client.chat.completions.create(
-                    model=self.model,
-                    messages=[
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": user},
-                    ],
-                    **{limit: self.max_tokens},
-                )
-                return response, retries
-            except openai.AuthenticationError as exc:
-                raise ProposerError(
-                    f"{self._where()} rejected the key (401) for model {self.model}: check "
-                    f"OPENAI_API_KEY ({_message(exc)})",
-                    fatal=True,
-                ) from None
-            except openai.PermissionDeniedError as exc:
-                raise ProposerError(
-                    f"{self._where()} refused access (403) to model {self.model}: {_message(exc)}",
-                    fatal=True,
-                ) from None
-            except openai.NotFoundError as exc:
-                raise ProposerError(
-                    f"{self._where()} answered 404 for model {self.model}: the model is not "
-                    f"served there, or the base URL lacks its path (e.g. /v1) ({_message(exc)})",
-                    fatal=True,
-                ) from None
-            except openai.APIStatusError as exc:
-                if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
-                    raise ProposerError(
-                        f"{self._where()} said {exc.status_code} for model {self.model}: "
-                        f"{_message(exc)}"
-                    ) from None
-                error: Exception = exc
-                retry_after = _retry_after(exc)
-                what = f"{exc.status_code} {_message(exc)}"
-            except openai.APIConnectionError as exc:  # includes timeouts
-                error, retry_after = exc, None
-                what = f"{type(exc).__name__}: {_message(exc)}"
-            if retries >= self.max_retries:
-                raise ProposerError(
-                    f"{self._where()} failed {retries + 1} times for model {self.model}; "
-                    f"last: {what}",
-                    retryable=True,
-                ) from error
-            delay = self._delay(retries, retry_after)
-            retries += 1
-            self.retries += 1
-            log.warning("openai: %s; retry %d in %.2fs", what, retries, delay)
-            await self._sleep(delay)
+
+        async def request() -> Any:
+            return await client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": user},
+                ],
+                **{limit: self.max_tokens},
+            )
+
+        return await self._retrying(request)
+
+    SDK = "openai"
+
+    def _reason(self, exc: Exception) -> str:
+        return _message(exc)
+
+    def _refusal(self, status: int, reason: str) -> str:
+        where, model = self._where(), self.model
+        if status == 401:
+            return (
+                f"{where} rejected the key (401) for model {model}: check OPENAI_API_KEY ({reason})"
+            )
+        if status == 403:
+            return f"{where} refused access (403) to model {model}: {reason}"
+        if status == 404:
+            return (
+                f"{where} answered 404 for model {model}: the model is not served there, or "
+                f"the base URL lacks its path (e.g. /v1) ({reason})"
+            )
+        return f"{where} said {status} for model {model}: {reason}"
+
+    def _gave_up(self, attempts: int, what: str) -> str:
+        return f"{self._where()} failed {attempts} times for model {self.model}; last: {what}"
 
 
 async def _model_names(client: Any) -> list[str]:
