@@ -10,18 +10,10 @@ can check what the proposer sent. Standard library only; runs in a daemon thread
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass
-class Scripted:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
+from scripted_http import Scripted, ScriptedJsonServer
 
 
 @dataclass
@@ -70,71 +62,17 @@ def error(status: int, kind: str, text: str, headers: dict[str, str] | None = No
     )
 
 
-class FakeMessagesServer:
-    def __init__(self, responses: list[Scripted] | None = None):
-        self.responses: deque[Scripted] = deque(responses or ())
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
+class FakeMessagesServer(ScriptedJsonServer):
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.address
 
-    def script(self, *responses: Scripted) -> None:
-        with self._lock:
-            self.responses.extend(responses)
-
-    def __enter__(self) -> FakeMessagesServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def _next(self, recorded: Recorded) -> Scripted:
+    def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Scripted:
+        recorded = Recorded(path, headers, body)
         with self._lock:
             self.requests.append(recorded)
+            if method != "POST" or path.split("?")[0] != "/v1/messages":
+                return error(404, "not_found_error", f"no route {path}")
             if self.responses:
                 return self.responses.popleft()
         return error(500, "api_error", "the fake server has no scripted response left")
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {"_raw": raw.decode(errors="replace")}
-                recorded = Recorded(
-                    self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
-                if self.path.split("?")[0] != "/v1/messages":
-                    with server._lock:
-                        server.requests.append(recorded)
-                    reply = error(404, "not_found_error", f"no route {self.path}")
-                else:
-                    reply = server._next(recorded)
-                data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler

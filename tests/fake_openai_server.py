@@ -11,19 +11,10 @@ daemon thread.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass
-class Scripted:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
+from scripted_http import Scripted, ScriptedJsonServer
 
 
 @dataclass
@@ -77,7 +68,7 @@ def error(status: int, text: str, headers: dict[str, str] | None = None) -> Scri
     )
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(ScriptedJsonServer):
     def __init__(
         self,
         responses: list[Scripted] | None = None,
@@ -86,84 +77,31 @@ class FakeOpenAIServer:
         models: tuple[str, ...] = ("served-model",),
         default: Scripted | None = None,
     ):
+        super().__init__(responses)
         self.prefix = prefix.rstrip("/")
         self.models = models
         self.default = default
-        self.responses: deque[Scripted] = deque(responses or ())
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
 
     @property
     def base_url(self) -> str:
         """The URL to give as --base-url (the prefix included)."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}{self.prefix}"
+        return f"{self.address}{self.prefix}"
 
     @property
     def chats(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def script(self, *responses: Scripted) -> None:
+    def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Scripted:
+        route = path.split("?")[0]
         with self._lock:
-            self.responses.extend(responses)
-
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def _reply(self, recorded: Recorded) -> Scripted:
-        route = recorded.path.split("?")[0]
-        with self._lock:
-            self.requests.append(recorded)
-            if recorded.method == "GET" and route == f"{self.prefix}/models":
+            self.requests.append(Recorded(method, path, headers, body))
+            if method == "GET" and route == f"{self.prefix}/models":
                 data = [{"id": m, "object": "model", "owned_by": "test"} for m in self.models]
                 return Scripted(200, {"object": "list", "data": data})
-            if recorded.method == "POST" and route == f"{self.prefix}/chat/completions":
+            if method == "POST" and route == f"{self.prefix}/chat/completions":
                 if self.responses:
                     return self.responses.popleft()
                 if self.default is not None:
                     return self.default
                 return error(500, "the fake server has no scripted response left")
-        return error(404, f"no route {recorded.method} {recorded.path}")
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
-
-            def _answer(self, method: str) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {"_raw": raw.decode(errors="replace")}
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                reply = server._reply(Recorded(method, self.path, headers, body))
-                data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                self._answer("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._answer("POST")
-
-        return Handler
+        return error(404, f"no route {method} {path}")
