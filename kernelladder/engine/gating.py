@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from kernelladder.engine.events import UNDO_HIGH, UNDO_LOW, UNDO_MEDIUM
-from kernelladder.engine.protocols import SHOWN_PARENT, Proposal
+from kernelladder.engine.protocols import Proposal
 
 UNDO_CLASSES = (UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH)
 
@@ -61,18 +61,10 @@ def fence_concerns(source: str) -> list[str]:
 
 def proposal_base(proposal: Proposal, shown: int | None) -> tuple[int | None, str]:
     """(the attempt the proposal's source was derived from, where that was read): its
-    base_attempt, else meta["base_attempt"] (a proposer that names its base only there),
-    else the parent it was shown."""
-    if proposal.base_attempt is not SHOWN_PARENT:
-        base = proposal.base_attempt
-        if base is None or (isinstance(base, int) and not isinstance(base, bool)):
-            return base, "base_attempt"
-        return shown, "shown"
-    meta = proposal.meta or {}
-    if "base_attempt" in meta:
-        base = meta["base_attempt"]
-        if base is None or (isinstance(base, int) and not isinstance(base, bool)):
-            return base, "meta base_attempt"
+    base_attempt, else (SHOWN_PARENT, or not an attempt number) the parent it was shown."""
+    base = proposal.base_attempt
+    if base is None or (isinstance(base, int) and not isinstance(base, bool)):
+        return base, "base_attempt"
     return shown, "shown"
 
 

@@ -464,6 +464,7 @@ class TuneProposer(ProposerBase):
                 "base_attempt": base.attempt,
                 "space": {"size": space.size, "feasible": feasible, "covered": self._covered()},
             },
+            base_attempt=base.attempt,
         )
 
 
