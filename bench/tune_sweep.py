@@ -2,30 +2,29 @@
 """The tune proposer against the physical limit of its own space, on one GPU.
 
 For each mistuned workspace (examples/tune-matmul-fp16, tune-bias-gelu, tune-layernorm,
-tune-softmax): a sweep of the tuner's own space (the knobs and constraints tune reads
-from the start, on this GPU), every config timed by the verifier (pipelined workers, the
-GPU exclusive while timing); then a default `kernelladder optimize WS --proposer tune`
-run of 40 attempts. It reports whether the tuner's best reaches >= 95 % of the sweep's
-best speed, and at which attempt; for the matmul its standing against torch.compile
-(cuBLAS at fp16). Last, examples/own-kernel tuned from its start (3.92x over its start
-was measured before).
+tune-softmax): an exhaustive sweep of the tuner's own space (the knobs and constraints
+tune reads from the start, on this GPU): every feasible config compiled on every core and
+screened on the GPU (bench/space_sweep.py), then the --top fastest verified and timed by
+the verifier (pipelined workers, the GPU exclusive while timing), as a tune attempt is;
+then a default `kernelladder optimize WS --proposer tune` run of 40 attempts. It reports
+whether the tuner's best reaches >= 95 % of the sweep's best speed, and at which attempt;
+for the matmul its standing against torch.compile (cuBLAS at fp16). Last,
+examples/own-kernel tuned from its start (3.92x over its start was measured before).
 
-The whole bench must fit one command of 9 minutes, so the sweep is capped: the start,
-Triton's usual configs, then a fixed-seed sample of the rest of the feasible space, up to
---sweep-cap configs or --sweep-s seconds per workspace, whichever comes first; each tune
-run's time limit is --tune-s or its share of what is left of --budget-s, so a run may end
-before 40 attempts (the table says how many were judged). The table says how many of the
-feasible configs each sweep timed; where it timed fewer than all, "reached" means against
-the best config of that sample, not of the whole space.
+    python3 bench/tune_sweep.py [--screen-s 420] [--top 16] [--tune-s 75] [--own-s 55]
+                                [--budget-s 510] [--only NAME ...]
 
-    python3 bench/tune_sweep.py [--sweep-cap 48] [--sweep-s 25] [--tune-s 75] [--own-s 55]
-                                [--budget-s 510]
+A screen stops at --screen-s seconds per workspace; the table says how many of the
+feasible configs it timed (all of them, or a fair sample: seeds first, then a fixed
+shuffle). Each tune run's time limit is --tune-s or its share of what is left of
+--budget-s (counted from the end of the sweeps), so a run may end before 40 attempts
+(the table says how many were judged). The whole bench is longer than one device call
+for the matmul's space: run it with bench/detached.sh.
 
 Tune runs use --profile off and --no-confirm (both cost GPU time the bench does not
-have: a profile holds the GPU 12-14 s, the end's re-measure 17-22 s) and
---stagnation 40 (the engine's default of 8 would stop branches the tuner has not
-finished). Logs, sweep records and run directories go under $OUT (a temporary directory
-when unset); the table is printed last. Needs a CUDA GPU, torch and triton.
+have) and --stagnation 40 (the engine's default of 8 would stop branches the tuner has
+not finished). Logs, sweep records and run directories go under $OUT (a temporary
+directory when unset); the table is printed last. Needs a CUDA GPU, torch and triton.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -44,9 +42,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from space_sweep import plan, screen  # noqa: E402
 
 from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
-from kernelladder.engine.proposers.tune.space import Space  # noqa: E402
 
 WORKSPACES = ("tune-matmul-fp16", "tune-bias-gelu", "tune-layernorm", "tune-softmax")
 OWN = "own-kernel"
@@ -64,18 +64,6 @@ def _hardware(device: str) -> dict[str, Any]:
     return {"gpu": props.name, "cc": f"{props.major}.{props.minor}"}
 
 
-def sweep_plan(source: str, hardware: dict[str, Any], cap: int) -> tuple[Space, list, int]:
-    """(space, configs to time in order, feasible count): the seeds, then a fixed-seed
-    sample of the rest of the feasible configs, `cap` in all."""
-    space = Space.of(find(source), hardware)
-    allowed = space.estimates(space.start())
-    feasible = [c for c in space.all() if not space.why_not(c, allowed)]
-    seeds = [c for c in space.seeds() if c in set(feasible)]
-    rest = [c for c in feasible if c not in set(seeds)]
-    random.Random(0).shuffle(rest)
-    return space, (seeds + rest)[:cap], len(feasible)
-
-
 def _largest(verdict: dict[str, Any]) -> dict[str, Any]:
     timings = [t for t in verdict.get("timings") or () if isinstance(t, dict)]
     return timings[-1] if timings else {}
@@ -88,8 +76,27 @@ def _ms(verdict: dict[str, Any]) -> float | None:
     return float(ms) if isinstance(ms, int | float) and ms > 0 else None
 
 
-async def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dict[str, dict]:
-    """Every workspace's sweep through one pool of workers (started once)."""
+def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dict[str, dict]:
+    """Each workspace screened (the GPU to the screen alone), then the screens' fastest
+    configs verified through one pool of workers."""
+    screens = {}
+    for name in names:
+        ws = ROOT / "examples" / name
+        if args.device == "cuda":
+            screens[name] = screen(
+                ws, hardware, out / f"{name}.screen.jsonl", compilers=args.compilers,
+                cut=args.screen, seconds=args.screen_s,
+            )  # fmt: skip
+        else:  # no GPU: the seeds stand for the screen's ranking (a smoke run)
+            space, configs = plan((ws / "kernel.py").read_text(), hardware)
+            screens[name] = {"feasible": len(configs), "screened": 0, "best_ms": None,
+                             "ranked": [space.as_dict(c) for c in space.seeds()]}  # fmt: skip
+        shown = {k: v for k, v in screens[name].items() if k != "ranked"}
+        print(f"{name} screen: {json.dumps(shown)}", flush=True)
+    return asyncio.run(_confirm_all(names, screens, args, out))
+
+
+async def _confirm_all(names: list[str], screens: dict, args: Any, out: Path) -> dict:
     from kernelladder.verifier.client import LocalPool
 
     pool = LocalPool(args.device, size=1, per_gpu=args.workers)
@@ -100,49 +107,51 @@ async def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dic
     try:
         for name in names:
             ws = ROOT / "examples" / name
-            log = out / f"{name}.sweep.jsonl"
-            results[name] = await _sweep(pool, ws, hardware, args, log)
+            top = screens[name]["ranked"][: args.top]
+            confirmed = await _confirm(pool, ws, top, args, out / f"{name}.confirm.jsonl")
+            shown = {k: v for k, v in screens[name].items() if k not in ("ranked", "best_ms")}
+            results[name] = {**shown, "screen_best_ms": screens[name]["best_ms"], **confirmed}
             print(f"{name} sweep: {json.dumps(results[name])}", flush=True)
     finally:
         await pool.close()
     return results
 
 
-async def _sweep(pool: Any, ws: Path, hardware: dict, args: Any, log: Path) -> dict[str, Any]:
+async def _confirm(pool: Any, ws: Path, configs: list, args: Any, log: Path) -> dict[str, Any]:
+    """The screen's fastest configs verified and timed by the verifier, as tune's are."""
     from kernelladder.ops.registry import op_to_wire
     from kernelladder.ops.workspace import WorkspaceSpec
 
-    cap, seconds, workers, device = args.sweep_cap, args.sweep_s, args.workers, args.device
     source = (ws / "kernel.py").read_text()
-    space, plan, feasible = sweep_plan(source, hardware, cap)
     knobs = find(source).knobs
     wire = op_to_wire(WorkspaceSpec.from_dir(ws, check=False))
     began = time.monotonic()
-    queue = list(plan)
+    queue = list(configs)
     results: list[dict[str, Any]] = []
 
     async def one_worker() -> None:
-        while queue and time.monotonic() - began < seconds:
+        while queue:
             config = queue.pop(0)
             request = {
-                "op": wire, "source": with_config(source, knobs, space.as_dict(config)),
-                "device": device, "min_speedup": 0.0, "baselines": False, "pipeline": True,
-                "timeout_s": 90.0,
+                "op": wire, "source": with_config(source, knobs, config),
+                "device": args.device, "min_speedup": 0.0, "baselines": False,
+                "pipeline": True, "timeout_s": 90.0,
             }  # fmt: skip
             verdict = (await pool.verify(request)).to_dict()
-            row = {"config": space.as_dict(config), "verdict": verdict.get("verdict"),
+            row = {"config": config, "verdict": verdict.get("verdict"),
                    "gate": verdict.get("gate"), "ms": _ms(verdict)}  # fmt: skip
             results.append(row)
             with log.open("a") as f:
                 f.write(json.dumps(row) + "\n")
 
-    await asyncio.gather(*(one_worker() for _ in range(workers)))
+    await asyncio.gather(*(one_worker() for _ in range(args.workers)))
     timed = [r for r in results if r["ms"] is not None]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     return {
-        "size": space.size, "feasible": feasible, "planned": len(plan), "timed": len(results),
-        "passed": len(timed), "best_ms": best["ms"] if best else None,
-        "best_config": best["config"] if best else None, "wall_s": time.monotonic() - began,
+        "confirmed": len(results), "passed": len(timed),
+        "best_ms": best["ms"] if best else None,
+        "best_config": best["config"] if best else None,
+        "confirm_wall_s": time.monotonic() - began,
     }  # fmt: skip
 
 
@@ -212,8 +221,16 @@ def _fmt(x: Any, spec: str = ".4f") -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--attempts", type=int, default=40)
-    p.add_argument("--sweep-cap", type=int, default=48, help="configs per sweep at most")
-    p.add_argument("--sweep-s", type=float, default=25.0, help="seconds per sweep at most")
+    p.add_argument("--screen-s", type=float, default=420.0, help="seconds per screen at most")
+    p.add_argument(
+        "--screen",
+        type=float,
+        default=0.25,
+        help="a probe this much slower than the fastest so far is not timed in full",
+    )
+    p.add_argument("--top", type=int, default=16, help="configs of each screen verified")
+    p.add_argument("--compilers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    p.add_argument("--only", nargs="*", default=list(WORKSPACES), choices=WORKSPACES)
     p.add_argument("--tune-s", type=float, default=75.0, help="time limit of each tune run")
     p.add_argument("--own-s", type=float, default=55.0, help="time limit of the own-kernel run")
     p.add_argument(
@@ -225,15 +242,16 @@ def main() -> int:
     args = p.parse_args()
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="tune-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + args.budget_s
     hardware = _hardware(args.device)
     print(f"{hardware['gpu']} (cc {hardware['cc']}); logs under {out}", flush=True)
-    sweeps = asyncio.run(_sweeps(list(WORKSPACES), hardware, args, out))
+    names = [n for n in WORKSPACES if n in args.only]
+    sweeps = _sweeps(names, hardware, args, out)
+    deadline = time.monotonic() + args.budget_s
     rows = []
-    for i, name in enumerate(WORKSPACES):
+    for i, name in enumerate(names):
         ws = ROOT / "examples" / name
         sweep = sweeps[name]
-        limit = _limit(deadline, args.tune_s, len(WORKSPACES) - i, args.own_s)
+        limit = _limit(deadline, args.tune_s, len(names) - i, args.own_s)
         tune = _tune(ws, out / f"{name}.run", args.attempts, limit, out, args.device)
         print(f"{name} tune: {json.dumps({k: v for k, v in tune.items() if k != 'times'})}",
               flush=True)  # fmt: skip
@@ -246,11 +264,13 @@ def main() -> int:
     own = _tune(ROOT / "examples" / OWN, out / f"{OWN}.run", args.attempts, limit, out, args.device)
     print(f"{OWN} tune: {json.dumps({k: v for k, v in own.items() if k != 'times'})}", flush=True)
 
-    print("\nworkspace          swept/feasible  sweep best ms  tune best ms (#, judged)"
+    print("\nworkspace          screened/feasible (verified)  sweep best ms  tune best ms (#, judged)"
           "  tune vs sweep  >=95%?  start ms  vs torch.compile  vs reference")  # fmt: skip
     for name, sweep, tune, reached_at in rows:
-        swept = f"{sweep['timed']}/{sweep['feasible']}" + (
-            "" if sweep["timed"] >= sweep["feasible"] else "*"
+        swept = (
+            f"{sweep['screened']}/{sweep['feasible']}"
+            + ("" if sweep["screened"] >= sweep["feasible"] else "*")
+            + f" ({sweep['passed']}/{sweep['confirmed']})"
         )
         ratio = (
             (sweep["best_ms"] / tune["best_ms"]) if sweep["best_ms"] and tune["best_ms"] else None
@@ -262,7 +282,7 @@ def main() -> int:
             else None
         )
         ref = _over(tune["reference_ms"], tune["best_ms"])
-        print(f"{name:<18} {swept:>15}  {_fmt(sweep['best_ms']):>13}  "
+        print(f"{name:<18} {swept:>28}  {_fmt(sweep['best_ms']):>13}  "
               f"{_fmt(tune['best_ms']):>8} (#{tune['best']}, {tune['judged']})  "
               f"{_fmt(ratio, '.3f'):>13}  {reached:>6}  {_fmt(tune['start_ms']):>8}  "
               f"{_fmt(vs, '.3f') + 'x' if vs else 'n/a':>16}  "
@@ -271,7 +291,7 @@ def main() -> int:
     print(f"{OWN:<18} start {_fmt(own['start_ms'])} ms -> best {_fmt(own['best_ms'])} ms "
           f"(#{own['best']}, {own['judged']} judged): {_fmt(gain, '.2f')}x over its start "
           f"(3.92x measured before); stop: {own['stop']}")  # fmt: skip
-    print("* the sweep timed a capped sample of the feasible configs (see the docstring)")
+    print("* the screen stopped at --screen-s: a fair sample of the feasible configs")
     return 0
 
 

@@ -27,6 +27,7 @@ MAX_TRIALS = 2000
 _GPU_SLEEP = getattr(torch.cuda, "_sleep", None)  # bound at import, before any candidate
 SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
 MAX_SLEEP_CYCLES = 4_000_000
+PROBE_SLEEP_CYCLES = 200_000  # 0.1 ms: covers the launch of a kernel or two
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,12 @@ class GpuTimer:
             record(ends[i], stream)
         self._sync()
         return [float(TRUSTED.elapsed_time(s, e)) for s, e in zip(starts, ends, strict=True)]
+
+    def trials(self, fn: Callable[[], Any], trials: int) -> list[float]:
+        """A coarse look: one warm-up call, then `trials` flushed trials (a sweep's
+        screen, where a config far behind the fastest is not timed in full)."""
+        fn()
+        return self._measure(fn, trials, PROBE_SLEEP_CYCLES)
 
     def time(self, fn: Callable[[], Any], target_ms: float = TARGET_MS) -> Timing:
         """Median of enough flushed trials to fill about `target_ms` (at least 10)."""
