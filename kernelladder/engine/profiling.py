@@ -4,15 +4,20 @@ each records. A part of Run (run.py).
 
 A profile asks for the GPU only while it uses it (verifier/profile.py): nothing while
 ncu and Python start and load the candidate, the GPU beside correctness runs while it
-warms up, the GPU to itself only while ncu replays the profiled call."""
+warms up, the GPU to itself only while ncu replays the profiled call. The start's
+profile is waited for (the first proposals and the person read it first); every later
+one runs beside its branch, which goes on proposing and verifying, and the proposals
+asked for after it lands read it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kernelladder.engine import events as ev
+from kernelladder.engine.lines import one_line
 from kernelladder.engine.op_info import START_ATTEMPT
 from kernelladder.engine.standing_rank import is_gain, merit_of
 
@@ -85,14 +90,52 @@ class Profiling:
             async with self._slots, self.runner.gpu_alone():
                 yield
 
-    async def _profile(self, bid: str, n: int, why: str) -> None:
-        from kernelladder.verifier.profile import profile_candidate_async
-
+    def _profile_target(self, bid: str, n: int, why: str) -> int:
+        """The attempt profiled (n, or the stalled branch's best), marked as taken."""
         target = n if why != "branch stalled" else self.state.branches[bid].best_attempt
         assert target is not None
         self._profiled.add(target)
         if why in PROFILED_AS_BEST:
             self._profiling_best.add(target)
+        return target
+
+    def _profile_beside(self, bid: str, n: int, why: str) -> None:
+        """Profile while the branch goes on: its verifications and the profile share the
+        GPU through the arbiter (the profile holds it alone only while ncu replays). The
+        run's end waits for the profiles in flight (a forced stop cancels them)."""
+        target = self._profile_target(bid, n, why)
+        task = asyncio.ensure_future(self._profile_logged(bid, target, why))
+        self._profile_tasks.add(task)
+        task.add_done_callback(self._profile_tasks.discard)
+
+    async def _profile_logged(self, bid: str, target: int, why: str) -> None:
+        try:
+            await self._profile(bid, target, why, marked=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an engine bug in one profile: said, the run goes on
+            self._emit(
+                ev.Notice(
+                    level="error",
+                    message=f"profile of #{target}: internal error: {type(exc).__name__}: "
+                    f"{one_line(exc)}",
+                    branch_id=bid,
+                )
+            )
+
+    async def _drain_profiles(self) -> None:
+        """Wait for the profiles in flight (cancelled when a forced stop asks)."""
+        while self._profile_tasks:
+            pending = list(self._profile_tasks)
+            if self._cancel_inflight:
+                for task in pending:
+                    task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _profile(self, bid: str, n: int, why: str, *, marked: bool = False) -> None:
+        from kernelladder.verifier.profile import profile_candidate_async
+
+        target = n if marked else self._profile_target(bid, n, why)
         outcome = await profile_candidate_async(
             self.op.wire,
             self._source(target),

@@ -122,6 +122,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._profiling = False  # Nsight Compute profiles (decided at start)
         self._profiled: set[int] = set()
         self._profiling_best: set[int] = set()  # profiled as the start or a new best
+        self._profile_tasks: set[asyncio.Task[None]] = set()  # profiles beside their branch
         self._confirm_prepared = False  # the re-measure's worker asked for ahead
         self._phase: dict[str, str] = {}
         self._proposal_tasks: dict[str, asyncio.Future[Proposal]] = {}
@@ -547,6 +548,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             if self._run_called and self._started:
                 self._prepare_confirm()
                 await self._drain_tasks()
+                await self._drain_profiles()
                 # replay: the saved sources it never proposed
                 line = self.proposer.left_over() if not self.state.finished else None
                 if line:

@@ -82,8 +82,10 @@ class AttemptVerification:
                 await asyncio.sleep(self.retry_backoff_s * retry)
         self._record_verdict(bid, n, verdict)
         why = self._profile_reason(bid, n)
-        if why:
+        if why == "the start":  # what the first proposals and the person read first
             await self._profile(bid, n, why)
+        elif why:  # the branch goes on; later proposals read the profile once it is in
+            self._profile_beside(bid, n, why)
 
     def _early_stop_for(self, bid: str) -> dict[str, Any] | None:
         """What a new attempt of this branch must beat for its timing to go on past the

@@ -152,3 +152,61 @@ async def test_a_new_best_within_the_noise_is_not_profiled_and_the_log_says_why(
     skipped = [n.message for n in state.notices if "skipped" in n.message]
     assert skipped == ["profile of #2 skipped: a new best within the noise of #1, profiled already"]
     assert state.best_attempt == 3
+
+
+@pytest.fixture
+def held_profiles(monkeypatch):
+    """Profiles that finish only when the test lets them (ncu's 8-9 s on the H200)."""
+    release = {}
+    calls: list[str] = []
+
+    async def held(op_wire, source, out_dir, name, timeout_s=300.0, **holds):
+        import asyncio
+
+        calls.append(name)
+        if name != "0":  # the start's profile is waited for: let it through
+            release[name] = asyncio.Event()
+            await release[name].wait()
+        report = Path(out_dir) / f"{name}.ncu-rep"
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_bytes(b"report")
+        return profile_mod.ProfileOutcome("ok", summary=_summary(), report=str(report))
+
+    monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
+    monkeypatch.setattr(profile_mod, "profile_candidate_async", held)
+    return calls, release
+
+
+async def test_a_new_best_is_profiled_beside_its_branch_and_the_end_waits_for_it(
+    tmp_path, held_profiles
+):
+    import asyncio
+
+    calls, release = held_profiles
+    moves = [move("pass 1.5"), move("pass 1.0"), move("pass 1.0"), move("pass 1.0")]
+    run, proposer = _run(tmp_path, moves, max_attempts=5)
+    task = asyncio.ensure_future(run.run())
+    # #1 is a new best, profiled; the branch goes on to #2, #3 and #4 while it is held
+    await until(lambda: run.state.judged == 5, what="every attempt judged")
+    assert calls == ["0", "1"] and 1 not in run.state.profiles
+    assert not task.done()  # the run's end waits for the profile in flight
+    release["1"].set()
+    state = await task
+    assert state.profiles[1]["reason"] == "new best"
+    events = read_events(run.run_dir)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ProfileReady", kinds.index("ProfileReady") + 1) < kinds.index("RunFinished")
+    # the proposals asked for while it was held had the start's profile, not #1's
+    assert all(c.parent_attempt in (0, 1) for c in proposer.contexts)
+
+
+async def test_a_forced_stop_cancels_a_profile_in_flight(tmp_path, held_profiles):
+    import asyncio
+
+    calls, _ = held_profiles
+    run, _ = _run(tmp_path, [move("pass 1.5"), move("pass 1.0")], max_attempts=10)
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: "1" in calls, what="#1's profile asked for")
+    await run.stop("user", cancel=True)
+    state = await asyncio.wait_for(task, 10)
+    assert state.finished and 1 not in state.profiles
