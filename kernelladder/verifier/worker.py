@@ -15,6 +15,7 @@ import argparse
 import os
 import shutil
 import sys
+import time
 import traceback
 from typing import Any, BinaryIO, NoReturn
 
@@ -133,6 +134,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """Import torch/triton the right way for the device; returns (hello extras, Verifier)."""
+    phases: dict[str, float] = {}  # seconds per step of the start, said in the hello
+    mark = [time.perf_counter()]
+
+    def took(phase: str) -> None:
+        now = time.perf_counter()
+        phases[phase] = round(now - mark[0], 3)
+        mark[0] = now
+
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     else:
@@ -143,7 +152,8 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from kernelladder.verifier import fence, interp_patch, poison
     from kernelladder.verifier.gates import Verifier, environment_info
 
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {"setup_s": phases}
+    took("imports")
     if device == "cpu":
         extras["interp_patches"] = interp_patch.apply()
         extras["malloc"] = poison.setup_cpu_malloc()
@@ -152,6 +162,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         if args.gpu_memory_fraction:
             torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
     extras["launch_wrappers"] = fence.install_launch_counter()
+    took("device")
     from kernelladder.verifier import selftest
 
     try:
@@ -159,6 +170,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     except Exception as exc:
         extras["selftest"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
     extras["poison"] = poison.poison_check(device)
+    took("selftest")
     env = environment_info(device)
     env["poison"] = extras["poison"]
     env["selftest"] = extras["selftest"]
@@ -177,12 +189,15 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     env["sandbox"] = sandbox.describe_state(state)
     extras["sandbox_state"] = state.to_dict()
     extras["verifier_files"] = source_files.combined(files)
+    took("ops_and_walls")
     try:
         env["compilers"] = selftest.warm_compilers(device)
     except Exception as exc:  # the baselines will say what fails, if anything does
         env["compilers"] = f"not warmed: {type(exc).__name__}: {str(exc)[:200]}"
+    took("compilers")
     verifier = Verifier(device, args.scratch, env)
     verifier.watch(walls, files)
+    took("verifier")
     return {**extras, **env}, verifier
 
 
