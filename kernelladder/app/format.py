@@ -64,14 +64,16 @@ def standing_marks(a: v.AttemptView) -> str:
 
 def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
     """What the tree says after the mark: vs best (where the log records it), else the
-    speedup over the reference, a failing gate, or the state."""
+    speedup over the reference, a failing gate, or the state; "· profiling" after a
+    judged attempt while its profile runs (beside its branch, which has gone on)."""
     if a.state == v.ATTEMPT_JUDGED:
         if a.passed:
+            profiling = " · profiling" if a.stage == "profile" else ""
             if a.vs_best is not None:
-                return f"{a.vs_best:.2f}× vs best"
+                return f"{a.vs_best:.2f}× vs best{profiling}"
             if a.speedup is not None:
-                return speedup(a.speedup)
-            return "pass" if not speed_measured else "pass, no speed"
+                return speedup(a.speedup) + profiling
+            return ("pass" if not speed_measured else "pass, no speed") + profiling
         if a.gate and a.gate != a.verdict_kind:
             return f"{a.verdict_kind} at {a.gate}"
         return a.verdict_kind or "fail"

@@ -47,9 +47,13 @@ def test_a_judged_attempt_shows_profile_until_its_profile_is_ready():
     verdict = next(e for e in events if isinstance(e, ev.VerdictReady) and e.verdict == "pass")
     upto = events[: events.index(verdict) + 1]
     profiling = ev.AttemptProgress(attempt=verdict.attempt, gate="profile", message="replaying")
-    assert _with(upto, profiling).attempts[verdict.attempt].stage == "profile"
+    a = _with(upto, profiling).attempts[verdict.attempt]
+    assert a.stage == "profile"
+    # the tree says so after its result: its branch has gone on to other attempts
+    assert fmt.attempt_result(a, True).endswith("× · profiling")  # its speedup, then this
     ready = ev.ProfileReady(attempt=verdict.attempt, status="ok", reason="new best")
-    assert _with(upto, profiling, ready).attempts[verdict.attempt].stage == ""
+    a = _with(upto, profiling, ready).attempts[verdict.attempt]
+    assert a.stage == "" and "profiling" not in fmt.attempt_result(a, True)
 
 
 def test_the_header_of_a_live_run_shows_attempts_per_minute():

@@ -43,6 +43,9 @@ def _events_with_profile_of_every_attempt() -> list[ev.Event]:
 
 def test_profile_content_without_a_profile_says_when_profiles_are_taken():
     assert NOT_TAKEN in str(profile_content(3, None))
+    # a profile in flight (beside its branch) is said as such, not as one never taken
+    profiling = str(profile_content(3, None, profiling=True))
+    assert "#3 is being profiled now" in profiling and NOT_TAKEN not in profiling
     text = str(profile_content(3, {"status": "unavailable", "reason": "ERR_NVGPUCTRPERM"}))
     assert "no profile (ERR_NVGPUCTRPERM)" in text
 

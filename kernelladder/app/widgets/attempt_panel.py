@@ -115,7 +115,8 @@ class AttemptPanel(Vertical):
             self.query_one(SourceView).show(n, self.files.source(n) if n is not None else None)
         elif tab == "tab-profile":
             profile = self._view.profiles.get(n) if n is not None else None
-            self.query_one(ProfileView).show(n, profile)
+            profiling = attempt is not None and attempt.stage == "profile"
+            self.query_one(ProfileView).show(n, profile, profiling)
         elif tab == "tab-diff":
             if attempt is None:
                 self.query_one(DiffView).show(None, None, None, "")

@@ -36,9 +36,17 @@ def bar(label: str, pct: float | None) -> Content:
     )
 
 
-def profile_content(attempt: int | None, profile: Mapping[str, Any] | None) -> Content:
+def profile_content(
+    attempt: int | None, profile: Mapping[str, Any] | None, profiling: bool = False
+) -> Content:
     if attempt is None:
         return Content.styled("no attempt selected", "$text-muted")
+    if not profile and profiling:
+        return Content.styled(
+            f"#{attempt} is being profiled now (Nsight Compute, beside its branch, which "
+            "goes on): the summary comes here when it is ready; its log says the stage",
+            "$text-muted",
+        )
     if not profile:
         return Content.styled(NOT_TAKEN, "$text-muted")
     if profile.get("status") != "ok":
@@ -68,5 +76,8 @@ class ProfileView(VerticalScroll):
     def compose(self):
         yield Static(profile_content(None, None), id="profile-text")
 
-    def show(self, attempt: int | None, profile: Mapping[str, Any] | None) -> None:
-        self.query_one("#profile-text", Static).update(profile_content(attempt, profile))
+    def show(
+        self, attempt: int | None, profile: Mapping[str, Any] | None, profiling: bool = False
+    ) -> None:
+        content = profile_content(attempt, profile, profiling)
+        self.query_one("#profile-text", Static).update(content)
