@@ -11,10 +11,12 @@ from helpers import H200_RUNS, replay_app
 from kernelladder.app.widgets.branch_trends import BranchTrend, trend_range
 from kernelladder.app.widgets.speedup_chart import (
     BEST,
+    KEY_TO_FLOOR,
     POINT,
     ChartData,
     ChartPoint,
     draw,
+    fit_title,
 )
 
 STANDING_RUN = H200_RUNS / "rmsnorm-standing"
@@ -73,3 +75,17 @@ def test_each_branch_trend_says_its_own_range():
     assert trend_range((1.012, 1.071, 1.04)) == "1.01-1.07×"
     assert trend_range((8.2, 8.2)) == "8.20×"
     assert trend_range(()) == ""
+
+
+def test_a_long_title_is_cut_in_its_middle_and_keeps_the_key_that_switches_the_series():
+    title = (
+        " vs best · #22 1.07x vs torch.compile (b1) · 3 faster 2 tie · 8.14× over reference"
+        + KEY_TO_FLOOR
+    )
+    assert fit_title(title, len(title)) == title
+    cut = fit_title(title, 60)
+    assert len(cut) == 60 and cut.endswith("… · F: floor") and cut.startswith(" vs best · #22")
+    assert fit_title(title, 12) == " vs best · …"  # too narrow for the key: cut at the end
+    rows = draw(ChartData(points=[], last_attempt=0, target=None, band=None, title=title,
+                          measured=True), 70, 10)  # fmt: skip
+    assert "".join(t for t, _ in rows[0]).endswith("F: floor")

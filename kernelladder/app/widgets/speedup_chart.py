@@ -29,6 +29,8 @@ GUTTER = 8  # " 12.34×┤"
 POINT, BEST, TARGET, BAND, EMPTY = "●", "─", "┄", "░", " "
 BASELINE = "╌"  # the 1.0 line: the fastest library baseline, the one to beat
 SERIES_VS_BEST, SERIES_FLOOR, SERIES_REFERENCE = "vs best", "floor", "over reference"
+# the key that switches the series, last in the title and kept when the title is cut
+KEY_TO_FLOOR, KEY_TO_VS_BEST = " · F: floor", " · F: vs best"
 
 
 @dataclass(frozen=True)
@@ -78,20 +80,24 @@ def chart_data(view: v.RunView, series: str = SERIES_VS_BEST) -> ChartData:
     over = (view.settings or {}).get("target_over", "reference")
     target = view.target if series == SERIES_VS_BEST and over == "best" else None
     if series == SERIES_FLOOR:
-        title = "fraction of the floor (largest shape) · F: vs best"
+        title, key = "fraction of the floor (largest shape)", KEY_TO_VS_BEST
         if best is not None and value is not None:
-            title = f"floor · best #{best.number} at {fmt.percent(value)} · F: vs best"
+            title = f"floor · best #{best.number} at {fmt.percent(value)}"
     elif best is not None and best.vs_best is not None:
-        title = (
-            f"vs best · #{best.number} {best.vs_best:.2f}x vs {view.best_versus or 'best'}"
-            f" ({view.best_branch})"
-            + (f" · {view.best_standing}" if view.best_standing else "")
-            + f" · {fmt.speedup(best.speedup)} over reference · F: floor"
+        title, key = (
+            (
+                f"vs best · #{best.number} {best.vs_best:.2f}x vs {view.best_versus or 'best'}"
+                f" ({view.best_branch})"
+                + (f" · {view.best_standing}" if view.best_standing else "")
+                + f" · {fmt.speedup(best.speedup)} over reference"
+            ),
+            KEY_TO_FLOOR,
         )
     else:
-        title = "vs best · no passing attempt with a speed yet"
+        title, key = "vs best · no passing attempt with a speed yet", ""
     if target is not None:
         title += f" · target {fmt.speedup(target)}"
+    title += key
     return ChartData(
         points=points,
         last_attempt=max(view.attempts, default=0),
@@ -237,12 +243,24 @@ class SpeedupChart(Widget):
         return self._rows
 
 
+def fit_title(title: str, width: int) -> str:
+    """The title in `width` cells: cut in its middle (…) so the key that switches the
+    series (" · F: floor") stays whole at its end; cut at the end when even that is
+    too wide."""
+    if len(title) <= width:
+        return title
+    for key in (KEY_TO_FLOOR, KEY_TO_VS_BEST):
+        if title.endswith(key) and width > len(key) + 8:
+            return title[: width - len(key) - 1] + "…" + key
+    return title[: max(0, width - 1)] + "…" if width > 1 else title[:width]
+
+
 def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str, str]]]:
     """The chart as rows of (text, style key) runs; pure, so it is tested alone."""
     if data is None or height < 1 or width < 1:
         return []
     head = "" if data.series != SERIES_REFERENCE else "speedup · "
-    rows: list[list[tuple[str, str]]] = [[(f" {head}{data.title}"[:width], "title")]]
+    rows: list[list[tuple[str, str]]] = [[(fit_title(f" {head}{data.title}", width), "title")]]
     plot_h = height - 3  # title above, axis and attempt numbers below
     plot_w = width - GUTTER - 1
     if not data.measured or not data.points or plot_h < 2 or plot_w < 4:
