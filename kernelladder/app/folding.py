@@ -40,6 +40,7 @@ def build_view(s: RunState) -> RunView:
             best_speedup=b.best_speedup,
             hints=b.hints,
             is_best=best is not None and best.branch_id == b.id,
+            run_paused=s.paused and not (s.finished or s.stopping),
         )
         for b in s.branches.values()
     )

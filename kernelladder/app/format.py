@@ -83,6 +83,8 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
 
 
 def branch_status(b: v.BranchView) -> str:
+    if b.run_paused and b.state == v.BRANCH_RUNNING:  # not "running" while nothing runs
+        return "best, paused with the run" if b.is_best else "paused with the run"
     if b.state == v.BRANCH_EXHAUSTED:
         return f"exhausted: {b.rule}" if b.rule else "exhausted"
     if b.is_best and b.state == v.BRANCH_RUNNING:

@@ -1,6 +1,6 @@
 """Where the time goes, on screen: the stage a running attempt is in (compile, correct,
-time; profile while a judged one is profiled) and, in the header of a live run, the
-verified attempts per minute. Fed from the committed H200 rmsnorm run's log, cut while
+time; profile while a judged one is profiled), in the header of a live run the verified
+attempts per minute, and a paused run's branches as waiting with it. Fed from the committed H200 rmsnorm run's log, cut while
 an attempt runs, plus the progress lines a worker and a profile send."""
 
 from __future__ import annotations
@@ -67,3 +67,14 @@ def test_the_header_of_a_live_run_shows_attempts_per_minute():
     # a short line leaves the rate out first
     narrow = status_line(view, 60.0, 60).plain
     assert "/min" not in narrow and "attempts 1/40" in narrow
+
+
+def test_a_running_branch_of_a_paused_run_says_it_waits_with_the_run():
+    events, _ = _running()
+    running = _with(events)
+    assert [fmt.branch_status(b) for b in running.branches] == ["running"] * 3
+    paused = _with(events, ev.RunPaused(by="user"))
+    assert paused.state == v.RUN_PAUSED
+    assert [fmt.branch_status(b) for b in paused.branches] == ["paused with the run"] * 3
+    resumed = _with(events, ev.RunPaused(by="user"), ev.RunResumed(by="user"))
+    assert [fmt.branch_status(b) for b in resumed.branches] == ["running"] * 3

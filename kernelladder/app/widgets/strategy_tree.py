@@ -29,6 +29,12 @@ class NodeRef:
     attempt: int | None = None  # None: the branch node itself
 
 
+def branch_look(b: v.BranchView) -> str:
+    """The state a branch's label is styled as: a running branch of a paused run looks
+    paused."""
+    return v.BRANCH_PAUSED if b.run_paused and b.state == v.BRANCH_RUNNING else b.state
+
+
 # Tree labels are Rich Text: their styles come from component classes, styled in CSS
 # with theme variables.
 BRANCH_STYLES = {
@@ -266,7 +272,7 @@ class StrategyTree(Tree[NodeRef]):
             (b.strategy, "strategy"),
             (origin, "muted"),
             "  ",
-            (fmt.branch_status(b), BRANCH_STYLES.get(b.state, "")),
+            (fmt.branch_status(b), BRANCH_STYLES.get(branch_look(b), "")),
             (best, "pass"),
         )
 
