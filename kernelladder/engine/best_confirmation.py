@@ -33,8 +33,11 @@ class BestConfirmation:
     """Run's end-of-run re-measure (Run inherits it; it uses Run's state, log and runner)."""
 
     def _prepare_confirm(self) -> None:
-        """The end is near (every attempt proposed, the last ones verifying; or a stop):
-        the runner starts the re-measure's fresh worker now, once."""
+        """The runner starts the re-measure's fresh worker now, once: after the run's
+        first verdict with a speed (it waits idle, timing nothing, so it is as fresh at
+        the end; its start -- Python, torch, the CUDA context, torch.compile's first use,
+        5-6 s on the H200 -- is then off the end's path, which most runs reach by every
+        branch's end rather than by the attempt count), else when the end is near."""
         if self._confirm_prepared or not self.options.confirm or not self.state.speed_measured:
             return
         if self._run_cancelled or self.internal_error is not None:

@@ -548,13 +548,17 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             if self._run_called and self._started:
                 self._prepare_confirm()
                 await self._drain_tasks()
-                await self._drain_profiles()
+                if self._cancel_inflight:
+                    await self._drain_profiles()  # a forced stop cancels them now
                 # replay: the saved sources it never proposed
                 line = self.proposer.left_over() if not self.state.finished else None
                 if line:
                     self._emit(ev.Notice(level="warning", message=one_line(line)))
                 if not self.state.finished:
+                    # beside the profiles still in flight: the GPU's arbiter keeps their
+                    # turns on it apart from the re-measure's rounds
                     await self._confirm_at_end(reason)
+                    await self._drain_profiles()
                     best = self.state.attempts.get(self.state.best_attempt or -1)
                     self._emit(
                         ev.RunFinished(
@@ -567,6 +571,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                     )
         finally:
             self._closed = True
+            for task in self._profile_tasks:  # the run was cancelled before it waited for them
+                task.cancel()
             if self._control is not None:
                 with contextlib.suppress(Exception):
                     await self._control.close()

@@ -81,6 +81,8 @@ class AttemptVerification:
                 self._emit(ev.AttemptRetried(attempt=n, reason=why))
                 await asyncio.sleep(self.retry_backoff_s * retry)
         self._record_verdict(bid, n, verdict)
+        if verdict.passed:
+            self._prepare_confirm()  # the end's fresh worker starts now, idle until then
         why = self._profile_reason(bid, n)
         if why == "the start":  # what the first proposals and the person read first
             await self._profile(bid, n, why)

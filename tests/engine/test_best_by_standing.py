@@ -477,3 +477,50 @@ async def test_no_early_stop_and_the_serial_path_are_asked_as_the_person_said(tm
     await run.run()
     assert [r.early_stop for r in runner.requests] == [None, None]
     assert not any(r.pipeline for r in runner.requests)
+
+
+async def test_the_end_s_fresh_worker_is_asked_for_after_the_first_verdict(tmp_path):
+    class Counting(StandingRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.prepared_at: list[int] = []  # verdicts recorded when it was asked for
+
+        def prepare_fresh_worker(self) -> None:
+            self.prepared_at.append(sum(1 for a in run.state.attempts.values() if a.verdict))
+
+    moves = [_standing_move(x, "1.02:tie 1.10:faster") for x in "abcd"]
+    runner = Counting()
+    run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=4)
+    await run.run()
+    # asked for once, as the first verdict came (not when the end was near): a run that
+    # ends by its branches' end would otherwise wait for a worker's start at its end
+    assert runner.prepared_at == [1]
+    assert any(r.fresh_worker for r in runner.requests)
+
+
+async def test_the_re_measure_runs_beside_a_profile_still_in_flight(tmp_path, monkeypatch):
+    """Doubles: profile_candidate_async and availability (no GPU or ncu here), held until
+    the test lets the profile finish (ncu takes 8-18 s on the H200)."""
+    from kernelladder.verifier import profile as profile_mod
+
+    release = asyncio.Event()
+
+    async def held(op_wire, source, out_dir, name, timeout_s=300.0, **holds):
+        await release.wait()
+        return profile_mod.ProfileOutcome("failed", "held by the test, then let go")
+
+    monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
+    monkeypatch.setattr(profile_mod, "profile_candidate_async", held)
+    moves = [_standing_move("a", "1.02:tie 1.10:faster")]
+    run, _, _ = make_run(tmp_path, moves, runner=StandingRunner(), max_attempts=1)
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: run.state.attempts.get(1) and run.state.attempts[1].verdict, "#1 judged")
+    await until(
+        lambda: any(isinstance(e, ev.BestConfirmed) for e in read_events(run.run_dir)),
+        what="the re-measure, while #1's profile is held",
+    )
+    assert not task.done()  # the run's end waits for the profile
+    release.set()
+    await asyncio.wait_for(task, 10)
+    kinds = [type(e).__name__ for e in read_events(run.run_dir)]
+    assert kinds.index("BestConfirmed") < kinds.index("ProfileReady") < kinds.index("RunFinished")
