@@ -183,7 +183,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--stagnation",
         type=_positive(int),
         default=None,
-        help="attempts without a gain before a branch stops (default 8)",
+        help="attempts without a gain before a branch stops (default 8; off for --proposer tune)",
     )
     p.add_argument("--budget-usd", type=_non_negative, default=None, help="spend at most this")
     p.add_argument(
@@ -333,6 +333,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
         raise UsageError("--proposer replay needs --replay-from DIR")
     if "proposer" not in given and Path(args.op).is_dir():
         given["proposer"] = workspace_proposer()
+    if given.get("proposer") == "tune":
+        # the tuner is done when its space is spent (or the budget is), not after a few
+        # configs without a gain: a joint search crosses flat stretches
+        given.setdefault("stagnation", None)
     remote, remote_config = _remote(args)
     if remote:
         given["remote"] = True

@@ -23,7 +23,9 @@ class RunOptions:
     target_over: str = "best"
     max_attempts: int = 40  # for the whole run
     branches: int = 3  # K branches at once (bounded by runner slots)
-    stagnation: int = 8  # attempts without a gain beyond noise before a branch stops
+    # attempts without a gain beyond noise before a branch stops; None: off (the tune
+    # proposer's default: its branches end when its space is spent or the budget is)
+    stagnation: int | None = 8
     budget_usd: float | None = None
     budget_tokens: int | None = None  # input + output tokens (a model whose cost is not known)
     time_limit_s: float | None = None

@@ -65,3 +65,20 @@ def test_a_cpu_tune_run_on_the_softmax_workspace_judges_every_attempt(tmp_path):
             label, _, arrow = part.partition(" ")
             assert f"_softmax.{label}" in start and "→" in arrow, e["move"]
     assert len(configs) == len(tuned)  # no config twice
+
+
+def test_a_tune_run_has_no_stagnation_stop_unless_asked(monkeypatch):
+    """The tuner's branches end when its space is spent or the budget is: the engine's
+    stagnation stop (8 attempts without a gain) is off for it by default, as it is the
+    default proposer of a workspace without an API key."""
+    from kernelladder.cli import build_parser
+    from kernelladder.cli.optimize import options_from_args
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    parser = build_parser()
+    options = options_from_args(parser.parse_args(["optimize", str(WORKSPACE)]))
+    assert options.proposer == "tune" and options.stagnation is None
+    asked = parser.parse_args(["optimize", str(WORKSPACE), "--stagnation", "6"])
+    assert options_from_args(asked).stagnation == 6
+    search = options_from_args(parser.parse_args(["optimize", "rmsnorm"]))
+    assert search.proposer == "search" and search.stagnation == 8
