@@ -22,8 +22,9 @@ shuffle). Each tune run's time limit is --tune-s or its share of what is left of
 for the matmul's space: run it with bench/detached.sh.
 
 Tune runs use --profile off and --no-confirm (both cost GPU time the bench does not
-have) and --stagnation 40 (the engine's default of 8 would stop branches the tuner has
-not finished). Logs, sweep records and run directories go under $OUT (a temporary
+have; without the profile the tuner's first moves are not steered by it); a tune run has
+no stagnation stop by default (since 2ba2b7c; the runs of RESULTS.md were given
+--stagnation 40, the same within 40 attempts). Logs, sweep records and run directories go under $OUT (a temporary
 directory when unset); the table is printed last. Needs a CUDA GPU, torch and triton.
 """
 
@@ -163,7 +164,7 @@ def _tune(
     cmd = [
         sys.executable, "-c", CLI, "optimize", str(ws), "--proposer", "tune",
         "--max-attempts", str(attempts), "--time-limit", str(seconds), "--profile", "off",
-        "--no-confirm", "--stagnation", "40", "--gate", "approve", "--json",
+        "--no-confirm", "--gate", "approve", "--json",
         "--run-dir", str(run_dir), "--device", device,
     ]  # fmt: skip
     began = time.monotonic()
