@@ -162,10 +162,11 @@ _STAGES = {
 
 def attempt_stage(a: st.AttemptState, s: RunState) -> str:
     """The stage a running attempt is in (from its latest progress line), or "profile"
-    while a judged one is being profiled; "" otherwise."""
+    while a judged one is being profiled (not once the run has ended: a forced stop
+    cancels a profile in flight, which then never reports); "" otherwise."""
     gate = a.last_progress_gate
     if gate == "profile":
-        return "" if a.number in s.profiles else "profile"
+        return "" if a.number in s.profiles or s.finished else "profile"
     if a.status != st.RUNNING_ATTEMPT:
         return ""
     return _STAGES.get(gate, "")

@@ -54,6 +54,9 @@ def test_a_judged_attempt_shows_profile_until_its_profile_is_ready():
     ready = ev.ProfileReady(attempt=verdict.attempt, status="ok", reason="new best")
     a = _with(upto, profiling, ready).attempts[verdict.attempt]
     assert a.stage == "" and "profiling" not in fmt.attempt_result(a, True)
+    # a profile a forced stop cancelled never reports: the ended run does not say profiling
+    ended = ev.RunFinished(reason="user", detail="stopped")
+    assert _with(upto, profiling, ended).attempts[verdict.attempt].stage == ""
 
 
 def test_the_header_of_a_live_run_shows_attempts_per_minute():
