@@ -216,6 +216,14 @@ def main() -> int:
     p.add_argument("--screen", type=float, default=SCREEN)
     p.add_argument("--screen-s", type=float, default=540.0)
     args = p.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("space_sweep: needs a CUDA GPU (the screen times every config on it)")
+        return 2
+    if not (args.workspace / "kernel.py").is_file():
+        print(f"space_sweep: {args.workspace} is not a workspace (no kernel.py)")
+        return 2
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="space-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
     result = screen(
