@@ -1,6 +1,6 @@
 """The command palette's steering commands: every key binding of the main screen, by
-name. A command that does not apply now (a replay, a finished run) says why instead of
-doing nothing."""
+name. A command that does not apply now (a replay, a finished run) says so in the list,
+"not now: why", and says why again instead of doing nothing when it is chosen."""
 
 from __future__ import annotations
 
@@ -27,9 +27,14 @@ PALETTE_COMMANDS: tuple[PaletteCommand, ...] = tuple(
 
 
 class SteeringCommands(Provider):
+    def _help(self, cmd: PaletteCommand) -> str:
+        refusal = getattr(self.screen, "palette_refusal", None)
+        why = refusal(cmd.action) if callable(refusal) else None
+        return f"not now: {why}" if why else cmd.help
+
     async def discover(self) -> Hits:
         for cmd in PALETTE_COMMANDS:
-            yield DiscoveryHit(cmd.title, partial(self._run, cmd), help=cmd.help)
+            yield DiscoveryHit(cmd.title, partial(self._run, cmd), help=self._help(cmd))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -37,7 +42,10 @@ class SteeringCommands(Provider):
             score = matcher.match(cmd.title)
             if score > 0:
                 yield Hit(
-                    score, matcher.highlight(cmd.title), partial(self._run, cmd), help=cmd.help
+                    score,
+                    matcher.highlight(cmd.title),
+                    partial(self._run, cmd),
+                    help=self._help(cmd),
                 )
 
     async def _run(self, cmd: PaletteCommand) -> None:

@@ -43,6 +43,11 @@ async def test_the_command_palette_lists_the_apps_own_commands_only():
             assert generic not in joined, joined
         for ours in ("Prune selected branch", "Filter strategy graph", "Change theme", "Quit"):
             assert ours in joined, joined
+        # a replay cannot steer: the palette says so beside each steering command
+        prune = next(t for t in titles if "Prune selected branch" in t)
+        assert "not now: This is a replay" in prune, prune
+        theme = next(t for t in titles if "Change theme" in t)
+        assert "not now" not in theme, theme
 
 
 async def test_slash_filters_the_strategy_graph_and_escape_clears_it():

@@ -284,13 +284,19 @@ class MainScreen(Screen):
             event.stop()
             self.notify(why, severity="warning", timeout=3)
 
-    async def run_from_palette(self, action: str) -> None:
+    def palette_refusal(self, action: str) -> str | None:
+        """Why a palette command cannot be done now (the palette says it beside the
+        command, and again when it is chosen), or None when it can."""
         name = action.split("(", 1)[0]
         if name in STEERING_ACTIONS and (why := self.steering_refusal()):
-            self.notify(why, severity="warning")
-            return
+            return why
         if name in REPLAY_ACTIONS and not self.replay:
-            self.notify("Only a replay has play, step and jump.", severity="warning")
+            return "Only a replay has play, step and jump."
+        return None
+
+    async def run_from_palette(self, action: str) -> None:
+        if why := self.palette_refusal(action):
+            self.notify(why, severity="warning")
             return
         await self.run_action(action)
 
