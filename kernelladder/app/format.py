@@ -68,12 +68,13 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
     judged attempt while its profile runs (beside its branch, which has gone on)."""
     if a.state == v.ATTEMPT_JUDGED:
         if a.passed:
-            profiling = " · profiling" if a.stage == "profile" else ""
             if a.vs_best is not None:
-                return f"{a.vs_best:.2f}× vs best{profiling}"
-            if a.speedup is not None:
-                return speedup(a.speedup) + profiling
-            return ("pass" if not speed_measured else "pass, no speed") + profiling
+                result = f"{a.vs_best:.2f}× vs best"
+            elif a.speedup is not None:
+                result = speedup(a.speedup)
+            else:
+                result = "pass" if not speed_measured else "pass, no speed"
+            return result + (" · profiling" if a.stage == "profile" else "")
         if a.gate and a.gate != a.verdict_kind:
             return f"{a.verdict_kind} at {a.gate}"
         return a.verdict_kind or "fail"
@@ -83,7 +84,7 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
 
 
 def branch_status(b: v.BranchView) -> str:
-    if b.run_paused and b.state == v.BRANCH_RUNNING:  # not "running" while nothing runs
+    if b.waits_with_run:  # not "running" while nothing runs
         return "best, paused with the run" if b.is_best else "paused with the run"
     if b.state == v.BRANCH_EXHAUSTED:
         return f"exhausted: {b.rule}" if b.rule else "exhausted"

@@ -81,6 +81,11 @@ class BranchView:
     run_paused: bool = False  # the whole run is paused: a running branch waits with it
     is_best: bool = False  # holds the run's best attempt
 
+    @property
+    def waits_with_run(self) -> bool:
+        """A running branch of a paused run: nothing of it runs until the run resumes."""
+        return self.run_paused and self.state == BRANCH_RUNNING
+
 
 @dataclass(frozen=True)
 class GateView:

@@ -32,7 +32,7 @@ class NodeRef:
 def branch_look(b: v.BranchView) -> str:
     """The state a branch's label is styled as: a running branch of a paused run looks
     paused."""
-    return v.BRANCH_PAUSED if b.run_paused and b.state == v.BRANCH_RUNNING else b.state
+    return v.BRANCH_PAUSED if b.waits_with_run else b.state
 
 
 # Tree labels are Rich Text: their styles come from component classes, styled in CSS
