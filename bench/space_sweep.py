@@ -202,9 +202,12 @@ def screen(
     }  # fmt: skip
 
 
-def hardware() -> dict[str, Any]:
+def hardware(device: str = "cuda") -> dict[str, Any]:
+    """The GPU's name and compute capability (the space's constraints read them)."""
     import torch
 
+    if device != "cuda":
+        return {"gpu": "none (a smoke run: nothing is timed)", "cc": ""}
     props = torch.cuda.get_device_properties(0)
     return {"gpu": props.name, "cc": f"{props.major}.{props.minor}"}
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from space_sweep import plan, screen  # noqa: E402
+from space_sweep import hardware, plan, screen  # noqa: E402
 
 from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
 
@@ -55,15 +55,6 @@ OWN = "own-kernel"
 REACH = 0.95
 STARTUP_S = 20.0  # an optimize run's start to its first verdict on the H200 (FACTS.md)
 CLI = "import sys; from kernelladder.cli import main; sys.exit(main())"
-
-
-def _hardware(device: str) -> dict[str, Any]:
-    import torch
-
-    if device != "cuda":
-        return {"gpu": "none (a smoke run: nothing is timed)", "cc": ""}
-    props = torch.cuda.get_device_properties(0)
-    return {"gpu": props.name, "cc": f"{props.major}.{props.minor}"}
 
 
 def _largest(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -244,10 +235,10 @@ def main() -> int:
     args = p.parse_args()
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="tune-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
-    hardware = _hardware(args.device)
-    print(f"{hardware['gpu']} (cc {hardware['cc']}); logs under {out}", flush=True)
+    gpu = hardware(args.device)
+    print(f"{gpu['gpu']} (cc {gpu['cc']}); logs under {out}", flush=True)
     names = [n for n in WORKSPACES if n in args.only]
-    sweeps = _sweeps(names, hardware, args, out)
+    sweeps = _sweeps(names, gpu, args, out)
     deadline = time.monotonic() + args.budget_s
     rows = []
     for i, name in enumerate(names):
