@@ -103,18 +103,13 @@ class CodeProposer(ProposerBase):
         }
         if not isinstance(cost, (int, float)) and estimate.note:
             meta["cost_note"] = estimate.note
-        return Proposal(
-            source=extracted.source,
-            strategy=ctx.strategy,
-            move=extracted.move,
-            undo_cost=extracted.undo_cost,
-            undo_reason=extracted.undo_reason,
+        return extracted.proposal(
+            ctx,
             model=model,
             tokens_in=estimate.tokens_in,
             tokens_out=estimate.tokens_out,
             cost_usd=cost_usd,
             meta=meta,
-            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
         )
 
     async def _run(self, args: list[str], prompt: str, cwd: str) -> tuple[str, str, int]:

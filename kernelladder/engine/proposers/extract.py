@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.engine.protocols import ProposerError
+from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
 
 UNDO_COSTS = ("low", "medium", "high")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*$")
@@ -33,6 +33,32 @@ class Extracted:
     move: str
     undo_cost: str
     undo_reason: str
+
+    def proposal(
+        self,
+        ctx: ProposalContext,
+        *,
+        model: str | None,
+        tokens_in: int,
+        tokens_out: int,
+        cost_usd: float,
+        meta: dict[str, Any],
+    ) -> Proposal:
+        """The reply as a Proposal (the api, openai and code proposers' one way to make
+        it): made from the parent the model was shown."""
+        return Proposal(
+            source=self.source,
+            strategy=ctx.strategy,
+            move=self.move,
+            undo_cost=self.undo_cost,
+            undo_reason=self.undo_reason,
+            model=model,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=cost_usd,
+            meta=meta,
+            base_attempt=ctx.parent_attempt,
+        )
 
 
 def arg_names(op: Mapping[str, Any]) -> tuple[str, ...]:

@@ -187,18 +187,13 @@ class OpenAIChatProposer(ApiProposer):
         }
         if cost.note:
             meta["cost_note"] = cost.note
-        return Proposal(
-            source=extracted.source,
-            strategy=ctx.strategy,
-            move=extracted.move,
-            undo_cost=extracted.undo_cost,
-            undo_reason=extracted.undo_reason,
+        return extracted.proposal(
+            ctx,
             model=model,
             tokens_in=cost.tokens_in,
             tokens_out=cost.tokens_out,
             cost_usd=cost.usd,
             meta=meta,
-            base_attempt=ctx.parent_attempt,  # the reply is made from the parent it was shown
         )
 
     async def _only_model(self, client: Any) -> str:
