@@ -127,6 +127,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row["whole_s"] = whole
     row["whole_per_min"] = 60.0 * len(verdicts) / whole if whole else None
     row["first_verdict_s"] = first_verdict - origin if origin else None
+    # where the whole run's time goes: before the first attempt starts, after the last verdict
+    row["start_s"] = first_start - origin if origin else None
+    row["end_s"] = whole - (last_verdict - origin) if whole and origin else None
     # profiles: the GPU held to itself per profile
     profiles = [p for p in kinds.get("profile_ready", []) if p.get("status") == "ok"]
     row["profiles"] = len(profiles)
@@ -141,6 +144,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
             if before:
                 spans.append(p["ts"] - max(before))
         row["gpu_s_per_profile"], row["gpu_s_estimated"] = _mean(spans), True
+    shared = [float(p["shared_s"]) for p in profiles if isinstance(p.get("shared_s"), int | float)]
+    row["shared_s_per_profile"] = _mean(shared)  # the warm-up's GPU beside correctness
     walls = [float(p["wall_s"]) for p in profiles if isinstance(p.get("wall_s"), int | float)]
     row["profile_wall_s"] = _mean(walls)
     row["profiles_skipped"] = sum(
@@ -277,6 +282,16 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['op']:<12} {r['verdicts']:>8} {whole:>10} {_fmt(r.get('active_per_min')):>11} "
             f"{r.get('profiles', 0):>8} {gpu:>10} {_fmt(r.get('s_per_remeasure')):>9} "
             f"{_fmt(r.get('first_verdict_s')):>13}  {', '.join(met)}"
+        )
+    lines.append("")
+    head = f"{'op':<12} {'start s':>8} {'active s':>9} {'end s':>6} {'shared s/prof':>13} {'prof wall s':>11}"
+    lines += [head, "-" * len(head)]
+    for r in rows:
+        active = r["verdicts"] / r["active_per_min"] * 60 if r.get("active_per_min") else None
+        lines.append(
+            f"{r['op']:<12} {_fmt(r.get('start_s')):>8} {_fmt(active):>9} "
+            f"{_fmt(r.get('end_s')):>6} {_fmt(r.get('shared_s_per_profile'), 2):>13} "
+            f"{_fmt(r.get('profile_wall_s')):>11}"
         )
     lines.append(
         "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"

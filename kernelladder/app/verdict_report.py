@@ -180,8 +180,8 @@ def stages_line(verdict: Verdict) -> Text | None:
     correctness 0.7 s · speed 1.7 s"; None for a serial one."""
     if not verdict.stages:
         return None
-    names = {"wait": "waited for the GPU"}
-    order = ("compile", "wait", "correctness", "speed")
+    names = {"wait": "waited for the GPU", "baselines": "torch.compile's baselines"}
+    order = ("baselines", "compile", "wait", "correctness", "speed")
     parts = [
         f"{names.get(k, k)} {verdict.stages[k]:.1f} s"
         for k in sorted(verdict.stages, key=lambda k: order.index(k) if k in order else 9)

@@ -43,7 +43,7 @@ class BestConfirmation:
         if self._run_cancelled or self.internal_error is not None:
             return
         self._confirm_prepared = True
-        self.runner.prepare_fresh_worker()
+        self.runner.prepare_fresh_worker(self.op.wire)
 
     async def _confirm_at_end(self, reason: str) -> None:
         """Re-measure the run's best (and the runner-up when within noise) in a fresh

@@ -412,3 +412,4 @@ class ProfileReady(Event):
     report: str = ""  # the .ncu-rep, relative to the run directory
     gpu_s: float | None = None  # the GPU held to itself while ncu replayed the call
     wall_s: float | None = None  # the whole profile, ncu's start to its summary
+    shared_s: float | None = None  # the GPU held beside correctness runs (the warm-up)

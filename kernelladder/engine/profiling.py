@@ -169,8 +169,20 @@ class Profiling:
                 report=report,
                 gpu_s=outcome.gpu_s,
                 wall_s=outcome.wall_s,
+                shared_s=outcome.shared_s,
             )
         )
+
+    async def _profiling_decided(self) -> None:
+        """_profiling_notice, its line said (a warning) when profiling is off."""
+        line = await self._profiling_notice()
+        if line:
+            self._emit(ev.Notice(level="warning", message=line))
+
+    async def _profiling_known(self) -> None:
+        """Wait for the start's decision on profiling (asked beside the first attempts)."""
+        if self._profiling_check is not None and not self._profiling_check.done():
+            await asyncio.shield(self._profiling_check)
 
     async def _profiling_notice(self) -> str:
         """Decide once whether this run profiles; the line saying why not, if not. Only

@@ -111,8 +111,9 @@ class RunnerBase:
       nothing (one worker per GPU: the engine's slot is enough).
     - gpu_shared(): the same for work that may run beside correctness but not beside a
       timing (a profile's warm-up); by default a context that waits for nothing.
-    - prepare_fresh_worker(): start the worker a coming fresh_worker request will get, so
-      the end's re-measure does not wait for a worker's start; by default nothing.
+    - prepare_fresh_worker(op): start the worker a coming fresh_worker request will get,
+      and compile op's baselines there, so the end's re-measure does not wait for a
+      worker's start or a compile; by default nothing.
     """
 
     name: str = "runner"
@@ -132,9 +133,10 @@ class RunnerBase:
     def gpu_shared(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
 
-    def prepare_fresh_worker(self) -> None:
+    def prepare_fresh_worker(self, op: Any = None) -> None:
         """Start, in the background, the worker a later fresh_worker request will use
-        (the end's re-measure, started while the last attempts are verified); by default
+        (the end's re-measure, started while the last attempts are verified), and have it
+        compile `op`'s torch.compile baselines (its wire form) once up; by default
         nothing (the fresh worker starts when asked)."""
 
     def notice(self, level: str, message: str) -> None:

@@ -120,6 +120,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._waiters: list[asyncio.Future[None]] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._profiling = False  # Nsight Compute profiles (decided at start)
+        self._profiling_check: asyncio.Future[None] | None = None
         self._profiled: set[int] = set()
         self._profiling_best: set[int] = set()  # profiled as the start or a new best
         self._profile_tasks: set[asyncio.Task[None]] = set()  # profiles beside their branch
@@ -384,9 +385,9 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
             )
         self._started = True
-        profiling_off = await self._profiling_notice()
-        if profiling_off:
-            self._emit(ev.Notice(level="warning", message=profiling_off))
+        # whether ncu is here is asked beside the first verifications (a verdict that
+        # could be profiled waits for the answer: _profiling_known)
+        self._profiling_check = asyncio.ensure_future(self._profiling_decided())
         if self.op.reference_note and not self._resumed:
             self._emit(ev.Notice(level="info", message=self.op.reference_note))
         knowledge = self.op.description.get("knowledge_files") or []
@@ -555,6 +556,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 if line:
                     self._emit(ev.Notice(level="warning", message=one_line(line)))
                 if not self.state.finished:
+                    await self._profiling_known()  # its notice, if any, before the end
                     # beside the profiles still in flight: the GPU's arbiter keeps their
                     # turns on it apart from the re-measure's rounds
                     await self._confirm_at_end(reason)
@@ -573,6 +575,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             self._closed = True
             for task in self._profile_tasks:  # the run was cancelled before it waited for them
                 task.cancel()
+            if self._profiling_check is not None:
+                self._profiling_check.cancel()
             if self._control is not None:
                 with contextlib.suppress(Exception):
                     await self._control.close()

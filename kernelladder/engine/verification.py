@@ -21,6 +21,11 @@ from kernelladder.verifier.verdict import standing, standing_text, vs_best
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped
 PROGRESS_INTERVAL_S = 0.5
+# A search attempt's back-to-back rounds at a shape stop once their word is settled: a
+# tie as soon as one round was not won and one not lost (paired_rounds.settled_word: the
+# word all PAIRED_ROUNDS would give, so the same error rate); "faster" and "slower" still
+# take every round. At least this many, so the candidate's median pools a few rounds.
+SEARCH_MIN_ROUNDS = 3
 
 # What a branch task is doing, for shutdown (verifications finish, the rest is cancelled).
 IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
@@ -47,6 +52,7 @@ class AttemptVerification:
                 timeout_s=self.options.timeout_s,
                 pipeline=self.options.pipelined,
                 early_stop=self._early_stop_for(bid),
+                paired_min_rounds=SEARCH_MIN_ROUNDS,
             )
             retry = 0
             while True:
@@ -83,6 +89,7 @@ class AttemptVerification:
         self._record_verdict(bid, n, verdict)
         if verdict.passed:
             self._prepare_confirm()  # the end's fresh worker starts now, idle until then
+        await self._profiling_known()
         why = self._profile_reason(bid, n)
         if why == "the start":  # what the first proposals and the person read first
             await self._profile(bid, n, why)

@@ -109,6 +109,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         self.stages: dict[str, float] = {}  # seconds per stage (pipelined)
         self._stage_at: tuple[str, float] | None = None
         self.early_stop: dict[str, Any] | None = None
+        self._plans: dict[str, dict] = {}  # the GPU timer's plan per shape (speed_gate.py)
         self.device = opts.device
         self.cuda = opts.device.startswith("cuda")
         if opts.suite == "gpu":
@@ -238,7 +239,23 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         return env
 
     # --- the run ------------------------------------------------------------------------
+    def _prepare_baselines(self) -> None:
+        """Pipelined on a GPU: torch.compile's baselines compiled at every shape with
+        the GPU shared (beside correctness runs), before the candidate is loaded, so the
+        timing turn, which has the GPU to itself, only times. Once per worker."""
+        if self.stage is None or not self.cuda or not self.opts.baselines:
+            return
+        if not self.v.baselines_unprepared(self.spec, self.shapes):
+            return
+        self.report("speed", "compiling torch.compile's baselines (the GPU shared)")
+        self._enter("baselines", "shared")
+        try:
+            self.v.prepare_baselines(self.spec, self.shapes, self.seeds[0])
+        except Exception:  # the speed gate compiles what is left, and says what fails
+            pass
+
     def execute(self) -> Outcome:
+        self._prepare_baselines()  # before any candidate code, and before the snapshot
         self.before = integrity.take(self.extra)
         self.threads_before = set(threading.enumerate())
         self.children_before = _children()

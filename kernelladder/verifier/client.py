@@ -389,6 +389,49 @@ class WorkerClient:
         await self.close()
 
     # --- verify -------------------------------------------------------------------------
+    async def prepare(self, op: Any, device: str, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Have the worker compile an op's torch.compile baselines now, the GPU shared
+        (its GPU's arbiter asked, as for a verification's stage), so its first timing
+        turn only times: the worker's "prepared" line ({"seconds": s} or {"error": why}).
+        A worker gone or silent is discarded (its next request starts another)."""
+        async with self._lock:
+            await self._ensure_started()
+            transport = self._transport
+            assert transport is not None
+            req_id = uuid.uuid4().hex
+            held: list[str] = []
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            try:
+                transport.stdin.write(
+                    encode({"type": "prepare", "id": req_id, "op": op, "device": device})
+                )
+                await _within(transport.stdin.drain(), 30)
+                while True:
+                    line = await _within(
+                        transport.stdout.readline(), max(0.01, deadline - loop.time())
+                    )
+                    if not line:
+                        raise ConnectionError("the worker exited")
+                    with contextlib.suppress(ValueError):
+                        msg = decode(line)
+                        if msg.get("id") != req_id:
+                            continue
+                        if msg.get("type") == "stage":
+                            gpu = str(msg.get("gpu") or "none")
+                            if await self._grant_stage(transport, req_id, "baselines", gpu, held, None) is None:  # fmt: skip
+                                raise ConnectionError("the worker was gone")
+                        elif msg.get("type") in ("prepared", "error"):
+                            return {k: v for k, v in msg.items() if k not in ("type", "id")}
+            except asyncio.CancelledError:
+                await self._discard()
+                raise
+            except Exception as exc:
+                await self._discard()
+                return {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                self._release_gpu(held)
+
     async def verify(
         self,
         request: Any,

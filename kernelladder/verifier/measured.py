@@ -8,7 +8,7 @@ starting from what the GPU's other workers measured (take_known). The Verifier
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -41,6 +41,7 @@ class MeasuredTimes:
         self._reference_timing: dict[tuple[str, str], Any] = {}  # Timing per shape
         self._layouts: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         self._compiled: dict[tuple[str, str], Any] = {}
+        self._prepared: set[tuple[str, str]] = set()  # compiled and run once (prepare_baselines)
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
 
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
@@ -171,6 +172,36 @@ class MeasuredTimes:
         if spec.compiled_baseline:
             fns["torch.compile"] = self._compiled_reference(spec, shape, inputs)
         return fns
+
+    def baselines_unprepared(self, spec: OpSpec, shapes: Sequence[Shape]) -> list[Shape]:
+        """The shapes whose torch.compile baseline this worker has not compiled yet."""
+        if not spec.compiled_baseline or not str(self.device).startswith("cuda"):
+            return []
+        spec_key = _spec_key(spec)
+        return [s for s in shapes if (spec_key, s.label) not in self._prepared]
+
+    def prepare_baselines(self, spec: OpSpec, shapes: Sequence[Shape], seed: int) -> float:
+        """torch.compile of the reference compiled (and run once) at each shape not yet
+        done, so that no timing turn, which has the GPU to itself, waits for a compile;
+        the caller holds the GPU beside correctness runs. Seconds taken. A compile that
+        fails is left to the speed gate, which says so as before."""
+        start = TRUSTED.perf_counter()
+        for shape in self.baselines_unprepared(spec, shapes):
+            self._prepared.add((_spec_key(spec), shape.label))
+            inputs = spec.make_inputs(shape, seed, self.device)
+            try:
+                with self.library_work():
+                    self._compiled_reference(spec, shape, inputs)()
+            except Exception:
+                pass
+            del inputs
+        TRUSTED.cuda_synchronize()
+        return TRUSTED.perf_counter() - start
+
+    def library_work(self) -> Any:  # the Verifier's (gates.py) disarms the walls
+        import contextlib
+
+        return contextlib.nullcontext()
 
     def _compiled_reference(
         self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]

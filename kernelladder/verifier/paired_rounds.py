@@ -102,19 +102,33 @@ def time_rounds(
     last: list[Any],
     timings: list[Any] | None = None,
     settled: Callable[[Sequence[float], Sequence[float]], bool] | None = None,
+    candidate_plan: dict | None = None,
 ) -> Rounds:
     """`rounds` rounds of the candidate (`timed`, which counts its calls in last[1]) and
     the rival baseline, each timed for PAIRED_TARGET_MS, the order alternating; the
     candidate's Timings are added to `timings`. A baseline that raises ends the rounds
     (failed): its failure is not the candidate's. `settled(candidate_ms, rival_ms)`, when
-    given, ends them once the word can no longer change (the sequential stop)."""
+    given, ends them once the word can no longer change (the sequential stop).
+    `candidate_plan`: the candidate's GpuTimer plan at this shape, from its first look."""
     out = Rounds()
+    # each side probed once (the GPU timer's plan), then timed round after round
+    planned = getattr(timer, "time_planned", None)
+    plans: dict[str, dict] = {
+        "candidate": candidate_plan if candidate_plan is not None else {},
+        "rival": {},
+    }
+
+    def time_one(who: str, fn: Callable[[], Any]) -> Any:
+        if planned is None:  # a test's timer
+            return timer.time(fn, PAIRED_TARGET_MS)
+        return planned(fn, PAIRED_TARGET_MS, plans[who])
+
     for r in range(rounds):
         for who in ("candidate", "rival") if r % 2 == 0 else ("rival", "candidate"):
             if who == "candidate":
                 last[1] = 0
                 launches0 = fence.STATE.launches
-                mine = timer.time(timed, PAIRED_TARGET_MS)
+                mine = time_one(who, timed)
                 out.candidate_ms.append(mine.median_ms)
                 if timings is not None:
                     timings.append(mine)
@@ -123,7 +137,7 @@ def time_rounds(
                 continue
             try:
                 with library_work():
-                    out.rival_ms.append(timer.time(rival_fn, PAIRED_TARGET_MS).median_ms)
+                    out.rival_ms.append(time_one(who, rival_fn).median_ms)
             except Exception:
                 out.failed = True
                 return out

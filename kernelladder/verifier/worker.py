@@ -269,6 +269,32 @@ def _await_go(channel: _Channel, req_id: Any) -> dict[str, Any]:
             channel.send({"type": "pong", "id": msg.get("id")})
 
 
+def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str) -> None:
+    """A "prepare" request: torch.compile's baselines of an op compiled at every shape of
+    its suite, the GPU shared (a stage, as a verification's), before any candidate comes;
+    answered "prepared" with the seconds it took (or why not)."""
+    from kernelladder.verifier.gates import VerifyOptions
+
+    req_id = msg.get("id")
+    try:
+        opts = VerifyOptions.from_request({**msg, "source": ""}, device)
+        from kernelladder.ops.registry import op_from_wire
+
+        spec = op_from_wire(opts.op)
+        shapes = {"gpu": spec.gpu_shapes, "cpu": spec.cpu_shapes}.get(
+            str(opts.suite), spec.shapes_for(opts.device)
+        )
+        if verifier.baselines_unprepared(spec, shapes):
+            channel.send({"type": "stage", "id": req_id, "stage": "baselines", "gpu": "shared"})
+            _await_go(channel, req_id)
+            seconds = verifier.prepare_baselines(spec, shapes, (opts.seeds or (0,))[0])
+        else:
+            seconds = 0.0
+        channel.send({"type": "prepared", "id": req_id, "seconds": round(seconds, 3)})
+    except Exception as exc:
+        channel.send({"type": "prepared", "id": req_id, "error": f"{type(exc).__name__}: {exc}"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     channel = _Channel()
@@ -318,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             channel.send({"type": "pong", "id": req_id})
         elif kind == "shutdown":
             return 0
+        elif kind == "prepare":  # torch.compile's baselines for an op, ahead of its requests
+            _prepare(channel, verifier, msg, device)
         elif kind == "verify":
             try:
                 opts = VerifyOptions.from_request(msg, device)

@@ -288,6 +288,11 @@ async def test_the_best_is_re_measured_at_the_end_and_the_summary_says_confirmed
     assert state.best_attempt == 3  # slower nowhere, then vs best
     confirms = [r for r in runner.requests if r.pair_every_shape]
     assert confirms and all(r.paired_rounds == 15 for r in confirms)
+    assert all(r.paired_min_rounds == 5 for r in confirms)
+    # the search's own rounds stop once a tie is settled, after at least 3 (the word all
+    # 7 would give: tests/verifier/test_sequential_rounds.py)
+    searched = [r for r in runner.requests if not r.pair_every_shape]
+    assert searched and all(r.paired_min_rounds == 3 and r.paired_rounds is None for r in searched)
     assert confirms[0].fresh_worker and not any(r.fresh_worker for r in confirms[1:])
     events = read_events(run.run_dir)
     confirmed = [e for e in events if isinstance(e, ev.BestConfirmed)]
@@ -485,7 +490,8 @@ async def test_the_end_s_fresh_worker_is_asked_for_after_the_first_verdict(tmp_p
             super().__init__()
             self.prepared_at: list[int] = []  # verdicts recorded when it was asked for
 
-        def prepare_fresh_worker(self) -> None:
+        def prepare_fresh_worker(self, op=None) -> None:
+            assert op == "scripted"  # the op's wire form: its baselines are compiled there
             self.prepared_at.append(sum(1 for a in run.state.attempts.values() if a.verdict))
 
     moves = [_standing_move(x, "1.02:tie 1.10:faster") for x in "abcd"]

@@ -70,3 +70,26 @@ def test_the_local_runner_starts_the_re_measures_worker_ahead_and_keeps_it_for_t
     assert verdicts == ["pass", "pass"]
     assert slots == ["cpu:0/fresh", "cpu:0/fresh"]
     assert (pool_started, spare_started, kept) == (1, 1, True)
+
+
+def test_a_prepare_request_is_answered_and_the_worker_then_verifies():
+    """WorkerClient.prepare: the worker answers "prepared" (on the CPU nothing is
+    compiled: torch.compile is no baseline there) or, for an op it cannot load, the
+    reason; either way the same worker verifies the next candidate."""
+
+    async def go():
+        client = WorkerClient(lambda: LocalTransport("cpu"))
+        try:
+            ok = await client.prepare("rmsnorm", "cpu")
+            bad = await client.prepare("no-such-op", "cpu")
+            verdict = await client.verify(
+                VerifyRequest(op="rmsnorm", source=HONEST, device="cpu"), timeout_s=180
+            )
+            return ok, bad, verdict.verdict, client.workers_started
+        finally:
+            await client.close()
+
+    ok, bad, verdict, started = asyncio.run(go())
+    assert ok == {"seconds": 0.0}
+    assert "no-such-op" in bad["error"]
+    assert (verdict, started) == ("pass", 1)

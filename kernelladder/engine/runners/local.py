@@ -66,6 +66,7 @@ class LocalRunner(RunnerBase):
         self._fresh_start: asyncio.Future[Any] | None = None
         self._fresh_slot = ""
         self._fresh_used = False  # it has timed a re-measure: a new fresh request replaces it
+        self.fresh_prepared: dict[str, Any] | None = None  # its "prepared" answer, on a GPU
 
     @property
     def slots(self) -> int:
@@ -116,9 +117,11 @@ class LocalRunner(RunnerBase):
         finally:
             free.put_nowait((slot, client))
 
-    def prepare_fresh_worker(self) -> None:
+    def prepare_fresh_worker(self, op: Any = None) -> None:
         """Start the re-measure's worker now, beside the pool's (its start -- Python, torch,
-        the CUDA context -- overlaps the last verifications instead of following them)."""
+        the CUDA context -- overlaps the last verifications instead of following them),
+        then have it compile `op`'s torch.compile baselines, the GPU shared, so the
+        re-measure's timing turns wait for no compile."""
         if self._pool is None or self._fresh is not None or not self._pool.clients:
             return
         from kernelladder.verifier.client import WorkerClient
@@ -127,7 +130,15 @@ class LocalRunner(RunnerBase):
         self._fresh = WorkerClient(first._factory, arbiter=first.arbiter)
         self._fresh.redactor = first.redactor
         self._fresh_slot = f"{self._pool.slot_names[0]}/fresh"
-        self._fresh_start = asyncio.ensure_future(self._fresh.hello())
+        self._fresh_start = asyncio.ensure_future(self._start_fresh(self._fresh, op))
+
+    async def _start_fresh(self, fresh: Any, op: Any) -> dict[str, Any]:
+        """The fresh worker's hello; then, on a GPU, its baselines compiled for `op`
+        (what that answered is kept in fresh_prepared)."""
+        hello = await fresh.hello()
+        if op is not None and self.device == "cuda":
+            self.fresh_prepared = await fresh.prepare(op, self.device)
+        return hello
 
     async def _verify_fresh(
         self,

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Where one verification's speed stage spends its time (issue 25): a candidate verified
+in this process, as a pipelined worker verifies it, a few times over, and for the last
+of them: the stage's wall clock, the timer's calls (how many, their wall, and how much
+of it was trials: the flushed, timed launches themselves), and the verifier's functions
+by their own time (cProfile), so the overhead around the trials has a name.
+
+    python3 bench/speed_stage.py [--ops rmsnorm softmax attention] [--repeat 3]
+                                 [--from examples/h200-OP-search] [--attempt N]
+
+Each op's candidate is the best attempt of its committed H200 example run (or --attempt
+N of it). Writes speed_stage.json under --out (default $OUT, else ./speed-stage-out) and
+prints a short table last. Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+EXAMPLES = {
+    "rmsnorm": "examples/h200-rmsnorm-search",
+    "softmax": "examples/h200-softmax-search",
+    "attention": "examples/h200-attention-search",
+    "kv_quant": "examples/h200-kv-quant-search",
+    "int8_matmul": "examples/h200-int8-matmul-search",
+}
+
+
+def best_attempt(run: Path) -> int:
+    """The run's best: its last BestConfirmed's attempt, else its last BestImproved's."""
+    best = None
+    for line in (run / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e.get("kind") in ("best_improved", "best_confirmed") and e.get("attempt"):
+            best = int(e["attempt"])
+    if best is None:
+        raise SystemExit(f"speed_stage: no best in {run}")
+    return best
+
+
+class TimerCalls:
+    """GpuTimer.time and GpuTimer._measure wrapped: calls, wall and trials' own time."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.time_calls = 0
+        self.time_wall = 0.0
+        self.measure_calls = 0
+        self.trial_ms = 0.0  # the sum of the timed trials' CUDA-event times
+
+    def install(self) -> None:
+        from kernelladder.verifier import timing
+
+        orig_time, orig_measure = timing.GpuTimer.time, timing.GpuTimer._measure
+        calls = self
+
+        def time_(self_: Any, fn: Any, target_ms: float = timing.TARGET_MS) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return orig_time(self_, fn, target_ms)
+            finally:
+                calls.time_calls += 1
+                calls.time_wall += time.perf_counter() - t0
+
+        def measure(self_: Any, fn: Any, trials: int, sleep_cycles: int = 0) -> list[float]:
+            out = orig_measure(self_, fn, trials, sleep_cycles)
+            calls.measure_calls += 1
+            calls.trial_ms += sum(out)
+            return out
+
+        timing.GpuTimer.time = time_  # type: ignore[method-assign]
+        timing.GpuTimer._measure = measure  # type: ignore[method-assign]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", nargs="+", default=["rmsnorm", "softmax", "attention"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--attempt", type=int, default=None)
+    ap.add_argument("--paired-min-rounds", type=int, default=None)
+    ap.add_argument("--device", default="cuda", help="cpu: the interpreter (a dry run)")
+    ap.add_argument("--out", default=os.environ.get("OUT") or "speed-stage-out")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("speed_stage: needs a GPU (torch.cuda.is_available() is False)")
+        return 2
+    from kernelladder.verifier import fence, selftest
+    from kernelladder.verifier.gates import Verifier, environment_info
+    from kernelladder.verifier.options import VerifyOptions
+
+    fence.install_launch_counter()
+    selftest.warm_compilers(args.device)
+    calls = TimerCalls()
+    calls.install()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    scratch = tempfile.mkdtemp(prefix="kl-speed-stage-")
+    verifier = Verifier(args.device, scratch, environment_info(args.device))
+    for op in args.ops:
+        run = ROOT / EXAMPLES[op]
+        n = args.attempt or best_attempt(run)
+        source = (run / "attempts" / f"{n}.py").read_text()
+        opts = VerifyOptions(
+            op=op,
+            source=source,
+            device=args.device,
+            min_speedup=0.0,
+            pipeline=True,
+            paired_min_rounds=args.paired_min_rounds,
+        )
+        rows = []
+        for i in range(args.repeat):
+            stages: dict[str, float] = {}
+            mark = [time.perf_counter(), None]
+
+            def stage(name: str, gpu: str, stages: dict = stages, mark: list = mark) -> None:
+                now = time.perf_counter()
+                if mark[1] is not None:
+                    stages[mark[1]] = stages.get(mark[1], 0.0) + now - mark[0]
+                mark[0], mark[1] = now, name
+
+            calls.reset()
+            prof = cProfile.Profile() if i == args.repeat - 1 else None
+            t0 = time.perf_counter()
+            with prof if prof is not None else contextlib.nullcontext():
+                outcome = verifier.verify(opts, stage=stage)
+            wall = time.perf_counter() - t0
+            if mark[1] is not None:
+                stages[mark[1]] = stages.get(mark[1], 0.0) + time.perf_counter() - mark[0]
+            v = outcome.verdict
+            speed = v.gates.get("speed")
+            per_shape = (speed.evidence or {}).get("per_shape", []) if speed else []
+            rounds = sum(((s.get("paired") or {}).get("rounds") or 0) for s in per_shape)
+            row = {
+                "verdict": v.verdict,
+                "wall_s": round(wall, 3),
+                "stages_s": {k: round(x, 3) for k, x in stages.items()},
+                "timer_time_calls": calls.time_calls,
+                "timer_time_wall_s": round(calls.time_wall, 3),
+                "measure_calls": calls.measure_calls,
+                "trials_s": round(calls.trial_ms / 1e3, 3),
+                "rounds": rounds,
+                "words": [(s.get("paired") or {}).get("verdict") for s in per_shape],
+            }
+            if prof is not None:
+                buf = io.StringIO()
+                st = pstats.Stats(prof, stream=buf)
+                st.sort_stats("tottime").print_stats(25)
+                row["profile_tottime"] = buf.getvalue()
+                buf = io.StringIO()
+                st = pstats.Stats(prof, stream=buf)
+                st.sort_stats("cumulative").print_stats("kernelladder", 40)
+                row["profile_cumulative"] = buf.getvalue()
+            rows.append(row)
+            print(op, i, {k: row[k] for k in row if not k.startswith("profile")}, flush=True)
+        results[op] = {"attempt": n, "runs": rows}
+    (out / "speed_stage.json").write_text(json.dumps(results, indent=1))
+    for op, r in results.items():
+        print(f"\n=== {op} #{r['attempt']}: cProfile, last run, by own time")
+        print(r["runs"][-1]["profile_tottime"][:6000])
+        print(f"=== {op}: cumulative, kernelladder only")
+        print(r["runs"][-1]["profile_cumulative"][:6000])
+    print(f"\n{'op':12} {'wall s':>7} {'speed s':>8} {'time() n':>9} {'time() s':>9} "
+          f"{'trials s':>9} {'rounds':>7}")  # fmt: skip
+    for op, r in results.items():
+        last = r["runs"][-1]
+        print(
+            f"{op:12} {last['wall_s']:7.2f} {last['stages_s'].get('speed', 0):8.2f} "
+            f"{last['timer_time_calls']:9d} {last['timer_time_wall_s']:9.2f} "
+            f"{last['trials_s']:9.2f} {last['rounds']:7d}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
