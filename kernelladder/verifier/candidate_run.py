@@ -240,15 +240,17 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
 
     # --- the run ------------------------------------------------------------------------
     def _prepare_baselines(self) -> None:
-        """Pipelined on a GPU: torch.compile's baselines compiled at every shape with
-        the GPU shared (beside correctness runs), before the candidate is loaded, so the
-        timing turn, which has the GPU to itself, only times. Once per worker."""
+        """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
+        the candidate is loaded, once per worker, so its timing turns only time. The GPU
+        is held alone for it: inductor benchmarks its kernels' configs as it compiles, and
+        beside correctness runs it once kept a config 3.7x slower (kv_quant at 4096x32x128,
+        a baseline that made a candidate look 1.5x faster until the re-measure)."""
         if self.stage is None or not self.cuda or not self.opts.baselines:
             return
         if not self.v.baselines_unprepared(self.spec, self.shapes):
             return
-        self.report("speed", "compiling torch.compile's baselines (the GPU shared)")
-        self._enter("baselines", "shared")
+        self.report("speed", "compiling torch.compile's baselines (the GPU to itself)")
+        self._enter("baselines", "exclusive")
         try:
             self.v.prepare_baselines(self.spec, self.shapes, self.seeds[0])
         except Exception:  # the speed gate compiles what is left, and says what fails

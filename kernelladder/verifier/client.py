@@ -390,7 +390,7 @@ class WorkerClient:
 
     # --- verify -------------------------------------------------------------------------
     async def prepare(self, op: Any, device: str, timeout_s: float = 300.0) -> dict[str, Any]:
-        """Have the worker compile an op's torch.compile baselines now, the GPU shared
+        """Have the worker compile an op's torch.compile baselines now, the GPU to itself
         (its GPU's arbiter asked, as for a verification's stage), so its first timing
         turn only times: the worker's "prepared" line ({"seconds": s} or {"error": why}).
         A worker gone or silent is discarded (its next request starts another)."""

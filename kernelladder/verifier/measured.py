@@ -182,9 +182,9 @@ class MeasuredTimes:
 
     def prepare_baselines(self, spec: OpSpec, shapes: Sequence[Shape], seed: int) -> float:
         """torch.compile of the reference compiled (and run once) at each shape not yet
-        done, so that no timing turn, which has the GPU to itself, waits for a compile;
-        the caller holds the GPU beside correctness runs. Seconds taken. A compile that
-        fails is left to the speed gate, which says so as before."""
+        done, so that no timing turn waits for a compile. Seconds taken. A compile that
+        fails is left to the speed gate, which says so as before. The caller holds the GPU
+        alone: inductor benchmarks its kernels' configs as it compiles."""
         start = TRUSTED.perf_counter()
         for shape in self.baselines_unprepared(spec, shapes):
             self._prepared.add((_spec_key(spec), shape.label))

@@ -271,7 +271,8 @@ def _await_go(channel: _Channel, req_id: Any) -> dict[str, Any]:
 
 def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str) -> None:
     """A "prepare" request: torch.compile's baselines of an op compiled at every shape of
-    its suite, the GPU shared (a stage, as a verification's), before any candidate comes;
+    its suite, the GPU to itself (a stage, as a verification's: inductor benchmarks its
+    configs as it compiles), before any candidate comes;
     answered "prepared" with the seconds it took (or why not)."""
     from kernelladder.verifier.gates import VerifyOptions
 
@@ -285,7 +286,7 @@ def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str)
             str(opts.suite), spec.shapes_for(opts.device)
         )
         if verifier.baselines_unprepared(spec, shapes):
-            channel.send({"type": "stage", "id": req_id, "stage": "baselines", "gpu": "shared"})
+            channel.send({"type": "stage", "id": req_id, "stage": "baselines", "gpu": "exclusive"})
             _await_go(channel, req_id)
             seconds = verifier.prepare_baselines(spec, shapes, (opts.seeds or (0,))[0])
         else:

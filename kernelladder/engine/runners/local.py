@@ -120,7 +120,7 @@ class LocalRunner(RunnerBase):
     def prepare_fresh_worker(self, op: Any = None) -> None:
         """Start the re-measure's worker now, beside the pool's (its start -- Python, torch,
         the CUDA context -- overlaps the last verifications instead of following them),
-        then have it compile `op`'s torch.compile baselines, the GPU shared, so the
+        then have it compile `op`'s torch.compile baselines (the GPU to itself), so the
         re-measure's timing turns wait for no compile."""
         if self._pool is None or self._fresh is not None or not self._pool.clients:
             return
