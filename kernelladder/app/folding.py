@@ -157,6 +157,7 @@ def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
 _STAGES = {
     "load": "compile", "compile": "compile", "correctness": "correct", "fence": "correct",
     "anti-cheat": "correct", "determinism": "correct", "speed": "time", "profile": "profile",
+    "baselines": "baselines",  # a worker's first: torch.compile's baselines compiled
 }  # fmt: skip
 
 

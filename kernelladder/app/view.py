@@ -57,7 +57,8 @@ class AttemptView:
     source_hash: str = ""
     elapsed_s: float = 0.0
     retries: int = 0
-    stage: str = ""  # where it is now: "compile" | "correct" | "time" | "profile" | ""
+    # where it is now: "baselines" | "compile" | "correct" | "time" | "profile" | ""
+    stage: str = ""
     vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
 
     @property

@@ -249,7 +249,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             return
         if not self.v.baselines_unprepared(self.spec, self.shapes):
             return
-        self.report("speed", "compiling torch.compile's baselines (the GPU to itself)")
+        self.report("baselines", "compiling torch.compile's baselines (the GPU to itself)")
         self._enter("baselines", "exclusive")
         try:
             self.v.prepare_baselines(self.spec, self.shapes, self.seeds[0])

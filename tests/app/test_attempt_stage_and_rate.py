@@ -1,5 +1,5 @@
-"""Where the time goes, on screen: the stage a running attempt is in (compile, correct,
-time; profile while a judged one is profiled), in the header of a live run the verified
+"""Where the time goes, on screen: the stage a running attempt is in (baselines, compile,
+correct, time; profile while a judged one is profiled), in the header of a live run the verified
 attempts per minute, and a paused run's branches as waiting with it. Fed from the committed H200 rmsnorm run's log, cut while
 an attempt runs, plus the progress lines a worker and a profile send."""
 
@@ -36,7 +36,13 @@ def _with(events: list[ev.Event], *more: ev.Event) -> v.RunView:
 def test_a_running_attempt_shows_the_stage_it_is_in():
     events, n = _running()
     assert _with(events).attempts[n].stage == ""  # started, no progress yet
-    for gate, stage in (("compile", "compile"), ("correctness", "correct"), ("speed", "time")):
+    steps = (
+        ("baselines", "baselines"),  # a worker's first: torch.compile's baselines compiled
+        ("compile", "compile"),
+        ("correctness", "correct"),
+        ("speed", "time"),
+    )
+    for gate, stage in steps:
         a = _with(events, ev.AttemptProgress(attempt=n, gate=gate, message="...")).attempts[n]
         assert a.stage == stage
         assert fmt.attempt_result(a, True) == f"running: {stage}"
