@@ -385,9 +385,6 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
             )
         self._started = True
-        # whether ncu is here is asked beside the first verifications (a verdict that
-        # could be profiled waits for the answer: _profiling_known)
-        self._profiling_check = asyncio.ensure_future(self._profiling_decided())
         if self.op.reference_note and not self._resumed:
             self._emit(ev.Notice(level="info", message=self.op.reference_note))
         knowledge = self.op.description.get("knowledge_files") or []
@@ -408,6 +405,9 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             self._emit(ev.Notice(level="error", message=runner_error))
             self._stop_detail = runner_error
             return False
+        # whether ncu is here is asked beside the first verifications (a verdict that
+        # could be profiled waits for the answer: _profiling_known)
+        self._profiling_check = asyncio.ensure_future(self._profiling_decided())
         if not self._resumed:
             try:
                 labels = list(self.proposer.strategies(self.op.description, self.options.branches))

@@ -390,39 +390,31 @@ class WorkerClient:
 
     # --- verify -------------------------------------------------------------------------
     async def prepare(self, op: Any, device: str, timeout_s: float = 300.0) -> dict[str, Any]:
-        """Have the worker compile an op's torch.compile baselines now, the GPU to itself
-        (its GPU's arbiter asked, as for a verification's stage), so its first timing
-        turn only times: the worker's "prepared" line ({"seconds": s} or {"error": why}).
-        A worker gone or silent is discarded (its next request starts another)."""
+        """The worker compiles an op's torch.compile baselines now, the GPU to itself (as a
+        stage): {"seconds": s} or {"error": why}; a worker gone or silent is discarded."""
         async with self._lock:
             await self._ensure_started()
-            transport = self._transport
+            transport, req_id, held = self._transport, uuid.uuid4().hex, []
             assert transport is not None
-            req_id = uuid.uuid4().hex
-            held: list[str] = []
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout_s
+            deadline = asyncio.get_running_loop().time() + timeout_s
             try:
-                transport.stdin.write(
-                    encode({"type": "prepare", "id": req_id, "op": op, "device": device})
-                )
+                msg: dict[str, Any] = {"type": "prepare", "id": req_id, "op": op, "device": device}
+                transport.stdin.write(encode(msg))
                 await _within(transport.stdin.drain(), 30)
-                while True:
-                    line = await _within(
-                        transport.stdout.readline(), max(0.01, deadline - loop.time())
-                    )
+                while msg.get("type") not in ("prepared", "error") or msg.get("id") != req_id:
+                    left = max(0.01, deadline - asyncio.get_running_loop().time())
+                    line = await _within(transport.stdout.readline(), left)
                     if not line:
                         raise ConnectionError("the worker exited")
-                    with contextlib.suppress(ValueError):
+                    try:
                         msg = decode(line)
-                        if msg.get("id") != req_id:
-                            continue
-                        if msg.get("type") == "stage":
-                            gpu = str(msg.get("gpu") or "none")
-                            if await self._grant_stage(transport, req_id, "baselines", gpu, held, None) is None:  # fmt: skip
-                                raise ConnectionError("the worker was gone")
-                        elif msg.get("type") in ("prepared", "error"):
-                            return {k: v for k, v in msg.items() if k not in ("type", "id")}
+                    except ValueError:
+                        continue
+                    if msg.get("type") == "stage" and msg.get("id") == req_id:
+                        gpu = str(msg.get("gpu") or "none")
+                        if await self._grant_stage(transport, req_id, "baselines", gpu, held, None) is None:  # fmt: skip
+                            raise ConnectionError("the worker was gone")
+                return {k: v for k, v in msg.items() if k not in ("type", "id")}
             except asyncio.CancelledError:
                 await self._discard()
                 raise
