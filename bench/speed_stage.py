@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Where one verification's speed stage spends its time (issue 25): a candidate verified
 in this process, as a pipelined worker verifies it, a few times over, and for the last
-of them: the stage's wall clock, the timer's calls (how many, their wall, and how much
+of them: the stage's wall clock, the timer's timings (how many, their wall, and how much
 of it was trials: the flushed, timed launches themselves), and the verifier's functions
 by their own time (cProfile), so the overhead around the trials has a name.
 
     python3 bench/speed_stage.py [--ops rmsnorm softmax attention] [--repeat 3]
-                                 [--from examples/h200-OP-search] [--attempt N]
+                                 [--attempt N] [--paired-min-rounds N] [--device cpu]
 
 Each op's candidate is the best attempt of its committed H200 example run (or --attempt
 N of it). Writes speed_stage.json under --out (default $OUT, else ./speed-stage-out) and
-prints a short table last. Needs a GPU.
+prints a short table last. Needs a GPU (`--device cpu`: a dry run in the interpreter, nothing timed).
 """
 
 from __future__ import annotations
@@ -31,13 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-EXAMPLES = {
-    "rmsnorm": "examples/h200-rmsnorm-search",
-    "softmax": "examples/h200-softmax-search",
-    "attention": "examples/h200-attention-search",
-    "kv_quant": "examples/h200-kv-quant-search",
-    "int8_matmul": "examples/h200-int8-matmul-search",
-}
+
+def example_run(op: str) -> Path:
+    """The op's committed H200 search (examples/h200-OP-search, "_" written "-")."""
+    return ROOT / "examples" / f"h200-{op.replace('_', '-')}-search"
 
 
 def best_attempt(run: Path) -> int:
@@ -53,7 +50,8 @@ def best_attempt(run: Path) -> int:
 
 
 class TimerCalls:
-    """GpuTimer.time and GpuTimer._measure wrapped: calls, wall and trials' own time."""
+    """GpuTimer.time_planned (every timing) and GpuTimer._measure wrapped: timings, their
+    wall, and the trials' own time."""
 
     def __init__(self) -> None:
         self.reset()
@@ -67,13 +65,13 @@ class TimerCalls:
     def install(self) -> None:
         from kernelladder.verifier import timing
 
-        orig_time, orig_measure = timing.GpuTimer.time, timing.GpuTimer._measure
+        orig_time, orig_measure = timing.GpuTimer.time_planned, timing.GpuTimer._measure
         calls = self
 
-        def time_(self_: Any, fn: Any, target_ms: float = timing.TARGET_MS) -> Any:
+        def time_(self_: Any, fn: Any, target_ms: float, plan: dict) -> Any:
             t0 = time.perf_counter()
             try:
-                return orig_time(self_, fn, target_ms)
+                return orig_time(self_, fn, target_ms, plan)
             finally:
                 calls.time_calls += 1
                 calls.time_wall += time.perf_counter() - t0
@@ -84,13 +82,14 @@ class TimerCalls:
             calls.trial_ms += sum(out)
             return out
 
-        timing.GpuTimer.time = time_  # type: ignore[method-assign]
+        timing.GpuTimer.time_planned = time_  # type: ignore[method-assign]
         timing.GpuTimer._measure = measure  # type: ignore[method-assign]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ops", nargs="+", default=["rmsnorm", "softmax", "attention"])
+    ops = ("rmsnorm", "softmax", "attention", "kv_quant", "int8_matmul")
+    ap.add_argument("--ops", nargs="+", default=list(ops[:3]), choices=ops)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--attempt", type=int, default=None)
     ap.add_argument("--paired-min-rounds", type=int, default=None)
@@ -118,7 +117,7 @@ def main() -> int:
     scratch = tempfile.mkdtemp(prefix="kl-speed-stage-")
     verifier = Verifier(args.device, scratch, environment_info(args.device))
     for op in args.ops:
-        run = ROOT / EXAMPLES[op]
+        run = example_run(op)
         n = args.attempt or best_attempt(run)
         source = (run / "attempts" / f"{n}.py").read_text()
         opts = VerifyOptions(
@@ -181,7 +180,7 @@ def main() -> int:
         print(r["runs"][-1]["profile_tottime"][:6000])
         print(f"=== {op}: cumulative, kernelladder only")
         print(r["runs"][-1]["profile_cumulative"][:6000])
-    print(f"\n{'op':12} {'wall s':>7} {'speed s':>8} {'time() n':>9} {'time() s':>9} "
+    print(f"\n{'op':12} {'wall s':>7} {'speed s':>8} {'timings':>9} {'timing s':>9} "
           f"{'trials s':>9} {'rounds':>7}")  # fmt: skip
     for op, r in results.items():
         last = r["runs"][-1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.verifier import fence
+from kernelladder.verifier.timing import time_with_plan
 from kernelladder.verifier.verdict import beyond_margin, fastest_baseline
 
 # Back-to-back rounds with the fastest baseline when the two are this close (relative):
@@ -112,16 +113,13 @@ def time_rounds(
     `candidate_plan`: the candidate's GpuTimer plan at this shape, from its first look."""
     out = Rounds()
     # each side probed once (the GPU timer's plan), then timed round after round
-    planned = getattr(timer, "time_planned", None)
     plans: dict[str, dict] = {
         "candidate": candidate_plan if candidate_plan is not None else {},
         "rival": {},
     }
 
     def time_one(who: str, fn: Callable[[], Any]) -> Any:
-        if planned is None:  # a test's timer
-            return timer.time(fn, PAIRED_TARGET_MS)
-        return planned(fn, PAIRED_TARGET_MS, plans[who])
+        return time_with_plan(timer, fn, PAIRED_TARGET_MS, plans[who])
 
     for r in range(rounds):
         for who in ("candidate", "rival") if r % 2 == 0 else ("rival", "candidate"):

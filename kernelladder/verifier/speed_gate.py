@@ -26,7 +26,7 @@ from kernelladder.verifier.paired_rounds import (
     settled_word,
     time_rounds,
 )
-from kernelladder.verifier.timing import TARGET_MS, Timing, pooled
+from kernelladder.verifier.timing import TARGET_MS, Timing, pooled, time_with_plan
 from kernelladder.verifier.verdict import (
     FAIL,
     PASS,
@@ -50,17 +50,6 @@ __all__ = [
 
 def _fmt_ms(ms: float | None) -> str:
     return "n/a" if ms is None else (f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms")
-
-
-def _time_with_plan(
-    timer: Any, fn: Callable[[], Any], target_ms: float, plans: dict[str, dict], key: str
-) -> Timing:
-    """The candidate timed at one shape, probed once for all its timings there (a first
-    look, more trials, the rounds: GpuTimer.time_planned); a test's timer times plainly."""
-    planned = getattr(timer, "time_planned", None)
-    if planned is None:
-        return timer.time(fn, target_ms)
-    return planned(fn, target_ms, plans.setdefault(key, {}))
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -189,7 +178,9 @@ class SpeedGate:
             calls the checked calls."""
             last[1] = 0
             launches0 = fence.STATE.launches
-            timing = _time_with_plan(timer, timed, target_ms, self._plans, shape.label)
+            timing = time_with_plan(
+                timer, timed, target_ms, self._plans.setdefault(shape.label, {})
+            )
             launched = fence.STATE.launches - launches0
             if not self._check_integrity("being timed"):
                 raise _Stop

@@ -163,6 +163,14 @@ class GpuTimer:
         return max(parts) if parts else None
 
 
+def time_with_plan(timer: Any, fn: Callable[[], Any], target_ms: float, plan: dict) -> Timing:
+    """`fn` timed by `timer` with its plan (GpuTimer.time_planned: probed once for every
+    timing of the same call); a timer without plans (a test's table of times) times it
+    plainly."""
+    planned = getattr(timer, "time_planned", None)
+    return timer.time(fn, target_ms) if planned is None else planned(fn, target_ms, plan)
+
+
 def _measure_rates(timer: GpuTimer) -> dict[str, float]:
     rates: dict[str, float] = {}
     dev = timer.device
