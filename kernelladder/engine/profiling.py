@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import statistics
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.op_info import START_ATTEMPT
+from kernelladder.engine.rules import attempts_left
 from kernelladder.engine.standing_rank import is_gain, merit_of
 
 PROFILED_AS_BEST = ("the start", "new best")
@@ -29,6 +32,22 @@ PROFILE_PHASES = {
     "replay": "profile: ncu replaying the call (the GPU to itself)",
     "export": "profile: exporting the report (no GPU held)",
 }
+
+
+def profile_lands_late(proposals_left: int, walls: list[float], gaps: list[float]) -> str:
+    """Why a profile would land after the last of `proposals_left` proposals (a branch's,
+    each about the median of `gaps` apart while the profile takes about the median of
+    this run's `walls`), else "" (also with too few figures to tell)."""
+    if not walls or len(gaps) < 2 or proposals_left >= 1 << 29:
+        return ""
+    wall, gap = statistics.median(walls), statistics.median(gaps)
+    during = wall / gap if gap > 0 else float("inf")
+    if during <= proposals_left + 0.5:  # a proposal may well still read it
+        return ""
+    return (
+        f"it would land after the branch's last proposal ({max(0, proposals_left)} left, "
+        f"one every {gap:.1f} s; a profile takes about {wall:.0f} s)"
+    )
 
 
 class Profiling:
@@ -63,7 +82,46 @@ class Profiling:
         if b.best_attempt is None or b.best_attempt in done:
             return ""
         since = [m for m in b.attempts if m > b.best_attempt and s.attempts[m].verdict]
-        return "branch stalled" if len(since) == 3 else ""
+        if len(since) != 3:
+            return ""
+        late = self._stalled_profile_late(bid)
+        if late:
+            self._profiled.add(b.best_attempt)  # decided once
+            self._emit(
+                ev.Notice(
+                    level="info",
+                    message=f"profile of #{b.best_attempt} (branch stalled) skipped: {late}",
+                    branch_id=bid,
+                )
+            )
+            return ""
+        return "branch stalled"
+
+    def _stalled_profile_late(self, bid: str) -> str:
+        """Why a stalled branch's profile would inform none of its proposals (it lands
+        after the branch's last one), else "". Judged from this run's own figures: the
+        profiles' wall so far, the branch's time between verdicts, the attempts it has
+        left before its stagnation stop and of the run's max-attempts."""
+        s = self.state
+        b = s.branches[bid]
+        walls = [
+            float(p["wall_s"])
+            for p in s.profiles.values()
+            if isinstance(p.get("wall_s"), int | float)
+        ]
+        judged = sorted(
+            t for m in b.attempts if (t := s.attempts[m].judged_ts) is not None and t > 0
+        )[-4:]
+        gaps = [later - earlier for earlier, later in zip(judged, judged[1:], strict=False)]
+        limit = s.setting("stagnation")
+        left = attempts_left(s)
+        open_branches = sum(1 for x in s.branches.values() if not x.closed)
+        if left < 1 << 30:  # the run's attempts, shared by its open branches
+            left = math.ceil(left / max(1, open_branches))
+        if limit:
+            left = min(left, int(limit) - b.stagnation)
+        in_flight = sum(1 for m in b.attempts if not s.attempts[m].verdict)
+        return profile_lands_late(left - in_flight, walls, gaps)
 
     def _last_profiled_best(self) -> int | None:
         """The latest attempt profiled as the start or a new best (profiled or pending)."""

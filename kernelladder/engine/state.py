@@ -370,6 +370,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
 def _profile_ready(s: RunState, e: ev.ProfileReady) -> None:
     s.profiles[e.attempt] = {
         "status": e.status, "reason": e.reason, "summary": dict(e.summary), "report": e.report,
+        "wall_s": e.wall_s,
     }  # fmt: skip
 
 

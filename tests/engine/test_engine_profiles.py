@@ -113,35 +113,83 @@ async def test_profile_off(tmp_path, profiled):
     assert profiled == [] and not state.profiles
 
 
-async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
-    class AfterTheRunsBest(ScriptedProposer):
-        """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch
-        best that is not the run's (not profiled as a new best)."""
+class AfterTheRunsBest(ScriptedProposer):
+    """b2 proposes only once b1's 2.0x is the run's best, so b2's 1.2x is a branch
+    best that is not the run's (not profiled as a new best)."""
 
-        async def propose(self, ctx):
-            if ctx.branch_id == "b2":
-                await until(
+    async def propose(self, ctx):
+        if ctx.branch_id == "b2":
+            await until(
                     lambda: any(c.branch_id == "b1" and c.parent_attempt not in (None, 0)
                                 for c in self.contexts),
                     what="b1's best",
                 )  # fmt: skip
-            return await super().propose(ctx)
+        return await super().propose(ctx)
 
+
+def _stalling_run(tmp_path, **options):
+    """b1 finds the run's best (2.0x); b2's best (1.2x) is then followed by three
+    attempts without a gain: b2 stalls."""
     proposer = AfterTheRunsBest(
         {
             "b1": [move("pass 2.0"), move("pass 1.0")],
             "b2": [move("pass 1.2"), move("pass 1.0"), move("pass 1.0"), move("pass 1.0")],
         }
     )
-    run, _ = _run(tmp_path, [], max_attempts=10, branches=2)
+    run, _ = _run(tmp_path, [], max_attempts=10, branches=2, **options)
     run.proposer = proposer
-    state = await run.run()
+    return run
+
+
+async def test_a_stalled_branch_has_its_best_profiled(tmp_path, profiled):
+    state = await _stalling_run(tmp_path).run()
     reasons = {n: p["reason"] for n, p in state.profiles.items()}
     b2_best = state.branches["b2"].best_attempt
     assert reasons[0] == "the start"
     assert reasons[state.best_attempt] == "new best"
     assert reasons[b2_best] == "branch stalled"
     assert len(reasons) == 3
+
+
+async def test_a_stalled_branch_s_profile_that_would_land_too_late_is_skipped(
+    tmp_path, monkeypatch
+):
+    """A profile takes 30 s here (ProfileReady.wall_s) and b2 judges an attempt every few
+    milliseconds with one left before its stagnation stop (4): the profile would land
+    after b2's last proposal, so it is not taken, and the log says why."""
+
+    async def slow_profile(op_wire, source, out_dir, name, timeout_s=300.0, **holds):
+        return profile_mod.ProfileOutcome("ok", summary=_summary(), report="", wall_s=30.0)
+
+    monkeypatch.setattr(profile_mod, "availability", lambda *a, **k: (True, "ncu (double)"))
+    monkeypatch.setattr(profile_mod, "profile_candidate_async", slow_profile)
+    state = await _stalling_run(tmp_path, stagnation=4).run()
+    b2_best = state.branches["b2"].best_attempt
+    reasons = {n: p["reason"] for n, p in state.profiles.items()}
+    assert b2_best not in reasons and reasons[state.best_attempt] == "new best"
+    assert state.profiles[0]["wall_s"] == 30.0  # what the decision read
+    [skipped] = [n.message for n in state.notices if "skipped" in n.message]
+    assert skipped.startswith(f"profile of #{b2_best} (branch stalled) skipped: it would land ")
+    assert "a profile takes about 30 s" in skipped
+
+
+@pytest.mark.parametrize(
+    ("left", "walls", "gaps", "late"),
+    [
+        # figures of this branch-stalled profile decision on the H200 (2026-12-02 logs)
+        (3, [11.0, 11.0], [2.3, 2.2, 2.4], True),  # kv_quant #19: none of b3's read it
+        (1, [11.0], [3.2, 3.1], True),  # softmax #11: its branch stopped first
+        (3, [14.0, 14.0], [4.7, 4.6, 4.8], False),  # kv_quant #5: read by six
+        (5, [9.0], [4.0, 4.1], False),  # rmsnorm #12: read by three
+        (3, [], [2.0, 2.0], False),  # no profile's wall yet: profile
+        (3, [11.0], [2.0], False),  # one gap: too few figures to tell
+        (1 << 30, [11.0], [0.1, 0.1], False),  # no stagnation stop, no max-attempts
+    ],
+)
+def test_profile_lands_late(left, walls, gaps, late):
+    from kernelladder.engine.profiling import profile_lands_late
+
+    assert bool(profile_lands_late(left, walls, gaps)) is late
 
 
 async def test_a_new_best_within_the_noise_is_not_profiled_and_the_log_says_why(tmp_path, profiled):
