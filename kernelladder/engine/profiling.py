@@ -38,7 +38,7 @@ def profile_lands_late(proposals_left: int, walls: list[float], gaps: list[float
     """Why a profile would land after the last of `proposals_left` proposals (a branch's,
     each about the median of `gaps` apart while the profile takes about the median of
     this run's `walls`), else "" (also with too few figures to tell)."""
-    if not walls or len(gaps) < 2 or proposals_left >= 1 << 29:
+    if not walls or len(gaps) < 2:
         return ""
     wall, gap = statistics.median(walls), statistics.median(gaps)
     during = wall / gap if gap > 0 else float("inf")
@@ -113,15 +113,16 @@ class Profiling:
             t for m in b.attempts if (t := s.attempts[m].judged_ts) is not None and t > 0
         )[-4:]
         gaps = [later - earlier for earlier, later in zip(judged, judged[1:], strict=False)]
-        limit = s.setting("stagnation")
-        left = attempts_left(s)
-        open_branches = sum(1 for x in s.branches.values() if not x.closed)
-        if left < 1 << 30:  # the run's attempts, shared by its open branches
-            left = math.ceil(left / max(1, open_branches))
-        if limit:
-            left = min(left, int(limit) - b.stagnation)
+        bounds = []  # what the branch has left: of the run's attempts, before its stagnation stop
+        if s.setting("max_attempts"):  # the run's attempts, shared by its open branches
+            open_branches = sum(1 for x in s.branches.values() if not x.closed)
+            bounds.append(math.ceil(attempts_left(s) / max(1, open_branches)))
+        if limit := s.setting("stagnation"):
+            bounds.append(int(limit) - b.stagnation)
+        if not bounds:
+            return ""
         in_flight = sum(1 for m in b.attempts if not s.attempts[m].verdict)
-        return profile_lands_late(left - in_flight, walls, gaps)
+        return profile_lands_late(min(bounds) - in_flight, walls, gaps)
 
     def _last_profiled_best(self) -> int | None:
         """The latest attempt profiled as the start or a new best (profiled or pending)."""

@@ -261,8 +261,12 @@ class OpSpec(abc.ABC):
             return ()
         return self.unseen.draw(rng, n, device, self.gpu_shapes + self.cpu_shapes)
 
-    def shapes_for(self, device: str) -> tuple[Shape, ...]:
-        return self.gpu_shapes if device.startswith("cuda") else self.cpu_shapes
+    def shapes_for(self, device: str, suite: str | None = None) -> tuple[Shape, ...]:
+        """The suite a verification times: `suite` ("gpu" or "cpu") when named, else
+        the device's own."""
+        if suite in ("gpu", "cpu"):
+            return tuple(self.gpu_shapes if suite == "gpu" else self.cpu_shapes)
+        return tuple(self.gpu_shapes if device.startswith("cuda") else self.cpu_shapes)
 
 
 def aten_name(func: Any) -> str:

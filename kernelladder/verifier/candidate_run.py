@@ -24,6 +24,7 @@ from kernelladder.verifier.compile_ahead import CompileAhead
 from kernelladder.verifier.correctness import CorrectnessTrials
 from kernelladder.verifier.gate_tools import _Broken, _children, _Stop
 from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.measured import BASELINES_GPU
 from kernelladder.verifier.options import (
     DEFAULT_SEEDS,
     Outcome,
@@ -112,12 +113,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         self._plans: dict[str, dict] = {}  # the GPU timer's plan per shape (speed_gate.py)
         self.device = opts.device
         self.cuda = opts.device.startswith("cuda")
-        if opts.suite == "gpu":
-            self.shapes = tuple(spec.gpu_shapes)
-        elif opts.suite == "cpu":
-            self.shapes = tuple(spec.cpu_shapes)
-        else:
-            self.shapes = tuple(spec.shapes_for(opts.device))
+        self.shapes = spec.shapes_for(opts.device, opts.suite)
         self.seeds = opts.seeds or DEFAULT_SEEDS["cuda" if self.cuda else "cpu"]
         # correctness also at shapes no proposer has seen, drawn afresh (seed recorded)
         count = opts.unseen_shapes
@@ -241,16 +237,14 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
     # --- the run ------------------------------------------------------------------------
     def _prepare_baselines(self) -> None:
         """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
-        the candidate is loaded, once per worker, so its timing turns only time. The GPU
-        is held alone for it: inductor benchmarks its kernels' configs as it compiles, and
-        beside correctness runs it once kept a config 3.7x slower (kv_quant at 4096x32x128,
-        a baseline that made a candidate look 1.5x faster until the re-measure)."""
+        the candidate is loaded, once per worker, so its timing turns only time; the GPU
+        held as measured.BASELINES_GPU says (alone)."""
         if self.stage is None or not self.cuda or not self.opts.baselines:
             return
         if not self.v.baselines_unprepared(self.spec, self.shapes):
             return
         self.report("baselines", "compiling torch.compile's baselines (the GPU to itself)")
-        self._enter("baselines", "exclusive")
+        self._enter("baselines", BASELINES_GPU)
         try:
             self.v.prepare_baselines(self.spec, self.shapes, self.seeds[0])
         except Exception:  # the speed gate compiles what is left, and says what fails

@@ -21,6 +21,10 @@ from kernelladder.verifier.options import source_hash
 # this many seconds or uses (a serial one times the reference each time, the baselines once).
 CACHE_REFRESH_S = 120.0
 CACHE_REFRESH_USES = 30
+# How torch.compile's baselines are compiled (prepare_baselines): with the GPU to itself.
+# Inductor benchmarks its kernels' configs as it compiles; beside correctness runs it once
+# kept a config 3.7x slower (kv_quant at 4096x32x128: a candidate looked 1.5x faster).
+BASELINES_GPU = "exclusive"
 
 
 def _spec_key(spec: OpSpec) -> str:

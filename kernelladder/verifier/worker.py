@@ -271,10 +271,10 @@ def _await_go(channel: _Channel, req_id: Any) -> dict[str, Any]:
 
 def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str) -> None:
     """A "prepare" request: torch.compile's baselines of an op compiled at every shape of
-    its suite, the GPU to itself (a stage, as a verification's: inductor benchmarks its
-    configs as it compiles), before any candidate comes;
-    answered "prepared" with the seconds it took (or why not)."""
+    its suite, the GPU held as measured.BASELINES_GPU says (a stage, as a verification's),
+    before any candidate comes; answered "prepared" with the seconds it took (or why not)."""
     from kernelladder.verifier.gates import VerifyOptions
+    from kernelladder.verifier.measured import BASELINES_GPU
 
     req_id = msg.get("id")
     try:
@@ -282,11 +282,11 @@ def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str)
         from kernelladder.ops.registry import op_from_wire
 
         spec = op_from_wire(opts.op)
-        shapes = {"gpu": spec.gpu_shapes, "cpu": spec.cpu_shapes}.get(
-            str(opts.suite), spec.shapes_for(opts.device)
-        )
+        shapes = spec.shapes_for(opts.device, opts.suite)
         if verifier.baselines_unprepared(spec, shapes):
-            channel.send({"type": "stage", "id": req_id, "stage": "baselines", "gpu": "exclusive"})
+            channel.send(
+                {"type": "stage", "id": req_id, "stage": "baselines", "gpu": BASELINES_GPU}
+            )
             _await_go(channel, req_id)
             seconds = verifier.prepare_baselines(spec, shapes, (opts.seeds or (0,))[0])
         else:

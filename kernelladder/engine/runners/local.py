@@ -66,7 +66,6 @@ class LocalRunner(RunnerBase):
         self._fresh_start: asyncio.Future[Any] | None = None
         self._fresh_slot = ""
         self._fresh_used = False  # it has timed a re-measure: a new fresh request replaces it
-        self.fresh_prepared: dict[str, Any] | None = None  # its "prepared" answer, on a GPU
 
     @property
     def slots(self) -> int:
@@ -133,11 +132,11 @@ class LocalRunner(RunnerBase):
         self._fresh_start = asyncio.ensure_future(self._start_fresh(self._fresh, op))
 
     async def _start_fresh(self, fresh: Any, op: Any) -> dict[str, Any]:
-        """The fresh worker's hello; then, on a GPU, its baselines compiled for `op`
-        (what that answered is kept in fresh_prepared)."""
+        """The fresh worker's hello; then, on a GPU, its baselines compiled for `op` (a
+        compile that fails is left to its first verification, which says so)."""
         hello = await fresh.hello()
         if op is not None and self.device == "cuda":
-            self.fresh_prepared = await fresh.prepare(op, self.device)
+            await fresh.prepare(op, self.device)
         return hello
 
     async def _verify_fresh(
