@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich import box
@@ -175,18 +175,22 @@ def summary_line(verdict: Verdict) -> Text:
     return text
 
 
-def stages_line(verdict: Verdict) -> Text | None:
-    """A pipelined verification's stages: "compile 0.4 s · waited for the GPU 3.3 s ·
-    correctness 0.7 s · speed 1.7 s"; None for a serial one."""
-    if not verdict.stages:
-        return None
+def stages_text(stages: Mapping[str, float]) -> str:
+    """A pipelined verification's stages in their order: "compile 0.4 s · waited for the
+    GPU 3.3 s · correctness 0.7 s · speed 1.7 s" (the report and the app's Verdict tab)."""
     names = {"wait": "waited for the GPU", "baselines": "torch.compile's baselines"}
     order = ("baselines", "compile", "wait", "correctness", "speed")
-    parts = [
-        f"{names.get(k, k)} {verdict.stages[k]:.1f} s"
-        for k in sorted(verdict.stages, key=lambda k: order.index(k) if k in order else 9)
-    ]
-    return Text("stages: " + " · ".join(parts), style="dim")
+    return " · ".join(
+        f"{names.get(k, k)} {stages[k]:.1f} s"
+        for k in sorted(stages, key=lambda k: order.index(k) if k in order else 9)
+    )
+
+
+def stages_line(verdict: Verdict) -> Text | None:
+    """The stages line of the report; None for a serial verification."""
+    if not verdict.stages:
+        return None
+    return Text("stages: " + stages_text(verdict.stages), style="dim")
 
 
 def render(verdict: Verdict, console: Console | None = None) -> None:

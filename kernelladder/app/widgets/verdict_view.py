@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.app.verdict_report import stages_text
 from kernelladder.engine.standing_rank import (
     best_baseline_name,
     ranking_noise,
@@ -130,8 +131,7 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         )
     )
     if verdict.stages:
-        stages = "  ".join(f"{k} {s:.1f}s" for k, s in verdict.stages.items())
-        lines.append(Content.styled(f"  stages: {stages}", "$text-muted"))
+        lines.append(Content.styled(f"  stages: {stages_text(verdict.stages)}", "$text-muted"))
     order = [g for g in GATES if g in verdict.gates] + [g for g in verdict.gates if g not in GATES]
     for name in order:
         gate = verdict.gates[name]
