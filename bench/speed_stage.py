@@ -76,8 +76,10 @@ class TimerCalls:
                 calls.time_calls += 1
                 calls.time_wall += time.perf_counter() - t0
 
-        def measure(self_: Any, fn: Any, trials: int, sleep_cycles: int = 0) -> list[float]:
-            out = orig_measure(self_, fn, trials, sleep_cycles)
+        def measure(
+            self_: Any, fn: Any, trials: int, sleep_cycles: int = 0, lead_cycles: int = 0
+        ) -> list[float]:
+            out = orig_measure(self_, fn, trials, sleep_cycles, lead_cycles)
             calls.measure_calls += 1
             calls.trial_ms += sum(out)
             return out

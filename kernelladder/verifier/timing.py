@@ -28,6 +28,12 @@ _GPU_SLEEP = getattr(torch.cuda, "_sleep", None)  # bound at import, before any 
 SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
 MAX_SLEEP_CYCLES = 4_000_000
 PROBE_SLEEP_CYCLES = 200_000  # 0.1 ms: covers the launch of a kernel or two
+# A trial's flush and kernel that take the GPU this much longer than the host takes to
+# enqueue a trial keep the host ahead on their own: one sleep before the first trial (of
+# LEAD_TRIALS trials' sleeps) makes the lead, and it only grows from there, so the GPU
+# no longer idles before every trial. The trials are as many as before.
+LEAD_MARGIN = 1.5
+LEAD_TRIALS = 4
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class GpuTimer:
         self.device = device
         self._flush_buf = TRUSTED.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
         self._rates: dict[str, float] | None = None
+        self.enqueue_ms = 0.0  # the host's time per trial in the last _measure
         self.flush_ms = self._flush_time()
 
     def _flush_time(self) -> float:
@@ -94,21 +101,31 @@ class GpuTimer:
     def _sync(self) -> None:
         TRUSTED.cuda_synchronize()  # device-wide: side-stream work is waited for too
 
-    def _measure(self, fn: Callable[[], Any], trials: int, sleep_cycles: int = 0) -> list[float]:
+    def _measure(
+        self, fn: Callable[[], Any], trials: int, sleep_cycles: int = 0, lead_cycles: int = 0
+    ) -> list[float]:
+        """`trials` flushed trials of `fn`, each between two events: a GPU sleep of
+        `sleep_cycles` before each trial's start event and one of `lead_cycles` before
+        the first, so that the host has enqueued each launch before the GPU reaches it.
+        The host's time per trial is kept in `enqueue_ms` (the plan reads it)."""
         event, record = TRUSTED.cuda_event, TRUSTED.event_record
         starts = [event(enable_timing=True) for _ in range(trials)]
         ends = [event(enable_timing=True) for _ in range(trials)]
         # the stream named once: Event.record looks the current stream up on every call
         stream = TRUSTED.current_stream(self.device)
-        flush, sleep = self._flush, _GPU_SLEEP if sleep_cycles else None
+        flush, sleep = self._flush, _GPU_SLEEP if (sleep_cycles or lead_cycles) else None
         self._sync()
+        t0 = TRUSTED.perf_counter()
+        if sleep is not None and lead_cycles:
+            sleep(lead_cycles)
         for i in range(trials):
             flush()
-            if sleep is not None:
+            if sleep is not None and sleep_cycles:
                 sleep(sleep_cycles)
             record(starts[i], stream)
             fn()
             record(ends[i], stream)
+        self.enqueue_ms = (TRUSTED.perf_counter() - t0) * 1e3 / max(1, trials)
         self._sync()
         return [float(TRUSTED.elapsed_time(s, e)) for s, e in zip(starts, ends, strict=True)]
 
@@ -124,27 +141,48 @@ class GpuTimer:
 
     def time_planned(self, fn: Callable[[], Any], target_ms: float, plan: dict) -> Timing:
         """time(), where `plan` keeps what one timing of `fn` learned for the next (the
-        host's enqueue time, hence the GPU's sleep before each trial, and a trial's
-        length): back-to-back rounds time the same call again and again, and probing it
-        each round cost them about a sixth of their GPU time. An empty plan is filled."""
+        host's enqueue time, hence the GPU's sleeps, and a trial's length): back-to-back
+        rounds time the same call again and again, and probing it each round cost them
+        about a sixth of their GPU time. An empty plan is filled (plan_trials)."""
         fn()  # warm-up (compiles and autotunes happened in the correctness gate already)
         self._sync()
         if not plan:
-            host_ms = []
-            for _ in range(3):  # how long the host takes to enqueue one call
-                self._sync()
-                t0 = TRUSTED.perf_counter()
-                fn()
-                host_ms.append((TRUSTED.perf_counter() - t0) * 1e3)
-            self._sync()
-            sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
-            sleep_cycles = int(min(MAX_SLEEP_CYCLES, sleep_ms * SLEEP_CYCLES_PER_MS))
-            probe = statistics.median(self._measure(fn, 3, sleep_cycles))
-            plan["sleep_cycles"] = sleep_cycles
-            plan["per_trial_ms"] = max(probe + self.flush_ms + sleep_ms, 1e-3)
+            plan.update(self.plan_trials(fn))
         per_trial = plan["per_trial_ms"]
         trials = int(min(MAX_TRIALS, max(MIN_TRIALS, target_ms / per_trial)))
-        return summarize(self._measure(fn, trials, plan["sleep_cycles"]))
+        samples = self._measure(fn, trials, plan["sleep_cycles"], plan.get("lead_cycles", 0))
+        return summarize(samples)
+
+    def plan_trials(self, fn: Callable[[], Any]) -> dict[str, Any]:
+        """How `fn` is timed: how long the host takes to enqueue one call, the GPU sleep
+        that hides it (2x that, and 20 us), a probe of three trials so slept, and from
+        them the trial's length that sets how many trials a target holds (per_trial_ms:
+        flush, that sleep and the call, as always). Then where the sleep is needed: when
+        a trial's flush and call outlast the host's enqueueing of a trial by LEAD_MARGIN,
+        the host stays ahead once it is ahead, so the GPU sleeps once before the first
+        trial (lead_cycles) and not before each (sleep_cycles 0); else each trial sleeps
+        for what its flush and call do not cover. The trials, and what each one times
+        (the flushed call, with its launch enqueued ahead), are the same either way."""
+        host_ms = []
+        for _ in range(3):  # how long the host takes to enqueue one call
+            self._sync()
+            t0 = TRUSTED.perf_counter()
+            fn()
+            host_ms.append((TRUSTED.perf_counter() - t0) * 1e3)
+        self._sync()
+        sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
+        sleep_cycles = _cycles(sleep_ms)
+        probe = statistics.median(self._measure(fn, 3, sleep_cycles))
+        # the host's whole trial (flush, sleep and event launches, the call), as probed
+        enqueue_ms = float(getattr(self, "enqueue_ms", 0.0) or 0.0) or statistics.median(host_ms)
+        covered_ms = self.flush_ms + probe  # the GPU's trial without a sleep
+        short_ms = LEAD_MARGIN * enqueue_ms - covered_ms
+        return {
+            "per_trial_ms": max(probe + self.flush_ms + sleep_ms, 1e-3),
+            "sleep_cycles": _cycles(short_ms) if short_ms > 0 else 0,
+            "lead_cycles": _cycles(LEAD_TRIALS * sleep_ms),
+            "enqueue_ms": round(enqueue_ms, 4),
+        }
 
     # --- measured ceilings ------------------------------------------------------------
     def rates(self) -> dict[str, float]:
@@ -161,6 +199,11 @@ class GpuTimer:
         if rates.get(unit) and flops > 0:
             parts.append(flops / rates[unit])
         return max(parts) if parts else None
+
+
+def _cycles(ms: float) -> int:
+    """A GPU sleep of `ms` in SM cycles, at most MAX_SLEEP_CYCLES."""
+    return int(min(MAX_SLEEP_CYCLES, max(0.0, ms) * SLEEP_CYCLES_PER_MS))
 
 
 def time_with_plan(timer: Any, fn: Callable[[], Any], target_ms: float, plan: dict) -> Timing:

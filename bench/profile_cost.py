@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""What one Nsight Compute profile of a candidate costs, by ncu's options (issue 25): the
+seconds the GPU is held to itself (ncu replaying the one profiled call), held shared (the
+warm-up), the whole profile's wall, and the kernel's duration as ncu read it.
+
+    python3 bench/profile_cost.py [--ops rmsnorm attention] [--repeat 1] [--out DIR]
+
+Each op's candidate is the best attempt of its committed H200 example run, profiled the
+way a run profiles it (kernelladder.verifier.profile.profile_candidate_async, no other
+work on the GPU) with ncu's options as the verifier gives them, then with each variant's
+options added: --clock-control none (ncu leaves the GPU's clocks as they are instead of
+locking them to base), --cache-control none (no cache flush before each replay pass),
+and without the warp-stall metrics. Writes profile_cost.json under --out (default $OUT,
+else ./profile-cost-out) and prints a table last. Needs a GPU and ncu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {  # extra options, stall metrics
+    "as the verifier runs it": ((), True),
+    "--clock-control none": (("--clock-control", "none"), True),
+    "+ --cache-control none": (("--clock-control", "none", "--cache-control", "none"), True),
+    "+ no stall metrics": (("--clock-control", "none", "--cache-control", "none"), False),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", nargs="+", default=["rmsnorm", "attention"])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--out", default=os.environ.get("OUT") or "profile-cost-out")
+    args = ap.parse_args()
+    from speed_stage import best_attempt, example_run
+
+    from kernelladder.verifier import profile
+
+    if profile.find_ncu() is None:
+        print("profile_cost: needs Nsight Compute (ncu)")
+        return 2
+    original = profile.profile_command
+    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="kl-profile-cost-"))
+    for rep in range(args.repeat):
+        for op in args.ops:
+            run = example_run(op)
+            n = best_attempt(run)
+            source = (run / "attempts" / f"{n}.py").read_text()
+            for i, (name, (extra, stalls)) in enumerate(VARIANTS.items()):
+
+                def command(ncu: str, base: str, driver: Any, kernels: Any = (), stalls: bool = True,
+                            extra: tuple = extra, want: bool = stalls) -> list[str]:  # fmt: skip
+                    cmd = original(ncu, base, driver, kernels, stalls=stalls and want)
+                    at = cmd.index("-f")
+                    return [*cmd[:at], *extra, *cmd[at:]]
+
+                profile.profile_command = command  # type: ignore[assignment]
+                outcome = asyncio.run(
+                    profile.profile_candidate_async(op, source, work / f"{op}-{rep}-{i}", "p")
+                )
+                summary = outcome.summary
+                row = {
+                    "op": op,
+                    "attempt": n,
+                    "variant": name,
+                    "status": outcome.status,
+                    "reason": outcome.reason,
+                    "gpu_s": outcome.gpu_s,
+                    "shared_s": outcome.shared_s,
+                    "wall_s": outcome.wall_s,
+                    "duration_us": summary.duration_us if summary else None,
+                    "dram_pct": summary.dram_pct if summary else None,
+                    "stalls": bool(summary and summary.stalls),
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    profile.profile_command = original  # type: ignore[assignment]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "profile_cost.json").write_text(json.dumps(rows, indent=1))
+    print(f"\n{'op':10} {'variant':26} {'status':7} {'GPU s':>6} {'shared s':>8} {'wall s':>7} "
+          f"{'kernel us':>9} {'DRAM %':>7} stalls")  # fmt: skip
+    for r in rows:
+
+        def num(v: Any, f: str) -> str:
+            return format(v, f) if isinstance(v, int | float) else "-"
+
+        print(
+            f"{r['op']:10} {r['variant']:26} {r['status']:7} {num(r['gpu_s'], '6.2f')} "
+            f"{num(r['shared_s'], '8.2f')} {num(r['wall_s'], '7.2f')} "
+            f"{num(r['duration_us'], '9.1f')} {num(r['dram_pct'], '7.1f')} {r['stalls']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
