@@ -297,8 +297,12 @@ def profile_command(
 ) -> list[str]:
     """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled, only
     SECTIONS (and STALL_METRICS with `stalls`), one launch of each named kernel (one
-    launch when none is named)."""
+    launch when none is named), the clocks as they are."""
     cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all"]
+    # the GPU's clocks left as they are: ncu's default locks them to base for the replay,
+    # which ran the kernel at base clock (attention 392 us against 313 us at the clocks
+    # the timer sees) and held the GPU 0.2-0.5 s longer (bench/profile_cost.py, 2026-12-03)
+    cmd += ["--clock-control", "none"]
     for section in SECTIONS:
         cmd += ["--section", section]
     if stalls:

@@ -17,8 +17,13 @@ import torch
 
 from kernelladder.verifier.integrity import TRUSTED
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
-TARGET_MS = 100.0  # of trials per function and shape
+# The L2 flush before each trial: a write of FLUSH_L2_MULTIPLE times the GPU's L2, within
+# [MIN_FLUSH_BYTES, COUNTED_FLUSH_BYTES]. On the H200 (60 MiB of L2) 128 MiB left every
+# timed kernel as slow as 256 or 512 MiB did (bench/timer_trials.py, 2026-12-03).
+COUNTED_FLUSH_BYTES = 256 * 1024 * 1024  # the flush the trial counts were set with
+FLUSH_L2_MULTIPLE = 2
+MIN_FLUSH_BYTES = 64 * 1024 * 1024
+TARGET_MS = 100.0  # of trials per function and shape (counted as COUNTED_TRIAL says)
 MIN_TRIALS = 10
 MAX_TRIALS = 2000
 # Cycles of GPU busy-wait queued before each trial's start event, so the host enqueues the
@@ -28,12 +33,20 @@ _GPU_SLEEP = getattr(torch.cuda, "_sleep", None)  # bound at import, before any 
 SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
 MAX_SLEEP_CYCLES = 4_000_000
 PROBE_SLEEP_CYCLES = 200_000  # 0.1 ms: covers the launch of a kernel or two
-# A trial's flush and kernel that take the GPU this much longer than the host takes to
-# enqueue a trial keep the host ahead on their own: one sleep before the first trial (of
-# LEAD_TRIALS trials' sleeps) makes the lead, and it only grows from there, so the GPU
-# no longer idles before every trial. The trials are as many as before.
+# The quiet gap before each trial's start event, in ms; None: twice the host's enqueue
+# time and 20 us (what hides one launch from an idle GPU). Where the host stays ahead on
+# its own (a trial's flush, gap and call outlast its enqueueing by LEAD_MARGIN), a fixed
+# gap is enough once one sleep of LEAD_TRIALS such launches has put the host ahead.
+TRIAL_GAP_MS: float | None = None
 LEAD_MARGIN = 1.5
 LEAD_TRIALS = 4
+
+
+def flush_bytes_for(l2_bytes: int | None) -> int:
+    """The flush's size for a GPU with this much L2 (COUNTED_FLUSH_BYTES when unknown)."""
+    if not l2_bytes:
+        return COUNTED_FLUSH_BYTES
+    return int(min(COUNTED_FLUSH_BYTES, max(MIN_FLUSH_BYTES, FLUSH_L2_MULTIPLE * l2_bytes)))
 
 
 @dataclass(frozen=True)
@@ -76,9 +89,16 @@ def pooled(parts: Sequence[Timing]) -> Timing:
 class GpuTimer:
     """Times callables on one CUDA device (one per worker)."""
 
-    def __init__(self, device: str):
+    def __init__(
+        self, device: str, flush_bytes: int | None = None, gap_ms: float | None = TRIAL_GAP_MS
+    ):
         self.device = device
-        self._flush_buf = TRUSTED.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
+        if flush_bytes is None:
+            props = torch.cuda.get_device_properties(torch.device(device))
+            flush_bytes = flush_bytes_for(getattr(props, "L2_cache_size", None))
+        self.flush_bytes = int(flush_bytes)
+        self.gap_ms = gap_ms
+        self._flush_buf = TRUSTED.empty(self.flush_bytes, dtype=torch.int8, device=device)
         self._rates: dict[str, float] | None = None
         self.enqueue_ms = 0.0  # the host's time per trial in the last _measure
         self.flush_ms = self._flush_time()
@@ -155,14 +175,12 @@ class GpuTimer:
 
     def plan_trials(self, fn: Callable[[], Any]) -> dict[str, Any]:
         """How `fn` is timed: how long the host takes to enqueue one call, the GPU sleep
-        that hides it (2x that, and 20 us), a probe of three trials so slept, and from
-        them the trial's length that sets how many trials a target holds (per_trial_ms:
-        flush, that sleep and the call, as always). Then where the sleep is needed: when
-        a trial's flush and call outlast the host's enqueueing of a trial by LEAD_MARGIN,
-        the host stays ahead once it is ahead, so the GPU sleeps once before the first
-        trial (lead_cycles) and not before each (sleep_cycles 0); else each trial sleeps
-        for what its flush and call do not cover. The trials, and what each one times
-        (the flushed call, with its launch enqueued ahead), are the same either way."""
+        that hides it from an idle GPU (2x that, and 20 us), a probe of three trials so
+        slept. How many trials a target holds (per_trial_ms) is counted as it always
+        was: the probe, that sleep and a COUNTED_FLUSH_BYTES flush per trial, whatever
+        the flush and the gap are now. The gap before each trial: that sleep, or with
+        gap_ms a fixed one, lengthened where the trial's flush, gap and call would not
+        outlast the host's enqueueing of a trial by LEAD_MARGIN, after one lead sleep."""
         host_ms = []
         for _ in range(3):  # how long the host takes to enqueue one call
             self._sync()
@@ -171,18 +189,25 @@ class GpuTimer:
             host_ms.append((TRUSTED.perf_counter() - t0) * 1e3)
         self._sync()
         sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
-        sleep_cycles = _cycles(sleep_ms)
-        probe = statistics.median(self._measure(fn, 3, sleep_cycles))
+        probe = statistics.median(self._measure(fn, 3, _cycles(sleep_ms)))
         # the host's whole trial (flush, sleep and event launches, the call), as probed
         enqueue_ms = float(getattr(self, "enqueue_ms", 0.0) or 0.0) or statistics.median(host_ms)
-        covered_ms = self.flush_ms + probe  # the GPU's trial without a sleep
-        short_ms = LEAD_MARGIN * enqueue_ms - covered_ms
-        return {
-            "per_trial_ms": max(probe + self.flush_ms + sleep_ms, 1e-3),
-            "sleep_cycles": _cycles(short_ms) if short_ms > 0 else 0,
-            "lead_cycles": _cycles(LEAD_TRIALS * sleep_ms),
+        flush_ms = float(self.flush_ms)
+        counted_flush_ms = (
+            flush_ms * COUNTED_FLUSH_BYTES / getattr(self, "flush_bytes", COUNTED_FLUSH_BYTES)
+        )
+        plan = {
+            "per_trial_ms": max(probe + counted_flush_ms + sleep_ms, 1e-3),
+            "sleep_cycles": _cycles(sleep_ms),
+            "lead_cycles": 0,
             "enqueue_ms": round(enqueue_ms, 4),
         }
+        gap_ms = getattr(self, "gap_ms", None)
+        if gap_ms is not None:
+            short_ms = LEAD_MARGIN * enqueue_ms - (flush_ms + probe)
+            plan["sleep_cycles"] = _cycles(max(gap_ms, short_ms))
+            plan["lead_cycles"] = _cycles(LEAD_TRIALS * sleep_ms)
+        return plan
 
     # --- measured ceilings ------------------------------------------------------------
     def rates(self) -> dict[str, float]:

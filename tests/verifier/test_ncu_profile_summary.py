@@ -117,6 +117,8 @@ def test_ncu_commands():
     assert cmd[-3:] == ["python3", "-m", "x"]
     # only what the summary reads: its sections and the raw page's stall ratios
     assert "--set" not in cmd
+    # the clocks as the timer sees them (ncu's default locks them to base)
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
     sections = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--section"]
     assert sections == list(SECTIONS)
     stalls = cmd[cmd.index("--metrics") + 1].split(",")

@@ -87,45 +87,59 @@ class _null:
         return False
 
 
-def _old_trial_count(timer: RecordingTimer, cand_ms: float, target_ms: float) -> int:
-    """The trials a target held when every trial slept 2x the host's enqueue + 20 us."""
-    import statistics
-
-    host = []
-    for _ in range(3):
-        t0 = timing.TRUSTED.perf_counter()
-        host.append((timing.TRUSTED.perf_counter() - t0) * 1e3)
-    sleep_ms = 2.0 * statistics.median(host) + 0.02
-    per_trial = cand_ms + timer.flush_ms + sleep_ms
-    return int(min(timing.MAX_TRIALS, max(timing.MIN_TRIALS, target_ms / per_trial)))
+def test_by_default_each_trial_sleeps_twice_the_enqueue_and_no_lead():
+    timer = RecordingTimer({"cand": 0.45})
+    plan: dict = {}
+    timer.time_planned(lambda: "cand", 100.0, plan)
+    probe, timed = timer.measured
+    assert plan["lead_cycles"] == 0 and timer.leads == [0, 0]
+    assert timed[2] == probe[2] == plan["sleep_cycles"] > 0
 
 
-def test_a_flush_and_call_that_outlast_the_enqueue_sleep_once_not_before_each_trial():
+def test_a_smaller_flush_leaves_the_trial_count_as_it_was():
+    """The count is of trials as they were timed with a COUNTED_FLUSH_BYTES flush: a flush
+    half that size (half the time) holds as many trials, not more."""
+    full = RecordingTimer({"cand": 0.01})
+    full.flush_ms, full.flush_bytes = 0.09, timing.COUNTED_FLUSH_BYTES
+    half = RecordingTimer({"cand": 0.01})
+    half.flush_ms, half.flush_bytes = 0.045, timing.COUNTED_FLUSH_BYTES // 2
+    a = full.time_planned(lambda: "cand", 100.0, {})
+    b = half.time_planned(lambda: "cand", 100.0, {})
+    assert abs(a.trials - b.trials) <= 1
+
+
+def test_a_fixed_gap_where_the_host_stays_ahead_after_one_lead_sleep():
     # flush 0.05 + call 0.45 ms against 0.02 ms of enqueueing: the host stays ahead
     timer = RecordingTimer({"cand": 0.45}, enqueue_ms=0.02)
+    timer.gap_ms = 0.01
     plan: dict = {}
-    t = timer.time_planned(lambda: "cand", 100.0, plan)
-    assert plan["sleep_cycles"] == 0 and plan["lead_cycles"] > 0
+    timer.time_planned(lambda: "cand", 100.0, plan)
     probe, timed = timer.measured
-    assert probe[2] > 0 and timer.leads[0] == 0  # the probe still sleeps before each trial
-    assert timed[2] == 0 and timer.leads[1] == plan["lead_cycles"]
-    # as many trials as when every trial slept (within one: the host's enqueue was timed)
-    assert abs(t.trials - _old_trial_count(timer, 0.45, 100.0)) <= 1
+    assert probe[2] > timed[2] == int(0.01 * timing.SLEEP_CYCLES_PER_MS)
+    assert timer.leads == [0, plan["lead_cycles"]] and plan["lead_cycles"] > 0
 
 
-def test_a_slow_enqueue_sleeps_before_each_trial_for_what_the_flush_and_call_do_not_cover():
+def test_a_slow_enqueue_lengthens_the_gap_to_what_the_flush_and_call_do_not_cover():
     # 0.2 ms of host work per trial against 0.05 + 0.004 ms of GPU work
     timer = RecordingTimer({"cand": 0.004}, enqueue_ms=0.2)
+    timer.gap_ms = 0.01
     plan: dict = {}
     timer.time_planned(lambda: "cand", 20.0, plan)
     short_ms = timing.LEAD_MARGIN * 0.2 - (0.05 + 0.004)
     assert plan["sleep_cycles"] == int(short_ms * timing.SLEEP_CYCLES_PER_MS)
-    assert plan["lead_cycles"] > 0
 
 
 def test_the_sleeps_are_bounded():
     timer = RecordingTimer({"cand": 0.001}, enqueue_ms=50.0)
+    timer.gap_ms = 0.01
     plan: dict = {}
     timer.time_planned(lambda: "cand", 20.0, plan)
     assert plan["sleep_cycles"] <= timing.MAX_SLEEP_CYCLES
     assert plan["lead_cycles"] <= timing.MAX_SLEEP_CYCLES
+
+
+def test_the_flush_is_twice_the_l2_within_its_bounds():
+    assert timing.flush_bytes_for(60 * 2**20) == 120 * 2**20  # the H200
+    assert timing.flush_bytes_for(4 * 2**20) == timing.MIN_FLUSH_BYTES
+    assert timing.flush_bytes_for(200 * 2**20) == timing.COUNTED_FLUSH_BYTES
+    assert timing.flush_bytes_for(None) == timing.COUNTED_FLUSH_BYTES
