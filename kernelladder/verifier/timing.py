@@ -34,10 +34,15 @@ SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
 MAX_SLEEP_CYCLES = 4_000_000
 PROBE_SLEEP_CYCLES = 200_000  # 0.1 ms: covers the launch of a kernel or two
 # The quiet gap before each trial's start event, in ms; None: twice the host's enqueue
-# time and 20 us (what hides one launch from an idle GPU). Where the host stays ahead on
-# its own (a trial's flush, gap and call outlast its enqueueing by LEAD_MARGIN), a fixed
-# gap is enough once one sleep of LEAD_TRIALS such launches has put the host ahead.
-TRIAL_GAP_MS: float | None = None
+# time and 20 us (what hides one launch from an idle GPU, the gap until 2026-12-03). Where
+# the host stays ahead on its own (a trial's flush, gap and call outlast its enqueueing by
+# LEAD_MARGIN), a fixed gap is enough once one sleep of LEAD_TRIALS such launches has put
+# the host ahead. On the H200, 40 us gave every candidate and baseline of the five ops
+# the old way's times within 1.5 % (the old way's own spread for the noisiest calls; 0.7 %
+# for the candidates but int8's largest shape), at 0.38-0.88 of the GPU time per trial;
+# 20 us moved some by 2.7 %, 10 us by 5 %, no gap (flush, then the call) by 5.6 %
+# (bench/timer_trials.py, 2026-12-03).
+TRIAL_GAP_MS: float | None = 0.04
 LEAD_MARGIN = 1.5
 LEAD_TRIALS = 4
 

@@ -17,6 +17,7 @@ class RecordingTimer(timing.GpuTimer):
         self.device = "cuda"  # no flush buffer, no events
         self._rates = None
         self.flush_ms = 0.05
+        self.gap_ms = timing.TRIAL_GAP_MS  # GpuTimer's default
         self.ms = ms
         self.enqueue_ms_of_a_trial = enqueue_ms  # what the host takes per trial
         self.measured: list[tuple[str, int, int]] = []  # (function, trials, sleep cycles)
@@ -87,8 +88,9 @@ class _null:
         return False
 
 
-def test_by_default_each_trial_sleeps_twice_the_enqueue_and_no_lead():
+def test_without_a_gap_each_trial_sleeps_twice_the_enqueue_and_no_lead():
     timer = RecordingTimer({"cand": 0.45})
+    timer.gap_ms = None  # the timer until 2026-12-03
     plan: dict = {}
     timer.time_planned(lambda: "cand", 100.0, plan)
     probe, timed = timer.measured
