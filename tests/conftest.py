@@ -3,11 +3,38 @@ interpreter must be chosen before triton is imported."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU on CI machines
+# No test hands workers to, or takes them from, a person's own keeper of verifier
+# workers (verifier/keeper.py): a setting of theirs is not read, and the keeper's socket
+# is this test process's own (a short path: unix socket paths are short).
+os.environ.pop("KERNELLADDER_KEEP_WORKERS", None)
+os.environ["KERNELLADDER_KEEPER_SOCKET"] = os.path.join(
+    tempfile.gettempdir(), f"kl-tests-{os.getpid()}", "keeper", "keeper.sock"
+)
+
+
+@pytest.fixture
+def keeper_socket(monkeypatch: pytest.MonkeyPatch):
+    """A keeper socket path of the test's own (its directory made 0700 by whoever starts
+    a keeper there); any keeper started there is stopped, its workers with it, after."""
+    from kernelladder.verifier import keeper
+
+    folder = Path(tempfile.mkdtemp(prefix="klk-", dir="/tmp"))
+    path = str(folder / "keeper" / "keeper.sock")
+    monkeypatch.setenv(keeper.SOCKET_ENV, path)
+    yield path
+    with contextlib.suppress(Exception):
+        keeper.stop(path)
+    shutil.rmtree(folder, ignore_errors=True)
+
 
 # Tests that share what they start once per worker (an sshd on loopback, a Ray cluster,
 # tmux) run on one worker; every other test stays with its file's tests, so that a file's

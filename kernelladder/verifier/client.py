@@ -16,35 +16,24 @@ import asyncio
 import collections
 import contextlib
 import hashlib
-import os
-import resource
-import shutil
 import signal
-import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from kernelladder.verifier.env import Redactor, secret_values, worker_env
+from kernelladder.verifier.env import Redactor, secret_values
 from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
-from kernelladder.verifier.protocol import PROTOCOL_VERSION, WORKER_MODULE, decode, encode
-from kernelladder.verifier.sandbox import mode_from_env
-from kernelladder.verifier.scratch import add_owner, make_scratch, sweep_stale
+from kernelladder.verifier.local_transport import KEPT_NOTE, LocalTransport
+from kernelladder.verifier.local_transport import within as _within
+from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
 from kernelladder.verifier.verdict import FAIL, Feedback, GateResult, Verdict, fault_verdict
 
 ProgressFn = Callable[[str, str], None]
 DEFAULT_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 180.0  # torch import + CUDA context (+ Triton warm-up) on a cold box
 PONG_TIMEOUT_S = 15.0
-STDOUT_LIMIT = 64 * 1024 * 1024  # a verdict line with evidence can be long
-CPU_ADDRESS_SPACE = 24 * 1024**3  # RLIMIT_AS for CPU workers (CUDA needs far more VA)
-
-
-async def _within(awaitable: Any, timeout: float) -> Any:
-    """Await with a deadline. Unlike asyncio.wait_for on Python 3.11, a cancellation that
-    lands as the awaited read completes is never swallowed (a stopped run must stop)."""
-    async with asyncio.timeout(timeout):
-        return await awaitable
+KEPT_PONG_TIMEOUT_S = 5.0  # a worker taken from the keeper answers a ping within this
+IDLE_TIMEOUT_S = 5.0  # a worker handed to the keeper drops its cached GPU memory within this
 
 
 class WorkerUnavailable(Exception):
@@ -70,128 +59,6 @@ class Transport(Protocol):
         ...
 
     def describe(self) -> str: ...
-
-
-def _package_root() -> str:
-    import kernelladder
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(kernelladder.__file__)))
-
-
-class LocalTransport:
-    """A worker subprocess on this machine: scrubbed env, own temp dir, own session."""
-
-    def __init__(
-        self,
-        device: str = "cpu",
-        *,
-        python: str = sys.executable,
-        environ: Mapping[str, str] | None = None,
-        cuda_device: int | None = None,
-        memory_limit_bytes: int | None = None,
-        gpu_memory_fraction: float | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        sandbox: str | None = None,
-        package_root: str | None = None,
-    ):
-        self.device = device
-        self.sandbox = sandbox  # None: the caller's KERNELLADDER_SANDBOX, else auto
-        self.package_root = package_root  # where the worker imports kernelladder from
-        self.python = python
-        self.environ = dict(os.environ if environ is None else environ)
-        self.cuda_device = cuda_device
-        self.memory_limit_bytes = (
-            memory_limit_bytes
-            if memory_limit_bytes is not None
-            else (CPU_ADDRESS_SPACE if device == "cpu" else None)
-        )
-        self.gpu_memory_fraction = gpu_memory_fraction
-        self.extra_env = dict(extra_env or {})
-        self.stdin: Any = None
-        self.stdout: Any = None
-        self.stderr: Any = None
-        self._proc: asyncio.subprocess.Process | None = None
-        self._home: str | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def home(self) -> str | None:
-        """The worker's scratch directory (its HOME, TMPDIR and cwd) while it runs."""
-        return self._home
-
-    async def start(self) -> None:
-        # the dirs of workers (or callers) killed with SIGKILL go before this one is made
-        await asyncio.to_thread(sweep_stale)
-        self._home = make_scratch(sweep=False)  # owned by this process until the spawn
-        extra = dict(self.extra_env)
-        root = self.package_root or _package_root()
-        path = self.environ.get("PYTHONPATH", "")
-        extra["PYTHONPATH"] = root + (os.pathsep + path if path else "")
-        if self.cuda_device is not None:
-            # index into the caller's visible GPUs, if it restricted them
-            visible = [v.strip() for v in self.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-            visible = [v for v in visible if v]
-            index = self.cuda_device
-            extra["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
-        env = worker_env(self._home, self.environ, extra)
-        args = [self.python, "-m", WORKER_MODULE, "--device", self.device]
-        args += ["--scratch", self._home, "--sandbox", self.sandbox or mode_from_env(self.environ)]
-        if self.gpu_memory_fraction:
-            args += ["--gpu-memory-fraction", str(self.gpu_memory_fraction)]
-        limit = self.memory_limit_bytes
-
-        def _limits() -> None:  # runs in the child between fork and exec
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-        self._proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=self._home,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_limits,
-            limit=STDOUT_LIMIT,
-        )
-        add_owner(self._home, self._proc.pid)  # kept while either of us lives
-        self.stdin, self.stdout, self.stderr = (
-            self._proc.stdin,
-            self._proc.stdout,
-            self._proc.stderr,
-        )
-
-    async def kill(self) -> None:
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the whole session: candidate children too
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        if proc is not None:
-            with contextlib.suppress(Exception):
-                await _within(proc.wait(), 10)
-        if self._home:
-            shutil.rmtree(self._home, ignore_errors=True)
-            self._home = None
-
-    async def wait(self) -> int | None:
-        if self._proc is None:
-            return None
-        code = await self._proc.wait()
-        if self._home:  # the worker is gone: its scratch directory goes with it
-            shutil.rmtree(self._home, ignore_errors=True)
-            self._home = None
-        return code
-
-    def describe(self) -> str:
-        where = f"cuda:{self.cuda_device}" if self.cuda_device is not None else self.device
-        return f"local worker ({where}, pid {self.pid})"
 
 
 def request_dict(request: Any) -> dict[str, Any]:
@@ -250,7 +117,11 @@ class WorkerClient:
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._drain_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self.workers_started = 0
+        self.workers_started = 0  # spawned by this client
+        self.workers_taken = 0  # taken from the keeper (kept from an earlier run)
+        self._taken: LocalTransport | None = None  # to start before the factory's (adopt)
+        self._kept_now = False  # the worker now (or last) is one kept from an earlier run
+        self._hello_line = b""  # the worker's hello as it said it (handed to the keeper)
         self._verifier_files: str | None = None  # the first worker's hash of them
         self._op_now: Any = None  # the op of the pipelined request in flight
 
@@ -266,16 +137,49 @@ class WorkerClient:
             assert self._hello is not None
             return dict(self._hello)
 
+    @property
+    def worker_pid(self) -> int | None:
+        transport = self._transport
+        return transport.pid if isinstance(transport, LocalTransport) else None
+
+    @property
+    def kept_from_earlier(self) -> bool:
+        """The worker running now was taken from the keeper, not started by this client."""
+        return self.alive and self._kept_now
+
+    def adopt(self, transport: LocalTransport) -> None:
+        """The next start uses this transport (a worker taken from the keeper) before the
+        factory's; one that does not say its hello or answer a ping is replaced."""
+        self._taken = transport
+
     async def _ensure_started(self) -> None:
         if self.alive:
             return
         await self._discard()
+        taken, self._taken = self._taken, None
+        if taken is not None and await self._start_taken(taken):
+            return
         # Not through the GPU's arbiter: a worker that replaces a crashed one mid-run
         # would hold back every timing on its GPU for its whole start (seconds, after
         # each crash); its few warm-up kernels are tiny (docs/VERIFIER.md: what the pipeline
         # does not wall off).
-        transport = self._factory()
+        await self._start(self._factory())
+
+    async def _start_taken(self, transport: LocalTransport) -> bool:
+        """A worker kept from an earlier run: its hello read as a new worker's, then a
+        ping; False (it is killed, a new one starts) when either fails."""
+        try:
+            await self._start(transport, taken=True)
+            if await self._exchange({"type": "ping"}, ("pong",), KEPT_PONG_TIMEOUT_S):
+                return True
+        except WorkerUnavailable:
+            pass
+        await self._discard()
+        return False
+
+    async def _start(self, transport: Transport, *, taken: bool = False) -> None:
         self._stderr_tail.clear()
+        self._kept_now = taken
         try:
             await _within(transport.start(), self.start_timeout_s)
         except Exception as exc:
@@ -286,15 +190,18 @@ class WorkerClient:
             ) from None
         self._transport = transport
         self._drain_task = asyncio.ensure_future(self._drain_stderr(transport))
-        self.workers_started += 1
+        if taken:
+            self.workers_taken += 1
+        else:
+            self.workers_started += 1
         try:
             while True:
                 line = await _within(transport.stdout.readline(), self.start_timeout_s)
                 if not line:
                     code = await self._exit_code()
                     raise WorkerUnavailable(
-                        f"{transport.describe()} exited before its hello ({_signal_text(code)}): "
-                        + self._tail_text()
+                        f"{transport.describe()} exited before its hello "
+                        f"({self._status_text(code)}): " + self._tail_text()
                     )
                 with contextlib.suppress(ValueError):
                     msg = decode(line)
@@ -309,6 +216,7 @@ class WorkerClient:
                             )
                         self._check_verifier_files(msg.get("verifier_files"))
                         self._hello = self.redactor.redact_obj(msg)
+                        self._hello_line = bytes(line)
                         return
         except TimeoutError:
             await self._discard()
@@ -319,6 +227,35 @@ class WorkerClient:
         except WorkerUnavailable:
             await self._discard()
             raise
+
+    def _status_text(self, code: int | None) -> str:
+        text = _signal_text(code)
+        return f"{text}: {KEPT_NOTE}" if code is None and self._kept_now else text
+
+    async def _exchange(
+        self, message: dict[str, Any], answers: tuple[str, ...], timeout: float
+    ) -> dict[str, Any] | None:
+        """Send `message` with a new id; the worker's answer to it of one of the `answers`
+        types, or None: gone, or silent for `timeout`."""
+        transport = self._transport
+        if transport is None:
+            return None
+        req_id = uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            transport.stdin.write(encode({**message, "id": req_id}))
+            await _within(transport.stdin.drain(), timeout)
+            while True:
+                line = await _within(transport.stdout.readline(), max(0.01, deadline - loop.time()))
+                if not line:
+                    return None
+                with contextlib.suppress(ValueError):
+                    msg = decode(line)
+                    if msg.get("id") == req_id and msg.get("type") in answers:
+                        return msg
+        except Exception:
+            return None
 
     def _check_verifier_files(self, digest: Any) -> None:
         """A later worker must load the verifier the first one loaded: after a change on
@@ -375,12 +312,64 @@ class WorkerClient:
 
     async def close(self) -> None:
         async with self._lock:
+            taken, self._taken = self._taken, None
+            if taken is not None:  # taken from the keeper, never started: it goes too
+                with contextlib.suppress(Exception):
+                    await taken.kill()
             if self._transport is not None and self._hello is not None:
                 with contextlib.suppress(Exception):
                     self._transport.stdin.write(encode({"type": "shutdown"}))
                     await _within(self._transport.stdin.drain(), 2)
                     await _within(self._transport.wait(), 5)
             await self._discard()
+
+    def keepable(self) -> bool:
+        """An idle local worker (no request in flight) that the keeper could hold."""
+        return (
+            self.alive and not self._lock.locked() and isinstance(self._transport, LocalTransport)
+        )
+
+    async def hand_over(self, keep_s: float, cap: int, facts: dict[str, Any]) -> int | None:
+        """Give the idle worker to the keeper (keeper.py) for the next run instead of
+        shutting it down: its pid, or None when it is not kept (busy, gone, started from
+        other verifier files than those on disk now, no keeper to be had), and close()
+        shuts it down as before. `facts`: its transport's keeper_facts(), computed now.
+        The worker first drops the GPU memory torch caches for it ("idle")."""
+        from kernelladder.verifier import keeper
+
+        if not self.keepable():
+            return None
+        async with self._lock:
+            transport = self._transport
+            if not isinstance(transport, LocalTransport) or not self.alive:
+                return None
+            with contextlib.suppress(ValueError):
+                said = decode(self._hello_line).get("verifier_files")
+                if said != facts.get("verifier_files"):
+                    return None  # the verifier changed on disk since it started
+                if not await self._exchange({"type": "idle"}, ("idled", "error"), IDLE_TIMEOUT_S):
+                    return None
+                drain, self._drain_task = self._drain_task, None
+                if drain is not None:  # the keeper's copy of stderr is read by the next run
+                    drain.cancel()
+                    await asyncio.wait([drain])
+                worker = {
+                    **facts,
+                    "gpu": (self._hello or {}).get("gpu"),
+                    "hello": self._hello_line.decode("utf-8", errors="replace"),
+                }
+                try:
+                    await asyncio.to_thread(
+                        keeper.hand_over, worker, transport.pipe_fds(), keep_s=keep_s, cap=cap
+                    )
+                except (keeper.KeeperError, OSError):
+                    self._drain_task = asyncio.ensure_future(self._drain_stderr(transport))
+                    return None
+                pid = transport.pid
+                transport.release()
+                self._transport, self._hello, self._hello_line = None, None, b""
+                return pid
+        return None
 
     async def __aenter__(self) -> WorkerClient:
         return self
@@ -492,7 +481,8 @@ class WorkerClient:
             code = await self._exit_code()
             await self._discard()
             return fault(
-                "crash", f"the worker was gone before the candidate was sent ({_signal_text(code)})"
+                "crash",
+                f"the worker was gone before the candidate was sent ({self._status_text(code)})",
             )
 
         deadline = started + timeout
@@ -541,14 +531,14 @@ class WorkerClient:
                     f"no verdict within {timeout:g}s{during}; the worker was killed",
                     timeout_s=timeout,
                 )
-            except ValueError:  # a line beyond STDOUT_LIMIT: not our worker's doing
+            except ValueError:  # a line beyond local_transport.STDOUT_LIMIT: not our worker's
                 await self._discard()
                 return fault("crash", "the worker wrote an over-long protocol line")
             if not line:
                 code = await self._exit_code()
                 await asyncio.sleep(0.05)  # let the stderr drain catch the last words
                 await self._discard()
-                detail = f"the worker died during {where['gate']} ({_signal_text(code)})"
+                detail = f"the worker died during {where['gate']} ({self._status_text(code)})"
                 tail = self._tail_text(3)
                 if tail != "(no stderr)":
                     detail += f": {tail[-300:]}"
@@ -572,7 +562,7 @@ class WorkerClient:
                     return fault(
                         "crash",
                         f"the worker was gone as its {where['gate']} stage began "
-                        f"({_signal_text(code)})",
+                        f"({self._status_text(code)})",
                     )
                 deadline += waited  # waiting for the GPU is not the candidate's time
             elif kind == "progress":
@@ -693,87 +683,6 @@ def _forged_verdict(v: Verdict, why: str, digest: str) -> Verdict:
         flags=("protocol-tampering",),
         environment=v.environment,
     )
-
-
-class LocalPool:
-    """Local workers: one per GPU (or `size` CPU workers), or `per_gpu` of them sharing
-    each GPU through its GpuArbiter (a pipelined verification compiles ahead in one
-    while another times); verify() uses a free one."""
-
-    def __init__(
-        self,
-        device: str = "cpu",
-        size: int | None = None,
-        *,
-        secrets: Iterable[str] | None = None,
-        per_gpu: int = 1,
-        **transport_options: Any,
-    ):
-        if size is None:
-            size = 1
-        self.device = device
-        per_gpu = max(1, int(per_gpu))
-        gpus = list(range(size)) if device == "cuda" else [None] * size
-        # one arbiter per GPU, shared by its workers (the CPU workers share one)
-        if device == "cuda":
-            self.arbiters = [GpuArbiter(f"cuda:{i}") for i in range(size)]
-        else:
-            self.arbiters = [GpuArbiter(f"{device}:0")]
-        self.clients: list[WorkerClient] = []
-        self.slot_names: list[str] = []
-        for j in range(per_gpu):  # interleaved: the first free slots spread over the GPUs
-            for i, gpu in enumerate(gpus):
-                self.clients.append(
-                    WorkerClient(
-                        lambda gpu=gpu: LocalTransport(
-                            device, cuda_device=gpu, **transport_options
-                        ),
-                        secrets=secrets,
-                        arbiter=self.arbiters[i % len(self.arbiters)],
-                    )
-                )
-                self.slot_names.append(f"{device}:{i}" + (f"/{j}" if per_gpu > 1 else ""))
-        self._free: asyncio.Queue[WorkerClient] | None = None
-
-    @property
-    def slots(self) -> int:
-        return len(self.clients)
-
-    def _queue(self) -> asyncio.Queue[WorkerClient]:
-        if self._free is None:
-            self._free = asyncio.Queue()
-            for client in self.clients:
-                self._free.put_nowait(client)
-        return self._free
-
-    async def start(self) -> list[dict[str, Any]]:
-        """Start every worker now (else they start on first use); their hello lines. Each
-        GPU takes the rates kept on disk for it (calibration.py), when fresh."""
-        hellos = list(await asyncio.gather(*(c.hello() for c in self.clients)))
-        if self.device == "cuda":
-            from kernelladder.verifier.calibration import GpuIdentity, driver_version
-
-            driver = driver_version()
-            for client, hello in zip(self.clients, hellos, strict=True):
-                facts = client.arbiter.facts if client.arbiter is not None else None
-                if facts is None or facts.identity is not None or not hello.get("gpu"):
-                    continue
-                identity = GpuIdentity(str(hello["gpu"]), driver, str(hello.get("torch") or ""))
-                facts.calibrate(identity)
-        return hellos
-
-    async def verify(
-        self, request: Any, on_progress: ProgressFn | None = None, timeout_s: float | None = None
-    ) -> Verdict:
-        queue = self._queue()
-        client = await queue.get()
-        try:
-            return await client.verify(request, on_progress=on_progress, timeout_s=timeout_s)
-        finally:
-            queue.put_nowait(client)
-
-    async def close(self) -> None:
-        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
 
 
 def verify_sync(

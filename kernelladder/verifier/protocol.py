@@ -20,6 +20,8 @@ client -> worker:
         {"kernelbench": <problem file source>, "name": <problem file name>}
     {"type": "ping", "id": str}
     {"type": "shutdown"}
+    {"type": "idle", "id": str}   (the worker goes to the keeper until the next run: it
+        collects garbage and drops torch's cached GPU memory; answered "idled")
     {"type": "go", "id": str, "known": {...}}   (the GPU is this request's now: see
         "stage"; "known", on a timing's go only: as the request's, learned since)
 
@@ -36,6 +38,7 @@ worker -> client, once per verify:
         recycle=true: the worker saw its own state altered by the candidate and will
         exit after this line; the client starts a fresh one for the next candidate.
     {"type": "pong", "id": str}
+    {"type": "idled", "id": str}
     {"type": "error", "id": str|null, "message": str}   (a malformed request)
 
 The client enforces the wall-clock timeout: when it passes, it kills the worker's whole

@@ -12,6 +12,7 @@ Imports only the standard library at module level: the device decides how triton
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import shutil
 import sys
@@ -296,8 +297,23 @@ def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str)
         channel.send({"type": "prepared", "id": req_id, "error": f"{type(exc).__name__}: {exc}"})
 
 
+def _idle(device: str) -> None:
+    """Before the worker waits in the keeper for the next run: the memory torch's caching
+    allocator holds for tensors already freed goes back to the GPU (what the worker
+    keeps between candidates -- compiled baselines, the timer's buffers -- stays)."""
+    import gc
+
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if not faulthandler.is_enabled():  # a segfault names itself in the stderr tail
+        faulthandler.enable(file=sys.stderr)
     channel = _Channel()
     device = args.device
     if device == "auto":
@@ -345,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
             channel.send({"type": "pong", "id": req_id})
         elif kind == "shutdown":
             return 0
+        elif kind == "idle":  # handed to the keeper (verifier/keeper.py) until the next run
+            _idle(device)
+            channel.send({"type": "idled", "id": req_id})
         elif kind == "prepare":  # torch.compile's baselines for an op, ahead of its requests
             _prepare(channel, verifier, msg, device)
         elif kind == "verify":

@@ -19,7 +19,8 @@ import pytest
 
 from kernelladder.engine.runners.ssh.link import WORKER_BOOTSTRAP
 from kernelladder.verifier import scratch
-from kernelladder.verifier.client import LocalTransport, WorkerClient, _package_root
+from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.local_transport import package_root
 
 START_S = 120.0
 
@@ -138,7 +139,7 @@ def test_the_remote_bootstrap_sweeps_marks_its_home_and_the_worker_removes_it(
 ):
     stale = marked_dir(tmp_path, "kl-worker-stale", [dead_pid])
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    tree = _package_root()
+    tree = package_root()
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER_BOOTSTRAP, tree, "0", "cpu"],
         stdin=subprocess.PIPE,

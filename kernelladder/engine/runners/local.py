@@ -72,7 +72,8 @@ class LocalRunner(RunnerBase):
         return self._slots
 
     async def start(self) -> None:
-        from kernelladder.verifier.client import LocalPool, WorkerUnavailable
+        from kernelladder.verifier.client import WorkerUnavailable
+        from kernelladder.verifier.pool import LocalPool
 
         if self._pool is None:
             self._pool = LocalPool(
