@@ -1,7 +1,8 @@
 """`kernelladder doctor [--remote] [--trust] [--json]`: what a run needs, checked.
 
-Local: Python, torch, triton, numpy, the GPUs and their names, and the optional parts
-(the TUI, the API and SSH clients). With --remote, for each configured host: the SSH
+Local: Python, torch, triton, numpy, the GPUs and their names, the optional parts (the
+TUI, the API and SSH clients) and the verifier workers kept warm for the next local run
+(--stop-workers stops them). With --remote, for each configured host: the SSH
 link (host key, key auth) and its round-trip time, the remote Python with torch, triton
 and its GPUs (inside the container when one is set), the remote directory and whether
 the synced verifier is current. Exit 1 when something a run needs is missing.
@@ -183,6 +184,13 @@ def add_parser(subparsers: Any) -> None:
         f"{int(calibration.STALE_DAYS)} days)",
     )
 
+    p.add_argument(
+        "--stop-workers",
+        action="store_true",
+        help="stop the verifier workers kept warm for the next local run (--keep-workers), "
+        "and the keeper holding them: their GPU memory is freed",
+    )
+
     add_sandbox_argument(
         p,
         help_text="the walls runs will ask for: require makes a missing sandbox a failure "
@@ -231,6 +239,7 @@ def run(args: Any) -> int:
     checks = local_checks()
     checks.append(rates_check(args.recalibrate))
     checks.append(local_sandbox_check(mode))
+    checks.append(kept_workers_check(stop=args.stop_workers))
     if config is not None:
         checks += asyncio.run(
             remote_checks(
@@ -347,6 +356,41 @@ def rates_check(recalibrate: bool) -> Check:
         "" if kept else f" (not kept: {path} is not writable)"
     )
     return Check("local", "gpu rates", OK, line)
+
+
+def kept_workers_check(stop: bool = False) -> Check:
+    """The verifier workers the keeper holds for the next local run (verifier/keeper.py):
+    pid, device, age, recipe; with `stop`, the keeper stopped and they with it."""
+    from kernelladder.verifier import keeper
+
+    where = keeper.socket_path()
+    try:
+        if stop:
+            stopped = keeper.stop()
+            if stopped is None:
+                return Check("local", "kept workers", OK, f"none: no keeper runs ({where})")
+            pids = ", ".join(map(str, stopped)) or "none held"
+            return Check(
+                "local", "kept workers", OK, f"stopped the keeper and its workers ({pids})"
+            )
+        workers = keeper.list_kept()
+    except (keeper.KeeperError, OSError) as exc:
+        return Check("local", "kept workers", WARN, f"the keeper at {where}: {exc}")
+    if not workers:
+        return Check("local", "kept workers", OK, f"none ({where})")
+    shown = "; ".join(
+        f"pid {w.get('pid')} on "
+        + (f"cuda:{w['cuda_device']}" if w.get("cuda_device") is not None else str(w.get("device")))
+        + f", kept {float(w.get('age_s') or 0):.0f} s ago, {float(w.get('left_s') or 0):.0f} s "
+        f"left, recipe {str(w.get('recipe'))[:12]}"
+        for w in workers
+    )
+    return Check(
+        "local",
+        "kept workers",
+        OK,
+        f"{len(workers)} kept for the next local run: {shown} (--stop-workers stops them)",
+    )
 
 
 def ncu_check(has_gpu: bool) -> Check:

@@ -28,7 +28,7 @@ from kernelladder.cli.common import (
     remote_requested,
     require_local_gpu,
 )
-from kernelladder.engine.options import VERIFY_MODES
+from kernelladder.engine.options import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, VERIFY_MODES
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -50,6 +50,7 @@ _RESUMABLE = {
     "workers_per_gpu": "workers_per_gpu",
     "no_early_stop": "early_stop",
     "base_url": "base_url",
+    "keep_workers": "keep_workers_s",
 }
 # flag dest -> RunOptions field, fixed for the life of a run
 _FIXED = {
@@ -157,6 +158,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         type=_positive(int),
         default=None,
         help="pipelined: workers sharing each GPU (default one per branch, at most 3)",
+    )
+    p.add_argument(
+        "--keep-workers",
+        type=_non_negative,
+        default=None,
+        metavar="S",
+        help="local runs: keep the idle verifier workers warm S seconds after the run, for "
+        f"the next run here to take (default {DEFAULT_KEEP_WORKERS_S:g} on a GPU, off on the "
+        f"CPU, or {KEEP_WORKERS_ENV}; 0: shut them down; `doctor --stop-workers` stops them)",
     )
     p.add_argument(
         "--no-early-stop",
@@ -347,6 +357,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
         given["ray_address"], given["ray_slots"] = ray_settings(args)
         given.setdefault("device", "cpu" if given["ray_slots"] is not None else "cuda")
 
+    if given.get("keep_workers_s") and (given.get("remote") or given.get("ray_address")):
+        raise UsageError("--keep-workers applies to local runs (not --remote or --runner ray)")
     _check_priced_budget(given)
     return RunOptions(op=args.op, run_dir=args.run_dir, **given)
 

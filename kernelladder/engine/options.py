@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MAX_DEFAULT_WORKERS_PER_GPU = 3
 VERIFY_MODES = ("pipelined", "serial")
+# local runs: how long idle verifier workers are kept warm for the next run (verifier/
+# keeper.py) when --keep-workers is not given: this variable, else the default on a GPU
+KEEP_WORKERS_ENV = "KERNELLADDER_KEEP_WORKERS"
+DEFAULT_KEEP_WORKERS_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,9 @@ class RunOptions:
 
     ray_address: str | None = None  # verify on a Ray cluster: "auto", "local", HOST:PORT
     ray_slots: int | None = None  # Ray: CPU actors (device cpu) or at most N GPU actors
+    # local runs: seconds the idle workers are kept warm after the run for the next one
+    # (0: shut down as before); None: KEEP_WORKERS_ENV, else 600 on a GPU and 0 on the CPU
+    keep_workers_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +82,30 @@ class RunOptions:
         if self.workers_per_gpu is not None:
             return max(1, self.workers_per_gpu)
         return max(1, min(MAX_DEFAULT_WORKERS_PER_GPU, self.branches))
+
+    def keep_workers_seconds(self, device: str, environ: Mapping[str, str] | None = None) -> float:
+        """How long this run's idle local workers are kept after it: --keep-workers, else
+        KERNELLADDER_KEEP_WORKERS, else 600 s on a GPU; 0 (off) on the CPU, whose runs the
+        test suite starts by the hundred, and for SSH and Ray runs (their workers are
+        not on this machine). ValueError for a variable that is not a number of seconds."""
+        if self.remote or self.ray_address is not None:
+            return 0.0
+        if self.keep_workers_s is not None:
+            return max(0.0, float(self.keep_workers_s))
+        raw = (os.environ if environ is None else environ).get(KEEP_WORKERS_ENV, "").strip()
+        if not raw:
+            return DEFAULT_KEEP_WORKERS_S if device == "cuda" else 0.0
+        if raw.lower() in ("off", "no", "false"):
+            return 0.0
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = -1.0
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(
+                f"{KEEP_WORKERS_ENV}={raw!r}: not a number of seconds (0 turns keeping off)"
+            )
+        return seconds
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:

@@ -114,6 +114,9 @@ class RunnerBase:
     - prepare_fresh_worker(op): start the worker a coming fresh_worker request will get,
       and compile op's baselines there, so the end's re-measure does not wait for a
       worker's start or a compile; by default nothing.
+    - hand_back_workers(): at the run's end, before RunFinished, keep the idle workers
+      warm for the next run (the local runner hands them to verifier/keeper.py) and say
+      so in a notice; by default nothing (close() shuts them down).
     """
 
     name: str = "runner"
@@ -138,6 +141,10 @@ class RunnerBase:
         (the end's re-measure, started while the last attempts are verified), and have it
         compile `op`'s torch.compile baselines (its wire form) once up; by default
         nothing (the fresh worker starts when asked)."""
+
+    async def hand_back_workers(self) -> None:
+        """At the run's end (the last verification done, before RunFinished): keep idle
+        workers for the next run, and say so with notice(); by default nothing."""
 
     def notice(self, level: str, message: str) -> None:
         if self._notice_sink is None:

@@ -561,6 +561,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                     # turns on it apart from the re-measure's rounds
                     await self._confirm_at_end(reason)
                     await self._drain_profiles()
+                    with contextlib.suppress(Exception):  # kept workers: its notice, then the end
+                        await self.runner.hand_back_workers()
                     best = self.state.attempts.get(self.state.best_attempt or -1)
                     self._emit(
                         ev.RunFinished(

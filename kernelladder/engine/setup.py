@@ -101,6 +101,7 @@ RESUMABLE_OPTIONS = (
     "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints", "target_over", "confirm",
     "ray_address", "ray_slots",  # a Ray run may find its cluster at a new address
     "verify", "workers_per_gpu", "early_stop",  # how this session verifies
+    "keep_workers_s",  # how long its workers are kept warm after it
     "base_url",  # an OpenAI-compatible server may have moved
 )  # fmt: skip
 

@@ -51,9 +51,14 @@ class LocalRunner(RunnerBase):
         device: str = "cpu",
         slots: int | None = None,
         per_gpu: int = 1,
+        keep_workers_s: float = 0.0,
         **pool_options: Any,
     ):
         self.device = device
+        # > 0: workers kept from an earlier run are taken at the start, the idle ones are
+        # handed to the keeper at the end for this long (verifier/keeper.py)
+        self.keep_workers_s = max(0.0, float(keep_workers_s))
+        self._handed_back = False
         self._devices = slots if slots is not None else (_gpu_count() if device == "cuda" else 1)
         self.per_gpu = max(1, int(per_gpu))
         self._slots = self._devices * self.per_gpu
@@ -77,13 +82,19 @@ class LocalRunner(RunnerBase):
 
         if self._pool is None:
             self._pool = LocalPool(
-                self.device, self._devices, per_gpu=self.per_gpu, **self._pool_options
+                self.device,
+                self._devices,
+                per_gpu=self.per_gpu,
+                keep_s=self.keep_workers_s,
+                **self._pool_options,
             )
         try:
             hellos = await self._pool.start()
         except WorkerUnavailable as exc:
             raise RunnerLost(str(exc)) from None
         self._hello = dict(hellos[0]) if hellos else {}
+        if self._pool.taken:
+            self.notice("info", took_line(self._pool.taken))
 
     async def verify(
         self,
@@ -197,7 +208,26 @@ class LocalRunner(RunnerBase):
             for arbiter in reversed(taken):
                 arbiter.release(mode)
 
+    async def hand_back_workers(self) -> None:
+        """The idle workers (the re-measure's too) go to the keeper for the next run on
+        this machine, said in a notice; those that cannot are left to close()."""
+        if self._handed_back or self._pool is None or self.keep_workers_s <= 0:
+            return
+        self._handed_back = True
+        from kernelladder.verifier.pool import keep_idle_workers
+
+        clients = list(self._pool.clients)
+        if self._fresh is not None and self._fresh_start is not None and self._fresh_start.done():
+            clients.append(self._fresh)
+        kept = await keep_idle_workers(clients, self.keep_workers_s)
+        if kept:
+            self.notice("info", kept_line(kept, self.keep_workers_s))
+
     async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.hand_back_workers()  # the engine asked already, before its end
+        if self._pool is not None:
+            self._pool.keep_s = 0.0  # those not kept just now are shut down
         self._free = None
         if self._fresh is not None:
             fresh, self._fresh = self._fresh, None
@@ -223,6 +253,23 @@ class LocalRunner(RunnerBase):
         }
 
 
+def _workers(pids: list[int]) -> str:
+    plural = "s" if len(pids) != 1 else ""
+    return f"{len(pids)} verifier worker{plural} (pid {', '.join(map(str, pids))})"
+
+
+def took_line(pids: list[int]) -> str:
+    return f"took {_workers(pids)} kept from an earlier run: no start to wait for"
+
+
+def kept_line(pids: list[int], seconds: float) -> str:
+    return (
+        f"kept {_workers(pids)} warm for the next run on this machine, for {seconds:g} s "
+        "idle at most: `kernelladder doctor --stop-workers` stops them, --keep-workers 0 "
+        "(or KERNELLADDER_KEEP_WORKERS=0) keeps none"
+    )
+
+
 def make_runner(options: RunOptions, device: str) -> Runner:
     """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
     per_gpu = options.worker_count() if device == "cuda" else 1
@@ -238,4 +285,6 @@ def make_runner(options: RunOptions, device: str) -> Runner:
 
         settings = settings_from_record(options.remote_config or {})
         return make_remote_runner(load_remote_config(settings), device=device, per_gpu=per_gpu)
-    return LocalRunner(device=device, per_gpu=per_gpu)
+    return LocalRunner(
+        device=device, per_gpu=per_gpu, keep_workers_s=options.keep_workers_seconds(device)
+    )
