@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from kernelladder.verifier import keeper
 from kernelladder.verifier.env import Redactor, secret_values
 from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
 from kernelladder.verifier.local_transport import KEPT_NOTE, LocalTransport
@@ -335,8 +336,6 @@ class WorkerClient:
         other verifier files than those on disk now, no keeper to be had), and close()
         shuts it down as before. `facts`: its transport's keeper_facts(), computed now.
         The worker first drops the GPU memory torch caches for it ("idle")."""
-        from kernelladder.verifier import keeper
-
         if not self.keepable():
             return None
         async with self._lock:
@@ -362,7 +361,7 @@ class WorkerClient:
                     await asyncio.to_thread(
                         keeper.hand_over, worker, transport.pipe_fds(), keep_s=keep_s, cap=cap
                     )
-                except (keeper.KeeperError, OSError):
+                except Exception:  # no keeper to be had: close() shuts it down
                     self._drain_task = asyncio.ensure_future(self._drain_stderr(transport))
                     return None
                 pid = transport.pid

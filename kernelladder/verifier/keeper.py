@@ -186,6 +186,18 @@ def _close(fds: list[int]) -> None:
             os.close(fd)
 
 
+MAX_SOCKET_PATH = 107  # bytes: sun_path's size on Linux, less its terminating NUL
+
+
+def _check_supported(path: str) -> None:
+    """KeeperError where no keeper can be had: not Linux (SO_PEERCRED, MSG_CMSG_CLOEXEC),
+    or a socket path longer than a unix socket's address holds."""
+    if not (hasattr(socket, "SO_PEERCRED") and hasattr(socket, "MSG_CMSG_CLOEXEC")):
+        raise KeeperError("keeping workers needs Linux (SO_PEERCRED)")
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise KeeperError(f"the keeper's socket path is too long for a unix socket: {path}")
+
+
 def _peer_uid(sock: socket.socket) -> int:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", creds)[1]
@@ -206,6 +218,7 @@ def request(
     KeeperUnreachable when none listens; KeeperError when it refuses or does not answer
     within `timeout` (per step: connect, send, receive)."""
     path = path or socket_path()
+    _check_supported(path)
     folder = private_dir(path, make=False)
     if not os.path.exists(path):
         raise KeeperUnreachable(f"no keeper at {path}")
@@ -268,6 +281,10 @@ def ensure_running(idle_s: float, *, path: str | None = None) -> bool:
     own session, stdio to /dev/null, a scrubbed environment). False when none answers
     within START_TIMEOUT_S or the directory is not private."""
     path = path or socket_path()
+    try:
+        _check_supported(path)
+    except KeeperError:
+        return False
     with _start_lock:
         reap_disowned()
         if answers(path):

@@ -42,7 +42,11 @@ async def take_kept_workers(clients: list[WorkerClient]) -> None:
             )
         ]
 
-    for client, transport, worker, fds in await asyncio.to_thread(plan):
+    try:
+        taken = await asyncio.to_thread(plan)
+    except Exception:  # no keeper to be had: every client starts its own worker
+        return
+    for client, transport, worker, fds in taken:
         transport.adopt(worker, fds)
         client.adopt(transport)
 

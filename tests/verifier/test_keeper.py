@@ -158,6 +158,14 @@ def test_a_keeper_directory_open_to_others_is_refused(keeper_socket):
         keeper.list_kept(keeper_socket)
 
 
+def test_a_socket_path_too_long_for_a_unix_socket_starts_no_keeper(tmp_path):
+    path = str(tmp_path / ("d" * 120) / "keeper.sock")
+    assert not keeper.ensure_running(60, path=path)
+    assert not os.path.exists(os.path.dirname(path))  # no start was tried
+    with pytest.raises(keeper.KeeperError, match="too long"):
+        keeper.list_kept(path)
+
+
 def test_the_keeper_and_the_client_side_import_no_torch():
     probe = (
         "import sys\n"
