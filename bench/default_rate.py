@@ -30,8 +30,11 @@ Run on one H200 in one command (about 9 minutes for the five ops; --ops picks fe
                                   [--out DIR]
 
 --again runs the ops it names once more after the others, on the box they warmed
-(Triton's, inductor's and the GPU rates' caches filled): the warm box of the first
-verdict's goal.
+(Triton's, inductor's and the GPU rates' caches filled, the verifier workers the run
+before kept warm): the warm box of the first verdict's goal. Every command after the
+first takes the workers the one before kept (`--keep-workers`, on by default on a GPU;
+the "kept workers" column); KERNELLADDER_KEEP_WORKERS=0 makes every command start its own.
+The keeper is stopped at the end.
 
 The same table from saved run directories (a "before" from older logs, e.g. examples/):
 
@@ -56,6 +59,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -151,6 +155,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row["profiles_skipped"] = sum(
         1 for n in kinds.get("notice", []) if "profile of #" in str(n.get("message", ""))
     )
+    # workers kept from the command before (verifier/keeper.py): no start to wait for
+    took = [TOOK.match(str(n.get("message", ""))) for n in kinds.get("notice", [])]
+    row["kept_workers"] = sum(int(m.group(1)) for m in took if m)
     # the end's re-measure
     confirmed = kinds.get("best_confirmed", [])
     remeasure_start = [
@@ -188,6 +195,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
 
 
 CONTROL_ARGS = ("--profile", "off", "--no-confirm")
+TOOK = re.compile(r"took (\d+) verifier workers?")
 
 
 def run_op(
@@ -284,14 +292,17 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{_fmt(r.get('first_verdict_s')):>13}  {', '.join(met)}"
         )
     lines.append("")
-    head = f"{'op':<12} {'start s':>8} {'active s':>9} {'end s':>6} {'shared s/prof':>13} {'prof wall s':>11}"
+    head = (
+        f"{'op':<12} {'start s':>8} {'active s':>9} {'end s':>6} {'shared s/prof':>13} "
+        f"{'prof wall s':>11} {'kept workers':>12}"
+    )
     lines += [head, "-" * len(head)]
     for r in rows:
         active = r["verdicts"] / r["active_per_min"] * 60 if r.get("active_per_min") else None
         lines.append(
             f"{r['op']:<12} {_fmt(r.get('start_s')):>8} {_fmt(active):>9} "
             f"{_fmt(r.get('end_s')):>6} {_fmt(r.get('shared_s_per_profile'), 2):>13} "
-            f"{_fmt(r.get('profile_wall_s')):>11}"
+            f"{_fmt(r.get('profile_wall_s')):>11} {_fmt(r.get('kept_workers')):>12}"
         )
     lines.append(
         "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"
@@ -399,6 +410,11 @@ def main(argv: list[str] | None = None) -> int:
             if (out / "runs").exists():
                 tar.add(out / "runs", arcname="runs", filter=keep)
         subprocess.run(["rm", "-rf", str(out / "runs")], check=False)
+        # the workers the last run kept warm go too: the box is left as it was found
+        subprocess.run(
+            [sys.executable, "-m", "kernelladder.verifier.keeper", "stop"],
+            env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False, capture_output=True,
+        )  # fmt: skip
     (out / "results.json").write_text(json.dumps({"runs": rows, "controls": controls}, indent=1))
     text = table(rows)
     if controls:

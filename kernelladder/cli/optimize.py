@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -511,6 +512,21 @@ def _os_error_line(exc: OSError) -> str:
     return " ".join(f"cannot create or write the run directory: {what}".split())
 
 
+def _start_workers_ahead(options: Any) -> None:
+    """A GPU run's workers start now, while this process imports torch and builds the
+    run (engine/runners/local.py); a run that then fails to build kills them."""
+    from kernelladder.engine.runners.local import start_workers_ahead
+
+    with contextlib.suppress(Exception):
+        start_workers_ahead(options)
+
+
+def _discard_workers_ahead() -> None:
+    from kernelladder.verifier.pool import discard_unclaimed
+
+    discard_unclaimed()
+
+
 def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
     """create_run / resume_run from the command line; UsageError for bad input. Without a
     terminal (`interactive` False) an ask-gate policy gives way to an unattended one for
@@ -550,17 +566,24 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
             ), notices
         options = options_from_args(args)
         _check_new_run_dir(args.run_dir)
+        _start_workers_ahead(options)
         _check_local_device(options)
         gate = session_gate(options)
         notices += unpriced_notice(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
+        _discard_workers_ahead()
         raise
     # OpLoadError is a ValueError (imported lazily: it would import torch)
     except (LogError, ProposerError, ValueError) as exc:
+        _discard_workers_ahead()
         raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
     except OSError as exc:  # the run directory cannot be created or written
+        _discard_workers_ahead()
         raise UsageError(_os_error_line(exc)) from None
+    except BaseException:
+        _discard_workers_ahead()
+        raise
 
 
 async def drive(run: Any, view: Any) -> Any:

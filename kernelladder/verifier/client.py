@@ -121,6 +121,7 @@ class WorkerClient:
         self.workers_started = 0  # spawned by this client
         self.workers_taken = 0  # taken from the keeper (kept from an earlier run)
         self._taken: LocalTransport | None = None  # to start before the factory's (adopt)
+        self._ahead: LocalTransport | None = None  # spawned before the run (start_from)
         self._kept_now = False  # the worker now (or last) is one kept from an earlier run
         self._hello_line = b""  # the worker's hello as it said it (handed to the keeper)
         self._verifier_files: str | None = None  # the first worker's hash of them
@@ -153,12 +154,24 @@ class WorkerClient:
         factory's; one that does not say its hello or answer a ping is replaced."""
         self._taken = transport
 
+    def start_from(self, transport: LocalTransport) -> None:
+        """The next start uses this worker started ahead of the run (pool.start_ahead):
+        one taken from the keeper as adopt() does, one spawned ahead as if spawned now."""
+        if transport.kept_ahead:
+            self._taken = transport
+        else:
+            self._ahead = transport
+
     async def _ensure_started(self) -> None:
         if self.alive:
             return
         await self._discard()
         taken, self._taken = self._taken, None
         if taken is not None and await self._start_taken(taken):
+            return
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            await self._start(ahead)
             return
         # Not through the GPU's arbiter: a worker that replaces a crashed one mid-run
         # would hold back every timing on its GPU for its whole start (seconds, after
@@ -313,10 +326,11 @@ class WorkerClient:
 
     async def close(self) -> None:
         async with self._lock:
-            taken, self._taken = self._taken, None
-            if taken is not None:  # taken from the keeper, never started: it goes too
-                with contextlib.suppress(Exception):
-                    await taken.kill()
+            for unstarted in (self._taken, self._ahead):  # never started: they go too
+                if unstarted is not None:
+                    with contextlib.suppress(Exception):
+                        await unstarted.kill()
+            self._taken = self._ahead = None
             if self._transport is not None and self._hello is not None:
                 with contextlib.suppress(Exception):
                     self._transport.stdin.write(encode({"type": "shutdown"}))

@@ -126,8 +126,11 @@ class LocalTransport:
     def _command(self, home: str) -> tuple[list[str], dict[str, str]]:
         """The worker's argv and environment, its scratch directory being `home`."""
         extra = dict(self.extra_env)
-        path = self.environ.get("PYTHONPATH", "")
-        extra["PYTHONPATH"] = self._root() + (os.pathsep + path if path else "")
+        # the package root first, once: a caller whose PYTHONPATH names it already starts
+        # workers of the same recipe as one whose does not
+        root, path = self._root(), self.environ.get("PYTHONPATH", "")
+        entries = [root, *(p for p in path.split(os.pathsep) if p and p != root)]
+        extra["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
         if self.cuda_device is not None:
             # index into the caller's visible GPUs, if it restricted them
             visible = [v.strip() for v in self.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
@@ -176,8 +179,28 @@ class LocalTransport:
         if self._taken is not None:
             await self._start_taken()
             return
-        # the dirs of workers (or callers) killed with SIGKILL go before this one is made
-        await asyncio.to_thread(sweep_stale)
+        if self._proc is None:
+            # the dirs of workers (or callers) killed with SIGKILL go before this one is made
+            await asyncio.to_thread(sweep_stale)
+            self._spawn()
+        assert self._proc is not None and self._proc.stdin and self._proc.stdout
+        assert self._proc.stderr
+        await self._connect(self._proc.stdin, self._proc.stdout, self._proc.stderr)
+
+    def spawn_ahead(self) -> None:
+        """Spawn the worker now, before any event loop runs (the CLI, before it imports
+        torch: the worker's start overlaps the caller's); start() then only connects its
+        pipes. Raises OSError when it cannot be spawned."""
+        if self._proc is None and self._taken is None:
+            sweep_stale()
+            self._spawn()
+
+    @property
+    def kept_ahead(self) -> bool:
+        """Taken from the keeper (adopt) and not started yet."""
+        return self._taken is not None
+
+    def _spawn(self) -> None:
         keeper.reap_disowned()  # workers this process handed to the keeper, since gone
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         args, env = self._command(self._home)
@@ -202,8 +225,26 @@ class LocalTransport:
         self._pid = self._proc.pid
         self._start_time = process_start_time(self._pid)
         add_owner(self._home, self._pid)  # kept while either of us lives
-        assert self._proc.stdin and self._proc.stdout and self._proc.stderr
-        await self._connect(self._proc.stdin, self._proc.stdout, self._proc.stderr)
+
+    def discard_ahead(self) -> None:
+        """A worker started ahead that no pool claimed goes, now and without a loop: its
+        process group killed, its pipes closed, its scratch directory removed."""
+        pid = self._pid if self._taken is None else int(self._taken[0].get("pid") or 0)
+        if self._taken is not None:
+            for pipe in self._take_over():
+                pipe.close()
+        if pid and self._still_ours():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        if self._proc is not None:
+            with contextlib.suppress(Exception):
+                self._proc.wait(timeout=10)
+            for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+                with contextlib.suppress(Exception):
+                    pipe.close()  # type: ignore[union-attr]
+        if self._home:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
 
     def _take_over(self) -> list[Any]:
         """A taken worker becomes this transport's: its pid, scratch and pipes."""

@@ -9,7 +9,9 @@ Standard library only, like client.py.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
+import contextlib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -18,6 +20,81 @@ from kernelladder.verifier.client import ProgressFn, WorkerClient
 from kernelladder.verifier.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.local_transport import LocalTransport
 from kernelladder.verifier.verdict import Verdict
+
+# workers started before their run's pool exists (start_ahead), claimed by its start()
+_AHEAD: list[LocalTransport] = []
+
+
+def start_ahead(
+    device: str,
+    gpus: int,
+    per_gpu: int,
+    keep_s: float = 0.0,
+    **transport_options: Any,
+) -> list[LocalTransport]:
+    """Start the workers a LocalPool(device, gpus, per_gpu=..., keep_s=...) will want, now,
+    before any event loop runs: taken from the keeper where kept ones of their recipe
+    are (keep_s > 0), else spawned. The caller goes on with its own start (the CLI
+    imports torch and loads the op meanwhile); the pool's start() claims them by recipe,
+    and those it does not claim are killed (discard_unclaimed, also at exit)."""
+    gpu_ids = list(range(max(1, gpus))) if device == "cuda" else [None]
+    transports = [
+        LocalTransport(device, cuda_device=gpu, **transport_options)
+        for _ in range(max(1, per_gpu))
+        for gpu in gpu_ids
+    ]
+    if keep_s > 0 and os.path.exists(_keeper().socket_path()):
+        groups: dict[str, list[LocalTransport]] = {}
+        for t in transports:
+            groups.setdefault(t.recipe_key(), []).append(t)
+        for key, members in groups.items():
+            try:
+                taken = _keeper().take(key, len(members))
+            except Exception:  # no keeper to be had: they are spawned below
+                break
+            for t, (worker, fds) in zip(members, taken, strict=False):
+                t.adopt(worker, fds)
+    if not _AHEAD:
+        atexit.register(discard_unclaimed)
+    for t in transports:
+        try:
+            t.spawn_ahead()
+        except OSError:
+            continue  # the pool starts this one itself, and says why if it cannot
+        _AHEAD.append(t)
+    return transports
+
+
+def _keeper() -> Any:
+    from kernelladder.verifier import keeper
+
+    return keeper
+
+
+def _claim_ahead(clients: list[WorkerClient]) -> None:
+    """Each client that a worker started ahead of its recipe is there for starts from it."""
+    if not _AHEAD:
+        return
+    for client in clients:
+        if client.alive or client._taken is not None or client._ahead is not None:
+            continue
+        probe = client._factory()
+        if not isinstance(probe, LocalTransport):
+            continue
+        key = probe.recipe_key()
+        match = next((t for t in _AHEAD if t.recipe_key() == key), None)
+        if match is not None:
+            _AHEAD.remove(match)
+            client.start_from(match)
+    discard_unclaimed()
+
+
+def discard_unclaimed() -> None:
+    """Workers started ahead that no pool claimed (another device or GPU count than the
+    run's, a run that failed to start) go now."""
+    while _AHEAD:
+        with contextlib.suppress(Exception):
+            _AHEAD.pop().discard_ahead()
 
 
 async def take_kept_workers(clients: list[WorkerClient]) -> None:
@@ -135,6 +212,7 @@ class LocalPool:
     async def start(self) -> list[dict[str, Any]]:
         """Start every worker now (else they start on first use); their hello lines. Each
         GPU takes the rates kept on disk for it (calibration.py), when fresh."""
+        _claim_ahead(self.clients)
         if self.keep_s > 0:
             await take_kept_workers(self.clients)
         hellos = list(await asyncio.gather(*(c.hello() for c in self.clients)))

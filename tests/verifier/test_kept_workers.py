@@ -206,3 +206,15 @@ def test_kept_workers_go_after_their_idle_time_and_the_keeper_with_them(keeper_s
         assert time.monotonic() < deadline, "the idle worker, its scratch or the keeper stayed"
         time.sleep(0.05)
     assert keeper.list_kept(keeper_socket) is None
+
+
+def test_a_pythonpath_that_names_the_package_root_already_is_the_same_recipe():
+    """The CLI's own PYTHONPATH often names the checkout the workers import from: those
+    workers are interchangeable with the ones of a caller whose PYTHONPATH does not."""
+    from kernelladder.verifier.local_transport import LocalTransport, package_root
+
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    plain = LocalTransport("cpu", environ=base)
+    named = LocalTransport("cpu", environ={**base, "PYTHONPATH": package_root()})
+    other = LocalTransport("cpu", environ={**base, "PYTHONPATH": "/somewhere/else"})
+    assert plain.recipe_key() == named.recipe_key() != other.recipe_key()

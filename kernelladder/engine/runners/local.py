@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,6 +19,8 @@ from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED
 from kernelladder.verifier.verdict import Verdict
+
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the driver knows
 
 
 def default_device() -> str:
@@ -268,6 +271,44 @@ def kept_line(pids: list[int], seconds: float) -> str:
         "idle at most: `kernelladder doctor --stop-workers` stops them, --keep-workers 0 "
         "(or KERNELLADDER_KEEP_WORKERS=0) keeps none"
     )
+
+
+def gpus_without_torch(environ: dict[str, str] | None = None) -> int:
+    """How many GPUs this process would see, read without importing torch: the NVIDIA
+    driver's entries under /proc, at most as many as CUDA_VISIBLE_DEVICES names; 0 when
+    there are none (or the variable hides them)."""
+    env = os.environ if environ is None else environ
+    try:
+        found = len(os.listdir(NVIDIA_GPUS))
+    except OSError:
+        return 0
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        named = [v.strip() for v in visible.split(",") if v.strip()]
+        if not named or named[0].startswith("-"):
+            return 0
+        found = min(found, len(named))
+    return found
+
+
+def start_workers_ahead(options: RunOptions) -> int:
+    """A local GPU run's workers, started before its op is loaded (the CLI imports torch
+    and builds the run meanwhile: seconds, more on a cold box): taken from the keeper
+    where kept ones are, else spawned now; the run's pool claims them as it starts, and
+    those it does not (another device or GPU count than torch then finds) are killed.
+    CPU runs (short starts; the test suite's) start as before. How many were started."""
+    if options.remote or options.ray_address is not None or options.device == "cpu":
+        return 0
+    gpus = gpus_without_torch()
+    if options.device is None and gpus == 0:
+        return 0
+    try:
+        keep = options.keep_workers_seconds("cuda")
+    except ValueError:  # create_run says what is wrong with it
+        return 0
+    from kernelladder.verifier.pool import start_ahead
+
+    return len(start_ahead("cuda", max(1, gpus), options.worker_count(), keep))
 
 
 def make_runner(options: RunOptions, device: str) -> Runner:
