@@ -95,6 +95,55 @@ def _mean(values: list[float]) -> float | None:
     return statistics.mean(values) if values else None
 
 
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, None
+    start = None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            if end is not None:
+                total += end - start
+            start, end = a, b
+        else:
+            end = max(end, b)
+    return total + (end - start if end is not None else 0.0)
+
+
+def gpu_use(events: list[dict[str, Any]], run_dir: Path) -> tuple[float, float]:
+    """Seconds the GPU was held to itself (each attempt's speed stage, which ends at its
+    verdict; profile replays: ProfileReady's gpu_s) and held at all (each attempt's
+    correctness too, which ends where its timing asks for the GPU), as unions over the
+    workers: the stages' seconds from each attempt's verdict (attempts/N.json), placed
+    by its verdict and its 'waiting for the GPU (to itself)' line (the progress lines
+    between are thinned in the log, so they place nothing)."""
+    alone: list[tuple[float, float]] = []
+    shared: list[tuple[float, float]] = []
+    asked: dict[Any, float] = {}
+    for e in events:
+        text = str(e.get("message", ""))
+        if e.get("kind") == "attempt_progress" and text.startswith(
+            "waiting for the GPU (to itself)"
+        ):
+            asked.setdefault(e.get("attempt"), e["ts"])
+    for e in events:
+        if e.get("kind") != "verdict_ready" or e.get("attempt") is None:
+            continue
+        path = run_dir / "attempts" / f"{e['attempt']}.json"
+        try:
+            stages = json.loads(path.read_text()).get("stages") or {}
+        except (OSError, ValueError):
+            continue
+        speed, correct = float(stages.get("speed") or 0), float(stages.get("correctness") or 0)
+        if speed:
+            alone.append((e["ts"] - speed, e["ts"]))
+        at = asked.get(e["attempt"])
+        if correct and at is not None:
+            shared.append((at - correct, at))
+    for p in events:
+        if p.get("kind") == "profile_ready" and isinstance(p.get("gpu_s"), int | float):
+            alone.append((p["ts"] - float(p["gpu_s"]), p["ts"]))
+    return _union_s(alone), _union_s(alone + shared)
+
+
 def measure(run_dir: Path) -> dict[str, Any]:
     """The table's figures for one run directory, from its event log (and bench.json,
     the command's own wall clock, when this script ran it)."""
@@ -133,6 +182,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row["first_verdict_s"] = first_verdict - origin if origin else None
     # where the whole run's time goes: before the first attempt starts, after the last verdict
     row["start_s"] = first_start - origin if origin else None
+    alone_s, held_s = gpu_use(events, run_dir)
+    row["gpu_alone_share"] = alone_s / active if active > 0 else None
+    row["gpu_held_share"] = held_s / active if active > 0 else None
     row["end_s"] = whole - (last_verdict - origin) if whole and origin else None
     # profiles: the GPU held to itself per profile
     profiles = [p for p in kinds.get("profile_ready", []) if p.get("status") == "ok"]
@@ -266,6 +318,10 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{100 * v:.0f}"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'op':<12} {'verdicts':>8} {'/min whole':>10} {'/min active':>11} {'profiles':>8} "
@@ -294,7 +350,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines.append("")
     head = (
         f"{'op':<12} {'start s':>8} {'active s':>9} {'end s':>6} {'shared s/prof':>13} "
-        f"{'prof wall s':>11} {'kept workers':>12}"
+        f"{'prof wall s':>11} {'kept workers':>12} {'GPU alone %':>11} {'GPU held %':>10}"
     )
     lines += [head, "-" * len(head)]
     for r in rows:
@@ -302,12 +358,17 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['op']:<12} {_fmt(r.get('start_s')):>8} {_fmt(active):>9} "
             f"{_fmt(r.get('end_s')):>6} {_fmt(r.get('shared_s_per_profile'), 2):>13} "
-            f"{_fmt(r.get('profile_wall_s')):>11} {_fmt(r.get('kept_workers')):>12}"
+            f"{_fmt(r.get('profile_wall_s')):>11} {_fmt(r.get('kept_workers')):>12} "
+            f"{_pct(r.get('gpu_alone_share')):>11} {_pct(r.get('gpu_held_share')):>10}"
         )
     lines.append(
         "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"
     )
     lines.append("~ GPU s/profile of an older log: the verdict it followed to ProfileReady")
+    lines.append(
+        "GPU alone / held: of the active time, the GPU held to itself (timings, profile "
+        "replays) / held at all (correctness too)"
+    )
     return "\n".join(lines)
 
 

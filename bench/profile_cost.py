@@ -8,9 +8,11 @@ warm-up), the whole profile's wall, and the kernel's duration as ncu read it.
 Each op's candidate is the best attempt of its committed H200 example run, profiled the
 way a run profiles it (kernelladder.verifier.profile.profile_candidate_async, no other
 work on the GPU) with ncu's options as the verifier gives them, then with each variant's
-options added: --clock-control none (ncu leaves the GPU's clocks as they are instead of
-locking them to base), --cache-control none (no cache flush before each replay pass),
-and without the warp-stall metrics. Writes profile_cost.json under --out (default $OUT,
+options changed: --cache-control none (no cache flush before each replay pass), without
+the warp-stall metrics, without the MemoryWorkloadAnalysis section (its L2 hit rate
+asked as one metric), and SpeedOfLight, LaunchStats and Occupancy alone; with ncu's
+replay passes as its log counts them. (`--clock-control none`, which the verifier now
+passes, was measured against ncu's default base clocks on 2026-12-03: RESULTS.md.) Writes profile_cost.json under --out (default $OUT,
 else ./profile-cost-out) and prints a table last. Needs a GPU and ncu.
 """
 
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -29,12 +32,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {  # extra options, stall metrics
-    "as the verifier runs it": ((), True),
-    "--clock-control none": (("--clock-control", "none"), True),
-    "+ --cache-control none": (("--clock-control", "none", "--cache-control", "none"), True),
-    "+ no stall metrics": (("--clock-control", "none", "--cache-control", "none"), False),
+VARIANTS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
+    # extra options, stall metrics, sections left out
+    "as the verifier runs it": ((), True, ()),
+    "+ --cache-control none": (("--cache-control", "none"), True, ()),
+    "no stall metrics": ((), False, ()),
+    "no MemoryWorkloadAnalysis": (
+        ("--metrics", "lts__t_sector_hit_rate.pct"),
+        True,
+        ("MemoryWorkloadAnalysis",),
+    ),
+    "SpeedOfLight+LaunchStats+Occupancy": ((), False, ("MemoryWorkloadAnalysis", "WarpStateStats")),
 }
+PASSES = re.compile(r"- (\d+) pass")
 
 
 def main() -> int:
@@ -58,11 +68,20 @@ def main() -> int:
             run = example_run(op)
             n = best_attempt(run)
             source = (run / "attempts" / f"{n}.py").read_text()
-            for i, (name, (extra, stalls)) in enumerate(VARIANTS.items()):
+            for i, (name, (extra, stalls, dropped)) in enumerate(VARIANTS.items()):
 
                 def command(ncu: str, base: str, driver: Any, kernels: Any = (), stalls: bool = True,
-                            extra: tuple = extra, want: bool = stalls) -> list[str]:  # fmt: skip
+                            extra: tuple = extra, want: bool = stalls,
+                            dropped: tuple = dropped) -> list[str]:  # fmt: skip
                     cmd = original(ncu, base, driver, kernels, stalls=stalls and want)
+                    for section in dropped:
+                        at = cmd.index(section)
+                        del cmd[at - 1 : at + 1]
+                    if "--metrics" in extra and "--metrics" in cmd:  # one list of metrics
+                        at = cmd.index("--metrics") + 1
+                        cmd[at] += "," + extra[extra.index("--metrics") + 1]
+                        extra = tuple(e for e in extra if e != "--metrics" and "," not in e
+                                      and not e.startswith("lts__"))  # fmt: skip
                     at = cmd.index("-f")
                     return [*cmd[:at], *extra, *cmd[at:]]
 
@@ -71,6 +90,8 @@ def main() -> int:
                     profile.profile_candidate_async(op, source, work / f"{op}-{rep}-{i}", "p")
                 )
                 summary = outcome.summary
+                log = work / f"{op}-{rep}-{i}" / "p.ncu.log"
+                found = PASSES.findall(log.read_text(errors="replace")) if log.exists() else []
                 row = {
                     "op": op,
                     "attempt": n,
@@ -83,6 +104,8 @@ def main() -> int:
                     "duration_us": summary.duration_us if summary else None,
                     "dram_pct": summary.dram_pct if summary else None,
                     "stalls": bool(summary and summary.stalls),
+                    "l2_hit_pct": summary.l2_hit_pct if summary else None,
+                    "passes": sum(int(n) for n in found) if found else None,
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -90,17 +113,18 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_cost.json").write_text(json.dumps(rows, indent=1))
-    print(f"\n{'op':10} {'variant':26} {'status':7} {'GPU s':>6} {'shared s':>8} {'wall s':>7} "
-          f"{'kernel us':>9} {'DRAM %':>7} stalls")  # fmt: skip
+    print(f"\n{'op':10} {'variant':34} {'status':7} {'passes':>6} {'GPU s':>6} {'shared s':>8} "
+          f"{'wall s':>7} {'kernel us':>9} {'DRAM %':>7} {'L2 hit':>6} stalls")  # fmt: skip
     for r in rows:
 
         def num(v: Any, f: str) -> str:
             return format(v, f) if isinstance(v, int | float) else "-"
 
         print(
-            f"{r['op']:10} {r['variant']:26} {r['status']:7} {num(r['gpu_s'], '6.2f')} "
-            f"{num(r['shared_s'], '8.2f')} {num(r['wall_s'], '7.2f')} "
-            f"{num(r['duration_us'], '9.1f')} {num(r['dram_pct'], '7.1f')} {r['stalls']}"
+            f"{r['op']:10} {r['variant'][:34]:34} {r['status']:7} {num(r['passes'], '6d')} "
+            f"{num(r['gpu_s'], '6.2f')} {num(r['shared_s'], '8.2f')} {num(r['wall_s'], '7.2f')} "
+            f"{num(r['duration_us'], '9.1f')} {num(r['dram_pct'], '7.1f')} "
+            f"{num(r['l2_hit_pct'], '6.1f')} {r['stalls']}"
         )
     return 0
 

@@ -44,10 +44,12 @@ def _rounds(paired: dict, rng: random.Random) -> tuple[list[float], list[float]]
 
 
 def _sequential(cand: list[float], base: list[float], rounds: int) -> tuple[str, int]:
-    """The re-measure's loop: a round at a time, stopped once settled after MIN_ROUNDS."""
+    """The re-measure's loop: a round at a time, stopped once settled after MIN_ROUNDS
+    (or after all of them, for a search's tie recorded with fewer: a search stops its
+    ties after 3, and its recorded pair holds only those)."""
     for r in range(1, rounds + 1):
         word = settled_word(cand[:r], base[:r], rounds)
-        if word is not None and r >= MIN_ROUNDS:
+        if word is not None and r >= min(MIN_ROUNDS, rounds):
             return word, r
     raise AssertionError("the full count always settles the word")
 
