@@ -530,7 +530,16 @@ def _discard_workers_ahead() -> None:
 def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
     """create_run / resume_run from the command line; UsageError for bad input. Without a
     terminal (`interactive` False) an ask-gate policy gives way to an unattended one for
-    this session only: the saved options keep "ask", so a resume on a terminal asks."""
+    this session only: the saved options keep "ask", so a resume on a terminal asks. A
+    run that does not build kills the workers started ahead for it."""
+    try:
+        return _build_run(args, interactive=interactive)
+    except BaseException:
+        _discard_workers_ahead()
+        raise
+
+
+def _build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
     from kernelladder.engine.engine import create_run, resume_run
     from kernelladder.engine.log import LogError, read_meta
     from kernelladder.engine.options import RunOptions, unattended_gate_policy
@@ -572,18 +581,12 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
         notices += unpriced_notice(options)
         return create_run(options, notices=notices, gate_policy=gate), notices
     except UsageError:
-        _discard_workers_ahead()
         raise
     # OpLoadError is a ValueError (imported lazily: it would import torch)
     except (LogError, ProposerError, ValueError) as exc:
-        _discard_workers_ahead()
         raise UsageError(" ".join(str(exc).split()) or type(exc).__name__) from None
     except OSError as exc:  # the run directory cannot be created or written
-        _discard_workers_ahead()
         raise UsageError(_os_error_line(exc)) from None
-    except BaseException:
-        _discard_workers_ahead()
-        raise
 
 
 async def drive(run: Any, view: Any) -> Any:

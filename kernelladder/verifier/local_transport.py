@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -229,22 +230,35 @@ class LocalTransport:
     def discard_ahead(self) -> None:
         """A worker started ahead that no pool claimed goes, now and without a loop: its
         process group killed, its pipes closed, its scratch directory removed."""
-        pid = self._pid if self._taken is None else int(self._taken[0].get("pid") or 0)
-        if self._taken is not None:
-            for pipe in self._take_over():
-                pipe.close()
-        if pid and self._still_ours():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        pid = self._signal_kill()
         if self._proc is not None:
             with contextlib.suppress(Exception):
                 self._proc.wait(timeout=10)
             for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
                 with contextlib.suppress(Exception):
                     pipe.close()  # type: ignore[union-attr]
+        elif pid is not None:  # taken from the keeper: not ours to wait for, so polled
+            deadline = time.monotonic() + 10
+            while self._alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
+
+    def _signal_kill(self) -> int | None:
+        """SIGKILL to the worker's process group (candidate children too) while its pid
+        still names it; a taken worker never started is this transport's first. Its pid."""
+        if self._taken is not None:  # adopted, never started: it goes all the same
+            for pipe in self._take_over():
+                pipe.close()
+        pid = self._pid
+        if pid is not None and self._still_ours():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            if self._proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
+        return pid
 
     def _take_over(self) -> list[Any]:
         """A taken worker becomes this transport's: its pid, scratch and pipes."""
@@ -312,16 +326,7 @@ class LocalTransport:
                 pipe.close()
 
     async def kill(self) -> None:
-        if self._taken is not None:  # adopted, never started: it goes all the same
-            for pipe in self._take_over():
-                pipe.close()
-        pid = self._pid
-        if pid is not None and self._still_ours():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)  # the whole session: candidate children too
-            if self._proc is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    self._proc.kill()
+        pid = self._signal_kill()
         if pid is not None:
             with contextlib.suppress(Exception):
                 await within(self._gone(), 10)

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from kernelladder.verifier import keeper
 from kernelladder.verifier.client import ProgressFn, WorkerClient
 from kernelladder.verifier.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.local_transport import LocalTransport
@@ -43,17 +44,9 @@ def start_ahead(
         for _ in range(max(1, per_gpu))
         for gpu in gpu_ids
     ]
-    if keep_s > 0 and os.path.exists(_keeper().socket_path()):
-        groups: dict[str, list[LocalTransport]] = {}
-        for t in transports:
-            groups.setdefault(t.recipe_key(), []).append(t)
-        for key, members in groups.items():
-            try:
-                taken = _keeper().take(key, len(members))
-            except Exception:  # no keeper to be had: they are spawned below
-                break
-            for t, (worker, fds) in zip(members, taken, strict=False):
-                t.adopt(worker, fds)
+    if keep_s > 0:
+        with contextlib.suppress(Exception):  # no keeper to be had: they are spawned below
+            _adopt_kept(transports)
     if not _AHEAD:
         atexit.register(discard_unclaimed)
     for t in transports:
@@ -65,16 +58,25 @@ def start_ahead(
     return transports
 
 
-def _keeper() -> Any:
-    from kernelladder.verifier import keeper
-
-    return keeper
+def _adopt_kept(transports: list[LocalTransport]) -> None:
+    """Each transport that a kept worker of its recipe is there for adopts one (keeper.py;
+    the warmest first), grouped by recipe: one take per recipe. Raises when no keeper
+    can be had (the callers then start their own)."""
+    if not transports or not os.path.exists(keeper.socket_path()):
+        return
+    groups: dict[str, list[LocalTransport]] = {}
+    for t in transports:
+        groups.setdefault(t.recipe_key(), []).append(t)
+    for key, members in groups.items():
+        for t, (worker, fds) in zip(members, keeper.take(key, len(members)), strict=False):
+            t.adopt(worker, fds)
 
 
 def _claim_ahead(clients: list[WorkerClient]) -> None:
     """Each client that a worker started ahead of its recipe is there for starts from it."""
     if not _AHEAD:
         return
+    ahead = [(t.recipe_key(), t) for t in _AHEAD]  # each recipe hashed once
     for client in clients:
         if client.alive or client._taken is not None or client._ahead is not None:
             continue
@@ -82,10 +84,11 @@ def _claim_ahead(clients: list[WorkerClient]) -> None:
         if not isinstance(probe, LocalTransport):
             continue
         key = probe.recipe_key()
-        match = next((t for t in _AHEAD if t.recipe_key() == key), None)
+        match = next((pair for pair in ahead if pair[0] == key), None)
         if match is not None:
-            _AHEAD.remove(match)
-            client.start_from(match)
+            ahead.remove(match)
+            _AHEAD.remove(match[1])
+            client.start_from(match[1])
     discard_unclaimed()
 
 
@@ -100,32 +103,13 @@ def discard_unclaimed() -> None:
 async def take_kept_workers(clients: list[WorkerClient]) -> None:
     """Before the clients start: each that a kept worker of its recipe is there for
     adopts one (keeper.py; the warmest first); the others start theirs as usual."""
-    from kernelladder.verifier import keeper
-
     probes = [(c, c._factory()) for c in clients if c._taken is None and not c.alive]
     probes = [(c, t) for c, t in probes if isinstance(t, LocalTransport)]
-    if not probes or not os.path.exists(keeper.socket_path()):
-        return
-
-    def plan() -> list[tuple[WorkerClient, LocalTransport, dict[str, Any], list[int]]]:
-        groups: dict[str, list[tuple[WorkerClient, LocalTransport]]] = {}
-        for client, transport in probes:
-            groups.setdefault(transport.recipe_key(), []).append((client, transport))
-        return [
-            (client, transport, worker, fds)
-            for key, members in groups.items()
-            for (client, transport), (worker, fds) in zip(
-                members, keeper.take(key, len(members)), strict=False
-            )
-        ]
-
-    try:
-        taken = await asyncio.to_thread(plan)
-    except Exception:  # no keeper to be had: every client starts its own worker
-        return
-    for client, transport, worker, fds in taken:
-        transport.adopt(worker, fds)
-        client.adopt(transport)
+    with contextlib.suppress(Exception):  # no keeper to be had: the rest start their own
+        await asyncio.to_thread(_adopt_kept, [t for _, t in probes])
+    for client, transport in probes:  # those adopted before a failure are used all the same
+        if transport.kept_ahead:
+            client.adopt(transport)
 
 
 async def keep_idle_workers(clients: list[WorkerClient], keep_s: float) -> list[int]:

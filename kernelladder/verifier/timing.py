@@ -18,12 +18,13 @@ import torch
 from kernelladder.verifier.integrity import TRUSTED
 
 # The L2 flush before each trial: a write of FLUSH_L2_MULTIPLE times the GPU's L2, within
-# [MIN_FLUSH_BYTES, COUNTED_FLUSH_BYTES]. On the H200 (60 MiB of L2) 128 MiB left every
-# timed kernel as slow as 256 or 512 MiB did (bench/timer_trials.py, 2026-12-03).
+# [MIN_FLUSH_BYTES, COUNTED_FLUSH_BYTES]. On the H200 (60 MiB of L2) 120 and 128 MiB left
+# every timed call within 2 % of its time after 256 MiB, as 512 MiB did: no call warmer
+# (bench/timer_trials.py, 2026-12-03).
 COUNTED_FLUSH_BYTES = 256 * 1024 * 1024  # the flush the trial counts were set with
 FLUSH_L2_MULTIPLE = 2
 MIN_FLUSH_BYTES = 64 * 1024 * 1024
-TARGET_MS = 100.0  # of trials per function and shape (counted as COUNTED_TRIAL says)
+TARGET_MS = 100.0  # of trials per function and shape (counted as GpuTimer.plan_trials says)
 MIN_TRIALS = 10
 MAX_TRIALS = 2000
 # Cycles of GPU busy-wait queued before each trial's start event, so the host enqueues the
@@ -196,21 +197,18 @@ class GpuTimer:
         sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
         probe = statistics.median(self._measure(fn, 3, _cycles(sleep_ms)))
         # the host's whole trial (flush, sleep and event launches, the call), as probed
-        enqueue_ms = float(getattr(self, "enqueue_ms", 0.0) or 0.0) or statistics.median(host_ms)
+        enqueue_ms = self.enqueue_ms or statistics.median(host_ms)
         flush_ms = float(self.flush_ms)
-        counted_flush_ms = (
-            flush_ms * COUNTED_FLUSH_BYTES / getattr(self, "flush_bytes", COUNTED_FLUSH_BYTES)
-        )
+        counted_flush_ms = flush_ms * COUNTED_FLUSH_BYTES / self.flush_bytes
         plan = {
             "per_trial_ms": max(probe + counted_flush_ms + sleep_ms, 1e-3),
             "sleep_cycles": _cycles(sleep_ms),
             "lead_cycles": 0,
             "enqueue_ms": round(enqueue_ms, 4),
         }
-        gap_ms = getattr(self, "gap_ms", None)
-        if gap_ms is not None:
+        if self.gap_ms is not None:
             short_ms = LEAD_MARGIN * enqueue_ms - (flush_ms + probe)
-            plan["sleep_cycles"] = _cycles(max(gap_ms, short_ms))
+            plan["sleep_cycles"] = _cycles(max(self.gap_ms, short_ms))
             plan["lead_cycles"] = _cycles(LEAD_TRIALS * sleep_ms)
         return plan
 

@@ -17,7 +17,9 @@ class RecordingTimer(timing.GpuTimer):
         self.device = "cuda"  # no flush buffer, no events
         self._rates = None
         self.flush_ms = 0.05
+        self.flush_bytes = timing.COUNTED_FLUSH_BYTES
         self.gap_ms = timing.TRIAL_GAP_MS  # GpuTimer's default
+        self.enqueue_ms = 0.0
         self.ms = ms
         self.enqueue_ms_of_a_trial = enqueue_ms  # what the host takes per trial
         self.measured: list[tuple[str, int, int]] = []  # (function, trials, sleep cycles)

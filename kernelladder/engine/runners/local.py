@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine.options import KEEP_WORKERS_ENV, RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED
 from kernelladder.verifier.verdict import Verdict
@@ -269,7 +269,7 @@ def kept_line(pids: list[int], seconds: float) -> str:
     return (
         f"kept {_workers(pids)} warm for the next run on this machine, for {seconds:g} s "
         "idle at most: `kernelladder doctor --stop-workers` stops them, --keep-workers 0 "
-        "(or KERNELLADDER_KEEP_WORKERS=0) keeps none"
+        f"(or {KEEP_WORKERS_ENV}=0) keeps none"
     )
 
 
