@@ -56,9 +56,9 @@ PROBE_CONFIG_S = 90.0  # one point: compile at two head dims, check and time fou
 HOPPER = ("flash-ring", "flash-persistent")
 
 
-def probe_points(full: bool) -> list[tuple[str, dict]]:
+def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, dict]]:
     """(family, params): every family's start, then the Hopper families' warp-specialised
-    points, then (full) their other notable points."""
+    points, then (full) their other notable points; `only`: these families' alone."""
     from kernelladder.engine.proposers.templates import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
@@ -76,6 +76,17 @@ def probe_points(full: bool) -> list[tuple[str, dict]]:
             {"NUM_STAGES": 4},
             {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "NUM_STAGES": 2},
         ],
+        "flash-skew": [
+            {"LAZY": False},
+            {"NUM_STAGES": 2},
+            {"NUM_STAGES": 4},
+            {"BLOCK_N": 128, "NUM_STAGES": 2},
+            {"BLOCK_M": 128, "NUM_WARPS": 8},
+            {"BLOCK_M": 128, "NUM_WARPS": 8, "LAZY": False},
+            {"BLOCK_M": 128, "NUM_WARPS": 8, "BLOCK_N": 128, "NUM_STAGES": 2},
+            {"HEAD_GROUP": 4},
+            {"HEAD_GROUP": 64},
+        ],
         "flash-persistent": [
             {"WS": "inner"},
             {"WS": "outer"},
@@ -89,7 +100,7 @@ def probe_points(full: bool) -> list[tuple[str, dict]]:
             point = {**families[name].start, **over}
             if families[name].valid(point):
                 points.append((name, point))
-    return points
+    return [pt for pt in points if only is None or pt[0] in only]
 
 
 def _label(family: str, params: dict) -> str:
@@ -103,7 +114,7 @@ def _label(family: str, params: dict) -> str:
 # --- 1. probe (children) -------------------------------------------------------------------
 
 
-def probe_child(first: int, full: bool) -> int:
+def probe_child(first: int, full: bool, only: list[str] | None = None) -> int:
     """Points first.. of probe_points(full), one JSON line as each starts and ends."""
     import torch
 
@@ -123,7 +134,7 @@ def probe_child(first: int, full: bool) -> int:
     from kernelladder.engine.proposers.templates import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
-    for i, (name, params) in enumerate(probe_points(full)):
+    for i, (name, params) in enumerate(probe_points(full, only)):
         if i < first:
             continue
         label = _label(name, params)
@@ -158,16 +169,19 @@ def probe_child(first: int, full: bool) -> int:
     return 0
 
 
-def probe(out: Path, env: dict, deadline: float, full: bool) -> list[dict]:
+def probe(
+    out: Path, env: dict, deadline: float, full: bool, only: list[str] | None = None
+) -> list[dict]:
     """Run the probe children until every point has a line; a child that dies or hangs
     marks its point and the next child starts after it."""
-    points = probe_points(full)
+    points = probe_points(full, only)
     done: list[dict] = []
     log = (out / "probe.jsonl").open("w")
     first = 0
     while first < len(points) and time.monotonic() < deadline:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-child", str(first)]
         cmd += ["--probe-full"] if full else []
+        cmd += ["--families", *only] if only else []
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -369,11 +383,12 @@ def main() -> int:
     parser.add_argument("--target-ms", type=float, default=25.0, help="per timing")
     parser.add_argument("--probe-only", action="store_true", help="stop after the probe")
     parser.add_argument("--no-probe", action="store_true", help="skip the probe")
+    parser.add_argument("--families", nargs="+", default=None, help="probe these families only")
     parser.add_argument("--probe-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe-full", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe_child is not None:
-        return probe_child(args.probe_child, args.probe_full)
+        return probe_child(args.probe_child, args.probe_full, args.families)
     started = time.monotonic()
     deadline = started + args.budget_s
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="attention-search-"))
@@ -383,7 +398,7 @@ def main() -> int:
     if not args.no_probe:
         # alone, every point; before a search, the starts and WS points in 75 s at most
         probe_deadline = deadline if args.probe_only else min(started + 75, deadline - 330)
-        probed = probe(out, env, probe_deadline, full=args.probe_only)
+        probed = probe(out, env, probe_deadline, full=args.probe_only, only=args.families)
     probe_lines = [
         f"{m['label']}: "
         + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v)[:50] for v in m["ms"].values())

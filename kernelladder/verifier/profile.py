@@ -7,7 +7,7 @@ ncu cannot attach to the long-lived verifier worker, so a profile is a fresh pro
         python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py
 
 Only the sections the summary, the Profile tab and the prompts read are collected
-(SECTIONS, and the warp-stall ratios of STALL_METRICS), for one launch of each of the
+(SECTIONS, the L2 hit rate and the warp-stall ratios of STALL_METRICS), for one launch of each of the
 candidate's own Triton kernels: a second or so of replay instead of `--set full`'s
 dozens of passes.
 
@@ -48,8 +48,12 @@ from typing import Any
 NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
 COUNTERS_BLOCKED = "ERR_NVGPUCTRPERM"
 # what summarize() reads, and nothing more: the sections of the details page it looks in
-# (Speed Of Light, Memory Workload Analysis, Occupancy, Launch Statistics, Warp State)
-SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
+# (Speed Of Light, Occupancy, Launch Statistics, Warp State) and, on the raw page, the L2
+# hit rate. MemoryWorkloadAnalysis's section gave only that rate to the summary and cost
+# half a second of the GPU per profile for its one pass: 1.76 s with it, 1.27 s with its
+# rate asked as one metric (bench/profile_cost.py, the H200, 2026-12-03).
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats")
+L2_HIT_METRIC = "lts__t_sector_hit_rate.pct"  # the section's "L2 Hit Rate"
 # the raw page's warp-stall ratios (names as ncu 2025.3 on the H200 wrote them)
 STALL_REASONS = (
     "barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss",
@@ -196,16 +200,30 @@ def parse_details(text: str) -> list[_Kernel]:
     return list(kernels.values())
 
 
-def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
-    """From `--csv --page raw` (a header row, a units row, one row per kernel): per kernel
-    ID, each warp-stall reason's average cycles per issued instruction."""
+def _raw_records(text: str) -> list[dict[str, str]]:
+    """`--csv --page raw` (a header row, a units row, one row per kernel) as one dict per
+    kernel."""
     rows = list(csv.reader(io.StringIO(text)))
     if len(rows) < 3:
-        return {}
-    header = rows[0]
+        return []
+    return [dict(zip(rows[0], row, strict=False)) for row in rows[2:]]
+
+
+def parse_raw_l2_hit(text: str) -> dict[str, float]:
+    """From the raw page: per kernel ID, the L2 hit rate (%), as the details page rounds it."""
+    out: dict[str, float] = {}
+    for i, record in enumerate(_raw_records(text)):
+        number = _number(record.get(L2_HIT_METRIC, ""))
+        if number is not None:
+            out[record.get("ID", str(i))] = round(number, 2)
+    return out
+
+
+def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
+    """From the raw page: per kernel ID, each warp-stall reason's average cycles per
+    issued instruction."""
     out: dict[str, dict[str, float]] = {}
-    for row in rows[2:]:
-        record = dict(zip(header, row, strict=False))
+    for record in _raw_records(text):
         stalls: dict[str, float] = {}
         for name, value in record.items():
             m = _STALL.match(name)
@@ -215,6 +233,10 @@ def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
                     stalls[m["reason"]] = number
         out[record.get("ID", str(len(out)))] = stalls
     return out
+
+
+def _first_known(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
 
 
 def _first_sentence(text: str) -> str:
@@ -263,7 +285,10 @@ def summarize(details_csv: str, raw_csv: str = "") -> ProfileSummary | None:
         achieved_occupancy_pct=pct("Occupancy", "Achieved Occupancy"),
         registers_per_thread=None if regs is None else int(regs[0]),
         shared_mem_per_block_bytes=shared,
-        l2_hit_pct=pct("Memory Workload Analysis", "L2 Hit Rate"),
+        l2_hit_pct=_first_known(
+            pct("Memory Workload Analysis", "L2 Hit Rate"),  # a report with the section
+            parse_raw_l2_hit(raw_csv).get(k.id) if raw_csv else None,
+        ),
         stalls=top,
         recommendation=best_rule[1],
         block=k.block,
@@ -296,7 +321,7 @@ def profile_command(
     stalls: bool = True,
 ) -> list[str]:
     """ncu over the driver: only the call between cudaProfilerStart/Stop is profiled, only
-    SECTIONS (and STALL_METRICS with `stalls`), one launch of each named kernel (one
+    SECTIONS (and L2_HIT_METRIC and STALL_METRICS with `stalls`), one launch of each named kernel (one
     launch when none is named), the clocks as they are."""
     cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all"]
     # the GPU's clocks left as they are: ncu's default locks them to base for the replay,
@@ -305,8 +330,8 @@ def profile_command(
     cmd += ["--clock-control", "none"]
     for section in SECTIONS:
         cmd += ["--section", section]
-    if stalls:
-        cmd += ["--metrics", ",".join(STALL_METRICS)]
+    if stalls:  # the raw page's metrics; without them (a GPU that refuses one) the sections alone
+        cmd += ["--metrics", ",".join((L2_HIT_METRIC, *STALL_METRICS))]
     if kernels:
         cmd += ["--kernel-name", "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$"]
     cmd += ["--launch-count", str(max(1, len(kernels)))]

@@ -11,6 +11,7 @@ from helpers import DATA
 
 from kernelladder.engine import events as ev
 from kernelladder.verifier.profile import (
+    L2_HIT_METRIC,
     SECTIONS,
     STALL_METRICS,
     ProfileSummary,
@@ -92,7 +93,8 @@ def _only_collected(details: str, raw: str) -> tuple[str, str]:
     writer.writeheader()
     writer.writerows(r for r in rows if r["Section Name"] in keep)
     table = list(csv.reader(io.StringIO(raw)))
-    cols = [i for i, name in enumerate(table[0]) if name == "ID" or name in STALL_METRICS]
+    wanted = {"ID", L2_HIT_METRIC, *STALL_METRICS}
+    cols = [i for i, name in enumerate(table[0]) if name in wanted]
     cut = io.StringIO()
     csv.writer(cut, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in cols] for r in table])
     return out.getvalue(), cut.getvalue()
@@ -121,7 +123,9 @@ def test_ncu_commands():
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     sections = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--section"]
     assert sections == list(SECTIONS)
+    assert "MemoryWorkloadAnalysis" not in sections  # its one figure, the L2 hit rate, below
     stalls = cmd[cmd.index("--metrics") + 1].split(",")
+    assert L2_HIT_METRIC in stalls
     assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in stalls
     assert cmd[cmd.index("--launch-count") + 1] == "1" and "--kernel-name" not in cmd
     named = profile_command("ncu", "r", ["python3"], ("_fwd", "_bwd"))
