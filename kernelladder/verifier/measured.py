@@ -47,6 +47,7 @@ class MeasuredTimes:
         self._compiled: dict[tuple[str, str], Any] = {}
         self._prepared: set[tuple[str, str]] = set()  # compiled and run once (prepare_baselines)
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
+        self.baselines_timed = 0  # baselines run and timed by baseline_ms, all told
 
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
     def timer(self) -> Any:
@@ -157,6 +158,7 @@ class MeasuredTimes:
             key = (spec_key, shape.label, name)
             if key not in self._baseline_ms or not self._fresh(key, refresh):
                 self._mark_taken(key)
+                self.baselines_timed += 1
                 try:
                     self._baseline_ms[key] = self.timer().time(fn).median_ms
                 except BaselineNotApplicable as exc:

@@ -40,14 +40,19 @@ def close_rival(cand: Any, baselines: Mapping[str, float | str]) -> str | None:
 def settled_word(cand_ms: Sequence[float], rival_ms: Sequence[float], rounds: int) -> str | None:
     """The word `rounds` back-to-back rounds would give (paired_result's sign test), when
     the rounds so far already decide it, else None. A tie is settled as soon as one round
-    was not won and one was not lost: no later round can make every round go one way.
-    "faster" and "slower" need every round, so only the full count settles them. The
-    sequential stop therefore gives the fixed test's word on the same rounds: the same
-    error rate, fewer rounds where a shape ties."""
+    was not won and one was not lost: no later round can make every round go one way. It
+    is settled too once more than half of all `rounds` rounds have their ratio within
+    PRACTICAL_MARGIN: the median ratio of every round then lies within it, whatever the
+    rest give (every round won by 0.4 % is a tie). "faster" and "slower" need every round,
+    so only the full count settles them. The sequential stop therefore gives the fixed
+    test's word on the same rounds: the same error rate, fewer rounds where a shape ties."""
     pairs = list(zip(cand_ms, rival_ms, strict=False))
     not_won = any(k >= b for k, b in pairs)
     not_lost = any(k <= b for k, b in pairs)
     if not_won and not_lost:
+        return "tie"
+    within = sum(1 for k, b in pairs if k > 0 and not beyond_margin(b / k))
+    if within > rounds // 2:
         return "tie"
     if len(pairs) >= rounds:
         return "faster" if not not_won else "slower"

@@ -198,9 +198,11 @@ class SpeedGate:
         rounds: list[Timing] = []
         if self.opts.baselines:
             self.report("speed", f"baselines {shape.label}")
+            timed_before = self.v.baselines_timed
             with self.v.library_work():
                 baselines = self.v.baseline_ms(spec, shape, inputs, refresh=pipelined)
-            self.before = integrity.take(self.extra)  # torch.compile may rebind lazily
+            if self.v.baselines_timed != timed_before:  # torch.compile may rebind lazily
+                self.before = integrity.take(self.extra)  # (cached times ran nothing)
             rival = close_rival(cand, baselines) if full else None
             if full and self.opts.pair_every_shape and rival is None:
                 fastest = fastest_baseline(baselines)

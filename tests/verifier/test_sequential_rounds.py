@@ -81,9 +81,54 @@ def test_the_sequential_stop_gives_the_recorded_word_on_every_recorded_pair():
 
 
 def test_only_a_tie_stops_early():
-    assert settled_word([1.0, 1.0], [1.01, 0.99], 15) == "tie"  # one won, one lost
+    assert settled_word([1.0, 1.0], [1.02, 0.98], 15) == "tie"  # one won, one lost
     assert settled_word([1.0], [1.0], 15) == "tie"  # a draw is neither won nor lost
-    assert settled_word([1.0] * 14, [1.01] * 14, 15) is None  # faster needs all 15
-    assert settled_word([1.0] * 15, [1.01] * 15, 15) == "faster"
-    assert settled_word([1.01] * 15, [1.0] * 15, 15) == "slower"
-    assert settled_word([1.01] * 6, [1.0] * 6, 15) is None
+    assert settled_word([1.0] * 14, [1.02] * 14, 15) is None  # faster needs all 15
+    assert settled_word([1.0] * 15, [1.02] * 15, 15) == "faster"
+    assert settled_word([1.02] * 15, [1.0] * 15, 15) == "slower"
+    assert settled_word([1.02] * 6, [1.0] * 6, 15) is None
+
+
+def test_a_tie_inside_the_margin_stops_once_most_rounds_are_inside_it():
+    # every round won by 0.5 %: the fixed rounds' word is a tie (inside PRACTICAL_MARGIN);
+    # once more than half of all the rounds are inside it, no later round can move the median
+    inside, beyond = [1.005] * 7, [1.05] * 7
+    ones = [1.0] * 7
+    assert settled_word(ones[:3], inside[:3], 7) is None
+    assert settled_word(ones[:4], inside[:4], 7) == "tie"
+    assert paired_result("b", ones, inside)["verdict"] == "tie"
+    assert paired_result("b", ones[:4], inside[:4])["verdict"] == "tie"
+    # three rounds beyond the margin and three inside: the seventh could decide the median
+    mixed = beyond[:3] + inside[:3]
+    assert settled_word(ones[:6], mixed, 7) is None
+    assert settled_word(ones, mixed + [1.05], 7) == "faster"
+    assert paired_result("b", ones, mixed + [1.05])["verdict"] == "faster"
+    assert settled_word(ones, mixed + [1.005], 7) == "tie"
+    assert paired_result("b", ones, mixed + [1.005])["verdict"] == "tie"
+
+
+def test_the_sequential_stop_gives_the_fixed_word_on_the_recorded_rounds_in_any_order():
+    # the rounds' own times as the H200 recorded them, in their order and shuffled: the
+    # word where the stop falls (searches stop after 3, re-measures after MIN_ROUNDS) is
+    # the fixed rounds' word, and ties inside the margin stop before the last round
+    rng = random.Random(29)
+    early_inside = 0
+    for paired in _recorded_pairs():
+        cand, base = paired.get("candidate_rounds_ms"), paired.get("baseline_rounds_ms")
+        if not cand or len(cand) != paired["rounds"] or len(base) != len(cand):
+            continue
+        least = 3 if paired["rounds"] == 7 else MIN_ROUNDS
+        for shuffle in (False, True, True):
+            order = list(range(len(cand)))
+            if shuffle:
+                rng.shuffle(order)
+            c, b = [cand[i] for i in order], [base[i] for i in order]
+            fixed = paired_result(paired["baseline"], c, b)["verdict"]
+            for r in range(1, len(c) + 1):
+                word = settled_word(c[:r], b[:r], len(c))
+                if word is not None and r >= min(least, len(c)):
+                    break
+            assert word == fixed == paired_result("x", c[:r], b[:r])["verdict"], paired["source"]
+            one_way = paired["won"] == paired["rounds"] or paired["lost"] == paired["rounds"]
+            early_inside += int(one_way and r < len(c))
+    assert early_inside > 0  # some one-way ties inside the margin stopped early
