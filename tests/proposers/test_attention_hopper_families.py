@@ -31,6 +31,7 @@ POINTS = [
     ("flash-ring", {}),
     ("flash-ring", {"HEAD_GROUP": 1, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "WS": True}),
     ("flash-ring", {"BLOCK_N": 128}),
+    ("flash-ring", {"LAZY": True, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
     ("flash-persistent", {}),
     ("flash-persistent",
      {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "PROGRAMS_PER_SM": 1, "NUM_STAGES": 2,

@@ -250,7 +250,7 @@ _HOPPER_KERNELS = """
 @triton.jit
 def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, S, qk_scale,
                 BLOCK_N: tl.constexpr, MASKED: tl.constexpr, STAGES: tl.constexpr,
-                WS: tl.constexpr):
+                WS: tl.constexpr, LAZY: tl.constexpr = False):
     # key blocks lo..hi of one query tile; rows of K and V past this head's S (the next
     # head's, or zeros past the tensor's end) only reach the masked stage, where they are -inf
     for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
@@ -263,22 +263,43 @@ def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, 
             qk = tl.where(keep, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, axis=1))
             p = tl.exp2(qk - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v = v_desc.load([row0 + start_n, 0])
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
+        elif LAZY:
+            # the running max raised (and the accumulator rescaled) only when a row's
+            # scores pass it by more than 8 (log2 units): p stays below 2^8, and most
+            # blocks skip the rescale; exact after the final division by l_i
+            m_blk = tl.max(qk, axis=1) * qk_scale
+            if tl.max(m_blk - m_i, axis=0) > 8.0:
+                m_new = tl.maximum(m_i, m_blk)
+                alpha = tl.exp2(m_i - m_new)
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+            p = tl.exp2(qk * qk_scale - m_i[:, None])
+            l_i = l_i + tl.sum(p, axis=1)
+            v = v_desc.load([row0 + start_n, 0])
+            acc = tl.dot(p.to(v.dtype), v, acc)
         else:
             # below the diagonal: no mask, and log2(e) / sqrt(D) folded into one multiply-add
             m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
             p = tl.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = v_desc.load([row0 + start_n, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v = v_desc.load([row0 + start_n, 0])
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
 def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
                qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):
+               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr,
+               LAZY: tl.constexpr = False):
     # one (batch * head, query tile); q, k, v, o seen as [B * H * S, D]
     row0 = bh * S
     start_m = pid_m * BLOCK_M
@@ -292,7 +313,7 @@ def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos
     # (start_m itself when BLOCK_N divides BLOCK_M; earlier when a key block is wider)
     diag = (start_m // BLOCK_N) * BLOCK_N
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
-                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
+                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS, LAZY)
     # the diagonal's one or two blocks: not worth a producer/consumer split
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
                                 tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
@@ -336,7 +357,7 @@ def _as_desc(t, rows, D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.conste
 def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                    sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                   WS: tl.constexpr, GROUP: tl.constexpr):
+                   WS: tl.constexpr, GROUP: tl.constexpr, LAZY: tl.constexpr):
     # warp specialisation on Hopper takes descriptors made on the device (Triton's
     # tutorial switches to them there); otherwise the host's come in
     rows = BH * S
@@ -346,7 +367,7 @@ def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
     o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, WS)
     bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
     _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
-               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
+               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS, LAZY)
 
 
 @triton.jit
@@ -410,7 +431,7 @@ def kernel(q, k, v):
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
-        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        GROUP=HEAD_GROUP, LAZY=LAZY, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
 """
@@ -590,6 +611,7 @@ _LAZY = Param(
     doc="raise the running max (and rescale the accumulator) only when a block's scores "
     "pass it by more than 8 in log2 units, not at every block",
 )
+_RING_LAZY = Param("LAZY", (False, True), doc=_LAZY.doc)
 _PROGRAMS = Param("PROGRAMS_PER_SM", (1, 2), resource=True, doc="persistent programs per SM")
 # fixed by the Hopper families: only their pointer fallback (tensors a descriptor cannot
 # take) reads these
@@ -612,7 +634,7 @@ FAMILIES: tuple[Family, ...] = (
         "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
         "ring (optionally warp-specialised), the longest query tiles of each group of heads "
         "first, output stored by descriptor",
-        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP, _RING_LAZY),
         # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
         start={
             "BLOCK_M": 64,
@@ -621,6 +643,7 @@ FAMILIES: tuple[Family, ...] = (
             "NUM_STAGES": 3,
             "WS": False,
             "HEAD_GROUP": 16,
+            "LAZY": False,
         },  # fmt: skip
         body=_RING_BODY,
         valid=_ring_fits,
