@@ -8,9 +8,10 @@ warm-up), the whole profile's wall, and the kernel's duration as ncu read it.
 Each op's candidate is the best attempt of its committed H200 example run, profiled the
 way a run profiles it (kernelladder.verifier.profile.profile_candidate_async, no other
 work on the GPU) with ncu's options as the verifier gives them, then with each variant's
-options changed: --cache-control none (no cache flush before each replay pass), without
-the warp-stall metrics, without the MemoryWorkloadAnalysis section (its L2 hit rate
-asked as one metric), and SpeedOfLight, LaunchStats and Occupancy alone; with ncu's
+options changed: with the MemoryWorkloadAnalysis section it collected until 2026-12-03
+(now its L2 hit rate is asked as one metric), --cache-control none (no cache flush before
+each replay pass), without the raw page's metrics, and SpeedOfLight, LaunchStats and
+Occupancy alone; with ncu's
 replay passes as its log counts them. (`--clock-control none`, which the verifier now
 passes, was measured against ncu's default base clocks on 2026-12-03: RESULTS.md.) Writes profile_cost.json under --out (default $OUT,
 else ./profile-cost-out) and prints a table last. Needs a GPU and ncu.
@@ -32,17 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-VARIANTS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
-    # extra options, stall metrics, sections left out
-    "as the verifier runs it": ((), True, ()),
-    "+ --cache-control none": (("--cache-control", "none"), True, ()),
-    "no stall metrics": ((), False, ()),
-    "no MemoryWorkloadAnalysis": (
-        ("--metrics", "lts__t_sector_hit_rate.pct"),
-        True,
-        ("MemoryWorkloadAnalysis",),
-    ),
-    "SpeedOfLight+LaunchStats+Occupancy": ((), False, ("MemoryWorkloadAnalysis", "WarpStateStats")),
+VARIANTS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...]]] = {
+    # extra options, the raw page's metrics (L2 hit rate, stalls), sections left out, added
+    "as the verifier runs it": ((), True, (), ()),
+    "+ MemoryWorkloadAnalysis (until 2026-12-03)": ((), True, (), ("MemoryWorkloadAnalysis",)),
+    "+ --cache-control none": (("--cache-control", "none"), True, (), ()),
+    "no raw metrics (L2 hit rate, stalls)": ((), False, (), ()),
+    "SpeedOfLight+LaunchStats+Occupancy": ((), False, ("WarpStateStats",), ()),
 }
 PASSES = re.compile(r"- (\d+) pass")
 
@@ -68,22 +65,18 @@ def main() -> int:
             run = example_run(op)
             n = best_attempt(run)
             source = (run / "attempts" / f"{n}.py").read_text()
-            for i, (name, (extra, stalls, dropped)) in enumerate(VARIANTS.items()):
+            for i, (name, (extra, stalls, dropped, added)) in enumerate(VARIANTS.items()):
 
                 def command(ncu: str, base: str, driver: Any, kernels: Any = (), stalls: bool = True,
-                            extra: tuple = extra, want: bool = stalls,
-                            dropped: tuple = dropped) -> list[str]:  # fmt: skip
+                            extra: tuple = extra, want: bool = stalls, dropped: tuple = dropped,
+                            added: tuple = added) -> list[str]:  # fmt: skip
                     cmd = original(ncu, base, driver, kernels, stalls=stalls and want)
                     for section in dropped:
                         at = cmd.index(section)
                         del cmd[at - 1 : at + 1]
-                    if "--metrics" in extra and "--metrics" in cmd:  # one list of metrics
-                        at = cmd.index("--metrics") + 1
-                        cmd[at] += "," + extra[extra.index("--metrics") + 1]
-                        extra = tuple(e for e in extra if e != "--metrics" and "," not in e
-                                      and not e.startswith("lts__"))  # fmt: skip
                     at = cmd.index("-f")
-                    return [*cmd[:at], *extra, *cmd[at:]]
+                    more = [a for section in added for a in ("--section", section)]
+                    return [*cmd[:at], *more, *extra, *cmd[at:]]
 
                 profile.profile_command = command  # type: ignore[assignment]
                 outcome = asyncio.run(
