@@ -65,13 +65,6 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
     points = [(f.name, dict(f.start)) for f in families.values()]
     extra = {
         "flash-ring": [
-            {"LAZY": True},
-            {"LAZY": True, "NUM_STAGES": 2},
-            {"LAZY": True, "NUM_STAGES": 4},
-            {"LAZY": True, "BLOCK_M": 128, "NUM_WARPS": 8},
-            {"LAZY": True, "BLOCK_N": 128, "NUM_STAGES": 2},
-            {"LAZY": True, "BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "NUM_STAGES": 2},
-            {"LAZY": True, "HEAD_GROUP": 64},
             {"WS": True},
             {"BLOCK_N": 128},
             {"BLOCK_N": 128, "NUM_STAGES": 2},
@@ -82,17 +75,6 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
             {"NUM_STAGES": 2},
             {"NUM_STAGES": 4},
             {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "NUM_STAGES": 2},
-        ],
-        "flash-skew": [
-            {"LAZY": False},
-            {"NUM_STAGES": 2},
-            {"NUM_STAGES": 4},
-            {"BLOCK_N": 128, "NUM_STAGES": 2},
-            {"BLOCK_M": 128, "NUM_WARPS": 8},
-            {"BLOCK_M": 128, "NUM_WARPS": 8, "LAZY": False},
-            {"BLOCK_M": 128, "NUM_WARPS": 8, "BLOCK_N": 128, "NUM_STAGES": 2},
-            {"HEAD_GROUP": 4},
-            {"HEAD_GROUP": 64},
         ],
         "flash-persistent": [
             {"WS": "inner"},

@@ -22,7 +22,7 @@ from kernelladder.ops.registry import get_op
 from kernelladder.verifier.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}
-HOPPER = ("flash-ring", "flash-persistent", "flash-skew")
+HOPPER = ("flash-ring", "flash-persistent")
 # each family's start and points that take its other code paths (head after head;
 # 128-row tiles over 32-key blocks: several diagonal blocks; 128-key blocks over 64-row
 # tiles: the masked stage starts a block before the tile; two programs per SM; WS: the
@@ -31,15 +31,10 @@ POINTS = [
     ("flash-ring", {}),
     ("flash-ring", {"HEAD_GROUP": 1, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "WS": True}),
     ("flash-ring", {"BLOCK_N": 128}),
-    ("flash-ring", {"LAZY": True, "BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
     ("flash-persistent", {}),
     ("flash-persistent",
      {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_WARPS": 8, "PROGRAMS_PER_SM": 1, "NUM_STAGES": 2,
       "WS": "outer"}),
-    ("flash-skew", {}),
-    ("flash-skew", {"LAZY": False, "HEAD_GROUP": 1}),
-    ("flash-skew", {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8}),
-    ("flash-skew", {"BLOCK_N": 128, "NUM_STAGES": 2}),
 ]  # fmt: skip
 
 

@@ -114,7 +114,6 @@ VARIANTS = {
         "flash-tma": {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "REVERSE": True},
         "flash-ring": {"BLOCK_M": 128, "BLOCK_N": 32, "HEAD_GROUP": 1, "WS": True},
         "flash-persistent": {"BLOCK_M": 128, "BLOCK_N": 32, "PROGRAMS_PER_SM": 1},
-        "flash-skew": {"BLOCK_M": 128, "BLOCK_N": 32, "LAZY": False, "HEAD_GROUP": 1},
     },
     "int8_matmul": {
         "tiled": {"PAD": False, "GROUP_M": 1},

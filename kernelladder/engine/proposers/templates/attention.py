@@ -250,7 +250,7 @@ _HOPPER_KERNELS = """
 @triton.jit
 def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, S, qk_scale,
                 BLOCK_N: tl.constexpr, MASKED: tl.constexpr, STAGES: tl.constexpr,
-                WS: tl.constexpr, LAZY: tl.constexpr = False):
+                WS: tl.constexpr):
     # key blocks lo..hi of one query tile; rows of K and V past this head's S (the next
     # head's, or zeros past the tensor's end) only reach the masked stage, where they are -inf
     for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
@@ -263,43 +263,22 @@ def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, 
             qk = tl.where(keep, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, axis=1))
             p = tl.exp2(qk - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            v = v_desc.load([row0 + start_n, 0])
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-            m_i = m_new
-        elif LAZY:
-            # the running max raised (and the accumulator rescaled) only when a row's
-            # scores pass it by more than 8 (log2 units): p stays below 2^8, and most
-            # blocks skip the rescale; exact after the final division by l_i
-            m_blk = tl.max(qk, axis=1) * qk_scale
-            if tl.max(m_blk - m_i, axis=0) > 8.0:
-                m_new = tl.maximum(m_i, m_blk)
-                alpha = tl.exp2(m_i - m_new)
-                acc = acc * alpha[:, None]
-                l_i = l_i * alpha
-                m_i = m_new
-            p = tl.exp2(qk * qk_scale - m_i[:, None])
-            l_i = l_i + tl.sum(p, axis=1)
-            v = v_desc.load([row0 + start_n, 0])
-            acc = tl.dot(p.to(v.dtype), v, acc)
         else:
             # below the diagonal: no mask, and log2(e) / sqrt(D) folded into one multiply-add
             m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
             p = tl.exp2(qk * qk_scale - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            v = v_desc.load([row0 + start_n, 0])
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-            m_i = m_new
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = v_desc.load([row0 + start_n, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
 def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
                qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr,
-               LAZY: tl.constexpr = False):
+               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):
     # one (batch * head, query tile); q, k, v, o seen as [B * H * S, D]
     row0 = bh * S
     start_m = pid_m * BLOCK_M
@@ -313,7 +292,7 @@ def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos
     # (start_m itself when BLOCK_N divides BLOCK_M; earlier when a key block is wider)
     diag = (start_m // BLOCK_N) * BLOCK_N
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
-                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS, LAZY)
+                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
     # the diagonal's one or two blocks: not worth a producer/consumer split
     acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
                                 tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
@@ -357,7 +336,7 @@ def _as_desc(t, rows, D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.conste
 def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
                    sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                   WS: tl.constexpr, GROUP: tl.constexpr, LAZY: tl.constexpr):
+                   WS: tl.constexpr, GROUP: tl.constexpr):
     # warp specialisation on Hopper takes descriptors made on the device (Triton's
     # tutorial switches to them there); otherwise the host's come in
     rows = BH * S
@@ -367,7 +346,7 @@ def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
     o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, WS)
     bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
     _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
-               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS, LAZY)
+               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
 
 
 @triton.jit
@@ -431,7 +410,7 @@ def kernel(q, k, v):
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
         D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
-        GROUP=HEAD_GROUP, LAZY=LAZY, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
 """
@@ -467,116 +446,6 @@ def kernel(q, k, v):
 )
 
 
-# --- flash-skew: the unmasked loop software-pipelined by hand ------------------------------
-# Block j+1's Q K^T is issued before block j's softmax: on Hopper the dot is asynchronous
-# (wgmma), so the tensor cores compute the next scores while the CUDA cores run this
-# block's exp2, sums and rescale (FlashAttention-3's overlap inside one warpgroup). LAZY:
-# the running max is raised only when a block's scores pass it by more than 8 (log2
-# units), so most blocks skip the accumulator's rescale (p stays below 2^8: exact after the
-# final division). The diagonal's blocks go through flash-ring's masked stage.
-_SKEW_KERNELS = """
-
-@triton.jit
-def _skew_softmax(qk, m_i, l_i, acc, qk_scale, LAZY: tl.constexpr):
-    # one unmasked block's scores into probabilities: (p, m_i, l_i, acc rescaled)
-    m_blk = tl.max(qk, axis=1) * qk_scale
-    if LAZY:
-        if tl.max(m_blk - m_i, axis=0) > 8.0:
-            m_new = tl.maximum(m_i, m_blk)
-            alpha = tl.exp2(m_i - m_new)
-            acc = acc * alpha[:, None]
-            l_i = l_i * alpha
-            m_i = m_new
-    else:
-        m_new = tl.maximum(m_i, m_blk)
-        alpha = tl.exp2(m_i - m_new)
-        acc = acc * alpha[:, None]
-        l_i = l_i * alpha
-        m_i = m_new
-    p = tl.exp2(qk * qk_scale - m_i[:, None])
-    l_i = l_i + tl.sum(p, axis=1)
-    return p, m_i, l_i, acc
-
-
-@triton.jit
-def _skew_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, qk_scale,
-                BLOCK_N: tl.constexpr, STAGES: tl.constexpr, LAZY: tl.constexpr):
-    # key blocks lo..hi, all below the diagonal (hi - lo a multiple of BLOCK_N, maybe 0)
-    if lo < hi:
-        k = k_desc.load([row0 + lo, 0])
-        qk = tl.dot(q, tl.trans(k))
-        for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N, num_stages=STAGES):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            k = k_desc.load([row0 + start_n + BLOCK_N, 0])
-            qk_next = tl.dot(q, tl.trans(k))  # in flight during the softmax below
-            p, m_i, l_i, acc = _skew_softmax(qk, m_i, l_i, acc, qk_scale, LAZY)
-            v = v_desc.load([row0 + start_n, 0])
-            acc = tl.dot(p.to(v.dtype), v, acc)
-            qk = qk_next
-        p, m_i, l_i, acc = _skew_softmax(qk, m_i, l_i, acc, qk_scale, LAZY)
-        v = v_desc.load([row0 + hi - BLOCK_N, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc)
-    return acc, l_i, m_i
-
-
-@triton.jit
-def _attn_fwd_skew(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
-                   sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                   LAZY: tl.constexpr, GROUP: tl.constexpr):
-    bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
-    qk_scale = sm_scale * 1.4426950408889634
-    row0 = bh * S
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    q = q_desc.load([row0 + start_m, 0])
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    diag = (start_m // BLOCK_N) * BLOCK_N
-    acc, l_i, m_i = _skew_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, qk_scale,
-                                BLOCK_N, STAGES, LAZY)
-    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
-                                tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
-                                qk_scale, BLOCK_N, True, STAGES, False)
-    out = (acc * (1.0 / l_i)[:, None]).to(O.dtype.element_ty)
-    if start_m + BLOCK_M <= S:
-        o_desc.store([row0 + start_m, 0], out)
-    else:
-        offs_d = tl.arange(0, BLOCK_D)
-        o_base = O + (bh // H).to(tl.int64) * sob + (bh % H).to(tl.int64) * soh
-        io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
-        tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod, out, mask=io_mask)
-"""
-
-_SKEW_BODY = (
-    _KERNELS
-    + _HOPPER_KERNELS
-    + _SKEW_KERNELS
-    + "\n\n"
-    + _DESCRIPTOR_HELPERS
-    + """
-
-def kernel(q, k, v):
-    B, H, S, D = q.shape
-    o = torch.empty_like(q)
-    if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, *_blocks(S, D))
-        return o
-    block_m, block_n, block_d = _ring_blocks(S, D)
-    n_m = triton.cdiv(S, block_m)
-    _attn_fwd_skew[(n_m * B * H,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, False), o, 1.0 / (D ** 0.5),
-        H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
-        LAZY=LAZY, GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-    )
-    return o
-"""
-)
-
-
 def _fits(p) -> bool:
     # K and V stages for BLOCK_N=128 at D=128 (bf16) exceed an SM's shared memory
     return p["BLOCK_M"] >= p["BLOCK_N"] and not (p["BLOCK_N"] == 128 and p["NUM_STAGES"] > 3)
@@ -605,13 +474,6 @@ _PERSISTENT_WS = Param(
     doc="Triton's warp specialisation: of each tile's unmasked K/V loop (inner) or of the "
     "persistent loop over tiles (outer, as TritonBench's Hopper persistent variant does)",
 )
-_LAZY = Param(
-    "LAZY",
-    (True, False),
-    doc="raise the running max (and rescale the accumulator) only when a block's scores "
-    "pass it by more than 8 in log2 units, not at every block",
-)
-_RING_LAZY = Param("LAZY", (False, True), doc=_LAZY.doc)
 _PROGRAMS = Param("PROGRAMS_PER_SM", (1, 2), resource=True, doc="persistent programs per SM")
 # fixed by the Hopper families: only their pointer fallback (tensors a descriptor cannot
 # take) reads these
@@ -634,7 +496,7 @@ FAMILIES: tuple[Family, ...] = (
         "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
         "ring (optionally warp-specialised), the longest query tiles of each group of heads "
         "first, output stored by descriptor",
-        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP, _RING_LAZY),
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
         # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
         start={
             "BLOCK_M": 64,
@@ -643,7 +505,6 @@ FAMILIES: tuple[Family, ...] = (
             "NUM_STAGES": 3,
             "WS": False,
             "HEAD_GROUP": 16,
-            "LAZY": False,
         },  # fmt: skip
         body=_RING_BODY,
         valid=_ring_fits,
@@ -722,26 +583,6 @@ FAMILIES: tuple[Family, ...] = (
         links=_LINKS,
         fixed={"SPLIT_DIAG": True, "REVERSE": True},
     ),
-    Family(
-        op="attention",
-        name="flash-skew",
-        summary="flash-ring's tiles with the unmasked loop pipelined by hand: the next key "
-        "block's Q K^T issued before this block's softmax (the tensor cores busy while it "
-        "runs), optionally a lazy rescale (the running max raised only past a margin of 8)",
-        params=(_BLOCK_N, _RING_STAGES, _LAZY, _WARPS, _BLOCK_M, _HEAD_GROUP),
-        start={
-            "BLOCK_M": 64,
-            "BLOCK_N": 64,
-            "NUM_WARPS": 4,
-            "NUM_STAGES": 3,
-            "LAZY": True,
-            "HEAD_GROUP": 16,
-        },  # fmt: skip
-        body=_SKEW_BODY,
-        valid=_ring_fits,
-        links=_LINKS,
-        fixed=_POINTER_FALLBACK,
-    ),
 )
 
 # What the search knows of these kernels, for the api/code prompts (templates.knowledge).
@@ -762,6 +603,20 @@ What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
   flash-ring WS 0.371 ms at B4 H32 S2048 (0.735x cuDNN), with 128 rows on 8 warps 0.422 ms;
   flash-persistent 0.548 ms at its start (0.50x), WS inner or outer 0.55 ms: one or two
   programs per SM walking tiles serially lose the L2 reuse of heads run together.
+- Also slower (bench/attention_search.py --probe-only, 2026-12-03, 10 ms per timing; SDPA
+  0.270-0.272 ms at B4 H32 S2048, flash-ring's start 0.310-0.313 ms there and 0.076 ms at
+  B1 H8 S4096), so neither is a family or a parameter:
+  - The unmasked loop pipelined by hand (FlashAttention-3's overlap inside a warpgroup:
+    the next key block's Q K^T issued before this block's softmax, its result carried to
+    the next iteration): 0.335 ms (and 0.081 at S4096) with the lazy rescale below,
+    0.464 ms without; with 128 rows on 8 warps 0.398-0.433; 2 stages 0.358, 4 stages
+    0.548, 128-key blocks 0.366-0.566. Triton 3.6 does not keep the carried dot in flight
+    across the softmax, and the extra 64x64 fp32 scores it holds cost registers.
+  - A lazy rescale (the running max raised, and the accumulator rescaled, only when a
+    block's scores pass it by more than 8 in log2 units, decided by a max over the tile's
+    rows): 0.329 ms against 0.310 in flash-ring's unmasked loop (0.081 against 0.076 at
+    S4096; slower at every shape and with every tile, stage count and head group tried):
+    the cross-warp max and the branch cost more than the multiply they save.
 - Why the order of tiles matters: a 64-row tile does about 64 FLOPs per byte of K/V it
   streams, below the H200's ~165 (790 TFLOP/s over 4.8 TB/s), so K and V must come from L2
   for most tiles: tiles of the same head should run together.
