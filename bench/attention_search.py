@@ -26,6 +26,7 @@ TFLOP/s (causal FLOPs) and the fraction of the floor (the verifier's measured ce
 
     PYTHONPATH=. python3 bench/attention_search.py [--budget-s 470] [--search-s 200]
                                                    [--rounds 15] [--probe-only]
+                                                   [--families F ...] [--from-run RUN]
 
 Under $OUT (a temporary directory when unset): probe.jsonl, attention/ (the run),
 attention.stderr, attention.json (its replay summary), family-starts/ (the sources timed),
@@ -309,7 +310,9 @@ def table(record: list[dict], labels: dict, timer) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
 
 
-def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline: float):
+def head_to_head(
+    out: Path, best: int | None, probed: list[dict], args, deadline: float, run_dir=None
+):
     import head_to_head as h2h_module
 
     from kernelladder.engine.proposers.templates import catalog, parse_header
@@ -320,7 +323,7 @@ def head_to_head(out: Path, best: int | None, probed: list[dict], args, deadline
     ns = argparse.Namespace(target_ms=args.target_ms, win=args.win, rounds=args.rounds)
     h2h = h2h_module.HeadToHead(ns)
     labels: dict = {}
-    run_dir = out / "attention"
+    run_dir = run_dir or out / "attention"
     failures = []
     if best is not None:
         header = parse_header((run_dir / "attempts" / f"{best}.py").read_text()) or {}
@@ -373,6 +376,9 @@ def main() -> int:
     parser.add_argument("--probe-only", action="store_true", help="stop after the probe")
     parser.add_argument("--no-probe", action="store_true", help="skip the probe")
     parser.add_argument("--families", nargs="+", default=None, help="probe these families only")
+    parser.add_argument(
+        "--from-run", type=Path, default=None, help="no search: this saved run's best head to head"
+    )
     parser.add_argument("--probe-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe-full", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -399,6 +405,26 @@ def main() -> int:
         return 0
     from standing_searches import run_search
 
+    if args.from_run is not None:  # a saved run's best, head to head: no search
+        replay = subprocess.run(
+            [sys.executable, "-m", "kernelladder", "replay", str(args.from_run), "--json"],
+            cwd=ROOT, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        summary = json.loads(replay.stdout) if replay.returncode == 0 else {}
+        best = (summary.get("best") or {}).get("attempt")
+        h2h_table, failures = head_to_head(out, best, probed, args, deadline, args.from_run)
+        b = summary.get("best") or {}
+        lines = [
+            f"run: {args.from_run}; best #{b.get('attempt', '-')} {b.get('vs_best', '-')}x vs "
+            f"{b.get('versus', '-')} ({b.get('confirmed') or 'not re-measured'})",
+            *(f"not timed head to head: {f}" for f in failures),
+            f"head to head, {args.rounds} rounds per shape; whole command "
+            f"{time.monotonic() - started:.0f}s",
+            h2h_table,
+        ]
+        (out / "table.txt").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0 if summary else 1
     # after the search's limit: its end (the re-measure, about a minute), then about two
     # minutes of head to head (torch.compile's reference compiled per shape, six kernels)
     search_s = max(60.0, min(args.search_s, deadline - time.monotonic() - 225))
