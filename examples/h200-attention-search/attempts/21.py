@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-persistent","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":128,"HEAD_GROUP":16,"NUM_STAGES":3,"NUM_WARPS":4,"PROGRAMS_PER_SM":2,"WS":"inner"}}
+# kernelladder-search: {"family":"flash-persistent","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":128,"HEAD_GROUP":16,"NUM_STAGES":2,"NUM_WARPS":4,"PROGRAMS_PER_SM":2,"WS":"off"}}
 """attention, search family "flash-persistent": persistent programs over (batch, head, query tile), the longest tiles of each group of heads first, each tile as flash-ring computes it (descriptors, two stages, pipelined K/V ring)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -11,8 +11,8 @@ import triton.language as tl
 # search parameters
 PROGRAMS_PER_SM = 2
 BLOCK_N = 128
-NUM_STAGES = 3
-WS = 'inner'
+NUM_STAGES = 2
+WS = 'off'
 NUM_WARPS = 4
 BLOCK_M = 64
 HEAD_GROUP = 16

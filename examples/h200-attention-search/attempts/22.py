@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"NUM_STAGES":2,"NUM_WARPS":4,"REVERSE":false}}
+# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"NUM_STAGES":4,"NUM_WARPS":4,"REVERSE":false}}
 """attention, search family "flash-tma": flash forward loading Q, K and V blocks through tensor descriptors (TMA), the scale folded into exp2
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -10,7 +10,7 @@ import triton.language as tl
 
 # search parameters
 BLOCK_N = 64
-NUM_STAGES = 2
+NUM_STAGES = 4
 NUM_WARPS = 4
 BLOCK_M = 64
 REVERSE = False

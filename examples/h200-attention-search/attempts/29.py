@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":64,"NUM_STAGES":3,"NUM_WARPS":4,"REVERSE":false}}
+# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"NUM_STAGES":3,"NUM_WARPS":4,"REVERSE":true}}
 """attention, search family "flash-tma": flash forward loading Q, K and V blocks through tensor descriptors (TMA), the scale folded into exp2
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -12,8 +12,8 @@ import triton.language as tl
 BLOCK_N = 64
 NUM_STAGES = 3
 NUM_WARPS = 4
-BLOCK_M = 128
-REVERSE = False
+BLOCK_M = 64
+REVERSE = True
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family
 

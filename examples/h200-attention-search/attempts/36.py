@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":32,"NUM_STAGES":3,"NUM_WARPS":4,"REVERSE":false}}
+# kernelladder-search: {"family":"flash-tma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"NUM_STAGES":3,"NUM_WARPS":4,"REVERSE":false}}
 """attention, search family "flash-tma": flash forward loading Q, K and V blocks through tensor descriptors (TMA), the scale folded into exp2
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 # search parameters
-BLOCK_N = 32
+BLOCK_N = 64
 NUM_STAGES = 3
 NUM_WARPS = 4
 BLOCK_M = 64

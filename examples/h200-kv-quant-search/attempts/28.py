@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":4,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":"evict_first"}}
+# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":4,"QDIV":"rcp","Q_CACHE":".cs","ROWS":32,"X_EVICT":""}}
 """kv_quant, search family "multi-row": a [ROWS, D] tile per program (fewer rows when the input is small)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,12 +9,12 @@ import triton
 import triton.language as tl
 
 # search parameters
-ROWS = 16
+ROWS = 32
 NUM_WARPS = 4
 MIN_PROGRAMS_PER_SM = 2
 QDIV = 'rcp'
-X_EVICT = 'evict_first'
-Q_CACHE = ''
+X_EVICT = ''
+Q_CACHE = '.cs'
 
 @triton.jit
 def _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh,

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"persistent","op":"kv_quant","params":{"NUM_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":8,"QDIV":"rcp","Q_CACHE":"","ROWS":32,"X_EVICT":""}}
+# kernelladder-search: {"family":"persistent","op":"kv_quant","params":{"NUM_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":16,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":""}}
 """kv_quant, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles, prefetching
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 # search parameters
-PROGRAMS_PER_SM = 8
-ROWS = 32
+PROGRAMS_PER_SM = 16
+ROWS = 16
 NUM_WARPS = 4
 PREFETCH = True
 QDIV = 'rcp'
