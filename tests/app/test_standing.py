@@ -43,7 +43,8 @@ def test_only_the_attempts_asked_for_and_readable_count(tmp_path):
     text = standing_lines(run, [2, 5, 13, 22])
     # #2 missing and #13 damaged leave #22 and #5 (which is slower at one shape)
     assert text.splitlines() == [
-        "none of 2 attempts is faster than every baseline at every shape; closest:",
+        "none of 2 attempts is faster than every baseline at every shape; the closest by "
+        "the run's rule (slower nowhere, then vs best):",
         "  #22: faster at 3; tie at 32768x8192 bf16, tiny 1x1000 fp32",
         "  #5: faster at 3; tie at tiny 1x1000 fp32; slower at 32768x8192 bf16",
     ]
