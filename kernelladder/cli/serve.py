@@ -16,6 +16,7 @@ the app with its steering keys off, for sharing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hmac
 import ipaddress
 import secrets
@@ -198,6 +199,23 @@ def _live_run_dir(args: argparse.Namespace) -> Path:
 # --- the server ----------------------------------------------------------------------------
 
 
+async def _listening(host: str, port: int, wait_s: float = 5.0) -> bool:
+    """Wait (at most wait_s) until host:port takes a connection; a wildcard address is
+    tried on this machine's loopback."""
+    target = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while loop.time() < deadline:
+        try:
+            _, writer = await asyncio.open_connection(target, port)
+        except OSError:
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        return True
+    return False
+
+
 def make_server(
     command: str,
     *,
@@ -249,6 +267,12 @@ def make_server(
             return await super().handle_index(request)
 
         async def on_startup(self, app: web.Application) -> None:
+            # aiohttp's startup comes before the socket is bound: the URL is printed once
+            # the port takes connections (a URL opened at once was refused otherwise)
+            self._announced = asyncio.ensure_future(self._announce())
+
+        async def _announce(self) -> None:
+            await _listening(host, port)
             print(
                 f"kernelladder serve: open {browse_url(host, port, token, public_url)}",
                 flush=True,

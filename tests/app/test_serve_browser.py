@@ -58,25 +58,11 @@ class Served:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = re.search(r"open (http://\S+)", self.log.read_text(errors="replace"))
-            if found and self._listening(found.group(1), deadline):
+            if found:
                 return found.group(1)
             assert self.process.poll() is None, self.log.read_text(errors="replace")[-2000:]
             time.sleep(0.1)
         raise AssertionError(f"serve printed no URL in {timeout}s")
-
-    @staticmethod
-    def _listening(url: str, deadline: float) -> bool:
-        """Whether the URL's port takes connections before the deadline: the URL is printed
-        at the server's startup, a moment before its socket listens (a loaded machine
-        refused the first request once)."""
-        port = int(re.search(r":(\d+)/", url).group(1))
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
 
     def stop(self) -> None:
         if self.process.poll() is None:

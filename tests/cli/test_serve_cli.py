@@ -70,3 +70,20 @@ def test_read_only_needs_attach(capsys):
     from kernelladder.cli.tui import main
 
     assert "give it with --attach" in usage_line(capsys, "--read-only", entry=main)
+
+
+def test_the_url_waits_for_the_port_to_listen():
+    # serve prints its URL from aiohttp's startup, which comes before the bind: it waits
+    # until the port takes a connection (a wildcard host is tried on the loopback)
+    import asyncio
+    import socket
+
+    from kernelladder.cli.serve import _listening
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert asyncio.run(_listening("0.0.0.0", port))
+        assert asyncio.run(_listening("127.0.0.1", port))
+    assert not asyncio.run(_listening("127.0.0.1", port, wait_s=0.2))  # closed now
