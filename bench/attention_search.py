@@ -403,46 +403,32 @@ def main() -> int:
         print(f"logs: {out}\nprobe (ms per GPU shape, suite order, or why not):")
         print("\n".join(probe_lines))
         return 0
-    from standing_searches import run_search
+    from standing_searches import replay_summary, run_search
 
     if args.from_run is not None:  # a saved run's best, head to head: no search
-        replay = subprocess.run(
-            [sys.executable, "-m", "kernelladder", "replay", str(args.from_run), "--json"],
-            cwd=ROOT, env=env, capture_output=True, text=True,
-        )  # fmt: skip
-        summary = json.loads(replay.stdout) if replay.returncode == 0 else {}
-        best = (summary.get("best") or {}).get("attempt")
-        h2h_table, failures = head_to_head(out, best, probed, args, deadline, args.from_run)
-        b = summary.get("best") or {}
-        lines = [
-            f"run: {args.from_run}; best #{b.get('attempt', '-')} {b.get('vs_best', '-')}x vs "
-            f"{b.get('versus', '-')} ({b.get('confirmed') or 'not re-measured'})",
-            *(f"not timed head to head: {f}" for f in failures),
-            f"head to head, {args.rounds} rounds per shape; whole command "
-            f"{time.monotonic() - started:.0f}s",
-            h2h_table,
-        ]
-        (out / "table.txt").write_text("\n".join(lines) + "\n")
-        print("\n".join(lines))
-        return 0 if summary else 1
-    # after the search's limit: its end (the re-measure, about a minute), then about two
-    # minutes of head to head (torch.compile's reference compiled per shape, six kernels)
-    search_s = max(60.0, min(args.search_s, deadline - time.monotonic() - 225))
-    print(f"attention search: --time-limit {search_s:.0f}", flush=True)
-    result = run_search("attention", out, search_s, search_s + 90, env)
-    summary = result["summary"]
-    best = (summary.get("best") or {}).get("attempt")
-    h2h_table, failures = head_to_head(out, best, probed, args, deadline)
+        run_dir, summary = args.from_run, replay_summary(args.from_run, env)
+        how = f"run: {args.from_run}"
+    else:
+        # after the search's limit: its end (the re-measure, about a minute), then about
+        # two minutes of head to head (torch.compile's reference compiled per shape, six
+        # kernels)
+        search_s = max(60.0, min(args.search_s, deadline - time.monotonic() - 225))
+        print(f"attention search: --time-limit {search_s:.0f}", flush=True)
+        result = run_search("attention", out, search_s, search_s + 90, env)
+        run_dir, summary = None, result["summary"]
+        attempts = summary.get("attempts") or {}
+        how = (
+            f"search: {attempts.get('judged', 0)}/{attempts.get('total', 0)} judged in "
+            f"{result['wall_s']:.0f}s rc {result['rc']}"
+        )
     b = summary.get("best") or {}
-    attempts = summary.get("attempts") or {}
+    h2h_table, failures = head_to_head(out, b.get("attempt"), probed, args, deadline, run_dir)
     lines = [
         f"logs: {out}",
-        f"search: {attempts.get('judged', 0)}/{attempts.get('total', 0)} judged in "
-        f"{result['wall_s']:.0f}s rc {result['rc']}; best #{b.get('attempt', '-')} "
-        f"{b.get('vs_best', '-')}x vs {b.get('versus', '-')} "
-        f"({b.get('confirmed') or 'not re-measured'}), floor {b.get('floor_fraction', '-')}",
-        "probe (ms per GPU shape, suite order, or why not):",
-        *probe_lines,
+        f"{how}; best #{b.get('attempt', '-')} {b.get('vs_best', '-')}x vs "
+        f"{b.get('versus', '-')} ({b.get('confirmed') or 'not re-measured'}), "
+        f"floor {b.get('floor_fraction', '-')}",
+        *(["probe (ms per GPU shape, suite order, or why not):", *probe_lines] if probed else []),
         *(f"not timed head to head: {f}" for f in failures),
         f"head to head, {args.rounds} rounds per shape (standing: rounds won of the fastest "
         "baseline's; TFLOP/s over the causal half; floor: the measured ceiling's time over "

@@ -43,6 +43,14 @@ def _cli(*args: str) -> list[str]:
     ]
 
 
+def replay_summary(run_dir: Path, env: dict[str, str]) -> dict:
+    """`kernelladder replay RUN --json`: the run's summary, {} when it gives none."""
+    replay = subprocess.run(
+        _cli("replay", str(run_dir), "--json"), cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    return json.loads(replay.stdout) if replay.returncode == 0 and replay.stdout.strip() else {}
+
+
 def run_search(op: str, out: Path, search_s: float, hard_s: float, env: dict[str, str]) -> dict:
     run_dir = out / op
     stderr = (out / f"{op}.stderr").open("w")
@@ -70,10 +78,7 @@ def run_search(op: str, out: Path, search_s: float, hard_s: float, env: dict[str
                 stdout, _ = proc.communicate()
     stderr.close()
     wall = time.monotonic() - started
-    replay = subprocess.run(
-        _cli("replay", str(run_dir), "--json"), cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    summary = json.loads(replay.stdout) if replay.returncode == 0 and replay.stdout.strip() else {}
+    summary = replay_summary(run_dir, env)
     (out / f"{op}.json").write_text(json.dumps(summary, indent=1))
     live = stdout.strip().splitlines()[-1] if stdout and stdout.strip() else ""
     same = bool(live) and json.loads(live) == summary

@@ -386,12 +386,12 @@ def standing_lines(run_dir: Any, attempts: Iterable[int]) -> str | None:
         names = ", ".join(f"#{n}" for n in everywhere)
         return f"faster than every baseline at every shape: {names} ({len(everywhere)} of {judged})"
 
-    # ranked as the best is (an attempt faster at more shapes can rank lower on vs best)
+    # closest by the run's one rule: slower nowhere first, then vs best, then the floor
+    # (the line says so: an attempt faster at more shapes can rank lower on vs best)
     lines = [
         f"none of {judged} attempts is faster than every baseline at every shape; the "
         "closest by the run's rule (slower nowhere, then vs best):"
     ]
-    # closest by the run's one rule: slower nowhere first, then vs best, then the floor
     for n, words, _ in sorted(standings, key=lambda item: ranks[item[0]], reverse=True)[
         :STANDING_SHOWN
     ]:

@@ -200,43 +200,33 @@ def parse_details(text: str) -> list[_Kernel]:
     return list(kernels.values())
 
 
-def _raw_records(text: str) -> list[dict[str, str]]:
-    """`--csv --page raw` (a header row, a units row, one row per kernel) as one dict per
-    kernel."""
+def parse_raw(text: str) -> dict[str, dict[str, str]]:
+    """`--csv --page raw` (a header row, a units row, one row per kernel): per kernel ID,
+    its row as {metric name: value}."""
     rows = list(csv.reader(io.StringIO(text)))
-    if len(rows) < 3:
-        return []
-    return [dict(zip(rows[0], row, strict=False)) for row in rows[2:]]
-
-
-def parse_raw_l2_hit(text: str) -> dict[str, float]:
-    """From the raw page: per kernel ID, the L2 hit rate (%), as the details page rounds it."""
-    out: dict[str, float] = {}
-    for i, record in enumerate(_raw_records(text)):
-        number = _number(record.get(L2_HIT_METRIC, ""))
-        if number is not None:
-            out[record.get("ID", str(i))] = round(number, 2)
+    out: dict[str, dict[str, str]] = {}
+    for row in rows[2:] if len(rows) >= 3 else ():
+        record = dict(zip(rows[0], row, strict=False))
+        out[record.get("ID", str(len(out)))] = record
     return out
 
 
-def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
-    """From the raw page: per kernel ID, each warp-stall reason's average cycles per
-    issued instruction."""
-    out: dict[str, dict[str, float]] = {}
-    for record in _raw_records(text):
-        stalls: dict[str, float] = {}
-        for name, value in record.items():
-            m = _STALL.match(name)
-            if m and m["reason"] not in _NOT_A_STALL:
-                number = _number(value)
-                if number is not None:
-                    stalls[m["reason"]] = number
-        out[record.get("ID", str(len(out)))] = stalls
-    return out
+def raw_stalls(record: Mapping[str, str]) -> dict[str, float]:
+    """A raw row's warp-stall reasons: each one's average cycles per issued instruction."""
+    stalls: dict[str, float] = {}
+    for name, value in record.items():
+        m = _STALL.match(name)
+        if m and m["reason"] not in _NOT_A_STALL:
+            number = _number(value)
+            if number is not None:
+                stalls[m["reason"]] = number
+    return stalls
 
 
-def _first_known(*values: float | None) -> float | None:
-    return next((v for v in values if v is not None), None)
+def raw_l2_hit(record: Mapping[str, str]) -> float | None:
+    """A raw row's L2 hit rate (%), rounded as the details page shows it."""
+    number = _number(record.get(L2_HIT_METRIC, ""))
+    return None if number is None else round(number, 2)
 
 
 def _first_sentence(text: str) -> str:
@@ -256,8 +246,8 @@ def summarize(details_csv: str, raw_csv: str = "") -> ProfileSummary | None:
         return -1.0 if v is None else v[0] * _TIME_UNITS_US.get(v[1], 1.0)
 
     k = max(kernels, key=duration)
-    stalls = parse_raw_stalls(raw_csv).get(k.id, {}) if raw_csv else {}
-    top = tuple(sorted(stalls.items(), key=lambda kv: -kv[1])[:3])
+    raw = parse_raw(raw_csv).get(k.id, {}) if raw_csv else {}
+    top = tuple(sorted(raw_stalls(raw).items(), key=lambda kv: -kv[1])[:3])
 
     def pct(section: str, name: str) -> float | None:
         v = k.value(section, name)
@@ -274,6 +264,7 @@ def summarize(details_csv: str, raw_csv: str = "") -> ProfileSummary | None:
             unit = v[1].split("/")[0]
             shared = (shared or 0.0) + v[0] * _BYTE_UNITS.get(unit, 1)
     regs = k.value("Launch Statistics", "Registers Per Thread")
+    l2_hit = pct("Memory Workload Analysis", "L2 Hit Rate")  # a report with the section
     best_rule = max(k.rules, default=(0.0, ""), key=lambda r: r[0])
     dur = duration(k)
     return ProfileSummary(
@@ -285,10 +276,7 @@ def summarize(details_csv: str, raw_csv: str = "") -> ProfileSummary | None:
         achieved_occupancy_pct=pct("Occupancy", "Achieved Occupancy"),
         registers_per_thread=None if regs is None else int(regs[0]),
         shared_mem_per_block_bytes=shared,
-        l2_hit_pct=_first_known(
-            pct("Memory Workload Analysis", "L2 Hit Rate"),  # a report with the section
-            parse_raw_l2_hit(raw_csv).get(k.id) if raw_csv else None,
-        ),
+        l2_hit_pct=l2_hit if l2_hit is not None else raw_l2_hit(raw),
         stalls=top,
         recommendation=best_rule[1],
         block=k.block,
