@@ -183,13 +183,20 @@ class Profiling:
             )
 
     async def _drain_profiles(self) -> None:
-        """Wait for the profiles in flight (cancelled when a forced stop asks)."""
+        """Wait for the profiles in flight; a forced stop cancels them, also one that
+        comes while this waits (the run's end waits here for its last profiles)."""
         while self._profile_tasks:
             pending = list(self._profile_tasks)
             if self._cancel_inflight:
                 for task in pending:
                     task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+                await asyncio.gather(*pending, return_exceptions=True)
+                continue
+            change = asyncio.get_running_loop().create_future()
+            self._waiters.append(change)  # woken by the next event, a stop's among them
+            await asyncio.wait([*pending, change], return_when=asyncio.FIRST_COMPLETED)
+            if not change.done():
+                change.cancel()
 
     async def _profile(self, bid: str, n: int, why: str, *, marked: bool = False) -> None:
         from kernelladder.verifier.profile import profile_candidate_async

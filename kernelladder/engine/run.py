@@ -286,12 +286,15 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         are recorded. A second stop (or cancel=True) cancels verifications too (recorded
         as AttemptCancelled; a resume re-runs them). Returns once StopRequested is logged;
         `run()` returns after RunFinished. While the best is being re-measured at the end,
-        a stop ends the re-measure (recorded as a Notice)."""
+        a stop ends the re-measure (recorded as a Notice); with cancel=True, the profiles
+        the end waits for are cancelled too."""
+        rule, detail = commands.stop_rule(reason)
         if self._confirm_task is not None and not self._confirm_task.done():
             self._confirm_task.cancel()
+            if cancel and not self._cancel_inflight:
+                self._request_stop(rule, by="user", cancel=True, detail=detail)
             return
         self._check_live()
-        rule, detail = commands.stop_rule(reason)
         if self.state.stopping:
             if self._cancel_inflight:
                 raise ValueError("the run is already stopping")

@@ -258,3 +258,23 @@ async def test_a_forced_stop_cancels_a_profile_in_flight(tmp_path, held_profiles
     await run.stop("user", cancel=True)
     state = await asyncio.wait_for(task, 10)
     assert state.finished and 1 not in state.profiles
+
+
+async def test_a_forced_stop_at_the_end_cancels_the_profile_it_waits_for(tmp_path, held_profiles):
+    """The branches run dry while #1's profile is held: the run's end waits for it, and a
+    forced stop that comes then still cancels it (it once waited out the profile)."""
+    import asyncio
+
+    calls, _ = held_profiles
+    run, _ = _run(tmp_path, [move("pass 1.5"), move("pass 1.0")], max_attempts=10)
+    task = asyncio.ensure_future(run.run())
+    await until(lambda: "1" in calls, what="#1's profile asked for")
+    await until(
+        lambda: run.state.branches and all(b.closed for b in run.state.branches.values()),
+        what="every branch run dry",
+    )
+    await asyncio.sleep(0.2)  # the end reaches its wait for the profile
+    assert not task.done()
+    await run.stop("user", cancel=True)
+    state = await asyncio.wait_for(task, 30)
+    assert state.finished and 1 not in state.profiles
