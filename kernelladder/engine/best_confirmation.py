@@ -73,7 +73,9 @@ class BestConfirmation:
                 )
             )
             return
-        ranked = [n for n in ranked_passes(s) if s.attempts[n].vs_best is not None]
+        ranked = _one_per_source(
+            s, [n for n in ranked_passes(s) if s.attempts[n].vs_best is not None]
+        )
         if not ranked:
             self._emit(
                 ev.Notice(
@@ -184,6 +186,20 @@ class BestConfirmation:
             )
         )
         return not why
+
+
+def _one_per_source(state: RunState, ranked: list[int]) -> list[int]:
+    """Each kernel once, at its best-ranked attempt: a source verified twice (a proposer
+    may hand in a kernel it wrote before) is not its own runner-up."""
+    seen: set[str] = set()
+    out = []
+    for n in ranked:
+        digest = state.attempts[n].source_hash
+        if digest and digest in seen:
+            continue
+        seen.add(digest)
+        out.append(n)
+    return out
 
 
 def within_noise(state: RunState, first: int, others: list[int]) -> bool:

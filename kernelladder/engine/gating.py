@@ -96,8 +96,9 @@ def assess_undo(
             reasons.append("abandons the best lineage (restarts from the starting candidate)")
         elif parent is not None and parent not in branch_lineage:
             reasons.append(f"abandons the best lineage (starts from attempt {parent})")
-    if reasons and cost == UNDO_HIGH and family_reason and undo_reason:
-        # the proposer called its own family change high, and says why (e.g. stagnation)
+    if reasons and cost == UNDO_HIGH and undo_reason:
+        # the proposer called its move high itself, and says why (a family change, and
+        # why: stagnation; the point it goes on from): its words first, then the engine's
         reasons = [undo_reason] + [r for r in reasons if r != family_reason]
     if reasons:
         return UNDO_HIGH, "; ".join(reasons)

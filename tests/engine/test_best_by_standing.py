@@ -23,6 +23,7 @@ from helpers import H200_RUNS, ROOT, ScriptedRunner, make_run, move, reranked_ev
 from kernelladder.engine import events as ev
 from kernelladder.engine import rules, standing_rank
 from kernelladder.engine.log import read_attempt_verdict, read_events
+from kernelladder.engine.protocols import ProposerExhausted
 from kernelladder.engine.standing_rank import Merit
 from kernelladder.engine.state import apply, fold, improvement, new_state
 from kernelladder.engine.summary import summarize
@@ -338,6 +339,27 @@ async def test_a_best_that_does_not_hold_gives_way_to_the_re_measured_runner_up_
     assert summary["confirmed_best"] == 1 and "none_held" not in summary
     assert summarize(fold(events)) == summary  # replay --json equals live
     assert (run.run_dir / "attempts" / "2.confirm.json").exists()
+
+
+async def test_a_kernel_verified_twice_is_not_its_own_runner_up_at_the_end(tmp_path):
+    script = [
+        _standing_move("a", "1.02:tie 1.10:faster"),
+        _standing_move("b", "1.00:tie 1.01:tie"),
+        _standing_move("a", "1.02:tie 1.10:faster"),  # the same source again: a tie with #1
+    ]
+
+    def moves(ctx):  # handed out as written (the list form makes each source unique)
+        if not script:
+            raise ProposerExhausted("script finished")
+        return script.pop(0)
+
+    runner = StandingRunner()
+    run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=3)
+    state = await run.run()
+    assert state.attempts[1].source_hash == state.attempts[3].source_hash
+    confirmed = [e.attempt for e in read_events(run.run_dir) if isinstance(e, ev.BestConfirmed)]
+    assert confirmed == [1]  # #3 is #1 again: not re-measured as its runner-up
+    assert state.best_attempt == 1
 
 
 async def test_no_confirm_skips_the_re_measure(tmp_path):

@@ -49,6 +49,17 @@ def test_fence_concerns_and_escalation():
     assert assess_undo(undo_cost="bogus", undo_reason="r", source="", meta={}, **common)[0] == (
         "medium"
     )
+    # a move the proposer called high itself keeps its reason beside the engine's
+    cost, why = assess_undo(
+        undo_cost="high", undo_reason="changes algorithm family from a to b, going on from #2",
+        source="x", meta={"family": "b"}, parent_family="b", branch_holds_best=True,
+        branch_lineage={1}, parent=2,
+    )  # fmt: skip
+    assert cost == "high"
+    assert why == (
+        "changes algorithm family from a to b, going on from #2; "
+        "abandons the best lineage (starts from attempt 2)"
+    )
 
 
 def _events():

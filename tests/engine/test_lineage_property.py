@@ -73,6 +73,18 @@ def proposals(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _moved(family, params: dict[str, Any], steps: str) -> dict[str, Any]:
+    """`params` with a move line's steps ("ROWS 4->8, EPT 16->8") applied, each step's
+    old value checked."""
+    moved = dict(params)
+    for step in steps.split(", "):
+        name, change = step.split(" ", 1)
+        old, new = change.split("->")
+        assert str(moved[name]) == old.replace('""', ""), (step, moved[name])
+        moved[name] = next(v for v in family.param(name).values if str(v) == new.replace('""', ""))
+    return moved
+
+
 def high_against_parent(p: dict[str, Any], by_number: dict[int, dict[str, Any]]) -> bool:
     """Is the move high-undo against its recorded parent, by the engine's own rules?"""
     parent = by_number.get(p["parent_attempt"])
@@ -96,16 +108,28 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
     families = {f.name: f for f in catalog()["rmsnorm"]}
     seen = proposals(log)
     by_number = {p["attempt"]: p for p in seen}
-    stepped_off_the_shown_parent = 0
+    stepped_off_the_shown_parent = entered_elsewhere = 0
     for p in seen:
         meta = p["meta"]
         assert p["parent_attempt"] == meta["base_attempt"], p["move"]
         family = families[meta["family"]]
         assert family.render(meta["params"]) == source(search_run, p["attempt"], "rmsnorm")
         parent_header = parse_header(source(search_run, p["parent_attempt"], "rmsnorm"))
+        p["proposed_undo"] = "low"  # the search calls only its family switches high
+        head = p["move"].split(": ", 1)[0]
         if p["move"].startswith("rewrite as "):
             # a rewrite into the branch's family replaces the parent it was shown
             assert p["parent_attempt"] == p["shown"]
+        elif p["move"].startswith("family ") and " from #" in head:
+            # a switch into a family another branch walked: made from that branch's point
+            # of it (the run's best), moved as the line says after its colon
+            assert head.endswith(f" from #{p['parent_attempt']}"), p["move"]
+            assert parent_header is not None and parent_header["family"] == meta["family"]
+            assert by_number[p["parent_attempt"]]["branch_id"] != p["branch_id"]
+            moved = _moved(family, parent_header["params"], p["move"].split(": ", 1)[1])
+            assert moved == meta["params"], p["move"]
+            p["proposed_undo"] = "high"
+            entered_elsewhere += 1
         elif p["move"].startswith("family "):
             # a family switch is made from an attempt of the family it leaves
             assert parent_header is not None, p["move"]
@@ -113,24 +137,20 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
         else:
             # a step: the parent's recorded parameters, moved as the move line says
             assert parent_header is not None and parent_header["family"] == meta["family"]
-            moved = dict(parent_header["params"])
-            for step in p["move"].split(" (from #")[0].split(", "):
-                name, change = step.split(" ", 1)
-                old, new = change.split("->")
-                assert str(moved[name]) == old.replace('""', "")
-                value = next(
-                    v for v in family.param(name).values if str(v) == new.replace('""', "")
-                )
-                moved[name] = value
+            moved = _moved(family, parent_header["params"], p["move"].split(" (from #")[0])
             assert moved == meta["params"], p["move"]
             stepped_off_the_shown_parent += p["parent_attempt"] != p["shown"]
-        p["proposed_undo"] = "low"  # the search calls only its family switches high
         p["fence"] = fence_concerns(source(search_run, p["attempt"], "rmsnorm"))
         expected = high_against_parent(p, by_number)
         assert p["gated"] == expected, (p["attempt"], p["move"], p["undo_reason"])
         assert (p["undo_cost"] == "high") == expected, (p["attempt"], p["move"])
-    # the run stepped from attempts other than the branch's best, the case that was wrong
+    # the run stepped from attempts other than the branch's best, the case that was wrong,
+    # and a branch went on in a family from another branch's point of it
     assert stepped_off_the_shown_parent >= 2
+    assert entered_elsewhere >= 1
+    # no kernel was verified twice
+    sources = [source(search_run, p["attempt"], "rmsnorm") for p in seen]
+    assert len(set(sources)) == len(sources)
     assert any(p["gated"] for p in seen) and not all(p["gated"] for p in seen)
 
 

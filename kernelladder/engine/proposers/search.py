@@ -1,12 +1,16 @@
 """`search`: the built-in proposer. No key, no network: a deterministic, feedback-driven
 local search over the parameterized kernel templates of the five built-in ops.
 
-Per branch it remembers every grid point it proposed and what the verifier said about it.
-The next proposal is the first untried point nearest (in grid steps) to the branch's best
-verified point: single-parameter moves first (the last improving move repeated first, the
+Per branch it remembers every grid point it proposed and what the verifier said about it,
+and no point is proposed twice in a run, on any branch: a kernel verified once is not
+verified again (branches that changed family once walked each other's paths: a third of a
+default GPU run's attempts were kernels verified already). The next proposal is the first
+point untried in the run nearest (in grid steps) to the branch's best verified point: single-parameter moves first (the last improving move repeated first, the
 parameters the feedback points at next), then pairs, then farther rings. When a family's
 grid is used up it moves to the next family (a high-undo-cost move), and when every
-family is used up it raises ProposerExhausted. On the CPU there are no speed numbers: the
+family is used up it raises ProposerExhausted. A branch that changes to a family another
+branch has walked enters it at the run's best point of that family, and its parent is
+then that attempt (the source is derived from it). On the CPU there are no speed numbers: the
 base stays the first verified point and the rings around it are walked in a fixed order.
 
 Steering it obeys (read from the context each time, so a resume keeps it): a family the
@@ -19,6 +23,7 @@ on the CPU, where nothing is judged faster, after half that many attempts in one
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -96,6 +101,42 @@ class BranchMemory:
         return len(self.trials)
 
 
+@dataclass
+class RunMemory:
+    """What the whole run proposed: every branch's memory, and the sources a resumed run
+    had proposed before this proposer was made (their sha256, as the log keeps them)."""
+
+    branches: dict[str, BranchMemory] = field(default_factory=dict)
+    resumed_hashes: frozenset[str] = frozenset()
+
+    def tried(self, op: str, family: Family, point: Mapping[str, Any]) -> bool:
+        key = config_key(op, family.name, point)
+        if any(key in m.trials for m in self.branches.values()):
+            return True
+        if not self.resumed_hashes:
+            return False
+        return _source_hash(family.render(point)) in self.resumed_hashes
+
+    def family_trials(self, family: str, but: BranchMemory) -> list[Trial]:
+        """Trials of `family` on the other branches, each point once (a judged one first),
+        in attempt order."""
+        found: dict[str, Trial] = {}
+        for m in self.branches.values():
+            if m is but:
+                continue
+            for t in m.trials.values():
+                if t.family != family:
+                    continue
+                held = found.get(t.key)
+                if held is None or (held.status == PENDING and t.status != PENDING):
+                    found[t.key] = t
+        return sorted(found.values(), key=lambda t: (t.attempt is None, t.attempt or 0))
+
+
+def _source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Step:
     """A chosen grid point and how it was reached."""
@@ -120,9 +161,18 @@ class SearchProposer(ProposerBase):
     ):
         self._families = {k: tuple(v) for k, v in (families or catalog()).items()}
         self._cross_family = cross_family
-        self._branches: dict[str, BranchMemory] = {}
+        self._run = RunMemory()
+
+    @property
+    def _branches(self) -> dict[str, BranchMemory]:
+        return self._run.branches
 
     # --- protocol -------------------------------------------------------------------
+    def resumed(self, op: dict[str, Any], k: int, proposed: list[tuple[str, str]]) -> None:
+        """What the run proposed before a resume: never proposed again, also before the
+        branches that proposed it have read their histories back."""
+        self._run.resumed_hashes = frozenset(h for _, h in proposed if h)
+
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
         families = self._op_families(op)
         labels = [f.name for f in families]
@@ -147,8 +197,9 @@ class SearchProposer(ProposerBase):
         step = None
         if memory.family is not None:
             step = _next_step(
-                memory, by_name, families, dims, rotation, ctx, self._cross_family, steer
-            )
+                memory, self._run, by_name, families, dims, rotation, ctx, self._cross_family,
+                steer,
+            )  # fmt: skip
         if step is None:
             raise ProposerExhausted(
                 f"search: every {ctx.op.get('name')} grid point in reach was tried on "
@@ -478,8 +529,9 @@ def _ring(
                     )
 
 
-def _untried(memory: BranchMemory, op: str, family: Family, point: Mapping[str, Any]) -> bool:
-    return family.valid(point) and config_key(op, family.name, point) not in memory.trials
+def _untried(run: RunMemory, op: str, family: Family, point: Mapping[str, Any]) -> bool:
+    """A valid point no branch of the run has proposed."""
+    return family.valid(point) and not run.tried(op, family, point)
 
 
 def _settled_family(
@@ -520,6 +572,7 @@ def _family_order(
 
 def _next_step(
     memory: BranchMemory,
+    run: RunMemory,
     by_name: Mapping[str, Family],
     families: Sequence[Family],
     dims: list[Mapping[str, int]],
@@ -533,7 +586,9 @@ def _next_step(
     assert current is not None
     for name in _family_order(current, families, steer, cross_family):
         family = by_name[name]
-        step = _step_in_family(memory, family, dims, rotation if name == current else 0, op, steer)
+        step = _step_in_family(
+            memory, run, family, dims, rotation if name == current else 0, op, steer
+        )
         if step is None:
             continue
         if name != current and not any(t.family == current for t in memory.trials.values()):
@@ -603,7 +658,7 @@ def _start_point(family: Family, steer: Steering) -> dict[str, Any]:
 
 
 def _tried_first(
-    memory: BranchMemory, family: Family, base: Trial, steer: Steering, op: str
+    memory: BranchMemory, run: RunMemory, family: Family, base: Trial, steer: Steering, op: str
 ) -> Step | None:
     """A `try PARAM=VALUE` directive's point from the base, while it is untried."""
     params = {p.name: p for p in family.params}
@@ -615,7 +670,7 @@ def _tried_first(
         if not found or base.params.get(name) == value:
             continue
         point = _constrained(family, {**base.params, name: value}, steer)
-        if point is None or not _untried(memory, op, family, point):
+        if point is None or not _untried(run, op, family, point):
             continue
         if _describe(base.params, point) in memory.dead_moves:
             continue
@@ -629,6 +684,7 @@ def _tried_first(
 
 def _step_in_family(
     memory: BranchMemory,
+    run: RunMemory,
     family: Family,
     dims: list[Mapping[str, int]],
     rotation: int,
@@ -639,19 +695,26 @@ def _step_in_family(
     start = _start_point(family, steer)
     if (
         _constrained(family, start, steer) is not None
-        and _untried(memory, op, family, start)
+        and _untried(run, op, family, start)
         and not any(t.status == PASS for t in trials)
     ):
         return Step(family, start, None, ())
     base = _best(trials)
     if base is None:
-        # nothing in this family verified yet: search around its start (or the latest try)
-        base = memory.trials.get(config_key(op, family.name, start)) or (
-            trials[-1] if trials else None
+        # nothing in this family verified on this branch: enter it at the run's best point
+        # of it (another branch's), else search around its start (or the latest try)
+        elsewhere = run.family_trials(family.name, but=memory)
+        start_key = config_key(op, family.name, start)
+        base = (
+            _best(elsewhere)
+            or memory.trials.get(start_key)
+            or (trials[-1] if trials else None)
+            or next((t for t in elsewhere if t.key == start_key), None)
+            or (elsewhere[-1] if elsewhere else None)
         )
         if base is None:
             return None
-    tried = _tried_first(memory, family, base, steer, op)
+    tried = _tried_first(memory, run, family, base, steer, op)
     if tried is not None:
         return tried
     relevant = [p for p in family.params if p.matters(dims)]
@@ -662,7 +725,7 @@ def _step_in_family(
     )  # fmt: skip
     for ring_point, moved in _rings(family, base.params, moves, relevant):
         point = _constrained(family, ring_point, steer)
-        if point is None or not _untried(memory, op, family, point):
+        if point is None or not _untried(run, op, family, point):
             continue
         if _describe(base.params, point) in memory.dead_moves:
             continue
@@ -694,8 +757,10 @@ def _made_from(memory: BranchMemory, step: Step, ctx: ProposalContext) -> int | 
     """The attempt the proposal is made from: for a family switch, the best attempt of the
     family it leaves (its move reads "family A -> B"; also when it returns to a point of B
     tried before; the latest of that family when none passed); else a step's base trial;
-    else (a rewrite into the branch's family) the parent it was shown."""
-    if step.switched_from is not None:
+    else (a rewrite into the branch's family) the parent it was shown. A switch that
+    enters the family at another branch's point is made from that point's attempt: its
+    source is that point's with one move."""
+    if step.switched_from is not None and not _entered_elsewhere(memory, step):
         left = [
             t
             for t in memory.trials.values()
@@ -709,14 +774,43 @@ def _made_from(memory: BranchMemory, step: Step, ctx: ProposalContext) -> int | 
     return ctx.parent_attempt
 
 
+def _entered_elsewhere(memory: BranchMemory, step: Step) -> bool:
+    """Is the step made from another branch's trial (its base is not this branch's)?"""
+    return step.base is not None and memory.trials.get(step.base.key) is not step.base
+
+
+def _numbered(memory: BranchMemory, step: Step) -> Step:
+    """The step as proposed: one made from another branch's point whose attempt number
+    this proposer has not read yet (that branch has not proposed since) is a rewrite into
+    the family at its point, made from the parent it was shown, not a move from it."""
+    if step.base is None or step.base.attempt is not None:
+        return step
+    if not _entered_elsewhere(memory, step):
+        return step
+    return Step(step.family, step.params, None, (), step.switched_from, step.why)
+
+
 def _proposal(
     memory: BranchMemory, step: Step, parent: Trial | None, ctx: ProposalContext
 ) -> Proposal:
+    step = _numbered(memory, step)
     family = step.family
     op = str(ctx.op.get("name"))
     key = config_key(op, family.name, step.params)
     base = step.base
-    if step.switched_from is not None:
+    if step.switched_from is not None and base is not None and _entered_elsewhere(memory, step):
+        # the family's start was verified on another branch: go on from its best point
+        where = f"#{base.attempt}" if base.attempt is not None else "another branch's point"
+        move = f"family {step.switched_from} -> {family.name} from {where}: " + _describe(
+            base.params, step.params
+        )
+        undo, reason = (
+            "high",
+            f"changes algorithm family from {step.switched_from} to {family.name}, going on "
+            f"from {where}, the run's best point of {family.name} on another branch"
+            + (f" ({step.why})" if step.why else ""),
+        )
+    elif step.switched_from is not None:
         move = f"family {step.switched_from} -> {family.name}: {family.summary}"
         undo, reason = (
             "high",
