@@ -144,6 +144,19 @@ def gpu_use(events: list[dict[str, Any]], run_dir: Path) -> tuple[float, float]:
     return _union_s(alone), _union_s(alone + shared)
 
 
+def repeated_kernels(events: list[dict[str, Any]]) -> int:
+    """Attempts whose source is an earlier attempt's of the same run, byte for byte (the
+    log's source hashes): kernels verified a second time."""
+    seen: set[str] = set()
+    repeats = 0
+    for e in events:
+        if e.get("kind") != "proposal_received" or not e.get("source_hash"):
+            continue
+        repeats += e["source_hash"] in seen
+        seen.add(e["source_hash"])
+    return repeats
+
+
 def measure(run_dir: Path) -> dict[str, Any]:
     """The table's figures for one run directory, from its event log (and bench.json,
     the command's own wall clock, when this script ran it)."""
@@ -162,6 +175,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"op": op, "run_dir": str(run_dir), "verdicts": len(verdicts)}
     row["gpus"] = bench.get("gpus")
     row["exit"] = bench.get("exit")
+    row["repeats"] = repeated_kernels(events)
     if not verdicts or not attempts:
         return row
     first_start = min(e["ts"] for e in attempts)
@@ -350,7 +364,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines.append("")
     head = (
         f"{'op':<12} {'start s':>8} {'active s':>9} {'end s':>6} {'shared s/prof':>13} "
-        f"{'prof wall s':>11} {'kept workers':>12} {'GPU alone %':>11} {'GPU held %':>10}"
+        f"{'prof wall s':>11} {'kept workers':>12} {'GPU alone %':>11} {'GPU held %':>10} "
+        f"{'repeats':>7}"
     )
     lines += [head, "-" * len(head)]
     for r in rows:
@@ -359,12 +374,14 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['op']:<12} {_fmt(r.get('start_s')):>8} {_fmt(active):>9} "
             f"{_fmt(r.get('end_s')):>6} {_fmt(r.get('shared_s_per_profile'), 2):>13} "
             f"{_fmt(r.get('profile_wall_s')):>11} {_fmt(r.get('kept_workers')):>12} "
-            f"{_pct(r.get('gpu_alone_share')):>11} {_pct(r.get('gpu_held_share')):>10}"
+            f"{_pct(r.get('gpu_alone_share')):>11} {_pct(r.get('gpu_held_share')):>10} "
+            f"{_fmt(r.get('repeats'), 0):>7}"
         )
     lines.append(
         "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"
     )
     lines.append("~ GPU s/profile of an older log: the verdict it followed to ProfileReady")
+    lines.append("repeats: attempts whose kernel (source) an earlier attempt of the run had been")
     lines.append(
         "GPU alone / held: of the active time, the GPU held to itself (timings, profile "
         "replays) / held at all (correctness too)"

@@ -184,3 +184,21 @@ def test_two_copies_of_one_family_start_apart():
     # the first copy's start has no attempt number the proposer has read: a rewrite into
     # the family at a point beside it, made from the parent the branch was shown
     assert second.move.startswith("rewrite as one-pass") and second.base_attempt is None
+
+
+def test_the_rate_bench_counts_kernels_verified_twice_in_a_saved_run():
+    """bench/default_rate.py's "repeats": the committed H200 int8_matmul search (recorded
+    before the search looked across branches) verified 12 of its 38 kernels a second time;
+    the CPU example none."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "default_rate", root / "bench" / "default_rate.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.measure(root / "examples" / "h200-int8-matmul-search")["repeats"] == 12
+    assert bench.measure(root / "examples" / "cpu-rmsnorm-run")["repeats"] == 0
