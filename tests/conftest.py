@@ -72,3 +72,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _path(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+# --- a hung test says where its asyncio tasks wait ------------------------------------------
+HANG_DUMP_LEAD_S = 20.0  # before pytest-timeout ends the test
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    if marker is not None and "timeout" in marker.kwargs:
+        return float(marker.kwargs["timeout"])
+    return float(item.config.getini("timeout") or 0)
+
+
+def _dump_asyncio_tasks(nodeid: str) -> None:
+    """Every running event loop's tasks with their stacks, to the real stderr (pytest
+    captures sys.stderr; the timeout's own dump shows threads, not tasks)."""
+    import asyncio
+    import gc
+    import io
+    import sys
+
+    out = io.StringIO()
+    out.write(f"\n=== {nodeid}: asyncio tasks {HANG_DUMP_LEAD_S:.0f} s before its timeout ===\n")
+    loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]
+    for loop in (lp for lp in loops if lp.is_running()):
+        for _ in range(3):  # the set may change under us: this is not the loop's thread
+            try:
+                tasks = list(asyncio.all_tasks(loop))
+                break
+            except RuntimeError:
+                tasks = []
+        for task in tasks:
+            out.write(f"--- {task!r}\n")
+            with contextlib.suppress(Exception):
+                task.print_stack(file=out)
+    sys.__stderr__.write(out.getvalue())
+    sys.__stderr__.flush()
+
+
+@pytest.fixture(autouse=True)
+def _say_where_a_hung_test_waits(request: pytest.FixtureRequest):
+    import threading
+
+    limit = _timeout_of(request.node)
+    if limit <= HANG_DUMP_LEAD_S:
+        yield
+        return
+    timer = threading.Timer(
+        limit - HANG_DUMP_LEAD_S, _dump_asyncio_tasks, args=(request.node.nodeid,)
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
