@@ -639,8 +639,17 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 return False
             if not (s.paused or b.paused):
                 return True
-            self._phase[bid] = IDLE
+            self._go_idle(bid)
             await self._wait_change()
+
+    def _go_idle(self, bid: str) -> None:
+        """The branch waits for a change. Whoever waits on the branches being busy (the
+        supervisor ends the run only once none is) hears of it: a branch that went idle
+        without a word, just after the supervisor had looked, once left a run waiting
+        forever at its last attempt."""
+        if self._phase.get(bid) != IDLE:
+            self._phase[bid] = IDLE
+            self._wake()
 
     async def _branch_loop(self, bid: str) -> None:
         for n in list(self._work.get(bid, ())):
@@ -659,7 +668,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             if not await self._ready(bid):
                 return
             if attempts_left(self.state, self._reserved) <= 0:
-                self._phase[bid] = IDLE
+                self._go_idle(bid)
                 await self._wait_change()
                 continue
             if not await self._round(bid):

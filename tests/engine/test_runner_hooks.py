@@ -4,6 +4,7 @@ slot reporting and notices; one that offers neither still runs, with no slot rec
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from helpers import ScriptedProposer, make_run, move, verdict_for
@@ -96,3 +97,41 @@ async def test_a_runner_that_names_no_slot_still_records_its_attempts(tmp_path):
     starts = [e for e in events if isinstance(e, ev.AttemptStarted)]
     assert [(e.attempt, e.slot) for e in starts] == [(1, "")]
     assert any(isinstance(e, ev.VerdictReady) and e.attempt == 1 for e in events)
+
+
+async def test_the_run_ends_when_profiling_is_decided_after_its_last_verdict(tmp_path, monkeypatch):
+    """Whether the run profiles (`ncu --version`, in a thread at the start) can be decided
+    after the last verdict (a loaded machine): the run once never ended then. The branch
+    went idle without a word while the run's supervisor, woken by the decision, still saw
+    it verifying; nothing woke it again. Double: availability (no ncu here), answering
+    only after the verdict."""
+    import threading
+    import time
+
+    from kernelladder.verifier import profile as profile_mod
+
+    judged = threading.Event()
+
+    def late(*args, **kwargs):
+        judged.wait(10)
+        time.sleep(0.2)  # the branch is waiting for this answer by now
+        return False, "Nsight Compute (ncu) not found (double)"
+
+    class JudgedRunner(ProtocolOnlyRunner):
+        async def verify(self, request, on_progress=None, on_slot=None):
+            verdict = await super().verify(request, on_progress, on_slot)
+            judged.set()
+            return verdict
+
+    monkeypatch.setattr(profile_mod, "availability", late)
+    run, _, _ = make_run(
+        tmp_path,
+        [],
+        runner=JudgedRunner(reports_slot=False),
+        proposer=ProtocolOnlyProposer(),
+        max_attempts=1,
+    )
+    state = await asyncio.wait_for(run.run(), 30)
+    assert state.finished
+    notices = [e.message for e in read_events(tmp_path / "run") if isinstance(e, ev.Notice)]
+    assert any("profiling off" in m for m in notices)
