@@ -347,6 +347,8 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
         b.passes += 1
         if a.early_stop is not None:
             gain = False  # stopped early: clearly slower than the branch's best
+        elif a.source_hash and a.source_hash in s.passed_sources:
+            gain = False  # a kernel that passed before, measured again: no gain
         elif s.speed_measured and a.vs_best is not None:
             gain = standing_rank.is_gain(branch_reference(s, b), standing_rank.merit_of(a))
         elif s.speed_measured:  # a log without standings: the speedup over the reference
@@ -504,6 +506,8 @@ def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
     a = state.attempts[attempt]
     if not a.passed or a.early_stop is not None:  # stopped early: never a best
         return False, False
+    if _passed_before(state, attempt):  # the same kernel measured again: luck, not a gain
+        return False, False
     b = state.branches[a.branch_id]
     if state.speed_measured and a.speedup is not None and a.vs_best is not None:
         merit = standing_rank.merit_of(a)
@@ -520,6 +524,15 @@ def improvement(state: RunState, attempt: int) -> tuple[bool, bool]:
         overall = state.best_speedup is None or a.speedup > state.best_speedup
         return branch, overall
     return b.best_attempt is None, state.best_attempt is None
+
+
+def _passed_before(state: RunState, attempt: int) -> bool:
+    """Did an earlier attempt with this one's source (byte for byte) pass? A proposer may
+    hand in a kernel it wrote before; its second measurement is not a better kernel."""
+    digest = state.attempts[attempt].source_hash
+    return bool(digest) and any(
+        n < attempt and o.passed and o.source_hash == digest for n, o in state.attempts.items()
+    )
 
 
 def _origin_merit(state: RunState, b: BranchState) -> standing_rank.Merit | None:

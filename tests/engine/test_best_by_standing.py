@@ -362,6 +362,44 @@ async def test_a_kernel_verified_twice_is_not_its_own_runner_up_at_the_end(tmp_p
     assert state.best_attempt == 1
 
 
+async def test_a_kernel_measured_again_and_luckier_is_not_a_new_best(tmp_path):
+    """A proposer may hand in a kernel it wrote before. Its second measurement came out
+    a little better (luck): the run's best stays the first, which it is, and the branch
+    counts no gain."""
+
+    class Luckier(StandingRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        async def verify(self, request, on_progress=None, on_slot=None):
+            again = request.source in self.seen and not request.pair_every_shape
+            self.seen.add(request.source)
+            if again:  # the same source, measured 4 % faster on every shape
+                return _timed_verdict("1.06:faster 1.14:faster", request)
+            return await super().verify(request, on_progress, on_slot)
+
+    script = [
+        _standing_move("a", "1.02:tie 1.10:faster"),
+        _standing_move("b", "1.00:tie 1.01:tie"),
+        _standing_move("a", "1.02:tie 1.10:faster"),
+    ]
+
+    def moves(ctx):
+        if not script:
+            raise ProposerExhausted("script finished")
+        return script.pop(0)
+
+    run, _, _ = make_run(tmp_path, moves, runner=Luckier(), max_attempts=3, confirm=False)
+    state = await run.run()
+    assert state.attempts[3].vs_best > state.attempts[1].vs_best  # measured better ...
+    assert state.best_attempt == 1  # ... yet the same kernel: #1 stays the best
+    events = read_events(run.run_dir)
+    assert [e.attempt for e in events if isinstance(e, ev.BestImproved)] == [1]
+    assert state.branches["b1"].stagnation == 2  # #2 and #3: no gain
+    assert summarize(fold(events)) == summarize(state)  # replay equals live
+
+
 async def test_no_confirm_skips_the_re_measure(tmp_path):
     runner = StandingRunner()
     run, _, _ = make_run(
