@@ -174,7 +174,8 @@ def test_a_faster_parent_becomes_the_base():
 
 
 def test_the_move_that_improved_the_base_is_tried_again_first():
-    from kernelladder.engine.proposers.search import Trial, _ordered_moves
+    from kernelladder.engine.proposers.search import _ordered_moves
+    from kernelladder.engine.proposers.search_memory import Trial
 
     family = next(f for f in SearchProposer()._families["rmsnorm"] if f.name == "multi-row")
     plain = Trial("k", family.name, dict(family.start), 0, status="pass", speedup=2.0)
