@@ -1,17 +1,18 @@
 """`search`: the built-in proposer. No key, no network: a deterministic, feedback-driven
 local search over the parameterized kernel templates of the five built-in ops.
 
-Per branch it remembers every grid point it proposed and what the verifier said about it,
-and no point is proposed twice in a run, on any branch: a kernel verified once is not
-verified again (branches that changed family once walked each other's paths: a third of a
-default GPU run's attempts were kernels verified already). The next proposal is the first
-point untried in the run nearest (in grid steps) to the branch's best verified point: single-parameter moves first (the last improving move repeated first, the
-parameters the feedback points at next), then pairs, then farther rings. When a family's
-grid is used up it moves to the next family (a high-undo-cost move), and when every
-family is used up it raises ProposerExhausted. A branch that changes to a family another
-branch has walked enters it at the run's best point of that family, and its parent is
-then that attempt (the source is derived from it). On the CPU there are no speed numbers: the
-base stays the first verified point and the rings around it are walked in a fixed order.
+Per branch it remembers every grid point it proposed and what the verifier said about
+it, and no point is proposed twice in a run, on any branch (search_memory.py): branches
+that changed family once walked each other's paths, a third of a default GPU run's
+attempts being kernels verified already. The next proposal is the first point untried
+in the run nearest (in grid steps) to the branch's best verified point: single-parameter
+moves first (the last improving move repeated first, the parameters the feedback points
+at next), then pairs, then farther rings. When a family's grid is used up it moves to
+the next family (a high-undo-cost move), and when every family is used up it raises
+ProposerExhausted. A branch that changes to a family another branch has walked enters
+it at the run's best point of that family, and its parent is then that attempt (the
+source is derived from it). On the CPU there are no speed numbers: the base stays the
+first verified point and the rings around it are walked in a fixed order.
 
 Steering it obeys (read from the context each time, so a resume keeps it): a family the
 person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
@@ -98,10 +99,6 @@ class SearchProposer(ProposerBase):
         self._cross_family = cross_family
         self._run = RunMemory()
 
-    @property
-    def _branches(self) -> dict[str, BranchMemory]:
-        return self._run.branches
-
     # --- protocol -------------------------------------------------------------------
     def resumed(self, op: dict[str, Any], k: int, proposed: list[tuple[str, str]]) -> None:
         """What the run proposed before a resume: never proposed again, also before the
@@ -120,7 +117,7 @@ class SearchProposer(ProposerBase):
     async def propose(self, ctx: ProposalContext) -> Proposal:
         families = self._op_families(ctx.op)
         by_name = {f.name: f for f in families}
-        memory = self._branches.setdefault(ctx.branch_id, BranchMemory())
+        memory = self._run.branches.setdefault(ctx.branch_id, BranchMemory())
         parent = ingest(memory, ctx, by_name)
         memory.low_occupancy = low_occupancy(getattr(ctx, "profile", None))
         label_family, rotation = _resolve_label(ctx.strategy, by_name)
