@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"EPT":8,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":4,"ROWS":4,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
-"""rmsnorm, search family "multi-row": a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU
+# kernelladder-search: {"family":"persistent","op":"rmsnorm","params":{"CHUNK":4096,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":4,"ROWS":1,"STATS_EVICT":"evict_last","W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
+"""rmsnorm, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,10 +9,10 @@ import triton
 import triton.language as tl
 
 # search parameters
-ROWS = 4
-EPT = 8
-MIN_PROGRAMS_PER_SM = 2
-TILE_MAX = 16384
+PROGRAMS_PER_SM = 4
+PREFETCH = True
+ROWS = 1
+EPT = 16
 MAX_WARPS = 16
 MIN_WARPS = 4
 X_EVICT = 'evict_last'
@@ -59,24 +59,45 @@ def _load_weight(W, cols, N, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
 
 
 @triton.jit
-def _rmsnorm_tile(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
-                  ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
-                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
-                  W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
+                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
+                        W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    tiles = tl.cdiv(M, ROWS)
     cols = tl.arange(0, BLOCK)
-    if WIDE:
-        rows = rows.to(tl.int64)
-    x = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
-                   EVEN_M, EVEN_N, X_EVICT).to(tl.float32)
+    lane = tl.arange(0, ROWS)
+    # the weight is read once per program, not once per row
     w = _load_weight(W, cols, N, EVEN_N, W_EVICT)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-    y = x * rstd[:, None] * w[None, :]
-    _store_tile(Y + rows[:, None] * sym + cols[None, :] * syn, y.to(Y.dtype.element_ty),
-                rows, cols, M, N, EVEN_M, EVEN_N, Y_CACHE)
+    if PREFETCH:
+        rows = pid * ROWS + lane
+        if WIDE:
+            rows = rows.to(tl.int64)
+        x_next = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
+                            False, EVEN_N, X_EVICT)
+    for tile in range(pid, tiles, nprog):
+        rows = tile * ROWS + lane
+        if WIDE:
+            rows = rows.to(tl.int64)
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            # issue the next tile's loads before reducing this one
+            nrows = (tile + nprog) * ROWS + lane
+            if WIDE:
+                nrows = nrows.to(tl.int64)
+            x_next = _load_tile(X + nrows[:, None] * sxm + cols[None, :] * sxn, nrows, cols,
+                                M, N, False, EVEN_N, X_EVICT)
+        else:
+            x = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
+                           False, EVEN_N, X_EVICT).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+        y = x * rstd[:, None] * w[None, :]
+        _store_tile(Y + rows[:, None] * sym + cols[None, :] * syn, y.to(Y.dtype.element_ty),
+                    rows, cols, M, N, False, EVEN_N, Y_CACHE)
 
 @triton.jit
-def _rmsnorm_chunked(X, W, Y, N, sxm, sxn, sym, syn, eps,
+def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
                      CHUNK: tl.constexpr, STATS_EVICT: tl.constexpr, X_EVICT: tl.constexpr,
                      W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -133,14 +154,6 @@ def _num_sms(device):
     return count
 
 
-def _rows_per_program(M, block, sms):
-    rows = max(1, min(ROWS, TILE_MAX // block))
-    # small M: keep enough programs to fill the GPU rather than packing rows
-    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    return rows
-
-
 def kernel(x, weight):
     M, N = x.shape
     y = torch.empty_like(x)
@@ -148,11 +161,12 @@ def kernel(x, weight):
     if block > MAX_BLOCK:
         _launch_chunked(x, weight, y, M, N)
         return y
-    rows = _rows_per_program(M, block, _num_sms(x.device))
-    _rmsnorm_tile[(triton.cdiv(M, rows),)](
+    rows = max(1, min(ROWS, 16384 // block))
+    tiles = triton.cdiv(M, rows)
+    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
+    _rmsnorm_persistent[(programs,)](
         x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N,
-        WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE,
-        num_warps=_warps(rows * block),
+        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
+        X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y
