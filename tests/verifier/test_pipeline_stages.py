@@ -11,6 +11,7 @@ client's side of the stage (the arbiter held, released, the deadline) is the rea
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import textwrap
 
@@ -234,24 +235,17 @@ DOUBLE = textwrap.dedent(
 
 
 class DoubleTransport(LocalTransport):
-    """A worker double speaking the protocol (see the module's docstring)."""
+    """A worker double speaking the protocol (see the module's docstring), spawned and
+    killed as a real worker is (the hanging ones once outlived their tests by an hour:
+    the transport's kill did not reach a process it had not spawned itself)."""
 
     def __init__(self, mode: str):
         super().__init__("cpu", sandbox="off")
         self.mode = mode
 
-    async def start(self) -> None:
+    def _command(self, home: str) -> tuple[list[str], dict[str, str]]:
         code = DOUBLE.replace("PROTOCOL", str(PROTOCOL_VERSION)).replace("MODE", repr(self.mode))
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", code,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
-        self.stdin, self.stdout, self.stderr = (
-            self._proc.stdin,
-            self._proc.stdout,
-            self._proc.stderr,
-        )
+        return [sys.executable, "-c", code], dict(os.environ)
 
 
 @pytest.mark.parametrize(("mode", "kind"), [("crash", "crash"), ("hang", "timeout")])
