@@ -192,11 +192,7 @@ class Profiling:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
                 continue
-            change = asyncio.get_running_loop().create_future()
-            self._waiters.append(change)  # woken by the next event, a stop's among them
-            await asyncio.wait([*pending, change], return_when=asyncio.FIRST_COMPLETED)
-            if not change.done():
-                change.cancel()
+            await self._wait_change_or(pending)
 
     async def _profile(self, bid: str, n: int, why: str, *, marked: bool = False) -> None:
         from kernelladder.verifier.profile import profile_candidate_async

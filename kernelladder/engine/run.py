@@ -603,12 +603,16 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                     continue
                 if self._cancel_inflight or self._phase.get(bid) != VERIFYING:
                     task.cancel()
-            assert self._loop is not None
-            change = self._loop.create_future()
-            self._waiters.append(change)
-            await asyncio.wait([*pending, change], return_when=asyncio.FIRST_COMPLETED)
-            if not change.done():
-                change.cancel()
+            await self._wait_change_or(pending)
+
+    async def _wait_change_or(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Until one of `tasks` is done or the next event is recorded (a stop's among them)."""
+        assert self._loop is not None
+        change = self._loop.create_future()
+        self._waiters.append(change)
+        await asyncio.wait([*tasks, change], return_when=asyncio.FIRST_COMPLETED)
+        if not change.done():
+            change.cancel()
 
     # --- branches -------------------------------------------------------------------
     def _spawn(self, branch_id: str) -> None:

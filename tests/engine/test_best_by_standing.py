@@ -343,18 +343,25 @@ async def test_a_best_that_does_not_hold_gives_way_to_the_re_measured_runner_up_
     assert (run.run_dir / "attempts" / "2.confirm.json").exists()
 
 
+def _as_written(*script):
+    """The moves handed out as written, one per proposal (the scripted proposer's list
+    form makes each source unique; these tests need a source handed in twice)."""
+    queue = list(script)
+
+    def moves(ctx):
+        if not queue:
+            raise ProposerExhausted("script finished")
+        return queue.pop(0)
+
+    return moves
+
+
 async def test_a_kernel_verified_twice_is_not_its_own_runner_up_at_the_end(tmp_path):
-    script = [
+    moves = _as_written(
         _standing_move("a", "1.02:tie 1.10:faster"),
         _standing_move("b", "1.00:tie 1.01:tie"),
         _standing_move("a", "1.02:tie 1.10:faster"),  # the same source again: a tie with #1
-    ]
-
-    def moves(ctx):  # handed out as written (the list form makes each source unique)
-        if not script:
-            raise ProposerExhausted("script finished")
-        return script.pop(0)
-
+    )
     runner = StandingRunner()
     run, _, _ = make_run(tmp_path, moves, runner=runner, max_attempts=3)
     state = await run.run()
@@ -381,17 +388,11 @@ async def test_a_kernel_measured_again_and_luckier_is_not_a_new_best(tmp_path):
                 return _timed_verdict("1.06:faster 1.14:faster", request)
             return await super().verify(request, on_progress, on_slot)
 
-    script = [
+    moves = _as_written(
         _standing_move("a", "1.02:tie 1.10:faster"),
         _standing_move("b", "1.00:tie 1.01:tie"),
         _standing_move("a", "1.02:tie 1.10:faster"),
-    ]
-
-    def moves(ctx):
-        if not script:
-            raise ProposerExhausted("script finished")
-        return script.pop(0)
-
+    )
     run, _, _ = make_run(tmp_path, moves, runner=Luckier(), max_attempts=3, confirm=False)
     state = await run.run()
     assert state.attempts[3].vs_best > state.attempts[1].vs_best  # measured better ...

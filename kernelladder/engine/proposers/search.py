@@ -636,9 +636,11 @@ def _proposal(
     op = str(ctx.op.get("name"))
     key = config_key(op, family.name, step.params)
     base = step.base
-    if step.switched_from is not None and base is not None and _entered_elsewhere(memory, step):
+    if step.switched_from is not None and _entered_elsewhere(memory, step):
         # the family's start was verified on another branch: go on from its best point
-        where = f"#{base.attempt}" if base.attempt is not None else "another branch's point"
+        # (numbered: _numbered made a point not numbered yet a rewrite)
+        assert base is not None
+        where = f"#{base.attempt}"
         move = f"family {step.switched_from} -> {family.name} from {where}: " + _describe(
             base.params, step.params
         )
