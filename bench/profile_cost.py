@@ -3,7 +3,8 @@
 seconds the GPU is held to itself (ncu replaying the one profiled call), held shared (the
 warm-up), the whole profile's wall, and the kernel's duration as ncu read it.
 
-    python3 bench/profile_cost.py [--ops rmsnorm attention] [--repeat 1] [--out DIR]
+    python3 bench/profile_cost.py [--ops rmsnorm attention] [--repeat 1] [--variants 0 4]
+                                  [--out DIR]
 
 Each op's candidate is the best attempt of its committed H200 example run, profiled the
 way a run profiles it (kernelladder.verifier.profile.profile_candidate_async, no other
@@ -48,6 +49,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", nargs="+", default=["rmsnorm", "attention"])
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--variants", type=int, nargs="+", default=None,
+        help="only these variants, by their place in the table (0: as the verifier runs it)",
+    )  # fmt: skip
     ap.add_argument("--out", default=os.environ.get("OUT") or "profile-cost-out")
     args = ap.parse_args()
     from speed_stage import best_attempt, example_run
@@ -66,6 +71,8 @@ def main() -> int:
             n = best_attempt(run)
             source = (run / "attempts" / f"{n}.py").read_text()
             for i, (name, (extra, stalls, dropped, added)) in enumerate(VARIANTS.items()):
+                if args.variants is not None and i not in args.variants:
+                    continue
 
                 def command(ncu: str, base: str, driver: Any, kernels: Any = (), stalls: bool = True,
                             extra: tuple = extra, want: bool = stalls, dropped: tuple = dropped,
@@ -94,6 +101,7 @@ def main() -> int:
                     "gpu_s": outcome.gpu_s,
                     "shared_s": outcome.shared_s,
                     "wall_s": outcome.wall_s,
+                    "phases": outcome.phases,
                     "duration_us": summary.duration_us if summary else None,
                     "dram_pct": summary.dram_pct if summary else None,
                     "stalls": bool(summary and summary.stalls),
@@ -107,7 +115,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_cost.json").write_text(json.dumps(rows, indent=1))
     print(f"\n{'op':10} {'variant':34} {'status':7} {'passes':>6} {'GPU s':>6} {'shared s':>8} "
-          f"{'wall s':>7} {'kernel us':>9} {'DRAM %':>7} {'L2 hit':>6} stalls")  # fmt: skip
+          f"{'wall s':>7} {'kernel us':>9} {'DRAM %':>7} {'L2 hit':>6} stalls  "
+          "driver: ncu start / profiled call / ncu stop s")  # fmt: skip
     for r in rows:
 
         def num(v: Any, f: str) -> str:
@@ -117,7 +126,11 @@ def main() -> int:
             f"{r['op']:10} {r['variant'][:34]:34} {r['status']:7} {num(r['passes'], '6d')} "
             f"{num(r['gpu_s'], '6.2f')} {num(r['shared_s'], '8.2f')} {num(r['wall_s'], '7.2f')} "
             f"{num(r['duration_us'], '9.1f')} {num(r['dram_pct'], '7.1f')} "
-            f"{num(r['l2_hit_pct'], '6.1f')} {r['stalls']}"
+            f"{num(r['l2_hit_pct'], '6.1f')} {str(r['stalls']):6} "
+            + " / ".join(
+                num((r["phases"] or {}).get(k), ".3f")
+                for k in ("profiler_start_s", "profiled_call_s", "profiler_stop_s")
+            )
         )
     return 0
 

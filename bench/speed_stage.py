@@ -5,8 +5,15 @@ of them: the stage's wall clock, the timer's timings (how many, their wall, and 
 of it was trials: the flushed, timed launches themselves), and the verifier's functions
 by their own time (cProfile), so the overhead around the trials has a name.
 
+--parts: the correctness stage's parts, each timed with the GPU synchronized before and
+after (inclusive, so a part holds the parts it calls): drawing the inputs, the
+high-precision reference, the candidate's own call, the checks around it (poisoned
+memory, the integrity snapshot's comparison, side work, the anti-cheat checks), the
+comparison with the reference. The synchronizations add a little to every part.
+
     python3 bench/speed_stage.py [--ops rmsnorm softmax attention] [--repeat 3]
                                  [--attempt N] [--paired-min-rounds N] [--device cpu]
+                                 [--parts]
 
 Each op's candidate is the best attempt of its committed H200 example run (or --attempt
 N of it). Writes speed_stage.json under --out (default $OUT, else ./speed-stage-out) and
@@ -88,6 +95,90 @@ class TimerCalls:
         timing.GpuTimer._measure = measure  # type: ignore[method-assign]
 
 
+TRIALS = "correctness trials (all)"
+
+
+class StageParts:
+    """The correctness stage's parts, timed (inclusive) with the GPU synchronized around
+    each: seconds and calls per part, for the run in progress."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.depth = 0
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        import torch
+
+        original = getattr(owner, attr)
+        parts = self
+        cuda = torch.cuda.is_available()
+
+        outer = name == TRIALS
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not outer and not parts.depth:  # compiling ahead, the speed stage: not counted
+                return original(*args, **kwargs)
+            parts.depth += outer
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if cuda:
+                    torch.cuda.synchronize()
+                parts.seconds[name] = parts.seconds.get(name, 0.0) + time.perf_counter() - t0
+                parts.calls[name] = parts.calls.get(name, 0) + 1
+                parts.depth -= outer
+
+        setattr(owner, attr, timed)
+
+    def install(self) -> None:
+        """Before any verification (the integrity snapshot sees the wrapped methods)."""
+        from kernelladder.ops import _common
+        from kernelladder.ops.spec import OpSpec
+        from kernelladder.verifier import candidate, candidate_run, integrity, poison
+        from kernelladder.verifier.anti_cheat import AntiCheatChecks
+        from kernelladder.verifier.correctness import CorrectnessTrials
+
+        run = candidate_run.CandidateRun
+        self.wrap(CorrectnessTrials, "_trials", TRIALS)
+        self.wrap(run, "_checked_call", "checked call (all)")
+        load = candidate.load
+
+        def load_timed(*args: Any, **kwargs: Any) -> Any:
+            loaded = load(*args, **kwargs)
+            self.wrap(loaded, "call", "candidate's call")
+            return loaded
+
+        candidate.load = load_timed
+        self.wrap(poison, "poison_before_call", "poisoned memory")
+        self.wrap(integrity, "altered", "integrity comparison")
+        self.wrap(run, "_device_healthy", "device healthy (sync)")
+        self.wrap(AntiCheatChecks, "_outputs", "outputs checked")
+        self.wrap(AntiCheatChecks, "_side_work", "side work")
+        self.wrap(AntiCheatChecks, "_anti_cheat_after_call", "anti-cheat after call")
+        self.wrap(CorrectnessTrials, "_judge", "judged (compare)")
+        self.wrap(_common, "compare_floats", "compare_floats")
+        for spec_cls in _subclasses(OpSpec):
+            for attr, name in (("make_inputs", "inputs drawn"), ("reference_hp", "reference hp")):
+                if attr in vars(spec_cls):
+                    self.wrap(spec_cls, attr, name)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_subclasses(sub))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ops = ("rmsnorm", "softmax", "attention", "kv_quant", "int8_matmul")
@@ -96,6 +187,7 @@ def main() -> int:
     ap.add_argument("--attempt", type=int, default=None)
     ap.add_argument("--paired-min-rounds", type=int, default=None)
     ap.add_argument("--device", default="cuda", help="cpu: the interpreter (a dry run)")
+    ap.add_argument("--parts", action="store_true", help="time the correctness stage's parts")
     ap.add_argument("--out", default=os.environ.get("OUT") or "speed-stage-out")
     args = ap.parse_args()
     if args.device == "cpu":
@@ -113,6 +205,12 @@ def main() -> int:
     selftest.warm_compilers(args.device)
     calls = TimerCalls()
     calls.install()
+    parts = StageParts()
+    if args.parts:
+        from kernelladder.ops import registry  # every built-in spec class imported
+
+        registry.builtin_ops()
+        parts.install()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
@@ -142,6 +240,7 @@ def main() -> int:
                 mark[0], mark[1] = now, name
 
             calls.reset()
+            parts.reset()
             prof = cProfile.Profile() if i == args.repeat - 1 else None
             t0 = time.perf_counter()
             with prof if prof is not None else contextlib.nullcontext():
@@ -164,6 +263,9 @@ def main() -> int:
                 "rounds": rounds,
                 "words": [(s.get("paired") or {}).get("verdict") for s in per_shape],
             }
+            if args.parts:
+                row["parts_s"] = {k: round(x, 4) for k, x in parts.seconds.items()}
+                row["parts_calls"] = dict(parts.calls)
             if prof is not None:
                 buf = io.StringIO()
                 st = pstats.Stats(prof, stream=buf)
@@ -182,6 +284,18 @@ def main() -> int:
         print(r["runs"][-1]["profile_tottime"][:6000])
         print(f"=== {op}: cumulative, kernelladder only")
         print(r["runs"][-1]["profile_cumulative"][:6000])
+    if args.parts:
+        names = sorted({k for r in results.values() for k in r["runs"][-1].get("parts_s", {})})
+        print("\ncorrectness stage's parts, last run, s (calls)")
+        print(f"{'part':28}" + "".join(f"{op[:12]:>16}" for op in results))
+        for name in names:
+            cells = []
+            for r in results.values():
+                last = r["runs"][-1]
+                sec = last.get("parts_s", {}).get(name)
+                n = last.get("parts_calls", {}).get(name, 0)
+                cells.append(f"{sec:9.3f} ({n:3d})" if sec is not None else f"{'-':>16}")
+            print(f"{name:28}" + "".join(f"{c:>16}" for c in cells))
     print(f"\n{'op':12} {'wall s':>7} {'speed s':>8} {'timings':>9} {'timing s':>9} "
           f"{'trials s':>9} {'rounds':>7}")  # fmt: skip
     for op, r in results.items():

@@ -118,8 +118,10 @@ class Snapshot:
     entries: dict[tuple[str, str], int]  # (namespace, name) -> id(value)
     values: tuple[Any, ...]  # keeps the originals alive so ids stay unique
     hooks: tuple[Any, ...]
-    # per namespace: its tracked names and their ids, in order (the fast comparison)
+    # per namespace: its tracked names and their ids, in order
     groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = field(default_factory=dict)
+    # per namespace: the objects those names were bound to (the fast comparison, by identity)
+    bound: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 def _hooks() -> tuple[Any, ...]:
@@ -138,20 +140,26 @@ def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
     entries: dict[tuple[str, str], int] = {}
     values: list[Any] = []
     groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
+    bound: dict[str, tuple[Any, ...]] = {}
     for space, namespace in _namespaces(list(extra)):
-        names, ids = [], []
+        names, ids, objects = [], [], []
         for name, value in list(namespace.items()):
             if space.startswith(("kernelladder.", "spec")) or _is_tracked(value):
                 entries[(space, name)] = id(value)
                 values.append(value)
                 names.append(name)
                 ids.append(id(value))
+                objects.append(value)
         groups[space] = (tuple(names), tuple(ids))
-    return Snapshot(entries, tuple(values), _hooks(), groups)
+        bound[space] = tuple(objects)
+    return Snapshot(entries, tuple(values), _hooks(), groups, bound)
 
 
-def _unchanged(namespace: dict, names: tuple[str, ...], ids: tuple[int, ...]) -> bool:
-    """Every name still bound to the same object (one pass in C; False on any doubt)."""
+def _unchanged(namespace: dict, names: tuple[str, ...], objects: tuple[Any, ...]) -> bool:
+    """Every name still bound to the same object: looked up and compared by identity in C
+    (no object's own __eq__ is asked); False on any doubt."""
+    if len(objects) != len(names):
+        return False
     if not names:
         return True
     try:
@@ -160,7 +168,7 @@ def _unchanged(namespace: dict, names: tuple[str, ...], ids: tuple[int, ...]) ->
         return False
     if len(names) == 1:
         got = (got,)
-    return tuple(map(id, got)) == ids
+    return all(map(operator.is_, got, objects))
 
 
 def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str]:
@@ -172,8 +180,8 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
     spaces = {space: ns for (space, _), ns in now.items()}
     intact = {
         space
-        for space, (names, ids) in before.groups.items()
-        if space in spaces and _unchanged(spaces[space], names, ids)
+        for space, (names, _ids) in before.groups.items()
+        if space in spaces and _unchanged(spaces[space], names, before.bound.get(space, ()))
     }
     for space, (names, ids) in before.groups.items():  # only the namespaces that changed
         if space in intact:

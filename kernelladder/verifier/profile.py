@@ -65,6 +65,7 @@ STALL_METRICS = tuple(
 )
 # the driver's handshake (files beside the report): what it waits for, what it says
 READY, WARM_GO, WARM, REPLAY_GO, DONE = ".ready", ".warm.go", ".warm", ".replay.go", ".done"
+PHASES = ".phases"  # the driver's own seconds: ncu's start, the profiled call, ncu's stop
 SIGNAL_POLL_S = 0.005
 _JIT_DEF = re.compile(r"@(?:triton\.)?jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t]*\n)*[ \t]*def\s+(\w+)")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
@@ -340,6 +341,9 @@ class ProfileOutcome:
     gpu_s: float | None = None  # the GPU held to itself (the replay), seconds
     shared_s: float | None = None  # the GPU held beside correctness runs (the warm-up)
     wall_s: float | None = None  # the whole profile: ncu's start to the exported summary
+    # the driver's own seconds: ncu readying its collection (before the GPU is held to
+    # itself), the profiled call with its replay, ncu's stop
+    phases: dict[str, float] | None = None
 
 
 def availability(
@@ -427,7 +431,7 @@ async def profile_candidate_async(
     exclusive = exclusive or contextlib.nullcontext
     times: dict[str, float | None] = {"gpu_s": None, "shared_s": None}
     for stalls in (True, False):
-        for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE):
+        for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE, PHASES):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix)
         command = profile_command(ncu, base, driver, jit_kernels(source), stalls=stalls)
@@ -438,7 +442,9 @@ async def profile_candidate_async(
         if stalls and _metric_refused(log) and not Path(base + ".ncu-rep").exists():
             continue  # a GPU or ncu without one of the stall metrics: the sections alone
         break
-    extra = {**times}
+    extra: dict[str, Any] = {**times}
+    with contextlib.suppress(OSError, ValueError):
+        extra["phases"] = json.loads(Path(base + PHASES).read_text(encoding="utf-8"))
 
     def done(status: str, reason: str = "", **kw: Any) -> ProfileOutcome:
         return ProfileOutcome(status, reason, wall_s=round(time.monotonic() - t0, 3), **extra, **kw)
@@ -593,14 +599,23 @@ def _drive(op_path: str, source_path: str, base: str) -> int:
     sync()
     loaded.call(*args)
     sync()
+    phases: dict[str, float] = {}
+    clock = time.perf_counter
+    if cuda:  # ncu readies its collection now, beside the others: no kernel runs until the turn
+        t = clock()
+        torch.cuda.profiler.start()
+        phases["profiler_start_s"] = clock() - t
     Path(base + WARM).touch()
     _wait_for(base + REPLAY_GO)
-    if cuda:
-        torch.cuda.profiler.start()
-    loaded.call(*args)
+    t = clock()
+    loaded.call(*args)  # ncu replays it, pass after pass, inside this launch
     sync()
+    phases["profiled_call_s"] = clock() - t
     if cuda:
+        t = clock()
         torch.cuda.profiler.stop()
+        phases["profiler_stop_s"] = clock() - t
+    Path(base + PHASES).write_text(json.dumps({k: round(v, 4) for k, v in phases.items()}))
     Path(base + DONE).touch()
     print(f"profiled {spec.name} at {shape.label}")
     return 0
