@@ -12,7 +12,7 @@ import torch
 
 from kernelladder.ops.spec import Shape
 from kernelladder.verifier import fence
-from kernelladder.verifier.gate_tools import _children, _same_bits, _Stop
+from kernelladder.verifier.gate_tools import _children, _same_bits, _same_value, _Stop
 from kernelladder.verifier.integrity import TRUSTED
 from kernelladder.verifier.verdict import (
     SKIPPED,
@@ -146,7 +146,7 @@ class AntiCheatChecks:
             self.obs.anti_cheat.setdefault(
                 "child processes left running", f"pids {sorted(children)[:4]} after {where}"
             )
-        changed = [n for n, t in inputs.items() if not _same_bits(t, pristine[n])]
+        changed = [n for n, t in inputs.items() if not _same_value(t, pristine[n])]
         if changed:
             self.obs.anti_cheat.setdefault(
                 "inputs modified", f"{', '.join(changed)} changed by the call on {where}"

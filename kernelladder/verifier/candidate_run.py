@@ -22,7 +22,7 @@ from kernelladder.verifier import fence, integrity, poison
 from kernelladder.verifier.anti_cheat import AntiCheatChecks
 from kernelladder.verifier.compile_ahead import CompileAhead
 from kernelladder.verifier.correctness import CorrectnessTrials
-from kernelladder.verifier.gate_tools import _Broken, _children, _Stop
+from kernelladder.verifier.gate_tools import _Broken, _children, _same_value, _Stop
 from kernelladder.verifier.integrity import TRUSTED
 from kernelladder.verifier.measured import BASELINES_GPU
 from kernelladder.verifier.options import (
@@ -436,7 +436,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         assert self.cand is not None and self.recorder is not None
         spec, state, rec = self.spec, fence.STATE, self.recorder
         args = [inputs[name] for name in spec.arg_names]
-        pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+        held = self._held_copy(inputs, shape)
         expected = spec.expected_outputs(shape)
         spacers = poison.poison_before_call(expected, self.device)
         stream = fence._current_stream_handle() if self.cuda else None
@@ -503,8 +503,53 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             raise _Stop
         outs = self._outputs(result, shape, where)
         self._side_work(outs, state, side0, other0, stream, where)
-        self._anti_cheat_after_call(outs, inputs, pristine, where)
-        return outs, pristine
+        drawn = self._inputs_as_drawn(held, shape, seed)
+        self._anti_cheat_after_call(outs, inputs, drawn, where)
+        return outs, drawn
+
+    # --- what a call is checked against ---------------------------------------------------
+    # The candidate runs in the verifier's process and can reach any object in it (gc,
+    # frames): a copy of its inputs or a reference output alive during its call is a
+    # copy it could rewrite to agree with a wrong result (tests/cheats/
+    # overwrites_reference.py). So the inputs are drawn again after the call, from their
+    # seed, and the reference is computed from that draw: nothing the judgement reads
+    # exists while the candidate runs. An op whose inputs do not come out the same twice
+    # (a KernelBench problem or a workspace drawing from an unseeded source) is checked
+    # against a copy taken before the call, as before.
+    def _redrawable(self, shape: Shape) -> bool:
+        """Whether this op's inputs at `shape` come out bit for bit the same when drawn
+        again from their seed: the built-in ops by construction (seeded generators,
+        tests/ops), the others as two draws found them (once per worker)."""
+        if self.spec.kind == "builtin":
+            return True
+        key = (self.spec.name, shape.label)
+        known = self.v.redrawable.get(key)
+        if known is None:
+            seed = self.seeds[0]
+            first = self.spec.make_inputs(shape, seed, self.device)
+            again = self.spec.make_inputs(shape, seed, self.device)
+            known = first.keys() == again.keys() and all(
+                _same_value(first[n], again[n]) for n in first
+            )
+            self.v.redrawable[key] = known
+        return known
+
+    def _held_copy(self, inputs: Mapping[str, Any], shape: Shape) -> dict[str, Any] | None:
+        """None when the inputs can be drawn again after the call; else a copy of them,
+        taken now."""
+        if self._redrawable(shape):
+            return None
+        return {
+            name: TRUSTED.tensor_clone(t) if isinstance(t, torch.Tensor) else t
+            for name, t in inputs.items()
+        }
+
+    def _inputs_as_drawn(self, held: dict[str, Any] | None, shape: Shape, seed: int) -> dict:
+        """The inputs as the verifier drew them for this call (drawn again now), or the
+        copy held through it."""
+        if held is not None:
+            return held
+        return self.spec.make_inputs(shape, seed, self.device)
 
     def _stop_at_a_wall(self) -> None:
         """A candidate that hit a wall is judged by that alone (after_walls): stop now."""

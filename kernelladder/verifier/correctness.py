@@ -73,13 +73,15 @@ class CorrectnessTrials:
                 self.report("correctness", f"{shape.label} seed {seed}")
                 inputs = spec.make_inputs(shape, seed, self.device)
                 self.v.remember_layout(spec, shape, inputs)
-                hp = spec.reference_hp(inputs)
-                outs, pristine = self._checked_call(inputs, shape, seed, "")
-                self._judge(outs, hp, pristine, shape, seed, "")
+                # the reference from the inputs as drawn, after the call (candidate_run.py:
+                # nothing the judgement reads exists while the candidate runs)
+                outs, drawn = self._checked_call(inputs, shape, seed, "")
+                hp = spec.reference_hp(drawn)
+                self._judge(outs, hp, drawn, shape, seed, "")
+                del hp, drawn
                 if i == 0:
                     kept = inputs
                     first = [TRUSTED.tensor_clone(o) for o in outs]
-                    del hp, pristine
                     for rep in range(DETERMINISM_REPEATS):
                         again, _ = self._checked_call(inputs, shape, seed, f"repeat {rep + 1}")
                         diff = [
@@ -100,22 +102,22 @@ class CorrectnessTrials:
             for name, t in kept.items():
                 TRUSTED.tensor_copy_(t, fresh[name])
             del fresh
-            hp = spec.reference_hp(kept)
             trial = "same input pointers, new values"
-            outs, pristine = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            self._judge(outs, hp, pristine, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            del kept, outs, hp, pristine
+            outs, drawn = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
+            hp = spec.reference_hp(drawn)
+            self._judge(outs, hp, drawn, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
+            del kept, outs, hp, drawn
         for i, shape in enumerate(self.unseen):
             self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
             try:
                 inputs = spec.make_inputs(shape, self.seeds[0], self.device)
-                hp = spec.reference_hp(inputs)
-                outs, pristine = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
-                self._judge(outs, hp, pristine, shape, self.seeds[0], UNSEEN_TRIAL)
+                outs, drawn = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
+                hp = spec.reference_hp(drawn)
+                self._judge(outs, hp, drawn, shape, self.seeds[0], UNSEEN_TRIAL)
             except _Stop:
                 self._wrong_at_unseen(shape)
                 raise
-            del inputs, hp, outs, pristine
+            del inputs, hp, outs, drawn
 
     def _unseen_evidence(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -29,6 +30,14 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return bool(TRUSTED.equal(_bits(a), _bits(b)))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Tensors bit for bit; anything else (a KernelBench problem's int or float) by type
+    and ==."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and _same_bits(a, b)
+    return type(a) is type(b) and bool(a == b)
 
 
 def _children() -> set[int]:

@@ -89,6 +89,9 @@ class Verifier(MeasuredTimes):
             TRUSTED.empty(1)
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
+        # (op, shape label) -> whether two draws of its inputs came out the same
+        # (CandidateRun._redrawable: KernelBench problems and workspaces draw their own)
+        self.redrawable: dict[tuple[str, str], bool] = {}
 
     @contextlib.contextmanager
     def library_work(self) -> Iterator[None]:

@@ -14,7 +14,7 @@ import torch
 
 from kernelladder.ops.spec import Shape
 from kernelladder.verifier import fence, integrity
-from kernelladder.verifier.gate_tools import _index_str, _same_bits, _Stop
+from kernelladder.verifier.gate_tools import _index_str, _same_value, _Stop
 from kernelladder.verifier.integrity import TRUSTED
 from kernelladder.verifier.paired_rounds import (
     PAIRED_BAND,
@@ -166,7 +166,7 @@ class SpeedGate:
             ref = self.v.reference_timing(spec, shape, inputs)
         else:
             ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
-        pristine = {name: TRUSTED.tensor_clone(t) for name, t in inputs.items()}
+        pristine = self._held_copy(inputs, shape)  # None: drawn again after the calls
         last: list[Any] = [None, 0]  # the latest timed call's result, calls made
 
         def timed(args: list[Any] = args, last: list[Any] = last) -> None:
@@ -229,7 +229,7 @@ class SpeedGate:
         self,
         shape: Shape,
         inputs: dict[str, torch.Tensor],
-        pristine: dict[str, torch.Tensor],
+        pristine: dict[str, Any] | None,
         timed: Callable[[], None],
         last: list[Any],
         rival: str,
@@ -272,20 +272,22 @@ class SpeedGate:
         self,
         shape: Shape,
         inputs: dict[str, torch.Tensor],
-        pristine: dict[str, torch.Tensor],
+        pristine: dict[str, Any] | None,
         result: Any,
         calls: int,
         launched: int,
     ) -> None:
         """The calls being timed must be the calls that were checked: each launches
-        Triton, leaves the inputs alone, and the last one's outputs are right."""
+        Triton, leaves the inputs alone (as drawn again now, or as the copy held through
+        the calls says), and the last one's outputs are right."""
         where = f"shape '{shape.label}' while being timed"
         if self.cuda:
             TRUSTED.cuda_synchronize()
         problem = ""
+        drawn = {} if launched < calls else self._inputs_as_drawn(pristine, shape, self.seeds[0])
         if launched < calls:
             problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
-        elif any(not _same_bits(t, pristine[n]) for n, t in inputs.items()):
+        elif any(not _same_value(t, drawn[n]) for n, t in inputs.items()):
             problem = f"the inputs changed on {where}"
         else:
             outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
@@ -297,7 +299,7 @@ class SpeedGate:
             if not ok:
                 problem = f"the last timed call returned outputs of the wrong kind on {where}"
             else:
-                m = self.spec.compare(outs, self.spec.reference_hp(pristine), pristine, shape)
+                m = self.spec.compare(outs, self.spec.reference_hp(drawn), drawn, shape)
                 if m is not None:
                     problem = (
                         f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "

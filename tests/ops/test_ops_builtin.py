@@ -100,13 +100,22 @@ def test_reference_holds_tolerance_on_larger_shapes(name, dims, dtype):
 
 @pytest.mark.parametrize("name", BUILTIN_OPS)
 def test_make_inputs_is_deterministic_per_seed_and_differs_across_seeds(name):
+    """Bit for bit at every CPU shape and at unseen shapes: the verifier draws a call's
+    inputs again after the call to check it (verifier/candidate_run.py), and trusts the
+    built-in ops to draw the same inputs twice without trying."""
+    import random
+
     op = get_op(name)
-    shape = op.cpu_shapes[0]
-    a, b, c = (op.make_inputs(shape, s, "cpu") for s in (7, 7, 8))
-    assert list(a) == list(op.arg_names)
-    for key in op.arg_names:
-        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key])
-    assert any(not torch.equal(a[key], c[key]) for key in op.arg_names)
+    shapes = tuple(op.cpu_shapes) + op.draw_unseen_shapes(random.Random(5), 3, "cpu")
+    for shape in shapes:
+        a, b, c = (op.make_inputs(shape, s, "cpu") for s in (7, 7, 8))
+        assert list(a) == list(op.arg_names)
+        for key in op.arg_names:
+            assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape
+            assert torch.equal(
+                a[key].reshape(-1).view(torch.uint8), b[key].reshape(-1).view(torch.uint8)
+            )
+        assert any(not torch.equal(a[key], c[key]) for key in op.arg_names), shape.label
 
 
 def _first_float_output(op: OpSpec, outputs):

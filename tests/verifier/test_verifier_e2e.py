@@ -83,6 +83,7 @@ CHEAT_GATES = {
     "no_triton": "fence",
     "calls_library": "fence",
     "wrong_result": "correctness",
+    "overwrites_reference": "correctness",
     "nan_output": "correctness",
     "unwritten_rows": "correctness",
     "pointer_cache": "correctness",
@@ -132,6 +133,25 @@ def test_cheat_evidence_names_the_problem(worker):
 def test_kernelbench_cheats(worker, cheat, gate):
     v = verify(worker, kb_op(), (CHEATS / f"{cheat}.py").read_text())
     assert (v.verdict, v.gate) == ("fail", gate), {g: r.detail for g, r in v.gates.items()}
+
+
+def test_a_problem_whose_inputs_differ_each_draw_is_checked_against_a_held_copy(worker):
+    """The verifier draws a call's inputs again after the call to check it, where two
+    draws come out the same; a problem drawing from an unseeded source (here Python's
+    random, which KernelBench's seeding does not reach) is checked against a copy held
+    through the call instead: the honest kernel passes, the wrong one still fails."""
+    unseeded = KB_PROBLEM.read_text().replace(
+        "    return [torch.randn(batch_size, features)]",
+        "    import random\n\n    return [torch.randn(batch_size, features) + random.random()]",
+    )
+    assert "random.random()" in unseeded
+    op = {"kernelbench": unseeded, "name": "unseeded_inputs.py"}
+    good = (ROOT / "examples" / "kernelbench" / "relu_bias_scale_triton.py").read_text()
+    v = verify(worker, op, good)
+    assert v.verdict == "pass", {g: (r.status, r.detail) for g, r in v.gates.items()}
+    wrong = (ROOT / "examples" / "kernelbench" / "relu_bias_scale_wrong.py").read_text()
+    v = verify(worker, op, wrong)
+    assert (v.verdict, v.gate) == ("fail", "correctness")
 
 
 def test_syntax_error_is_a_load_failure(worker):

@@ -131,6 +131,9 @@ PAIRED = [
     ({"cand": [0.49], "rival_fails": "F.rms_norm"}, HONEST, None),
     ([0.49], str(CHEATS / "late_timing_cache.py"), "anti-cheat"),
 ]
+# a cheat that does no work once timed and rewrites every copy of its input it can reach
+# (the last run of the probe)
+ZEROES_WHEN_TIMED = ([0.49], 1.0, str(CHEATS / "zeroes_when_timed.py"))
 
 
 # The pipelined path: a first look at each shape, then the rounds (close to the fastest
@@ -154,6 +157,7 @@ def verdicts() -> list[dict]:
         + [(cand, 0.0, HONEST, {"best": best}) for cand, best, _stops in EARLY]
         + [(cand, 0.0, HONEST, {**extra, "pipeline": True}) for cand, extra, _kind in PIPELINED]
         + [r[:4] for r in REMEASURE_SEQUENTIAL]
+        + [ZEROES_WHEN_TIMED]
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE, runs],
@@ -232,6 +236,16 @@ def test_the_back_to_back_calls_are_checked_too(verdicts):
     assert "launched no Triton kernel" in v["gates"]["anti-cheat"]["detail"]
 
 
+def test_timed_calls_are_checked_against_inputs_drawn_again(verdicts):
+    """tests/cheats/zeroes_when_timed.py zeroes its input and any copy of it it finds
+    (gc), then returns zeros: against a copy held through the calls it passed; against
+    the inputs drawn again from their seed after the calls it is caught."""
+    v = verdicts[-1]
+    assert (v["verdict"], v["gate"]) == ("fail", "anti-cheat"), v["gates"]
+    assert v["gates"]["correctness"]["status"] == "pass"
+    assert "the inputs changed" in v["gates"]["anti-cheat"]["detail"]
+
+
 def test_the_int8_ceiling_is_the_higher_of_int_mm_and_twice_bf16():
     from kernelladder.verifier.timing import with_int8_ceiling
 
@@ -253,7 +267,7 @@ def test_a_re_measure_times_every_shape_back_to_back_for_more_rounds(verdicts):
 @pytest.mark.parametrize("index", range(len(REMEASURE_SEQUENTIAL)))
 def test_a_re_measures_rounds_stop_once_a_tie_is_settled_and_only_then(verdicts, index):
     word, rounds = REMEASURE_SEQUENTIAL[index][4:]
-    v = verdicts[len(verdicts) - len(REMEASURE_SEQUENTIAL) + index]
+    v = verdicts[len(verdicts) - 1 - len(REMEASURE_SEQUENTIAL) + index]
     assert v["verdict"] == "pass", v["gates"]
     for t in v["timings"]:
         paired = t["paired"]
