@@ -38,7 +38,7 @@ The keeper is stopped at the end.
 
 The same table from saved run directories (a "before" from older logs, e.g. examples/):
 
-    python3 bench/default_rate.py --from-runs examples/h200-attention-search ...
+    python3 bench/default_rate.py --from-runs examples/h100-attention-search ...
 
 With --control each op's default run is followed by the same command with --profile off
 --no-confirm, and a second table compares the best standings (the same word per shape,

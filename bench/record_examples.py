@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-record the committed H200 examples with today's code: fresh headless searches
+"""Re-record the committed GPU examples with today's code: fresh headless searches
 (`kernelladder optimize OP --device cuda`, 3 branches, the search proposer; the tune
 proposer for the own-kernel workspace examples/own-kernel), one after the other on one
 GPU, each with a wall-clock budget (--time-limit) so that all six, the end's re-measure
@@ -13,9 +13,11 @@ that held, and the replay's first line about the best (it must lead with vs best
 
 Needs one GPU, torch and triton (the device image has them); nothing else (textual,
 asyncssh and anthropic are not used). Writes under $OUT (a temporary directory when
-unset), at most 8 files: h200-<name>.tar.gz for each run (the run directory named as in
-examples/, with the run's stderr and its replay's text beside it) and table.txt. To
-commit: `tar xzf h200-rmsnorm-search.tar.gz -C examples/` (after removing the old one).
+unset), at most 8 files: <gpu>-<name>.tar.gz for each run (the run directory named as in
+examples/ after the GPU that ran it, e.g. h100-rmsnorm-search, with the run's stderr and
+its replay's text beside it) and table.txt. To commit: `tar xzf
+h100-rmsnorm-search.tar.gz -C examples/` (after removing the old one). The default
+searches of examples/ (profiles on) come from bench/default_rate.py's runs.tar.gz.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ("rmsnorm", "softmax", "attention", "int8_matmul", "kv_quant", "own-kernel")
-# the example directory each run becomes (the names examples/ already uses)
-NAMES = {op: f"h200-{op}-search" for op in OPS} | {"own-kernel": "h200-own-kernel-run"}
+# the example directory each run becomes, after the GPU's model (gpu_prefix)
+NAMES = {op: f"{op.replace('_', '-')}-search" for op in OPS} | {"own-kernel": "own-kernel-run"}
 # seconds of search per run (--time-limit); about 20 attempts at 2026-12-02's rates with
 # profiles off (rmsnorm 27-35 a minute, attention about 15)
 SEARCH_S = {"rmsnorm": 45, "softmax": 45, "attention": 55, "int8_matmul": 45, "kv_quant": 45}
@@ -75,10 +77,22 @@ def _stop(proc: subprocess.Popen) -> str:
     return proc.communicate()[0]
 
 
+def gpu_prefix(device: str) -> str:
+    """'h100' for an NVIDIA H100 80GB HBM3, 'h200' for an H200; 'cpu' on the CPU."""
+    if device == "cpu":
+        return "cpu"
+    import re
+
+    import torch
+
+    found = re.search(r"\b([a-z]\d{2,3})\b", torch.cuda.get_device_name(0).lower())
+    return found.group(1) if found else "gpu"
+
+
 def record(
     op: str, work: Path, out: Path, search_s: float, hard_s: float, env: dict, device: str
 ) -> dict:
-    name = NAMES[op]
+    name = f"{gpu_prefix(device)}-{NAMES[op]}"
     run_dir = work / name
     stderr_path = work / f"{name}.stderr"
     started = time.monotonic()

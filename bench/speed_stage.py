@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def example_run(op: str) -> Path:
-    """The op's committed H200 search (examples/h200-OP-search, "_" written "-")."""
-    return ROOT / "examples" / f"h200-{op.replace('_', '-')}-search"
+    """The op's committed GPU search (examples/h100-OP-search, "_" written "-")."""
+    return ROOT / "examples" / f"h100-{op.replace('_', '-')}-search"
 
 
 def best_attempt(run: Path) -> int:

@@ -11,7 +11,7 @@ call the times that one gives, as steadily, holds the GPU for less.
 The ways (VARIANTS): the flush of 256 MiB, twice the L2 (timing.flush_bytes_for) or
 64 MiB; the gap before each trial the sleep that hides one launch, or a fixed 40, 20 or
 10 us after one lead sleep (GpuTimer's gap_ms). For each op's committed best (the best
-attempt of examples/h200-OP-search), its library baselines and, for the ops named by
+attempt of examples/h100-OP-search), its library baselines and, for the ops named by
 --compiled, torch.compile of its reference, at every GPU shape: --rounds rounds of every
 way, the order rotated each round (each way follows each other), each with the trial
 count the timer gives a TARGET_MS timing; per way the median of the round medians over

@@ -48,9 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 RUNS = {
-    "rmsnorm": "examples/h200-rmsnorm-search",
-    "softmax": "examples/h200-softmax-search",
-    "attention": "examples/h200-attention-search",
+    "rmsnorm": "examples/h100-rmsnorm-search",
+    "softmax": "examples/h100-softmax-search",
+    "attention": "examples/h100-attention-search",
 }
 PATHS = {
     "serial": ["--verify", "serial", "--no-early-stop"],

@@ -1,7 +1,9 @@
 """The correctness gate, with determinism: every shape of the suite at each seed, the
 same inputs called again, new values written into the same tensors (results cached by
-pointer fail), and shapes no proposer has seen. A part of CandidateRun
-(candidate_run.py)."""
+pointer fail), and shapes no proposer has seen. The reference is computed after each
+call, from the inputs drawn again (candidate_run.py), and the repeats are compared with
+digests of the first call's outputs: nothing the judgement reads is alive while the
+candidate runs. A part of CandidateRun (candidate_run.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import Mismatch, Shape
-from kernelladder.verifier.gate_tools import _index_str, _same_bits, _Stop
+from kernelladder.verifier.gate_tools import _digest, _index_str, _Stop
 from kernelladder.verifier.integrity import TRUSTED
 from kernelladder.verifier.verdict import (
     FAIL,
@@ -81,13 +83,15 @@ class CorrectnessTrials:
                 del hp, drawn
                 if i == 0:
                     kept = inputs
-                    first = [TRUSTED.tensor_clone(o) for o in outs]
+                    # digests, not copies: a copy alive during the repeats is one the
+                    # candidate could overwrite with its next output
+                    first = [_digest(o) for o in outs]
                     for rep in range(DETERMINISM_REPEATS):
                         again, _ = self._checked_call(inputs, shape, seed, f"repeat {rep + 1}")
                         diff = [
                             n
                             for n, a, b in zip(spec.output_names, first, again, strict=False)
-                            if not _same_bits(a, b)
+                            if a != _digest(b)
                         ]
                         if diff:
                             self.obs.determinism.append(

@@ -32,6 +32,31 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(TRUSTED.equal(_bits(a), _bits(b)))
 
 
+DIGEST_CHUNK = 1 << 24  # 32-bit words per step: 384 MiB of int64 scratch at most
+_MASK64 = (1 << 64) - 1
+
+
+def _digest(t: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's bits as numbers that hold no reference to it: its dtype and shape, and
+    two sums over its 32-bit words mod 2**64, one plain and one weighted by a hash of each
+    word's position. Two tensors with the same digest are, short of a collision built on
+    purpose, bit for bit the same; unlike a copy, a digest is nothing a candidate can
+    rewrite while it runs (Python ints are immutable)."""
+    raw = _bits(t)
+    pad = (-raw.numel()) % 4
+    if pad:
+        raw = torch.cat([raw, raw.new_zeros(pad)])
+    words = raw.view(torch.int32)
+    plain = weighted = 0
+    for lo in range(0, words.numel(), DIGEST_CHUNK):
+        w = words[lo : lo + DIGEST_CHUNK].to(torch.int64)
+        at = torch.arange(lo, lo + w.numel(), device=w.device, dtype=torch.int64)
+        weight = (at * 2654435761) % 4294967291 + 1
+        plain += int(w.sum().item())
+        weighted += int((w * weight).sum().item())
+    return (str(t.dtype), tuple(t.shape), plain & _MASK64, weighted & _MASK64)
+
+
 def _same_value(a: Any, b: Any) -> bool:
     """Tensors bit for bit; anything else (a KernelBench problem's int or float) by type
     and ==."""

@@ -255,3 +255,22 @@ async def test_a_gates_countdown_is_on_screen_at_80_columns():
         right = left + table.columns["countdown"].get_render_width(table)
         assert right <= table.scrollable_content_region.width, (keys, right)
         assert str(table.get_cell("g1", "countdown")) == "veto in 30s"
+
+
+async def test_the_replays_last_attempt_is_in_view_at_80x24():
+    """`--replay RUN --end` on an 80x24 terminal selects the run's last attempt; when it is
+    the last line of a branch far down the tree (examples/h100-rmsnorm-search: #29, the
+    last line of b3) the tree must scroll to it. Before, its scroll was clamped to the
+    height the tree had before that branch's lines were laid out: the tree stopped
+    partway, the cursor below the pane."""
+    app = replay_app(EXAMPLES / "h100-rmsnorm-search")
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        tree = app.main.query_one(StrategyTree)
+        await until(lambda: tree.cursor_node is not None, "a selected attempt", pilot=pilot)
+        await pilot.pause(0.1)
+        node = tree.cursor_node
+        assert node.data.attempt == max(app.main.view.attempts)
+        line = node.line
+        top = tree.scroll_offset.y
+        assert top <= line < top + tree.scrollable_content_region.height, (line, top)

@@ -99,6 +99,7 @@ CHEAT_GATES = {
     "background_thread": "anti-cheat",
     "fake_compile_timer": "anti-cheat",
     "nondeterministic": "determinism",
+    "hides_nondeterminism": "determinism",
     "raise_on_import": "load",
     "import_error": "load",
     "bad_signature": "load",

@@ -201,6 +201,9 @@ class StrategyTree(Tree[NodeRef]):
 
     def on_resize(self, event: events.Resize) -> None:
         self._invalidate()  # labels are cut to the width: lay the lines out again
+        # the selected attempt stays in view when the pane shrinks (the app's first
+        # layouts, a smaller terminal)
+        self.call_after_refresh(self._cursor_into_view)
 
     def reset(self) -> None:
         """Forget every node (a replay stepped back)."""
@@ -220,6 +223,14 @@ class StrategyTree(Tree[NodeRef]):
     def _move_to(self, node: TreeNode[NodeRef]) -> None:
         _ = self.last_line  # lays out the lines, so a node added just now has its line
         self.move_cursor(node, animate=False)
+        # the scroll above is clamped to the tree's height as last laid out: with lines
+        # added just now (a replay's end, a new attempt at the bottom) the cursor could
+        # stay below the pane; scroll again once the new height is known (and on_resize)
+        self.call_after_refresh(self._cursor_into_view)
+
+    def _cursor_into_view(self) -> None:
+        if self.cursor_node is not None:
+            self.scroll_to_node(self.cursor_node, animate=False)
 
     # --- labels ----------------------------------------------------------------------
 

@@ -483,7 +483,7 @@ _POINTER_FALLBACK = {"SPLIT_DIAG": True, "EXP2": True, "REVERSE": False}
 def _ring_fits(p) -> bool:
     # shared memory at D=128 (bf16) within an SM's 227 KiB: Q, the output's staging and
     # NUM_STAGES - 1 K/V blocks in flight (an estimate; flash-tma's 128x128 blocks at 3
-    # stages compiled and passed on the H200, examples/h200-attention-search #19)
+    # stages compiled and passed on the H200, the attention search of 2026-12-03)
     kib = 2 * 128 * (2 * p["BLOCK_M"] + 2 * p["BLOCK_N"] * (p["NUM_STAGES"] - 1)) / 1024
     return kib <= 224
 
