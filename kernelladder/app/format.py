@@ -6,7 +6,7 @@ from typing import Any
 
 from kernelladder.app import view as v
 from kernelladder.engine.standing_rank import best_baseline_name, judged_rows, standing_counts
-from kernelladder.verifier.verdict import versus_fastest_baseline
+from kernelladder.verifier.verdict import PRACTICAL_MARGIN, versus_fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
 MARKS = {
@@ -103,8 +103,23 @@ def versus_timing(timing: Any) -> tuple[str, float, str, str] | None:
         return None
     name, ratio, word = versus
     if paired and paired.get("baseline") == name and paired.get("rounds"):
-        return name, ratio, word, f"{name}, {paired.get('won', 0)}/{paired['rounds']} rounds"
+        return name, ratio, word, f"{name}, {rounds_text(paired, word)}"
     return name, ratio, word, name
+
+
+def rounds_text(paired: dict, word: str) -> str:
+    """What the back-to-back rounds said, in the words a reader needs beside the standing:
+    "won 7/7 rounds", "lost 7/7 rounds", "won 3/7 rounds"; a tie whose rounds all went one
+    way says why it is still a tie ("won 4/4 rounds, inside the 1 % margin"). ("2/7
+    rounds" beside "tie" and "0/7" beside "slower" read as the opposite of what they were.)"""
+    rounds, won, lost = int(paired["rounds"]), int(paired.get("won", 0)), int(paired.get("lost", 0))
+    if word == "slower" or (lost > won and word != "faster"):
+        text = f"lost {lost}/{rounds} rounds"
+    else:
+        text = f"won {won}/{rounds} rounds"
+    if word == "tie" and rounds and max(won, lost) == rounds:
+        text += f", inside the {PRACTICAL_MARGIN * 100:g} % margin"
+    return text
 
 
 def standing_summary(verdict: Any) -> str:

@@ -191,16 +191,16 @@ def drawn_rows(widget) -> list[str]:
 
 
 STANDINGS = (  # best #5 of the H200 rmsnorm search, as `kernelladder replay` prints them
-    ("32768x8192 bf16", "0.98× slower (torch.compile, 0/7 rounds)"),
+    ("32768x8192 bf16", "0.98× slower (torch.compile, lost 7/7 rounds)"),
     ("4096x4096 bf16", "1.15× faster (torch.compile)"),
-    ("tiny 1x1000 fp32", "1.00× tie (torch.compile, 4/7 rounds)"),
+    ("tiny 1x1000 fp32", "1.00× tie (torch.compile, won 4/7 rounds)"),
 )
 
 
 @pytest.mark.parametrize("size", [SMALL, (120, 40), LARGE])
 async def test_the_verdict_tab_shows_each_shapes_rounds_on_whole_rows(size):
     """Before: the timings were lines of the wrapping verdict text, wider than the panel
-    at every size, so "(torch.compile, 0/7 rounds)" broke onto the next row under the
+    at every size, so "(torch.compile, lost 7/7 rounds)" broke onto the next row under the
     shape column, even at 200 columns."""
     app = replay_app(H200_RUN)
     async with app.run_test(size=size) as pilot:
@@ -224,12 +224,12 @@ def test_the_speed_block_puts_the_standing_under_its_shape_when_narrow():
     verdict = Verdict.from_dict(json.loads((H200_RUN / "attempts" / "5.json").read_text()))
     wide = render_speed(verdict).plain.splitlines()
     assert any(
-        line.startswith("  32768x8192 bf16") and line.endswith("0/7 rounds)") for line in wide
+        line.startswith("  32768x8192 bf16") and line.endswith("lost 7/7 rounds)") for line in wide
     )
     narrow = render_speed(verdict, 66).plain.splitlines()
     assert all(len(line) <= 66 for line in narrow), narrow
     i = next(i for i, line in enumerate(narrow) if line.startswith("  32768x8192 bf16"))
-    assert narrow[i + 1] == "    ↳ 0.98× slower (torch.compile, 0/7 rounds)"
+    assert narrow[i + 1] == "    ↳ 0.98× slower (torch.compile, lost 7/7 rounds)"
     assert "1.68× vs F.rms_norm" in render_speed(verdict, 66).plain  # each baseline still
     assert render_speed(replace(verdict, speedup=None), 66) is None  # said in the prose
 

@@ -72,9 +72,9 @@ def test_replay_prints_the_best_attempts_standing_per_shape(tmp_path):
     # the third session's H200 run: its best by geomean loses every round at 32768x8192
     assert lines[head].startswith("best #5 ")
     shapes = {line.split()[0]: line for line in lines[head + 1 : head + 6]}
-    assert "0.98x slower (torch.compile, 0/7 rounds)" in shapes["32768x8192"]
+    assert "0.98x slower (torch.compile, lost 7/7 rounds)" in shapes["32768x8192"]
     assert "faster (torch.compile)" in shapes["4096x4096"]  # 15 % apart: no rounds
-    assert "tie (torch.compile, 4/7 rounds)" in shapes["tiny"]
+    assert "tie (torch.compile, won 4/7 rounds)" in shapes["tiny"]
 
 
 def test_no_line_without_timings_or_verdict(tmp_path):
@@ -97,7 +97,7 @@ def test_rounds_timed_back_to_back_decide_over_two_medians():
     assert versus_fastest_baseline(0.2475, base, 0.001, paired) == ("torch.compile", 0.999, "tie")
     assert versus_fastest_baseline(0.2475, base, 0.001)[2] == "faster"
     t = ShapeTiming("s", 1.0, 0.2475, 0.001, 4.0, None, None, base, paired)
-    assert versus_timing(t) == ("torch.compile", 0.999, "tie", "torch.compile, 3/7 rounds")
+    assert versus_timing(t) == ("torch.compile", 0.999, "tie", "torch.compile, lost 4/7 rounds")
     old = ShapeTiming("s", 1.0, 0.2475, 0.001, 4.0, None, None, base)  # saved before rounds
     assert versus_timing(old)[2:] == ("faster", "torch.compile")
     # a paired record naming a baseline this timing does not have is not trusted
@@ -138,7 +138,7 @@ def test_the_apps_verdict_tab_shows_the_rounds_won():
     from dataclasses import replace
 
     lines = [c.plain for c in _speed_lines(replace(verdict, timings=(t,)))]
-    assert any("1.00× tie (torch.compile, 2/7 rounds)" in line for line in lines), lines
+    assert any("1.00× tie (torch.compile, lost 5/7 rounds)" in line for line in lines), lines
 
 
 def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path):
@@ -157,8 +157,8 @@ def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ")}
-    assert "faster (sdpa, 7/7 rounds)" in lines["tail"]
-    assert "slower (sdpa, 0/7 rounds)" in lines["B1"]
+    assert "faster (sdpa, won 7/7 rounds)" in lines["tail"]
+    assert "slower (sdpa, lost 7/7 rounds)" in lines["B1"]
     live = DATA / "h200-attention-search-summary.json"  # what the live run printed
     out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=tmp_path, env=env)
     replayed, printed = json.loads(out.stdout), json.loads(live.read_text())
@@ -173,3 +173,22 @@ def test_the_h200_attention_run_replays_with_its_rounds_and_its_summary(tmp_path
     assert "vs_best" not in printed["best"]
     assert replayed["best"]["vs_best"] == pytest.approx(0.99, abs=0.01)
     assert replayed["best"]["versus"] == "sdpa"
+
+
+def test_the_rounds_are_said_as_won_or_lost_and_a_one_sided_tie_says_why():
+    """ "0/7 rounds" beside "slower" read as a shape that lost nothing, and "4/4 rounds"
+    beside "tie" as a win: the words say which way the rounds went."""
+    from kernelladder.app.format import rounds_text
+
+    assert rounds_text({"rounds": 7, "won": 7, "lost": 0}, "faster") == "won 7/7 rounds"
+    assert rounds_text({"rounds": 7, "won": 0, "lost": 7}, "slower") == "lost 7/7 rounds"
+    assert rounds_text({"rounds": 7, "won": 3, "lost": 2}, "tie") == "won 3/7 rounds"
+    assert rounds_text({"rounds": 7, "won": 2, "lost": 5}, "tie") == "lost 5/7 rounds"
+    assert (
+        rounds_text({"rounds": 4, "won": 4, "lost": 0}, "tie")
+        == "won 4/4 rounds, inside the 1 % margin"
+    )
+    assert (
+        rounds_text({"rounds": 15, "won": 0, "lost": 15}, "tie")
+        == "lost 15/15 rounds, inside the 1 % margin"
+    )

@@ -189,7 +189,7 @@ def standing_block(verdict: Verdict) -> list[Content]:
     lines = [
         head,
         Content.styled(
-            f"  {'shape':<{width}} {'vs best':>8}  {'standing':<8} {'rounds':>6} "
+            f"  {'shape':<{width}} {'vs best':>8}  {'standing':<8} {'won':>6} "
             f"{'cand ms':>9} {'best ms':>9}  baseline",
             "$text-muted",
         ),
