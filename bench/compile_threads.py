@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("compile_threads: needs a GPU")
         return 2
-    from speed_stage import example_run
+    from speed_stage import StageClock, example_run
 
     from kernelladder.verifier import compile_ahead, fence, selftest
     from kernelladder.verifier.gates import Verifier, environment_info
@@ -70,19 +69,10 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
 
     def verify(op: str, source: str) -> dict[str, float]:
-        stages: dict[str, float] = {}
-        mark: list[Any] = [time.perf_counter(), None]
-
-        def stage(name: str, gpu: str) -> None:
-            now = time.perf_counter()
-            if mark[1] is not None:
-                stages[mark[1]] = stages.get(mark[1], 0.0) + now - mark[0]
-            mark[0], mark[1] = now, name
-
+        clock = StageClock()
         opts = VerifyOptions(op=op, source=source, device="cuda", min_speedup=0.0, pipeline=True)
-        verdict = verifier.verify(opts, stage=stage).verdict
-        if mark[1] is not None:
-            stages[mark[1]] = stages.get(mark[1], 0.0) + time.perf_counter() - mark[0]
+        verdict = verifier.verify(opts, stage=clock.enter).verdict
+        stages = clock.done()
         stages["pass"] = float(verdict.verdict == "pass")
         return stages
 

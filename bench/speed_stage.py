@@ -95,6 +95,27 @@ class TimerCalls:
         timing.GpuTimer._measure = measure  # type: ignore[method-assign]
 
 
+class StageClock:
+    """The verifier's stage callback (`verify(..., stage=clock.enter)`): each stage's
+    seconds, from its start to the next stage's; done() closes the last."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+        self._at = time.perf_counter()
+        self._name: str | None = None
+
+    def enter(self, name: str, gpu: str = "none") -> None:
+        now = time.perf_counter()
+        if self._name is not None:
+            self.stages[self._name] = self.stages.get(self._name, 0.0) + now - self._at
+        self._at, self._name = now, name
+
+    def done(self) -> dict[str, float]:
+        self.enter("")
+        self._name = None
+        return self.stages
+
+
 TRIALS = "correctness trials (all)"
 
 
@@ -230,24 +251,15 @@ def main() -> int:
         )
         rows = []
         for i in range(args.repeat):
-            stages: dict[str, float] = {}
-            mark = [time.perf_counter(), None]
-
-            def stage(name: str, gpu: str, stages: dict = stages, mark: list = mark) -> None:
-                now = time.perf_counter()
-                if mark[1] is not None:
-                    stages[mark[1]] = stages.get(mark[1], 0.0) + now - mark[0]
-                mark[0], mark[1] = now, name
-
+            clock = StageClock()
             calls.reset()
             parts.reset()
             prof = cProfile.Profile() if i == args.repeat - 1 else None
             t0 = time.perf_counter()
             with prof if prof is not None else contextlib.nullcontext():
-                outcome = verifier.verify(opts, stage=stage)
+                outcome = verifier.verify(opts, stage=clock.enter)
             wall = time.perf_counter() - t0
-            if mark[1] is not None:
-                stages[mark[1]] = stages.get(mark[1], 0.0) + time.perf_counter() - mark[0]
+            stages = clock.done()
             v = outcome.verdict
             speed = v.gates.get("speed")
             per_shape = (speed.evidence or {}).get("per_shape", []) if speed else []

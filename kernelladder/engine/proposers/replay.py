@@ -10,7 +10,6 @@ log already holds a proposal of (by source hash, per label, one saved copy per p
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import deque
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelladder.engine.log import sha256_text
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
@@ -147,7 +147,7 @@ class ReplayProposer(ProposerBase):
             source = (self.run_dir / "attempts" / f"{saved.attempt}.py").read_text(encoding="utf-8")
         except (OSError, ValueError):  # unreadable: propose() says so when its turn comes
             return ""
-        return _sha256(source)
+        return sha256_text(source)
 
     def remaining(self) -> int:
         return sum(len(q) for q in self._queues.values())
@@ -175,7 +175,7 @@ class ReplayProposer(ProposerBase):
             raise ProposerError(
                 f"replay: cannot read {path}: {exc.strerror or exc}", retryable=False
             ) from None
-        digest = _sha256(source)
+        digest = sha256_text(source)
         if saved.source_hash and digest != saved.source_hash:
             raise ProposerError(
                 f"replay: {path} does not match the hash the log recorded", retryable=False
@@ -207,10 +207,6 @@ class ReplayProposer(ProposerBase):
         if saved.parent_attempt is None:
             return None
         return self._replayed.get(saved.parent_attempt, ctx.parent_attempt)
-
-
-def _sha256(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def _saved(e: dict[str, Any]) -> SavedProposal | None:

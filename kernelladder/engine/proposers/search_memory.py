@@ -5,11 +5,11 @@ and how a proposal's context is folded into a branch's memory (ingest)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelladder.engine.log import sha256_text
 from kernelladder.engine.proposers.templates import Family, config_key, parse_header
 from kernelladder.engine.protocols import ProposalContext
 
@@ -65,7 +65,7 @@ class RunMemory:
             return True
         if not self.resumed_hashes:
             return False
-        return _source_hash(family.render(point)) in self.resumed_hashes
+        return sha256_text(family.render(point)) in self.resumed_hashes
 
     def family_trials(self, family: str, but: BranchMemory) -> list[Trial]:
         """Trials of `family` on the other branches, each point once (a judged one first),
@@ -81,10 +81,6 @@ class RunMemory:
                 if held is None or (held.status == PENDING and t.status != PENDING):
                     found[t.key] = t
         return sorted(found.values(), key=lambda t: (t.attempt is None, t.attempt or 0))
-
-
-def _source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 # --- reading the context -------------------------------------------------------------------
