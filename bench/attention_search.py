@@ -14,10 +14,13 @@ which at the 18 verified attempts a minute measured on 2026-12-02 reaches 40 att
    the search proposer, --gate approve, --profile off, a --time-limit so it fits), as
    bench/standing_searches.py runs it; the end's re-measure confirms its best.
 3. Head to head (bench/head_to_head.py's rounds): the run's best, then each new family's
-   start, flash-tma's start (the earlier families' best point), then the warp-specialised
-   points the probe passed (while time is left), --rounds back-to-back rounds per shape
+   start, flash-tma's start (the earlier families' best point), each family's fastest
+   probed point at the first GPU shape, then the warp-specialised points the probe passed
+   (while time is left), --rounds back-to-back rounds per shape
    against every baseline: SDPA as torch picks it, SDPA's cuDNN and FlashAttention
    backends forced, torch.compile of the reference.
+
+--no-search skips step 2: the named families' every probe point, then their head to head.
 
 The table printed last has, per kernel and shape: the kernel's median ms, the fastest
 baseline and its ms, vs best (that baseline's time over the kernel's, median of the
@@ -26,7 +29,8 @@ TFLOP/s (causal FLOPs) and the fraction of the floor (the verifier's measured ce
 
     PYTHONPATH=. python3 bench/attention_search.py [--budget-s 470] [--search-s 200]
                                                    [--rounds 15] [--probe-only]
-                                                   [--families F ...] [--from-run RUN]
+                                                   [--no-search] [--families F ...]
+                                                   [--from-run RUN]
 
 Under $OUT (a temporary directory when unset): probe.jsonl, attention/ (the run),
 attention.stderr, attention.json (its replay summary), family-starts/ (the sources timed),
@@ -54,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PROBE_CONFIG_S = 90.0  # one point: compile at two head dims, check and time four shapes
-HOPPER = ("flash-ring", "flash-persistent")
+HOPPER = ("flash-wgmma", "flash-ring", "flash-persistent")
 
 
 def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, dict]]:
@@ -65,6 +69,16 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
     families = {f.name: f for f in catalog()["attention"]}
     points = [(f.name, dict(f.start)) for f in families.values()]
     extra = {
+        "flash-wgmma": [
+            {"BLOCK_N": 64, "NUM_STAGES": 3},
+            {"BLOCK_N": 64, "NUM_STAGES": 4},
+            {"NUM_STAGES": 3},
+            {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+            {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+            {"WS": False},
+            {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+            {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+        ],
         "flash-ring": [
             {"WS": True},
             {"BLOCK_N": 128},
@@ -339,6 +353,15 @@ def head_to_head(
     }
     todo = [(name, dict(families[name].start)) for name in HOPPER]
     todo.append(("flash-tma", dict(families["flash-tma"].start)))  # the earlier families' best
+    # each family's fastest point the probe found right, at the suite's first GPU shape
+    fastest: dict = {}
+    for m in probed:
+        first = next(iter(m["ms"].values()), None)
+        if (m.get("family"), json.dumps(m.get("params"), sort_keys=True)) in passed and (
+            m["family"] not in fastest or first < fastest[m["family"]][0]
+        ):
+            fastest[m["family"]] = (first, m["params"])
+    todo += [(name, params) for name, (_, params) in fastest.items() if (name, params) not in todo]
     # the warp-specialised points the probe compiled and found right
     todo += [
         (m["family"], m["params"])
@@ -347,6 +370,8 @@ def head_to_head(
         and m["params"].get("WS") not in (False, "off")
         and (m["family"], json.dumps(m["params"], sort_keys=True)) in passed
     ]
+    if args.no_search and args.families:  # the named families alone
+        todo = [(name, params) for name, params in todo if name in args.families]
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
         if time.monotonic() + 40 > deadline:
@@ -375,6 +400,11 @@ def main() -> int:
     parser.add_argument("--target-ms", type=float, default=25.0, help="per timing")
     parser.add_argument("--probe-only", action="store_true", help="stop after the probe")
     parser.add_argument("--no-probe", action="store_true", help="skip the probe")
+    parser.add_argument(
+        "--no-search",
+        action="store_true",
+        help="no search: head to head the family starts and each family's fastest probed point",
+    )
     parser.add_argument("--families", nargs="+", default=None, help="probe these families only")
     parser.add_argument(
         "--from-run", type=Path, default=None, help="no search: this saved run's best head to head"
@@ -393,7 +423,10 @@ def main() -> int:
     if not args.no_probe:
         # alone, every point; before a search, the starts and WS points in 75 s at most
         probe_deadline = deadline if args.probe_only else min(started + 75, deadline - 330)
-        probed = probe(out, env, probe_deadline, full=args.probe_only, only=args.families)
+        if args.no_search:  # the named families' every probe point, half of the budget
+            probe_deadline = started + args.budget_s / 2
+        full = args.probe_only or args.no_search
+        probed = probe(out, env, probe_deadline, full=full, only=args.families)
     probe_lines = [
         f"{m['label']}: "
         + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v)[:50] for v in m["ms"].values())
@@ -405,7 +438,9 @@ def main() -> int:
         return 0
     from standing_searches import replay_summary, run_search
 
-    if args.from_run is not None:  # a saved run's best, head to head: no search
+    if args.no_search:  # the family points alone, head to head
+        run_dir, summary, how = None, {}, "no search"
+    elif args.from_run is not None:  # a saved run's best, head to head: no search
         run_dir, summary = args.from_run, replay_summary(args.from_run, env)
         how = f"run: {args.from_run}"
     else:
@@ -437,7 +472,7 @@ def main() -> int:
     ]
     (out / "table.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if summary else 1
+    return 0 if summary or args.no_search else 1
 
 
 if __name__ == "__main__":

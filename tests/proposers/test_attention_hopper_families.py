@@ -159,7 +159,7 @@ def test_the_api_prompt_for_attention_carries_the_search_knowledge():
     assert "what the built-in search knows" not in other
 
 
-def test_three_branches_start_on_flash_ring_flash_tma_and_flash_persistent():
+def test_three_branches_start_on_flash_wgmma_flash_ring_and_flash_tma():
     import asyncio
 
     from kernelladder.engine.proposers.search import SearchProposer
@@ -168,7 +168,7 @@ def test_three_branches_start_on_flash_ring_flash_tma_and_flash_persistent():
     search = SearchProposer()
     op = get_op("attention").describe()
     labels = search.strategies(op, 3)
-    assert labels == ["flash-ring", "flash-tma", "flash-persistent"]
+    assert labels == ["flash-wgmma", "flash-ring", "flash-tma"]
     for i, label in enumerate(labels):
         ctx = ProposalContext(
             op=op, branch_id=f"b{i}", strategy=label, parent_attempt=None,

@@ -114,6 +114,7 @@ VARIANTS = {
         "flash-tma": {"BLOCK_M": 128, "BLOCK_N": 32, "NUM_WARPS": 8, "REVERSE": True},
         "flash-ring": {"BLOCK_M": 128, "BLOCK_N": 32, "HEAD_GROUP": 1, "WS": True},
         "flash-persistent": {"BLOCK_M": 128, "BLOCK_N": 32, "PROGRAMS_PER_SM": 1},
+        "flash-wgmma": {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
     },
     "int8_matmul": {
         "tiled": {"PAD": False, "GROUP_M": 1},

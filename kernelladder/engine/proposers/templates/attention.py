@@ -12,6 +12,7 @@ the api/code prompts are told of them, including which code paths only the GPU r
 from __future__ import annotations
 
 from kernelladder.engine.proposers.templates import SM_COUNT_HELPER, Family, Param
+from kernelladder.engine.proposers.templates.attention_wgmma import GLUON_KERNELS
 
 _BLOCK_M = Param("BLOCK_M", (64, 128), resource=True)
 _BLOCK_N = Param("BLOCK_N", (32, 64, 128), resource=True)
@@ -445,6 +446,27 @@ def kernel(q, k, v):
 """
 )
 
+_WGMMA_BODY = (
+    _KERNELS
+    + "\n\n# the pointer kernel's warps (where the Gluon kernel cannot run): one warpgroup per 64 rows\n"
+    + "NUM_WARPS = BLOCK_M // 16\n"
+    + "# warp-specialised registers: every warp starts with MAXNREG (a CTA of two consumers\n"
+    + "# and the loader is three warpgroups), then the loader gives its own up to the consumers\n"
+    + "MAXNREG = 168 if BLOCK_M == 128 else 128\n"
+    + "CONSUMER_REGS = 240\n"
+    + GLUON_KERNELS
+    + """
+
+def kernel(q, k, v):
+    o = torch.empty_like(q)
+    if _wgmma_ok(q, k, v):
+        _launch_wgmma(q, k, v, o)
+    else:
+        _launch_pointers(q, k, v, o, *_blocks(q.shape[2], q.shape[3]))
+    return o
+"""
+)
+
 
 def _fits(p) -> bool:
     # K and V stages for BLOCK_N=128 at D=128 (bf16) exceed an SM's shared memory
@@ -488,7 +510,44 @@ def _ring_fits(p) -> bool:
     return kib <= 224
 
 
+_WGMMA_BLOCK_M = Param(
+    "BLOCK_M", (64, 128), resource=True, doc="query rows per program, one warpgroup per 64"
+)
+_WGMMA_STAGES = Param(
+    "NUM_STAGES", (2, 3, 4), resource=True, doc="shared-memory stages of the TMA K/V ring"
+)
+
+_WGMMA_WS = Param(
+    "WS",
+    (False, True),
+    structural=True,
+    doc="a loader warp issues the TMA loads and each 64 query rows get their own consumer "
+    "warpgroup (else every warp loads and computes in step)",
+)
+
+
+def _wgmma_fits(p) -> bool:
+    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q and NUM_STAGES K and V blocks
+    kib = 2 * 128 * (p["BLOCK_M"] + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
+    return kib <= 227
+
+
+_WGMMA = Family(
+    op="attention",
+    name="flash-wgmma",
+    summary="Gluon flash forward for Hopper: the next key block's Q K^T and this block's "
+    "P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA "
+    "ring, unmasked blocks below the diagonal, the longest query tiles of each head group "
+    "first (the pointer kernel where Gluon cannot run)",
+    params=(_BLOCK_N, _WGMMA_STAGES, _WGMMA_WS, _WGMMA_BLOCK_M, _HEAD_GROUP),
+    start={"BLOCK_M": 128, "BLOCK_N": 128, "NUM_STAGES": 2, "WS": True, "HEAD_GROUP": 16},
+    body=_WGMMA_BODY,
+    valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),
+    fixed=_POINTER_FALLBACK,
+)
+
 FAMILIES: tuple[Family, ...] = (
+    _WGMMA,
     Family(
         op="attention",
         name="flash-ring",

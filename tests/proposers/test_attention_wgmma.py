@@ -1,0 +1,144 @@
+"""attention's flash-wgmma family (a Gluon kernel for Hopper's warpgroup MMA).
+
+Gluon has no CPU interpreter, so two things are checked here, each for real:
+- every candidate the family writes passes the verifier in the interpreter at the CPU
+  suite and unseen shapes; on the CPU that is its pointer kernel, the path a candidate
+  takes wherever the Gluon kernel cannot run (and `_wgmma_ok` says so for CPU tensors);
+- the Gluon kernels (warp-specialised and not, each head dim and dtype the GPU suite has)
+  compile for sm_90a with the installed Triton, which compiles for a target without the
+  device, and the PTX has the overlap the kernel is written for: a wait that leaves one
+  warpgroup MMA in flight (the next Q K^T done while P V still runs) and, warp-specialised,
+  the loader's registers given to the consumers.
+Their speed and their results on an H100/H200 are bench/attention_search.py's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernelladder.engine.proposers.templates import catalog
+from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.verifier.client import verify_sync
+
+FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
+# the start (warp-specialised, two consumers of 64 rows, 128-key blocks), one consumer,
+# and the kernel whose warps all load and compute
+POINTS = [
+    {},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+    {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+    {"WS": False},
+]
+
+
+def _load(point: dict, tmp_path, name: str):
+    path = tmp_path / f"{name}.py"  # @gluon.jit needs its source in a real file
+    path.write_text(FAMILY.render({**FAMILY.start, **point}))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules.pop(name, None)
+    return module
+
+
+def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memory():
+    assert catalog()["attention"][0] is FAMILY
+    points = list(FAMILY.points())
+    assert FAMILY.start in points and len(points) > 10
+    # Q and the K and V rings of the largest point within an SM's 227 KiB at D=128
+    assert not FAMILY.valid({**FAMILY.start, "NUM_STAGES": 4})
+    for p in points:
+        assert 2 * 128 * (p["BLOCK_M"] + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) <= 227 * 1024
+
+
+@pytest.mark.parametrize("over", POINTS[:3], ids=str)
+def test_a_flash_wgmma_candidate_passes_the_verifier_at_the_cpu_suite_and_unseen_shapes(over):
+    source = FAMILY.render({**FAMILY.start, **over})
+    request = VerifyRequest(op="attention", source=source, device="cpu", unseen_seed=31)
+    verdict = verify_sync(request, timeout_s=600).to_dict()
+    gates = verdict["gates"]
+    assert verdict["verdict"] == "pass", (verdict["gate"], gates.get(verdict["gate"]))
+    assert "2 unseen shapes" in gates["correctness"]["detail"]
+
+
+def test_the_gluon_kernel_is_not_taken_where_it_cannot_run(tmp_path):
+    module = _load({}, tmp_path, "wgmma_cpu")
+    q = torch.randn(1, 2, 128, 64, dtype=torch.bfloat16)
+    assert not module._wgmma_ok(q, q, q)  # CPU tensors
+
+
+def _gluon_hopper():
+    try:
+        from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# Run in a child without TRITON_INTERPRET (this suite's CPU tests set it, and under it
+# Triton's own jit helpers that Gluon code calls become interpreter functions).
+COMPILE = """
+import importlib.util, json, sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.runtime.jit import mangle_type
+
+path, D, dtype = sys.argv[1], int(sys.argv[2]), getattr(torch, sys.argv[3])
+spec = importlib.util.spec_from_file_location("candidate", path)
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+element = m.gl.bfloat16 if dtype == torch.bfloat16 else m.gl.float16
+flat = torch.empty(4096, D, dtype=dtype)  # only its dtype, shape and alignment are read
+signature = {}
+for name, rows in (("q_desc", 64 if m.WS else m.BLOCK_M), ("k_desc", m.BLOCK_N),
+                   ("v_desc", m.BLOCK_N)):
+    layout = m.gl.NVMMASharedLayout.get_default_for([rows, D], element)
+    signature[name] = mangle_type(m.GluonDescriptor.from_tensor(flat, [rows, D], layout))
+signature["O"] = mangle_type(flat)
+signature["sm_scale"] = "fp32"
+for name in ("H", "S", "BH", "N_M", "sob", "soh", "sos", "sod"):
+    signature[name] = "i32"
+if m.WS:
+    fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": m.MAXNREG}
+    consts = {"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+              "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
+              "CONSUMER_REGS": m.CONSUMER_REGS}
+else:
+    fn, options = m._gl_attn_fwd, {"num_warps": m.BLOCK_M // 16}
+    consts = {"D": D, "BLOCK_M": m.BLOCK_M, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+              "GROUP": m.HEAD_GROUP, "num_warps": m.BLOCK_M // 16}
+signature.update(dict.fromkeys(consts, "constexpr"))
+names = list(signature)
+source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
+kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS)}))
+"""
+
+
+@pytest.mark.skipif(not _gluon_hopper(), reason="this Triton has no Gluon for Hopper")
+@pytest.mark.parametrize("over", POINTS, ids=str)
+@pytest.mark.parametrize(("D", "dtype"), [(128, "bfloat16"), (64, "float16")])
+def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, tmp_path):
+    path = tmp_path / "candidate.py"
+    path.write_text(FAMILY.render({**FAMILY.start, **over}))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    child = subprocess.run(
+        [sys.executable, "-c", COMPILE, str(path), str(D), dtype],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    out = json.loads(child.stdout.strip().splitlines()[-1])
+    ptx = out["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert re.search(r"wgmma\.wait_group\.sync\.aligned 1;", ptx), "no MMA left in flight"
+    assert ("setmaxnreg.inc" in ptx) == out["ws"]
+    assert out["shared"] <= 227 * 1024
