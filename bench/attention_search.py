@@ -70,9 +70,9 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
     points = [(f.name, dict(f.start)) for f in families.values()]
     extra = {
         "flash-wgmma": [
-            {"BLOCK_N": 64, "NUM_STAGES": 3},
-            {"BLOCK_N": 64, "NUM_STAGES": 4},
             {"NUM_STAGES": 3},
+            {"HEAD_GROUP": 4},
+            {"BLOCK_N": 64, "NUM_STAGES": 3},
             {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
             {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
             {"WS": False},

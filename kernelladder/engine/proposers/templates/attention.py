@@ -646,6 +646,25 @@ FAMILIES: tuple[Family, ...] = (
 
 # What the search knows of these kernels, for the api/code prompts (templates.knowledge).
 NOTES = """\
+flash-wgmma (Gluon; bench/attention_search.py --no-search --families flash-wgmma, an H100,
+2026-12-06, 15 back-to-back rounds per shape against SDPA as torch picks it, SDPA's cuDNN
+and FlashAttention backends and torch.compile; cuDNN 0.270-0.272 ms at B4 H32 S2048):
+- Its start (warp-specialised: a loader warp, two consumer warpgroups of 64 rows, 128-key
+  blocks, 2 stages, head groups of 16): 0.319-0.328 ms at B4 H32 S2048 (0.82-0.85x cuDNN,
+  flash-tma's start 0.310 there), 0.071 ms at B1 H8 S4096 (1.39x; 484 TFLOP/s, 61 % of the
+  floor: the fastest kernel measured there), 0.995x at the tail, 0.96x at the tiny shape.
+  Head groups of 4: 0.321 ms at B4 H32 S2048. One consumer (64 rows) on 64-key blocks:
+  0.327 ms there, faster at the tail and tiny shapes (1.13x, 1.23x).
+- What did not pay: K and V freed together after P V (the K of block j+2 then arrives with
+  no slack): 0.409 ms; every warp loading and computing (no loader warp; Gluon puts a
+  CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows, 0.326 ms with 64 rows
+  and 64-key blocks in 3 stages; 2 stages of 64-key blocks: 0.37-0.47 ms; persistent
+  programs (one per SM over its tiles, the next tile's Q and K loading while one ends):
+  0.336-0.340 ms, and 0.089 against 0.072 at S4096 (spills in the consumers with the tile
+  loop), so not a parameter.
+- Why B4 H32 S2048 lags S4096: 2048 tiles of 128 rows, one CTA per SM at a time (160 KiB of
+  shared memory): each tile's start (Q and the first K loads, the first Q K^T with nothing
+  to overlap) and end are paid 15 times per SM; S4096 has 256 long tiles.
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
