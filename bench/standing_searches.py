@@ -48,7 +48,10 @@ def replay_summary(run_dir: Path, env: dict[str, str]) -> dict:
     replay = subprocess.run(
         _cli("replay", str(run_dir), "--json"), cwd=ROOT, env=env, capture_output=True, text=True
     )
-    return json.loads(replay.stdout) if replay.returncode == 0 and replay.stdout.strip() else {}
+    if replay.returncode == 0 and replay.stdout.strip():
+        return json.loads(replay.stdout)
+    print(f"replay {run_dir}: rc {replay.returncode}: {replay.stderr.strip()[-500:]}", flush=True)
+    return {}
 
 
 def run_search(op: str, out: Path, search_s: float, hard_s: float, env: dict[str, str]) -> dict:
