@@ -661,7 +661,9 @@ and FlashAttention backends and torch.compile; cuDNN 0.270-0.272 ms at B4 H32 S2
   and 64-key blocks in 3 stages; 2 stages of 64-key blocks: 0.37-0.47 ms; persistent
   programs (one per SM over its tiles, the next tile's Q and K loading while one ends):
   0.336-0.340 ms, and 0.089 against 0.072 at S4096 (spills in the consumers with the tile
-  loop), so not a parameter.
+  loop); the two consumers issuing their MMAs in turns through a pair of mbarriers
+  (FlashAttention-3's ping-pong): 0.324 against 0.322 ms (0.314 against 0.313 with head
+  groups of 4), 0.0725 against 0.0719 at S4096. Neither is a parameter.
 - Why B4 H32 S2048 lags S4096: 2048 tiles of 128 rows, one CTA per SM at a time (160 KiB of
   shared memory): each tile's start (Q and the first K loads, the first Q K^T with nothing
   to overlap) and end are paid 15 times per SM; S4096 has 256 long tiles.
