@@ -275,13 +275,22 @@ class RunState:
 
     def branch_label(self, branch_id: str) -> str:
         """The branch's label, following the family of its current best: "persistent (was
-        one-row-per-program)" once its best is of another family than it was opened with."""
+        one-row-per-program)" once its best is of another family than it was opened with;
+        and " · now F" while its latest attempt is of a family F other than that (a branch
+        whose best is one family and that is walking another says both)."""
         b = self.branches[branch_id]
         best = self.attempts.get(b.best_attempt) if b.best_attempt is not None else None
         family = best.family if best is not None else None
-        if not family or family == b.strategy.split("#", 1)[0]:
-            return b.strategy
-        return f"{family} (was {b.strategy})"
+        opened = b.strategy.split("#", 1)[0]
+        label = b.strategy if not family or family == opened else f"{family} (was {b.strategy})"
+        latest = next(
+            (self.attempts[n].family for n in reversed(b.attempts)
+             if n in self.attempts and self.attempts[n].family),
+            None,
+        )  # fmt: skip
+        if latest and latest != (family or opened):
+            label += f" · now {latest}"
+        return label
 
     def history(self, branch_id: str) -> list[dict[str, Any]]:
         out = []

@@ -86,8 +86,18 @@ def test_a_branch_label_follows_the_family_of_its_best():
                             family="persistent", seq=2, ts=1.0),
     ):  # fmt: skip
         apply(s, e)
-    assert s.branch_label("b2") == "one-row-per-program#2"
+    # no best yet: the family it was opened with, and the one its latest attempt walks
+    assert s.branch_label("b2") == "one-row-per-program#2 · now persistent"
     s.branches["b2"].best_attempt = 1
-    assert s.branch_label("b2") == "one-row-per-program#2"
+    assert s.branch_label("b2") == "one-row-per-program#2 · now persistent"
     s.branches["b2"].best_attempt = 2
     assert s.branch_label("b2") == "persistent (was one-row-per-program#2)"
+    # back on the family it was opened with while its best stays on the other
+    apply(s, ev.ProposalReceived(
+        branch_id="b2", attempt=3, parent_attempt=1, source_hash="h3", strategy="x",
+        move="m", undo_cost="high", undo_reason="", proposer="p", family="one-row-per-program",
+        seq=3, ts=1.0,
+    ))  # fmt: skip
+    assert s.branch_label("b2") == (
+        "persistent (was one-row-per-program#2) · now one-row-per-program"
+    )
