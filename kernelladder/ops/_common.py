@@ -173,7 +173,8 @@ def fence_text(signature: str, outputs: str, forbidden: str, extra: str = "") ->
     """The rules every candidate of a built-in op keeps (handed to proposers verbatim)."""
     rules = [
         f"Define `{signature}` at module level; it returns {outputs}.",
-        "Compute with at least one Triton kernel launch (@triton.jit); torch may only "
+        "Compute with at least one Triton kernel launch (@triton.jit, or @gluon.jit from "
+        "triton.experimental.gluon); torch may only "
         "allocate (torch.empty/empty_like/zeros) and make views (view/reshape/stride "
         "queries) — no torch compute ops.",
         f"Do not call the reference or a library equivalent: {forbidden}.",

@@ -53,7 +53,7 @@ KERNELBENCH_TOL: dict[torch.dtype, Tolerance] = {
 FENCE_TEMPLATE = """\
 - Define `class ModelNew(torch.nn.Module)` taking the same init arguments as the problem's Model ({init}); `ModelNew(...)(*inputs)` returns what `Model.forward` returns.
 - Parameters: ModelNew is built right after torch.manual_seed({seed}), as Model is; create the same parameters in the same order to get the same values.
-- Compute with at least one Triton kernel launch (@triton.jit); do not call Model or its forward.
+- Compute with at least one Triton kernel launch (@triton.jit, or @gluon.jit from triton.experimental.gluon); do not call Model or its forward.
 - Do not modify the inputs, return outputs that alias an input, launch work on side streams or threads, cache results across calls, or touch the verifier's timers, synchronization or comparisons.
 - Return fresh plain torch.Tensor outputs of the reference's dtypes and shapes ({outputs}).
 - """ + SANDBOX_RULE.replace("{", "{{").replace("}", "}}")
