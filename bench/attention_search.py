@@ -5,6 +5,11 @@ every baseline. Needs a GPU; just under 8 minutes on one H200 (--budget-s bounds
 the search gets what the probe's 75 s and the head to head's 225 s leave, about 170 s,
 which at the 18 verified attempts a minute measured on 2026-12-02 reaches 40 attempts).
 
+    PYTHONPATH=. python3 bench/attention_search.py [--budget-s 470] [--search-s 200]
+                                                   [--rounds 15] [--probe-only]
+                                                   [--no-search] [--families F ...]
+                                                   [--from-run RUN]
+
 1. Probe: every family's start point and the Hopper families' warp-specialised points
    (with 64 and with 128 query rows) compiled, checked against the op's reference and
    timed once at each GPU shape, in a child process so a compile that crashes or hangs is
@@ -26,11 +31,6 @@ The table printed last has, per kernel and shape: the kernel's median ms, the fa
 baseline and its ms, vs best (that baseline's time over the kernel's, median of the
 rounds' ratios), the standing by the sign test over rounds (faster / tie / slower),
 TFLOP/s (causal FLOPs) and the fraction of the floor (the verifier's measured ceilings).
-
-    PYTHONPATH=. python3 bench/attention_search.py [--budget-s 470] [--search-s 200]
-                                                   [--rounds 15] [--probe-only]
-                                                   [--no-search] [--families F ...]
-                                                   [--from-run RUN]
 
 Under $OUT (a temporary directory when unset): probe.jsonl, attention/ (the run),
 attention.stderr, attention.json (its replay summary), family-starts/ (the sources timed),
