@@ -24,10 +24,12 @@ fate in a marker line the ScriptedRunner reads, e.g.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import itertools
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -536,3 +538,15 @@ def reranked_events(run: Path) -> list:
                     )  # fmt: skip
                 )
     return out
+
+
+def load_source(source: str, tmp_path: Path, name: str) -> Any:
+    """A candidate's source imported as a module from a real file (@triton.jit and
+    @gluon.jit read their functions' source from it); not left in sys.modules."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules.pop(name, None)
+    return module

@@ -9,11 +9,10 @@ take. The pipeline depth and warp specialisation are GPU-only (the interpreter r
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 
 import pytest
 import torch
+from helpers import load_source
 
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.proposers.templates import catalog, knowledge
@@ -45,16 +44,6 @@ def _source(name: str, over: dict) -> str:
     return family.render(point)
 
 
-def _load(source: str, tmp_path, name: str):
-    path = tmp_path / f"{name}.py"  # @triton.jit needs its source in a real file
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules.pop(name, None)
-    return module
-
-
 def _causal_attention(q, k, v):
     s = q.shape[2]
     scores = (q.double() @ k.double().transpose(-1, -2)) / q.shape[-1] ** 0.5
@@ -81,7 +70,7 @@ def _no_pointer_kernel(*args, **kwargs):
 
 @pytest.mark.parametrize(("name", "over"), POINTS, ids=lambda x: str(x))
 def test_hopper_family_computes_through_descriptors_across_query_tiles(name, over, tmp_path):
-    module = _load(_source(name, over), tmp_path, f"hopper_{POINTS.index((name, over))}")
+    module = load_source(_source(name, over), tmp_path, f"hopper_{POINTS.index((name, over))}")
     module._launch_pointers = _no_pointer_kernel
     gen = torch.Generator().manual_seed(29)
     # S=150: full tiles (unmasked stage, descriptor store) and a tail tile (pointer store);
@@ -101,7 +90,7 @@ def test_hopper_family_computes_through_descriptors_across_query_tiles(name, ove
 
 def test_tensors_a_descriptor_cannot_take_run_the_pointer_kernel(tmp_path):
     for name in HOPPER:
-        module = _load(_source(name, {}), tmp_path, f"fallback_{name.replace('-', '_')}")
+        module = load_source(_source(name, {}), tmp_path, f"fallback_{name.replace('-', '_')}")
         gen = torch.Generator().manual_seed(30)
         # [B, S, H, D] transposed to [B, H, S, D]: not contiguous, so no descriptor
         q, k, v = (torch.randn(1, 70, 2, 16, generator=gen).transpose(1, 2) for _ in range(3))
@@ -126,7 +115,7 @@ def test_the_launch_order_covers_every_tile_longest_first_within_head_groups(tmp
     # _tile_of, run by the interpreter: every (head, q-tile) once for any group size (a
     # last group smaller than the rest included), each group's heads together, and inside
     # a group the query tiles from the last (longest) down
-    module = _load(_source("flash-ring", {}) + ORDER_PROBE, tmp_path, "tile_order")
+    module = load_source(_source("flash-ring", {}) + ORDER_PROBE, tmp_path, "tile_order")
     order = module._order_probe
     bh, n_m = 7, 5
     for group in (1, 4, 16):

@@ -13,7 +13,6 @@ Their speed and their results on an H100/H200 are bench/attention_search.py's.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -22,6 +21,7 @@ import sys
 
 import pytest
 import torch
+from helpers import load_source
 
 from kernelladder.engine.proposers.templates import catalog
 from kernelladder.engine.protocols import VerifyRequest
@@ -39,13 +39,7 @@ POINTS = [
 
 
 def _load(point: dict, tmp_path, name: str):
-    path = tmp_path / f"{name}.py"  # @gluon.jit needs its source in a real file
-    path.write_text(FAMILY.render({**FAMILY.start, **point}))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules.pop(name, None)
-    return module
+    return load_source(FAMILY.render({**FAMILY.start, **point}), tmp_path, name)
 
 
 def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memory():

@@ -5,11 +5,10 @@ shapes against plain torch math; kv_quant against its op spec's near-tie rule)."
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 
 import pytest
 import torch
+from helpers import load_source
 
 from kernelladder.engine.proposers.templates import (
     Family,
@@ -30,17 +29,6 @@ def _neighbours(family: Family) -> list[dict]:
             if point not in points and family.valid(point):
                 points.append(point)
     return points
-
-
-def _load(source: str, tmp_path, name: str):
-    # @triton.jit needs its source in a real file
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules.pop(name, None)
-    return module
 
 
 def test_catalog_covers_the_five_ops_with_distinct_families():
@@ -159,7 +147,7 @@ ROW_SHAPES = [(5, 37), (8, 64), (3, 300), (1, 3000)]
 def test_rmsnorm_candidates_match_torch(tmp_path):
     gen = torch.Generator().manual_seed(0)
     for i, (family, point) in enumerate(_points("rmsnorm")):
-        module = _load(family.render(point), tmp_path, f"rmsnorm_{i}")
+        module = load_source(family.render(point), tmp_path, f"rmsnorm_{i}")
         for m, n in ROW_SHAPES:
             x, w = _rows(m, n, gen), torch.randn(n, generator=gen)
             y = module.kernel(x, w)
@@ -174,7 +162,7 @@ def test_rmsnorm_candidates_match_torch(tmp_path):
 def test_softmax_candidates_match_torch(tmp_path):
     gen = torch.Generator().manual_seed(1)
     for i, (family, point) in enumerate(_points("softmax")):
-        module = _load(family.render(point), tmp_path, f"softmax_{i}")
+        module = load_source(family.render(point), tmp_path, f"softmax_{i}")
         for m, n in ROW_SHAPES:
             x = _rows(m, n, gen)
             y = module.kernel(x)
@@ -189,12 +177,12 @@ def test_long_rows_take_the_chunked_fallback(tmp_path):
     gen = torch.Generator().manual_seed(2)
     x, w = _rows(2, 9000, gen), torch.randn(9000, generator=gen)
     family = CATALOG["rmsnorm"][0]
-    module = _load(family.render({**family.start, "MAX_BLOCK": 8192}), tmp_path, "rms_long")
+    module = load_source(family.render({**family.start, "MAX_BLOCK": 8192}), tmp_path, "rms_long")
     xd = x.double()
     ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
     torch.testing.assert_close(module.kernel(x, w).double(), ref, rtol=1e-5, atol=1e-6)
     family = CATALOG["softmax"][0]
-    module = _load(family.render({**family.start, "MAX_BLOCK": 8192}), tmp_path, "sm_long")
+    module = load_source(family.render({**family.start, "MAX_BLOCK": 8192}), tmp_path, "sm_long")
     torch.testing.assert_close(
         module.kernel(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-7
     )
@@ -212,7 +200,7 @@ def test_attention_candidates_match_torch(tmp_path):
     # S=150 spans several 64-row query blocks (the unmasked loop runs); D=24 is not a power of 2
     shapes = [(1, 2, 150, 16), (2, 1, 37, 24)]
     for i, (family, point) in enumerate(_points("attention")):
-        module = _load(family.render(point), tmp_path, f"attention_{i}")
+        module = load_source(family.render(point), tmp_path, f"attention_{i}")
         for b, h, s, d in shapes:
             q, k, v = (torch.randn(b, h, s, d, generator=gen) for _ in range(3))
             o = module.kernel(q, k, v)
@@ -231,7 +219,7 @@ def test_int8_matmul_candidates_are_exact_before_the_bf16_cast(tmp_path):
     # K=70 and 1001 are unaligned (padding path); 20x24x1000 is small enough for split-K
     shapes = [(5, 40, 96), (33, 17, 70), (20, 24, 1000)]
     for i, (family, point) in enumerate(_points("int8_matmul")):
-        module = _load(family.render(point), tmp_path, f"int8_{i}")
+        module = load_source(family.render(point), tmp_path, f"int8_{i}")
         for m, n, kk in shapes:
             a = torch.randint(-128, 128, (m, kk), dtype=torch.int8, generator=gen)
             b = torch.randint(-128, 128, (n, kk), dtype=torch.int8, generator=gen)
@@ -255,7 +243,7 @@ def test_kv_quant_candidates_pass_the_op_spec(tmp_path):
         Shape("u", {"T": 5, "H": 2, "D": 64}, "bfloat16"),
     ]
     for i, (family, point) in enumerate(_points("kv_quant")):
-        module = _load(family.render(point), tmp_path, f"kvq_{i}")
+        module = load_source(family.render(point), tmp_path, f"kvq_{i}")
         for shape in shapes:
             inputs = spec.make_inputs(shape, 0, "cpu")  # zero rows, outliers, exact ties
             outputs = module.kernel(inputs["x"])
