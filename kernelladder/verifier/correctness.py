@@ -29,6 +29,16 @@ UNSEEN_TRIAL = "unseen shape"
 class CorrectnessTrials:
     """CandidateRun's trials and their judgement (CandidateRun inherits them)."""
 
+    def _call_and_judge(
+        self, inputs: dict[str, torch.Tensor], shape: Shape, seed: int, trial: str
+    ) -> tuple[torch.Tensor, ...]:
+        """One checked call, judged against the reference computed after it from the
+        inputs as drawn (candidate_run.py: nothing the judgement reads exists while the
+        candidate runs); its outputs."""
+        outs, drawn = self._checked_call(inputs, shape, seed, trial)
+        self._judge(outs, self.spec.reference_hp(drawn), drawn, shape, seed, trial)
+        return outs
+
     def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
         self.obs.trials += 1
         mismatch = self.spec.compare(outs, hp, pristine, shape)
@@ -75,12 +85,7 @@ class CorrectnessTrials:
                 self.report("correctness", f"{shape.label} seed {seed}")
                 inputs = spec.make_inputs(shape, seed, self.device)
                 self.v.remember_layout(spec, shape, inputs)
-                # the reference from the inputs as drawn, after the call (candidate_run.py:
-                # nothing the judgement reads exists while the candidate runs)
-                outs, drawn = self._checked_call(inputs, shape, seed, "")
-                hp = spec.reference_hp(drawn)
-                self._judge(outs, hp, drawn, shape, seed, "")
-                del hp, drawn
+                outs = self._call_and_judge(inputs, shape, seed, "")
                 if i == 0:
                     kept = inputs
                     # digests, not copies: a copy alive during the repeats is one the
@@ -107,21 +112,17 @@ class CorrectnessTrials:
                 TRUSTED.tensor_copy_(t, fresh[name])
             del fresh
             trial = "same input pointers, new values"
-            outs, drawn = self._checked_call(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            hp = spec.reference_hp(drawn)
-            self._judge(outs, hp, drawn, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
-            del kept, outs, hp, drawn
+            outs = self._call_and_judge(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
+            del kept, outs
         for i, shape in enumerate(self.unseen):
             self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
             try:
                 inputs = spec.make_inputs(shape, self.seeds[0], self.device)
-                outs, drawn = self._checked_call(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
-                hp = spec.reference_hp(drawn)
-                self._judge(outs, hp, drawn, shape, self.seeds[0], UNSEEN_TRIAL)
+                outs = self._call_and_judge(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
             except _Stop:
                 self._wrong_at_unseen(shape)
                 raise
-            del inputs, hp, outs, drawn
+            del inputs, outs
 
     def _unseen_evidence(self) -> dict[str, Any]:
         return {

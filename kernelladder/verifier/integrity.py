@@ -115,13 +115,10 @@ def _namespaces(extra: Iterable[tuple[str, Any]]) -> list[tuple[str, dict]]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    entries: dict[tuple[str, str], int]  # (namespace, name) -> id(value)
-    values: tuple[Any, ...]  # keeps the originals alive so ids stay unique
     hooks: tuple[Any, ...]
-    # per namespace: its tracked names and their ids, in order
-    groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = field(default_factory=dict)
-    # per namespace: the objects those names were bound to (the fast comparison, by identity)
-    bound: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # per namespace: its tracked names, in order, and the objects they were bound to (held
+    # here, so none is freed and its id reused while the snapshot lives)
+    groups: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = field(default_factory=dict)
 
 
 def _hooks() -> tuple[Any, ...]:
@@ -137,29 +134,20 @@ def _hooks() -> tuple[Any, ...]:
 
 def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
     """Identities of every tracked callable now (`extra`: (label, object) to include)."""
-    entries: dict[tuple[str, str], int] = {}
-    values: list[Any] = []
-    groups: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
-    bound: dict[str, tuple[Any, ...]] = {}
+    groups: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
     for space, namespace in _namespaces(list(extra)):
-        names, ids, objects = [], [], []
+        names, objects = [], []
         for name, value in list(namespace.items()):
             if space.startswith(("kernelladder.", "spec")) or _is_tracked(value):
-                entries[(space, name)] = id(value)
-                values.append(value)
                 names.append(name)
-                ids.append(id(value))
                 objects.append(value)
-        groups[space] = (tuple(names), tuple(ids))
-        bound[space] = tuple(objects)
-    return Snapshot(entries, tuple(values), _hooks(), groups, bound)
+        groups[space] = (tuple(names), tuple(objects))
+    return Snapshot(_hooks(), groups)
 
 
 def _unchanged(namespace: dict, names: tuple[str, ...], objects: tuple[Any, ...]) -> bool:
     """Every name still bound to the same object: looked up and compared by identity in C
     (no object's own __eq__ is asked); False on any doubt."""
-    if len(objects) != len(names):
-        return False
     if not names:
         return True
     try:
@@ -180,20 +168,20 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
     spaces = {space: ns for (space, _), ns in now.items()}
     intact = {
         space
-        for space, (names, _ids) in before.groups.items()
-        if space in spaces and _unchanged(spaces[space], names, before.bound.get(space, ()))
+        for space, (names, objects) in before.groups.items()
+        if space in spaces and _unchanged(spaces[space], names, objects)
     }
-    for space, (names, ids) in before.groups.items():  # only the namespaces that changed
+    for space, (names, objects) in before.groups.items():  # only the namespaces that changed
         if space in intact:
             continue
         namespace = spaces.get(space)
         if namespace is None:
             found.append(f"{space} removed")
             continue
-        for name, ident in zip(names, ids, strict=True):
+        for name, obj in zip(names, objects, strict=True):
             if name not in namespace:
                 found.append(f"{space}.{name} removed")
-            elif id(namespace[name]) != ident:
+            elif namespace[name] is not obj:
                 found.append(f"{space}.{name} replaced")
     if _hooks() != before.hooks:
         found.append("a trace or profile hook was installed (sys.settrace/setprofile)")

@@ -166,7 +166,7 @@ class SpeedGate:
             ref = self.v.reference_timing(spec, shape, inputs)
         else:
             ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
-        pristine = self._held_copy(inputs, shape)  # None: drawn again after the calls
+        held = self._held_copy(inputs, shape)  # None: drawn again after the calls
         last: list[Any] = [None, 0]  # the latest timed call's result, calls made
 
         def timed(args: list[Any] = args, last: list[Any] = last) -> None:
@@ -184,7 +184,7 @@ class SpeedGate:
             launched = fence.STATE.launches - launches0
             if not self._check_integrity("being timed"):
                 raise _Stop
-            self._check_timed_calls(shape, inputs, pristine, last[0], last[1], launched)
+            self._check_timed_calls(shape, inputs, held, last[0], last[1], launched)
             return timing
 
         if look is not None:
@@ -209,7 +209,7 @@ class SpeedGate:
                 rival = fastest[0] if fastest else None
             if rival is not None:
                 self.report("speed", f"{shape.label}: back to back with {rival}")
-                paired = self._paired(shape, inputs, pristine, timed, last, rival, rounds)
+                paired = self._paired(shape, inputs, held, timed, last, rival, rounds)
         if first_look:
             if paired is not None:
                 cand = pooled([cand, *rounds])
@@ -229,7 +229,7 @@ class SpeedGate:
         self,
         shape: Shape,
         inputs: dict[str, torch.Tensor],
-        pristine: dict[str, Any] | None,
+        held: dict[str, Any] | None,
         timed: Callable[[], None],
         last: list[Any],
         rival: str,
@@ -255,7 +255,7 @@ class SpeedGate:
         if not self._check_integrity("being timed"):
             raise _Stop
         if rounds.calls:
-            self._check_timed_calls(shape, inputs, pristine, last[0], rounds.calls, rounds.launched)
+            self._check_timed_calls(shape, inputs, held, last[0], rounds.calls, rounds.launched)
         if rounds.failed:
             return None
         return paired_result(rival, rounds.candidate_ms, rounds.rival_ms)
@@ -272,7 +272,7 @@ class SpeedGate:
         self,
         shape: Shape,
         inputs: dict[str, torch.Tensor],
-        pristine: dict[str, Any] | None,
+        held: dict[str, Any] | None,
         result: Any,
         calls: int,
         launched: int,
@@ -284,7 +284,7 @@ class SpeedGate:
         if self.cuda:
             TRUSTED.cuda_synchronize()
         problem = ""
-        drawn = self._inputs_as_drawn(pristine, shape, self.seeds[0])
+        drawn = self._inputs_as_drawn(held, shape, self.seeds[0])
         if launched < calls:
             problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
         elif any(not _same_value(t, drawn[n]) for n, t in inputs.items()):
