@@ -71,6 +71,19 @@ def _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M: gl.constexpr,
 
 
 @gluon.jit
+def _gl_block_softmax(s, m_i, l_i, jb, n_full, start_m, S, qk_scale, BLOCK_M: gl.constexpr,
+                      BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+    # key blocks before n_full lie wholly below the tile's first row: no mask there
+    if jb < n_full:
+        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M,
+                                         BLOCK_N, False, s_layout)
+    else:
+        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M,
+                                         BLOCK_N, True, s_layout)
+    return p, m_i, l_i, alpha
+
+
+@gluon.jit
 def _gl_load(desc, smem, bar, row, stage, ok):
     # one key block's K (or V) into a ring stage, with the stage's barrier; K and V have
     # rings of their own, so a K stage is refilled as soon as its Q K^T is done, before the
@@ -132,12 +145,8 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
                       is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _gl_load(k_desc, k_smem, k_bar, row0 + STAGES * BLOCK_N, 0, STAGES < n_blocks)
-    if n_full > 0:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, start_m, S, qk_scale, BLOCK_M,
-                                         BLOCK_N, False, s_layout)
-    else:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, start_m, S, qk_scale, BLOCK_M,
-                                         BLOCK_N, True, s_layout)
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, start_m, S,
+                                           qk_scale, BLOCK_M, BLOCK_N, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(0, n_blocks - 1):
@@ -154,12 +163,8 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
         s = warpgroup_mma_wait(1, deps=(s,))
         nk = jn + STAGES  # K_jn's stage is free: the key block STAGES ahead goes into it
         _gl_load(k_desc, k_smem, k_bar, row0 + nk * BLOCK_N, sn, nk < n_blocks)
-        if jn < n_full:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, start_m, S, qk_scale, BLOCK_M,
-                                             BLOCK_N, False, s_layout)
-        else:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, start_m, S, qk_scale, BLOCK_M,
-                                             BLOCK_N, True, s_layout)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, start_m, S,
+                                               qk_scale, BLOCK_M, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -251,12 +256,8 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(empty.index(0), count=1)  # done with K_0
-    if n_full > 0:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, first, S, qk_scale, 64, BLOCK_N,
-                                         False, s_layout)
-    else:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, first, S, qk_scale, 64, BLOCK_N,
-                                         True, s_layout)
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
+                                           qk_scale, 64, BLOCK_N, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     for j in range(0, n_blocks - 1):
         jn = j + 1
@@ -269,12 +270,8 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(empty.index(sn), count=1)  # done with K_jn
-        if jn < n_full:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, first, S, qk_scale, 64,
-                                             BLOCK_N, False, s_layout)
-        else:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, first, S, qk_scale, 64,
-                                             BLOCK_N, True, s_layout)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, first, S,
+                                               qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
