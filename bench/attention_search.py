@@ -346,29 +346,24 @@ def head_to_head(
     starts = out / "family-starts"
     (starts / "attempts").mkdir(parents=True, exist_ok=True)
     families = {f.name: f for f in catalog()["attention"]}
-    passed = {
-        (m["family"], json.dumps(m["params"], sort_keys=True))
-        for m in probed
-        if "family" in m and all(isinstance(v, float) for v in m["ms"].values())
-    }
+    # the probe's points that compiled and were right at every shape (each point once)
+    passed = [
+        m for m in probed if "family" in m and all(isinstance(v, float) for v in m["ms"].values())
+    ]
     todo = [(name, dict(families[name].start)) for name in HOPPER]
     todo.append(("flash-tma", dict(families["flash-tma"].start)))  # the earlier families' best
-    # each family's fastest point the probe found right, at the suite's first GPU shape
+    # each family's fastest passing point at the suite's first GPU shape
     fastest: dict = {}
-    for m in probed:
-        first = next(iter(m["ms"].values()), None)
-        if (m.get("family"), json.dumps(m.get("params"), sort_keys=True)) in passed and (
-            m["family"] not in fastest or first < fastest[m["family"]][0]
-        ):
+    for m in passed:
+        first = next(iter(m["ms"].values()))
+        if m["family"] not in fastest or first < fastest[m["family"]][0]:
             fastest[m["family"]] = (first, m["params"])
     todo += [(name, params) for name, (_, params) in fastest.items() if (name, params) not in todo]
-    # the warp-specialised points the probe compiled and found right
+    # the warp-specialised points that passed
     todo += [
         (m["family"], m["params"])
-        for m in probed
-        if m.get("family") in HOPPER
-        and m["params"].get("WS") not in (False, "off")
-        and (m["family"], json.dumps(m["params"], sort_keys=True)) in passed
+        for m in passed
+        if m["family"] in HOPPER and m["params"].get("WS") not in (False, "off")
     ]
     if args.no_search and args.families:  # the named families alone
         todo = [(name, params) for name, params in todo if name in args.families]
