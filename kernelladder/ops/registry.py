@@ -9,17 +9,9 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from kernelladder.ops.builtin_names import BUILTIN as _BUILTIN
+from kernelladder.ops.builtin_names import BUILTIN_OPS
 from kernelladder.ops.spec import OpLoadError, OpSpec
-
-# op name -> (module under kernelladder.ops, attribute holding the OpSpec)
-_BUILTIN: dict[str, tuple[str, str]] = {
-    "softmax": ("softmax", "SOFTMAX"),
-    "rmsnorm": ("rmsnorm", "RMSNORM"),
-    "attention": ("attention", "ATTENTION"),
-    "int8_matmul": ("int8_matmul", "INT8_MATMUL"),
-    "kv_quant": ("kv_quant", "KV_QUANT"),
-}
-BUILTIN_OPS: tuple[str, ...] = tuple(_BUILTIN)
 
 __all__ = [
     "BUILTIN_OPS",

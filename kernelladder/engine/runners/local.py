@@ -24,7 +24,11 @@ NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the driver knows
 
 
 def default_device() -> str:
-    """cuda when this machine has a GPU torch can use, else the CPU interpreter."""
+    """cuda when this machine has a GPU torch can use, else the CPU interpreter. Read
+    without importing torch where it can be (gpus_seen_without_torch), else asked of
+    torch."""
+    if gpus_seen_without_torch():
+        return "cuda"
     try:
         import torch
 
@@ -34,12 +38,45 @@ def default_device() -> str:
 
 
 def _gpu_count() -> int:
+    seen = gpus_seen_without_torch()
+    if seen:
+        return seen
     try:
         import torch
 
         return max(1, torch.cuda.device_count())
     except Exception:
         return 1
+
+
+def torch_built_with_cuda() -> bool:
+    """Whether the installed torch is a CUDA build, read from its version.py without
+    importing it (torch's import costs seconds); False when that cannot be told."""
+    import importlib.util
+
+    with contextlib.suppress(Exception):
+        spec = importlib.util.find_spec("torch")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            with open(os.path.join(root, "version.py"), encoding="utf-8") as f:
+                return cuda_in_version_py(f.read())
+    return False
+
+
+def cuda_in_version_py(text: str) -> bool:
+    """torch/version.py's `cuda = '13.0'` (a CUDA build) rather than `cuda = None`."""
+    import re
+
+    m = re.search(r"^cuda\b[^=\n]*=\s*(\S+)", text, re.MULTILINE)
+    return bool(m) and m.group(1) not in ("None", "''", '""')
+
+
+def gpus_seen_without_torch() -> int:
+    """The GPUs a run here would use, told without importing torch: the driver's
+    entries (gpus_without_torch) when the installed torch is a CUDA build; 0 when that
+    cannot be told this way (the caller asks torch: a CPU machine, a CPU build of torch
+    beside a driver)."""
+    gpus = gpus_without_torch()
+    return gpus if gpus and torch_built_with_cuda() else 0
 
 
 class LocalRunner(RunnerBase):
