@@ -238,12 +238,13 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
     def _prepare_baselines(self) -> None:
         """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
         the candidate is loaded, once per worker, so its timing turns only time; the GPU
-        held as measured.BASELINES_GPU says (alone)."""
+        asked for as measured.BASELINES_GPU says (alone; the caller grants it shared once
+        another worker of the GPU compiled them alone: client._grant_stage)."""
         if self.stage is None or not self.cuda or not self.opts.baselines:
             return
         if not self.v.baselines_unprepared(self.spec, self.shapes):
             return
-        self.report("baselines", "compiling torch.compile's baselines (the GPU to itself)")
+        self.report("baselines", "compiling torch.compile's baselines")
         self._enter("baselines", BASELINES_GPU)
         try:
             self.v.prepare_baselines(self.spec, self.shapes, self.seeds[0])

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from kernelladder.verifier import keeper
 from kernelladder.verifier.env import Redactor, secret_values
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
+from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter, GpuFacts
 from kernelladder.verifier.local_transport import KEPT_NOTE, LocalTransport
 from kernelladder.verifier.local_transport import within as _within
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
@@ -126,6 +126,8 @@ class WorkerClient:
         self._hello_line = b""  # the worker's hello as it said it (handed to the keeper)
         self._verifier_files: str | None = None  # the first worker's hash of them
         self._op_now: Any = None  # the op of the pipelined request in flight
+        # the op whose torch.compile baselines this worker compiles with the GPU alone now
+        self._baselines_alone: Any = None
 
     # --- life cycle ---------------------------------------------------------------------
     @property
@@ -315,6 +317,7 @@ class WorkerClient:
 
     async def _discard(self) -> None:
         transport, self._transport, self._hello = self._transport, None, None
+        self._baselines_alone = None  # gone: what it compiled alone is not known finished
         if transport is not None:
             with contextlib.suppress(Exception):
                 await transport.kill()
@@ -414,8 +417,10 @@ class WorkerClient:
                         continue
                     if msg.get("type") == "stage" and msg.get("id") == req_id:
                         gpu = str(msg.get("gpu") or "none")
-                        if await self._grant_stage(transport, req_id, "baselines", gpu, held, None) is None:  # fmt: skip
+                        if await self._grant_stage(transport, req_id, "baselines", gpu, held, None, op=op) is None:  # fmt: skip
                             raise ConnectionError("the worker was gone")
+                if "error" not in msg:
+                    self._baselines_done()
                 return {k: v for k, v in msg.items() if k not in ("type", "id")}
             except asyncio.CancelledError:
                 await self._discard()
@@ -598,15 +603,27 @@ class WorkerClient:
         gpu: str,
         held: list[str],
         on_progress: ProgressFn | None,
+        op: Any = None,
     ) -> float | None:
         """Give the worker the GPU for its next stage: what it held goes back, the new
         access is waited for (seconds waited returned), then "go". None: the worker is
-        gone. A stage that needs no GPU is only reported."""
+        gone. A stage that needs no GPU is only reported. torch.compile's baselines of
+        an op (stage "baselines", asked with the GPU alone: inductor benchmarks configs
+        as it compiles) are compiled beside other correctness runs once one worker of
+        this GPU compiled them alone in this process: its compile filled the shared
+        compile caches, so the others' load what it chose and benchmark nothing."""
+        self._baselines_done()  # a new stage: the baselines' compile, if any, is over
         self._release_gpu(held)
         loop = asyncio.get_running_loop()
         asked = loop.time()
+        arbiter = self.arbiter
+        op = op if op is not None else self._op_now
+        if stage == "baselines" and gpu == EXCLUSIVE and arbiter is not None and op is not None:
+            if GpuFacts.op_key(op) in arbiter.baselines_compiled:
+                gpu = SHARED
+            else:
+                self._baselines_alone = op
         if gpu in (SHARED, EXCLUSIVE):
-            arbiter = self.arbiter
             if arbiter is not None and arbiter.busy_for(gpu) and on_progress is not None:
                 alone = "to itself" if gpu == EXCLUSIVE else "beside other correctness runs"
                 with contextlib.suppress(Exception):
@@ -625,6 +642,12 @@ class WorkerClient:
             except Exception:
                 return None
         return loop.time() - asked
+
+    def _baselines_done(self) -> None:
+        """The baselines this worker compiled with the GPU alone are in the caches now."""
+        if self._baselines_alone is not None and self.arbiter is not None:
+            self.arbiter.baselines_compiled.add(GpuFacts.op_key(self._baselines_alone))
+        self._baselines_alone = None
 
     def _release_gpu(self, held: list[str]) -> None:
         """Give back the GPU access a request holds."""

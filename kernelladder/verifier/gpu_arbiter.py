@@ -33,6 +33,9 @@ class GpuArbiter:
         self._waiting_shared: list[asyncio.Future[None]] = []
         # what one worker measured on this GPU, for the others (GpuFacts)
         self.facts = GpuFacts()
+        # ops whose torch.compile baselines a worker compiled with this GPU alone (the
+        # others then compile theirs beside correctness runs: client._grant_stage)
+        self.baselines_compiled: set[str] = set()
 
     @property
     def holders(self) -> tuple[int, bool]:
