@@ -78,6 +78,8 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
             {"WS": False},
             {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
             {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+            {"EPILOGUE": "tma"},
+            {"HEAD_GROUP": 4, "EPILOGUE": "tma"},
         ],
         "flash-ring": [
             {"WS": True},

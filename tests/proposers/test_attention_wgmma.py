@@ -7,8 +7,8 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
 - the Gluon kernels (warp-specialised and not, each head dim and dtype the GPU suite has)
   compile for sm_90a with the installed Triton, which compiles for a target without the
   device, and the PTX has the overlap the kernel is written for: a wait that leaves one
-  warpgroup MMA in flight (the next Q K^T done while P V still runs) and, warp-specialised,
-  the loader's registers given to the consumers.
+  warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
+  the loader's registers given to the consumers and, with EPILOGUE "tma", O's TMA store.
 Their speed and their results on an H100/H200 are bench/attention_search.py's."""
 
 from __future__ import annotations
@@ -29,12 +29,16 @@ from kernelladder.verifier.client import verify_sync
 
 FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
 # the start (warp-specialised, two consumers of 64 rows, 128-key blocks), one consumer,
-# and the kernel whose warps all load and compute
+# and the kernel whose warps all load and compute; then O stored by TMA
 POINTS = [
     {},
     {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
     {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
     {"WS": False},
+    {"EPILOGUE": "tma"},
+    {"EPILOGUE": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+    {"EPILOGUE": "tma", "WS": False},
+    {"EPILOGUE": "tma", "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
 ]
 
 
@@ -52,7 +56,7 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
         assert 2 * 128 * (p["BLOCK_M"] + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) <= 227 * 1024
 
 
-@pytest.mark.parametrize("over", POINTS[:3], ids=str)
+@pytest.mark.parametrize("over", [*POINTS[:3], POINTS[4]], ids=str)
 def test_a_flash_wgmma_candidate_passes_the_verifier_at_the_cpu_suite_and_unseen_shapes(over):
     source = FAMILY.render({**FAMILY.start, **over})
     request = VerifyRequest(op="attention", source=source, device="cpu", unseen_seed=31)
@@ -96,24 +100,31 @@ for name, rows in (("q_desc", 64 if m.WS else m.BLOCK_M), ("k_desc", m.BLOCK_N),
                    ("v_desc", m.BLOCK_N)):
     layout = m.gl.NVMMASharedLayout.get_default_for([rows, D], element)
     signature[name] = mangle_type(m.GluonDescriptor.from_tensor(flat, [rows, D], layout))
+consts = {}
+if m.EPILOGUE == "tma":  # O in Q's blocks
+    signature["o_desc"] = signature["q_desc"]
+else:  # no descriptor: the kernels store O through pointers
+    signature["o_desc"], consts["o_desc"] = "constexpr", None
 signature["O"] = mangle_type(flat)
 signature["sm_scale"] = "fp32"
 for name in ("H", "S", "BH", "N_M", "sob", "soh", "sos", "sod"):
     signature[name] = "i32"
 if m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": m.MAXNREG}
-    consts = {"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
-              "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
-              "CONSUMER_REGS": m.CONSUMER_REGS}
+    consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+                   "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
+                   "CONSUMER_REGS": m.CONSUMER_REGS})
 else:
     fn, options = m._gl_attn_fwd, {"num_warps": m.BLOCK_M // 16}
-    consts = {"D": D, "BLOCK_M": m.BLOCK_M, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
-              "GROUP": m.HEAD_GROUP, "num_warps": m.BLOCK_M // 16}
+    consts.update({"D": D, "BLOCK_M": m.BLOCK_M, "BLOCK_N": m.BLOCK_N,
+                   "STAGES": m.NUM_STAGES, "GROUP": m.HEAD_GROUP,
+                   "num_warps": m.BLOCK_M // 16})
 signature.update(dict.fromkeys(consts, "constexpr"))
 names = list(signature)
 source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
 kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
-print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS)}))
+print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
+                  "tma_store": m.EPILOGUE == "tma"}))
 """
 
 
@@ -135,4 +146,7 @@ def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, t
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert re.search(r"wgmma\.wait_group\.sync\.aligned 1;", ptx), "no MMA left in flight"
     assert ("setmaxnreg.inc" in ptx) == out["ws"]
+    # O's tile from shared memory to global by TMA (EPILOGUE "tma"), else pointer stores only
+    tma_store = re.search(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)
+    assert bool(tma_store) == out["tma_store"]
     assert out["shared"] <= 227 * 1024

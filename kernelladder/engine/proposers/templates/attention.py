@@ -525,6 +525,14 @@ _WGMMA_WS = Param(
     "warpgroup (else every warp loads and computes in step)",
 )
 
+_WGMMA_EPILOGUE = Param(
+    "EPILOGUE",
+    ("ptr", "tma"),
+    structural=True,
+    doc="how the output tile leaves: masked pointer stores, or through Q's shared buffer by "
+    "a TMA store (a tile past S by pointers)",
+)
+
 
 def _wgmma_fits(p) -> bool:
     # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q and NUM_STAGES K and V blocks
@@ -539,8 +547,15 @@ _WGMMA = Family(
     "P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA "
     "ring, unmasked blocks below the diagonal, the longest query tiles of each head group "
     "first (the pointer kernel where Gluon cannot run)",
-    params=(_BLOCK_N, _WGMMA_STAGES, _WGMMA_WS, _WGMMA_BLOCK_M, _HEAD_GROUP),
-    start={"BLOCK_M": 128, "BLOCK_N": 128, "NUM_STAGES": 2, "WS": True, "HEAD_GROUP": 16},
+    params=(_BLOCK_N, _WGMMA_STAGES, _WGMMA_WS, _WGMMA_BLOCK_M, _HEAD_GROUP, _WGMMA_EPILOGUE),
+    start={
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "NUM_STAGES": 2,
+        "WS": True,
+        "HEAD_GROUP": 16,
+        "EPILOGUE": "ptr",
+    },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),
     fixed=_POINTER_FALLBACK,
@@ -667,6 +682,8 @@ and FlashAttention backends and torch.compile; cuDNN 0.270-0.272 ms at B4 H32 S2
 - Why B4 H32 S2048 lags S4096: 2048 tiles of 128 rows, one CTA per SM at a time (160 KiB of
   shared memory): each tile's start (Q and the first K loads, the first Q K^T with nothing
   to overlap) and end are paid 15 times per SM; S4096 has 256 long tiles.
+- EPILOGUE "tma" (O through Q's shared buffer by one TMA store; a tile past S by
+  pointers) is a parameter compiled for sm_90a but NOT measured on a GPU yet.
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended

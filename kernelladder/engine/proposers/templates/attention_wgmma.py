@@ -25,6 +25,7 @@ try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mba
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
         mbarrier,
         tma,
         warpgroup_mma,
@@ -34,6 +35,8 @@ try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mba
 
     # a TMA load into shared memory: async_load since Triton 3.7, the older name before
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    # and a TMA store from it: async_store since Triton 3.7 (the older name then raises)
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 except ImportError:  # an older Triton: the kernels below are defined but never launched
     gluon, gl = triton, tl
 
@@ -93,8 +96,39 @@ def _gl_load(desc, smem, bar, row, stage, ok):
 
 
 @gluon.jit
-def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos, sod,
-                 D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout: gl.constexpr):
+    # the output tile's rows first.. through pointers; rows past S (a tail tile) are not stored
+    rows = first + gl.arange(0, out.shape[0], gl.SliceLayout(1, o_layout))
+    cols = gl.arange(0, out.shape[1], gl.SliceLayout(0, o_layout))
+    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
+    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
+             mask=(rows[:, None] < S) & (cols[None, :] < out.shape[1]))
+
+
+@gluon.jit
+def _gl_store_out(out, q_smem, o_desc, O, bh, H, S, first, sob, soh, sos, sod,
+                  o_layout: gl.constexpr):
+    # EPILOGUE "tma" (o_desc given): the tile goes through Q's shared buffer (free: every
+    # MMA has been waited for) by one TMA store. A TMA store clips only at the flat
+    # [B * H * S, D] view's end, so a tile that runs past S (the head's last, when BLOCK_M
+    # does not divide S) stores through pointers: a branch of public calls, where a 3-D
+    # [B * H, S, D] descriptor would need Q's 2-D buffer reinterpreted as [1, rows, D].
+    if o_desc is None:
+        _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+    elif first + out.shape[0] <= S:
+        q_smem.store(out)
+        # each thread's writes seen by the async proxy; Gluon then syncs the warps (a named
+        # barrier of 128 threads in a consumer) before one thread issues the TMA store
+        fence_async_shared()
+        _tma_store(o_desc, [bh * S + first, 0], q_smem)
+        tma.store_wait(0)
+    else:
+        _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+
+
+@gluon.jit
+def _gl_attn_fwd(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos,
+                 sod, D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, GROUP: gl.constexpr, num_warps: gl.constexpr):
     # q, k, v seen as [B * H * S, D] (a (batch, head) is S rows from row0); one program per
     # query tile of BLOCK_M rows, one warpgroup per 64 of them
@@ -181,30 +215,26 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
         mbarrier.invalidate(k_bar.index(i))
         mbarrier.invalidate(v_bar.index(i))
 
-    # deferred normalisation: one reciprocal per row, after the last key block; rows past
-    # S (a tail tile) are not stored
+    # deferred normalisation: one reciprocal per row, after the last key block
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
-    rows = start_m + gl.arange(0, BLOCK_M, row_o)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
-    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
-             mask=(rows[:, None] < S) & (cols[None, :] < D))
+    _gl_store_out(out, q_smem, o_desc, O, bh, H, S, start_m, sob, soh, sos, sod, o_layout)
 
 
 # --- warp-specialised: a loader warp and one or two consumer warpgroups -------------------
 # The loader issues every TMA load of a CTA's K and V rings and waits only on their "empty"
 # barriers; each consumer warpgroup takes 64 query rows, waits only on "ready" barriers
-# and frees a K stage once its Q K^T is done, a V stage once its P V is (one arrival each). The consumers share the K and
-# V blocks and run apart, so one's softmax overlaps the other's MMAs (the warp scheduler
-# interleaves them; FlashAttention-3's ping-pong forces the order). Every partition takes
-# the same arguments (Gluon's rule for worker partitions), none of them constexpr (Triton
-# 3.6 hands a partition its constexpr arguments as tensors): the tile sizes come from the
+# and frees a K stage once its Q K^T is done, a V stage once its P V is (one arrival
+# each). The consumers share the K and V blocks and run apart, so one's softmax overlaps
+# the other's MMAs (the warp scheduler interleaves them; FlashAttention-3's ping-pong
+# forces the order). Every partition takes the same arguments (Gluon's rule for worker
+# partitions), none of them constexpr but o_desc's None (Triton 3.6 hands a partition its
+# constexpr numbers as tensors; None reaches it as None): the tile sizes come from the
 # descriptors' blocks and the buffers' shapes.
 
 
 @gluon.jit
-def _gl_ws_loader(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod):
+def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+                  v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -228,9 +258,9 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_re
 
 
 @gluon.jit
-def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   WG: gl.constexpr):
+def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                   k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                   sos, sod, WG: gl.constexpr):
     # one consumer warpgroup: query rows start_m + 64 * WG .. + 63 of the CTA's tile
     dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
@@ -282,34 +312,30 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
     acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
-    rows = first + gl.arange(0, 64, row_o)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
-    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
-             mask=(rows[:, None] < S) & (cols[None, :] < D))
+    _gl_store_out(out, q, o_desc, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
 
 
 @gluon.jit
-def _gl_ws_consumer0(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                     v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos,
-                     sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+def _gl_ws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                     sos, sod):
+    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
                    0)
 
 
 @gluon.jit
-def _gl_ws_consumer1(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                     v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos,
-                     sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+def _gl_ws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                     sos, sod):
+    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
                    1)
 
 
 @gluon.jit
-def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos, sod,
-                    D: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh,
+                    sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                     CONSUMERS: gl.constexpr, GROUP: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # a CTA takes 64 * CONSUMERS query rows; q_desc's blocks are 64 rows
     dtype: gl.constexpr = q_desc.dtype
@@ -329,8 +355,9 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
-    args = (q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, empty,
-            bh, H, S, start_m, n_blocks, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+    args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+            empty, bh, H, S, start_m, n_blocks, sm_scale * 1.4426950408889634, sob, soh, sos,
+            sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_ws_consumer0, args), (_gl_ws_consumer1, args),
                             (_gl_ws_loader, args)], [4, 1], [CONSUMER_REGS, 24])
@@ -368,10 +395,15 @@ def _launch_wgmma(q, k, v, o):
     B, H, S, D = q.shape
     element = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
     q_rows = 64 if WS else BLOCK_M  # a warp-specialised CTA loads Q per consumer
-    descs = []
-    for t, rows in ((q, q_rows), (k, BLOCK_N), (v, BLOCK_N)):
+
+    def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], element)
-        descs.append(GluonDescriptor.from_tensor(t.view(B * H * S, D), [rows, D], layout))
+        return GluonDescriptor.from_tensor(t.view(B * H * S, D), [rows, D], layout)
+
+    # EPILOGUE "tma": O (contiguous: kernel() makes it) leaves by TMA in Q's blocks; "ptr":
+    # the kernels store it through pointers
+    descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
+             desc(o, q_rows) if EPILOGUE == "tma" else None)
     n_m = triton.cdiv(S, BLOCK_M)
     if WS:
         _gl_attn_fwd_ws[(n_m * B * H,)](
