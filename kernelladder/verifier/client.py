@@ -317,7 +317,7 @@ class WorkerClient:
 
     async def _discard(self) -> None:
         transport, self._transport, self._hello = self._transport, None, None
-        self._baselines_alone = None  # gone: what it compiled alone is not known finished
+        self._baselines_done(compiled=False)  # gone: what it compiled alone may not be done
         if transport is not None:
             with contextlib.suppress(Exception):
                 await transport.kill()
@@ -419,8 +419,7 @@ class WorkerClient:
                         gpu = str(msg.get("gpu") or "none")
                         if await self._grant_stage(transport, req_id, "baselines", gpu, held, None, op=op) is None:  # fmt: skip
                             raise ConnectionError("the worker was gone")
-                if "error" not in msg:
-                    self._baselines_done()
+                self._baselines_done(compiled="error" not in msg)
                 return {k: v for k, v in msg.items() if k not in ("type", "id")}
             except asyncio.CancelledError:
                 await self._discard()
@@ -429,6 +428,7 @@ class WorkerClient:
                 await self._discard()
                 return {"error": f"{type(exc).__name__}: {exc}"}
             finally:
+                self._baselines_done(compiled=False)  # no-op once done
                 self._release_gpu(held)
 
     async def verify(
@@ -510,6 +510,7 @@ class WorkerClient:
                 transport, req_id, digest, fault, on_progress, deadline, timeout, held, where
             )
         finally:
+            self._baselines_done(compiled=False)  # no-op once done
             self._release_gpu(held)
         if self.arbiter is not None and verdict.device == "cuda":
             if pipelined:
@@ -593,6 +594,7 @@ class WorkerClient:
                 await self._discard()
                 return fault("crash", f"the worker rejected the request: {msg.get('message')}")
             elif kind == "verdict":
+                self._baselines_done()  # past its baselines' stage, if it had one
                 return await self._accept(msg, req_id, digest, fault)
 
     async def _grant_stage(
@@ -611,7 +613,8 @@ class WorkerClient:
         an op (stage "baselines", asked with the GPU alone: inductor benchmarks configs
         as it compiles) are compiled beside other correctness runs once one worker of
         this GPU compiled them alone in this process: its compile filled the shared
-        compile caches, so the others' load what it chose and benchmark nothing."""
+        compile caches, so the others' load what it chose and benchmark nothing (one
+        that asks while the first compiles waits for it, then compiles beside the rest)."""
         self._baselines_done()  # a new stage: the baselines' compile, if any, is over
         self._release_gpu(held)
         loop = asyncio.get_running_loop()
@@ -619,10 +622,7 @@ class WorkerClient:
         arbiter = self.arbiter
         op = op if op is not None else self._op_now
         if stage == "baselines" and gpu == EXCLUSIVE and arbiter is not None and op is not None:
-            if GpuFacts.op_key(op) in arbiter.baselines_compiled:
-                gpu = SHARED
-            else:
-                self._baselines_alone = op
+            gpu = await self._baselines_access(arbiter, op, on_progress)
         if gpu in (SHARED, EXCLUSIVE):
             if arbiter is not None and arbiter.busy_for(gpu) and on_progress is not None:
                 alone = "to itself" if gpu == EXCLUSIVE else "beside other correctness runs"
@@ -643,11 +643,36 @@ class WorkerClient:
                 return None
         return loop.time() - asked
 
-    def _baselines_done(self) -> None:
-        """The baselines this worker compiled with the GPU alone are in the caches now."""
-        if self._baselines_alone is not None and self.arbiter is not None:
-            self.arbiter.baselines_compiled.add(GpuFacts.op_key(self._baselines_alone))
-        self._baselines_alone = None
+    async def _baselines_access(
+        self, arbiter: GpuArbiter, op: Any, on_progress: ProgressFn | None
+    ) -> str:
+        """How this worker may compile `op`'s baselines: alone when it is the GPU's first
+        (the others wait for it), else beside correctness runs."""
+        key = GpuFacts.op_key(op)
+        while key not in arbiter.baselines_compiled:
+            first = arbiter.baselines_compiling.get(key)
+            if first is None:
+                arbiter.baselines_compiling[key] = asyncio.Event()
+                self._baselines_alone = op
+                return EXCLUSIVE
+            if on_progress is not None:
+                with contextlib.suppress(Exception):
+                    on_progress("baselines", "waiting for another worker's compile of them")
+            await first.wait()  # done, or its worker gone: then one of those waiting is first
+        return SHARED
+
+    def _baselines_done(self, compiled: bool = True) -> None:
+        """The baselines this worker compiled with the GPU alone are in the caches now
+        (`compiled` False: its worker is gone, they may not be)."""
+        op, self._baselines_alone = self._baselines_alone, None
+        if op is None or self.arbiter is None:
+            return
+        key = GpuFacts.op_key(op)
+        if compiled:
+            self.arbiter.baselines_compiled.add(key)
+        first = self.arbiter.baselines_compiling.pop(key, None)
+        if first is not None:
+            first.set()
 
     def _release_gpu(self, held: list[str]) -> None:
         """Give back the GPU access a request holds."""

@@ -34,8 +34,10 @@ class GpuArbiter:
         # what one worker measured on this GPU, for the others (GpuFacts)
         self.facts = GpuFacts()
         # ops whose torch.compile baselines a worker compiled with this GPU alone (the
-        # others then compile theirs beside correctness runs: client._grant_stage)
+        # others then compile theirs beside correctness runs: client._grant_stage), and
+        # those being so compiled now (set when done, or when the worker is gone)
         self.baselines_compiled: set[str] = set()
+        self.baselines_compiling: dict[str, asyncio.Event] = {}
 
     @property
     def holders(self) -> tuple[int, bool]:

@@ -84,18 +84,20 @@ async def test_the_first_compiles_alone_the_others_beside_each_other():
     assert arb.holders == (0, False)
 
 
-async def test_another_op_and_a_compile_under_way_still_ask_for_the_gpu_alone():
+async def test_another_op_asks_for_the_gpu_alone_and_a_compile_under_way_is_waited_for():
     arb = RecordingArbiter()
     a, b, c = clients(arb, 3)
     try:
         await a.prepare("rmsnorm", "cuda")
         await b.prepare("softmax", "cuda")  # another op: its first compile
-        # two first compiles of one op asked together: neither is done when the other asks
+        # two first compiles of one op asked together: the second waits for the first,
+        # then compiles beside whatever correctness runs (here none)
         await asyncio.gather(a.prepare("attention", "cuda"), c.prepare("attention", "cuda"))
     finally:
         await asyncio.gather(a.close(), b.close(), c.close())
-    assert arb.log == [(0, True)] * 4
+    assert arb.log == [(0, True)] * 3 + [(1, False)]
     assert arb.baselines_compiled == {"rmsnorm", "softmax", "attention"}
+    assert arb.baselines_compiling == {}
 
 
 async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
@@ -109,3 +111,22 @@ async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
     finally:
         await asyncio.gather(crashing.close(), next_one.close())
     assert arb.log == [(0, True), (0, True)]
+
+
+async def test_one_waiting_for_a_compile_whose_worker_dies_compiles_alone():
+    arb = RecordingArbiter()
+    (crashing,) = clients(arb, 1, "crash")
+    waiting = clients(arb, 2)
+    try:
+        crash = asyncio.ensure_future(crashing.prepare("rmsnorm", "cuda"))
+        while arb.holders != (0, True):  # it compiles alone: the others ask now
+            await asyncio.sleep(0.01)
+        answers = await asyncio.wait_for(
+            asyncio.gather(crash, *(w.prepare("rmsnorm", "cuda") for w in waiting)), timeout=60
+        )
+    finally:
+        await asyncio.gather(crashing.close(), *(w.close() for w in waiting))
+    assert "error" in answers[0] and all("error" not in a for a in answers[1:])
+    # the crashed first, then one of the two waiting alone, then the other beside
+    assert arb.log == [(0, True), (0, True), (1, False)]
+    assert arb.baselines_compiled == {"rmsnorm"} and arb.baselines_compiling == {}

@@ -135,6 +135,9 @@ class LocalRunner(RunnerBase):
         self._hello = dict(hellos[0]) if hellos else {}
         if self._pool.taken:
             self.notice("info", took_line(self._pool.taken))
+        started = start_line(hellos, self._pool.taken)
+        if started:
+            self.notice("info", started)
 
     async def verify(
         self,
@@ -300,6 +303,21 @@ def _workers(pids: list[int]) -> str:
 
 def took_line(pids: list[int]) -> str:
     return f"took {_workers(pids)} kept from an earlier run: no start to wait for"
+
+
+def start_line(hellos: list[dict[str, Any]], taken: list[int]) -> str:
+    """Where the start of the run's slowest new worker went, from its hello's setup_s
+    (seconds per step: imports, device, selftest, ops_and_walls, compilers); "" when
+    every worker was kept from an earlier run or none said."""
+    steps = [h.get("setup_s") for h in hellos if h.get("pid") not in set(taken)]
+    steps = [s for s in steps if isinstance(s, dict) and s]
+    if not steps:
+        return ""
+    slowest = max(steps, key=lambda s: sum(float(v) for v in s.values()))
+    total = sum(float(v) for v in slowest.values())
+    parts = ", ".join(f"{k.replace('_', ' ')} {float(v):.1f}" for k, v in slowest.items())
+    plural = f"the slowest of {len(steps)}" if len(steps) > 1 else "one"
+    return f"verifier workers started in {total:.1f} s ({plural}: {parts} s)"
 
 
 def kept_line(pids: list[int], seconds: float) -> str:
