@@ -259,7 +259,7 @@ async def test_a_gates_countdown_is_on_screen_at_80_columns():
 
 async def test_the_replays_last_attempt_is_in_view_at_80x24():
     """`--replay RUN --end` on an 80x24 terminal selects the run's last attempt; when it is
-    the last line of a branch far down the tree (examples/h100-rmsnorm-search: #29, the
+    the last line of a branch far down the tree (examples/h100-rmsnorm-search: #27, the
     last line of b3) the tree must scroll to it. Before, its scroll was clamped to the
     height the tree had before that branch's lines were laid out: the tree stopped
     partway, the cursor below the pane."""

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"HEAD_GROUP":16,"NUM_STAGES":2,"WS":true}}
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":64,"EPILOGUE":"ptr","HEAD_GROUP":16,"NUM_STAGES":2,"WS":false}}
 """attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring, unmasked blocks below the diagonal, the longest query tiles of each head group first (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -11,9 +11,10 @@ import triton.language as tl
 # search parameters
 BLOCK_N = 64
 NUM_STAGES = 2
-WS = True
-BLOCK_M = 64
+WS = False
+BLOCK_M = 128
 HEAD_GROUP = 16
+EPILOGUE = 'ptr'
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family
 REVERSE = False  # fixed by the family
@@ -130,6 +131,7 @@ try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mba
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
         mbarrier,
         tma,
         warpgroup_mma,
@@ -139,6 +141,8 @@ try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mba
 
     # a TMA load into shared memory: async_load since Triton 3.7, the older name before
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    # and a TMA store from it: async_store since Triton 3.7 (the older name then raises)
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 except ImportError:  # an older Triton: the kernels below are defined but never launched
     gluon, gl = triton, tl
 
@@ -176,6 +180,19 @@ def _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M: gl.constexpr,
 
 
 @gluon.jit
+def _gl_block_softmax(s, m_i, l_i, jb, n_full, start_m, S, qk_scale, BLOCK_M: gl.constexpr,
+                      BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+    # key blocks before n_full lie wholly below the tile's first row: no mask there
+    if jb < n_full:
+        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M,
+                                         BLOCK_N, False, s_layout)
+    else:
+        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jb, start_m, S, qk_scale, BLOCK_M,
+                                         BLOCK_N, True, s_layout)
+    return p, m_i, l_i, alpha
+
+
+@gluon.jit
 def _gl_load(desc, smem, bar, row, stage, ok):
     # one key block's K (or V) into a ring stage, with the stage's barrier; K and V have
     # rings of their own, so a K stage is refilled as soon as its Q K^T is done, before the
@@ -185,8 +202,39 @@ def _gl_load(desc, smem, bar, row, stage, ok):
 
 
 @gluon.jit
-def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos, sod,
-                 D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout: gl.constexpr):
+    # the output tile's rows first.. through pointers; rows past S (a tail tile) are not stored
+    rows = first + gl.arange(0, out.shape[0], gl.SliceLayout(1, o_layout))
+    cols = gl.arange(0, out.shape[1], gl.SliceLayout(0, o_layout))
+    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
+    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
+             mask=(rows[:, None] < S) & (cols[None, :] < out.shape[1]))
+
+
+@gluon.jit
+def _gl_store_out(out, q_smem, o_desc, O, bh, H, S, first, sob, soh, sos, sod,
+                  o_layout: gl.constexpr):
+    # EPILOGUE "tma" (o_desc given): the tile goes through Q's shared buffer (free: every
+    # MMA has been waited for) by one TMA store. A TMA store clips only at the flat
+    # [B * H * S, D] view's end, so a tile that runs past S (the head's last, when BLOCK_M
+    # does not divide S) stores through pointers: a branch of public calls, where a 3-D
+    # [B * H, S, D] descriptor would need Q's 2-D buffer reinterpreted as [1, rows, D].
+    if o_desc is None:
+        _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+    elif first + out.shape[0] <= S:
+        q_smem.store(out)
+        # each thread's writes seen by the async proxy; Gluon then syncs the warps (a named
+        # barrier of 128 threads in a consumer) before one thread issues the TMA store
+        fence_async_shared()
+        _tma_store(o_desc, [bh * S + first, 0], q_smem)
+        tma.store_wait(0)
+    else:
+        _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+
+
+@gluon.jit
+def _gl_attn_fwd(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos,
+                 sod, D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, GROUP: gl.constexpr, num_warps: gl.constexpr):
     # q, k, v seen as [B * H * S, D] (a (batch, head) is S rows from row0); one program per
     # query tile of BLOCK_M rows, one warpgroup per 64 of them
@@ -237,12 +285,8 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
                       is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _gl_load(k_desc, k_smem, k_bar, row0 + STAGES * BLOCK_N, 0, STAGES < n_blocks)
-    if n_full > 0:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, start_m, S, qk_scale, BLOCK_M,
-                                         BLOCK_N, False, s_layout)
-    else:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, start_m, S, qk_scale, BLOCK_M,
-                                         BLOCK_N, True, s_layout)
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, start_m, S,
+                                           qk_scale, BLOCK_M, BLOCK_N, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(0, n_blocks - 1):
@@ -259,12 +303,8 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
         s = warpgroup_mma_wait(1, deps=(s,))
         nk = jn + STAGES  # K_jn's stage is free: the key block STAGES ahead goes into it
         _gl_load(k_desc, k_smem, k_bar, row0 + nk * BLOCK_N, sn, nk < n_blocks)
-        if jn < n_full:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, start_m, S, qk_scale, BLOCK_M,
-                                             BLOCK_N, False, s_layout)
-        else:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, start_m, S, qk_scale, BLOCK_M,
-                                             BLOCK_N, True, s_layout)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, start_m, S,
+                                               qk_scale, BLOCK_M, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -281,30 +321,26 @@ def _gl_attn_fwd(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, s
         mbarrier.invalidate(k_bar.index(i))
         mbarrier.invalidate(v_bar.index(i))
 
-    # deferred normalisation: one reciprocal per row, after the last key block; rows past
-    # S (a tail tile) are not stored
+    # deferred normalisation: one reciprocal per row, after the last key block
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
-    rows = start_m + gl.arange(0, BLOCK_M, row_o)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
-    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
-             mask=(rows[:, None] < S) & (cols[None, :] < D))
+    _gl_store_out(out, q_smem, o_desc, O, bh, H, S, start_m, sob, soh, sos, sod, o_layout)
 
 
 # --- warp-specialised: a loader warp and one or two consumer warpgroups -------------------
 # The loader issues every TMA load of a CTA's K and V rings and waits only on their "empty"
 # barriers; each consumer warpgroup takes 64 query rows, waits only on "ready" barriers
-# and frees a K stage once its Q K^T is done, a V stage once its P V is (one arrival each). The consumers share the K and
-# V blocks and run apart, so one's softmax overlaps the other's MMAs (the warp scheduler
-# interleaves them; FlashAttention-3's ping-pong forces the order). Every partition takes
-# the same arguments (Gluon's rule for worker partitions), none of them constexpr (Triton
-# 3.6 hands a partition its constexpr arguments as tensors): the tile sizes come from the
+# and frees a K stage once its Q K^T is done, a V stage once its P V is (one arrival
+# each). The consumers share the K and V blocks and run apart, so one's softmax overlaps
+# the other's MMAs (the warp scheduler interleaves them; FlashAttention-3's ping-pong
+# forces the order). Every partition takes the same arguments (Gluon's rule for worker
+# partitions), none of them constexpr but o_desc's None (Triton 3.6 hands a partition its
+# constexpr numbers as tensors; None reaches it as None): the tile sizes come from the
 # descriptors' blocks and the buffers' shapes.
 
 
 @gluon.jit
-def _gl_ws_loader(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
-                  empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod):
+def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+                  v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -328,9 +364,9 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_re
 
 
 @gluon.jit
-def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   WG: gl.constexpr):
+def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                   k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                   sos, sod, WG: gl.constexpr):
     # one consumer warpgroup: query rows start_m + 64 * WG .. + 63 of the CTA's tile
     dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
@@ -356,12 +392,8 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(empty.index(0), count=1)  # done with K_0
-    if n_full > 0:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, first, S, qk_scale, 64, BLOCK_N,
-                                         False, s_layout)
-    else:
-        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, 0, first, S, qk_scale, 64, BLOCK_N,
-                                         True, s_layout)
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
+                                           qk_scale, 64, BLOCK_N, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     for j in range(0, n_blocks - 1):
         jn = j + 1
@@ -374,12 +406,8 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(empty.index(sn), count=1)  # done with K_jn
-        if jn < n_full:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, first, S, qk_scale, 64,
-                                             BLOCK_N, False, s_layout)
-        else:
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, jn, first, S, qk_scale, 64,
-                                             BLOCK_N, True, s_layout)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, first, S,
+                                               qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
@@ -390,34 +418,30 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_r
     acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
-    rows = first + gl.arange(0, 64, row_o)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
-    gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod, out,
-             mask=(rows[:, None] < S) & (cols[None, :] < D))
+    _gl_store_out(out, q, o_desc, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
 
 
 @gluon.jit
-def _gl_ws_consumer0(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                     v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos,
-                     sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+def _gl_ws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                     sos, sod):
+    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
                    0)
 
 
 @gluon.jit
-def _gl_ws_consumer1(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                     v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos,
-                     sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
+def _gl_ws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
+                     sos, sod):
+    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
                    1)
 
 
 @gluon.jit
-def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh, sos, sod,
-                    D: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh,
+                    sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                     CONSUMERS: gl.constexpr, GROUP: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # a CTA takes 64 * CONSUMERS query rows; q_desc's blocks are 64 rows
     dtype: gl.constexpr = q_desc.dtype
@@ -437,8 +461,9 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, O, sm_scale, H, S, BH, N_M, sob, soh
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
-    args = (q_desc, k_desc, v_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, empty,
-            bh, H, S, start_m, n_blocks, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+    args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready,
+            empty, bh, H, S, start_m, n_blocks, sm_scale * 1.4426950408889634, sob, soh, sos,
+            sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_ws_consumer0, args), (_gl_ws_consumer1, args),
                             (_gl_ws_loader, args)], [4, 1], [CONSUMER_REGS, 24])
@@ -476,10 +501,15 @@ def _launch_wgmma(q, k, v, o):
     B, H, S, D = q.shape
     element = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
     q_rows = 64 if WS else BLOCK_M  # a warp-specialised CTA loads Q per consumer
-    descs = []
-    for t, rows in ((q, q_rows), (k, BLOCK_N), (v, BLOCK_N)):
+
+    def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], element)
-        descs.append(GluonDescriptor.from_tensor(t.view(B * H * S, D), [rows, D], layout))
+        return GluonDescriptor.from_tensor(t.view(B * H * S, D), [rows, D], layout)
+
+    # EPILOGUE "tma": O (contiguous: kernel() makes it) leaves by TMA in Q's blocks; "ptr":
+    # the kernels store it through pointers
+    descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
+             desc(o, q_rows) if EPILOGUE == "tma" else None)
     n_m = triton.cdiv(S, BLOCK_M)
     if WS:
         _gl_attn_fwd_ws[(n_m * B * H,)](

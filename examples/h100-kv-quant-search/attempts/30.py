@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":8,"QDIV":"rcp","Q_CACHE":"","ROWS":64,"X_EVICT":"evict_first"}}
+# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":4,"NUM_WARPS":2,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":""}}
 """kv_quant, search family "multi-row": a [ROWS, D] tile per program (fewer rows when the input is small)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,11 +9,11 @@ import triton
 import triton.language as tl
 
 # search parameters
-ROWS = 64
-NUM_WARPS = 8
-MIN_PROGRAMS_PER_SM = 2
+ROWS = 16
+NUM_WARPS = 2
+MIN_PROGRAMS_PER_SM = 4
 QDIV = 'rcp'
-X_EVICT = 'evict_first'
+X_EVICT = ''
 Q_CACHE = ''
 
 @triton.jit
