@@ -71,6 +71,23 @@ def test_the_baseline_label_never_hides_a_point():
     assert POINT not in labelled[0][at - 1 : at + 21] and BEST not in labelled[0][at : at + 20]
 
 
+def test_a_label_off_the_baselines_row_points_at_it():
+    """At 80x24 the plot has three rows: with the 1.00 row full of points the label goes
+    to a neighbouring row, whose tick names another value (1.11x): an arrow says where
+    the baseline is, so the label does not name the best-so-far line it sits beside."""
+    points = tuple(ChartPoint(n, 0, 1.0) for n in range(1, 41)) + (ChartPoint(40, 1, 1.1),)
+    data = ChartData(
+        points=points, last_attempt=40, target=None, band=None, title="t", measured=True,
+        series="vs best", baseline=1.0,
+    )  # fmt: skip
+    rows = ["".join(text for text, _ in row) for row in draw(data, 44, 5)]
+    at = next(i for i, r in enumerate(rows) if "the baseline to beat" in r)
+    base = next(i for i, r in enumerate(rows) if "1.00×" in r)
+    assert at != base, "\n".join(rows)
+    arrow = "↓" if at < base else "↑"
+    assert f"{arrow} the baseline to beat" in rows[at], "\n".join(rows)
+
+
 def test_each_branch_trend_says_its_own_range():
     assert trend_range((1.012, 1.071, 1.04)) == "1.01-1.07×"
     assert trend_range((8.2, 8.2)) == "8.20×"

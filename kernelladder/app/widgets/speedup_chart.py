@@ -350,12 +350,16 @@ def value_range(data: ChartData) -> tuple[float, float]:
 
 def _label_line(grid: list[list[tuple[str, str]]], row: int, label: str) -> None:
     """Write `label` on the baseline's row where no point or best-so-far line is drawn
-    (the rightmost such stretch), else on the row below or above it; nowhere when no
-    stretch is free: a point is never drawn over (the axis still names the 1.00)."""
-    width = len(grid[row])
+    (the rightmost such stretch), else on the row below or above it with an arrow to the
+    baseline's row (that row's tick names another value); nowhere when no stretch is
+    free: a point is never drawn over (the axis still names the 1.00)."""
+    plain = label
     for r in (row, row + 1, row - 1):
         if not 0 <= r < len(grid):
             continue
+        if r != row:  # " the baseline to beat " -> " ↑ the baseline to beat "
+            label = f" {'↑' if r > row else '↓'}{plain}"
+        width = len(grid[r])
         free = [grid[r][c][0] not in (POINT, BEST, TARGET) for c in range(width)]
         run = 0
         for c in range(width - 1, -1, -1):
