@@ -46,7 +46,8 @@ def summarize(state: RunState) -> dict[str, Any]:
         "branches": [
             {
                 "id": b.id,
-                "strategy": b.strategy,
+                "strategy": b.strategy,  # what it was opened with
+                "label": state.branch_label(b.id),  # the family it stands on now, as shown
                 "status": b.status,
                 "rule": b.rule,
                 "detail": b.detail,
@@ -64,7 +65,8 @@ def summarize(state: RunState) -> dict[str, Any]:
         else {
             "attempt": best.number,
             "branch": best.branch_id,
-            "strategy": best.strategy,
+            "strategy": best.strategy,  # its branch's, as proposed
+            "family": best.family,  # the kernel's own (None for a proposer without families)
             "move": best.move,
             "speedup": _round(best.speedup),
             "floor_fraction": _round(best.floor_fraction),

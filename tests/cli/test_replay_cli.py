@@ -120,3 +120,23 @@ async def test_reverify_reports_verdict_changes(tmp_path):
     report = json.loads(out.stdout)["reverify"]
     assert report["checked"] == 2 and report["errors"] == []
     assert report["differences"] == [{"attempt": 2, "verdict": ["fail at correctness", "pass"]}]
+
+
+def test_the_summary_names_the_family_the_best_and_each_branch_stand_on():
+    """A branch opened as multi-row whose best is a one-row-per-program kernel: the JSON
+    summary says so as the screen does (its strategy field stays what it was opened with)."""
+    from helpers import EXAMPLES
+
+    from kernelladder.engine.log import read_events
+    from kernelladder.engine.state import fold
+
+    state = fold(read_events(EXAMPLES / "h100-rmsnorm-search"))
+    out = summarize(state)
+    best = state.attempts[out["best"]["attempt"]]
+    assert out["best"]["family"] == best.family
+    assert out["best"]["strategy"] == best.strategy
+    labels = {b["id"]: b["label"] for b in out["branches"]}
+    assert labels == {b: state.branch_label(b) for b in state.branches}
+    b1 = next(b for b in out["branches"] if b["id"] == "b1")
+    assert (b1["strategy"], b1["label"]) == ("multi-row", "one-row-per-program (was multi-row)")
+    assert out["best"]["family"] == "one-row-per-program" != out["best"]["strategy"]

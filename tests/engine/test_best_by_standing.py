@@ -131,7 +131,14 @@ def test_old_logs_replay_to_the_summary_they_had(run):
         saved = H200_RUNS / run.removeprefix("h200-")
     else:  # a log kept when examples/ was re-recorded
         saved = ROOT / "tests" / "data" / "old-logs" / run
-    assert summarize(fold(read_events(saved))) == expected
+    now = summarize(fold(read_events(saved)))
+    # fields added to the summary since (additive): what the best's kernel and each branch
+    # stand on now, as the screen labels them
+    for branch in now["branches"]:
+        branch.pop("label")
+    if now["best"] is not None:
+        now["best"].pop("family")
+    assert now == expected
 
 
 # --- stagnation and the target on vs best ----------------------------------------------------
