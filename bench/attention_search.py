@@ -8,6 +8,7 @@ which at the 18 verified attempts a minute measured on 2026-12-02 reaches 40 att
     PYTHONPATH=. python3 bench/attention_search.py [--budget-s 470] [--search-s 200]
                                                    [--rounds 15] [--probe-only]
                                                    [--no-search] [--families F ...]
+                                                   [--no-probe] [--points JSON ...]
                                                    [--from-run RUN]
 
 1. Probe: every family's start point and the Hopper families' warp-specialised points
@@ -26,6 +27,9 @@ which at the 18 verified attempts a minute measured on 2026-12-02 reaches 40 att
    backends forced, torch.compile of the reference.
 
 --no-search skips step 2: the named families' every probe point, then their head to head.
+With --no-probe as well, only the first named family's start and the --points given
+(parameters over its start) are timed head to head: the quick way to compare a few
+points.
 
 The table printed last has, per kernel and shape: the kernel's median ms, the fastest
 baseline and its ms, vs best (that baseline's time over the kernel's, median of the
@@ -369,6 +373,9 @@ def head_to_head(
     ]
     if args.no_search and args.families:  # the named families alone
         todo = [(name, params) for name, params in todo if name in args.families]
+        for over in args.points or []:  # and these points of the first, from its start
+            point = (args.families[0], {**families[args.families[0]].start, **json.loads(over)})
+            todo += [point] if point not in todo else []
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
         if time.monotonic() + 40 > deadline:
@@ -403,6 +410,14 @@ def main() -> int:
         help="no search: head to head the family starts and each family's fastest probed point",
     )
     parser.add_argument("--families", nargs="+", default=None, help="probe these families only")
+    parser.add_argument(
+        "--points",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="with --no-search --families F: also these points of F head to head, each its "
+        'start with the JSON\'s parameters over it (e.g. \'{"EPILOGUE": "tma"}\')',
+    )
     parser.add_argument(
         "--from-run", type=Path, default=None, help="no search: this saved run's best head to head"
     )
