@@ -224,6 +224,15 @@ def measure(run_dir: Path) -> dict[str, Any]:
     # workers kept from the command before (verifier/keeper.py): no start to wait for
     took = [TOOK.match(str(n.get("message", ""))) for n in kinds.get("notice", [])]
     row["kept_workers"] = sum(int(m.group(1)) for m in took if m)
+    # new workers: where the slowest one's start went (its hello, said in the run's notice)
+    row["worker_start"] = next(
+        (
+            str(n["message"])
+            for n in kinds.get("notice", [])
+            if str(n.get("message", "")).startswith("verifier workers started in")
+        ),
+        None,
+    )
     # the end's re-measure
     confirmed = kinds.get("best_confirmed", [])
     remeasure_start = [
@@ -381,6 +390,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         "* whole run from the log (RunStarted to RunFinished): the command's start-up is not in it"
     )
     lines.append("~ GPU s/profile of an older log: the verdict it followed to ProfileReady")
+    for r in rows:  # a command that started its own workers: where their start went
+        if r.get("worker_start"):
+            lines.append(f"{r['op']}: {r['worker_start']}")
     lines.append("repeats: attempts whose kernel (source) an earlier attempt of the run had been")
     lines.append(
         "GPU alone / held: of the active time, the GPU held to itself (timings, profile "
