@@ -45,6 +45,7 @@ from kernelladder.engine.protocols import (
     RunnerLost,
     VerifyRequest,
 )
+from kernelladder.verifier.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.verdict import GATES, Feedback, GateResult, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -550,3 +551,15 @@ def load_source(source: str, tmp_path: Path, name: str) -> Any:
     spec.loader.exec_module(module)
     sys.modules.pop(name, None)
     return module
+
+
+class RecordingArbiter(GpuArbiter):
+    """The real GPU arbiter, noting each grant as (shared holders, held alone) after it."""
+
+    def __init__(self, name: str = "cpu:0") -> None:
+        super().__init__(name)
+        self.log: list[tuple[int, bool]] = []
+
+    def _take(self, mode: str) -> None:
+        super()._take(mode)
+        self.log.append(self.holders)

@@ -15,6 +15,8 @@ import os
 import sys
 import textwrap
 
+from helpers import RecordingArbiter
+
 from kernelladder.verifier.client import LocalTransport, WorkerClient
 from kernelladder.verifier.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.protocol import PROTOCOL_VERSION
@@ -53,24 +55,12 @@ class PrepareDouble(LocalTransport):
         return [sys.executable, "-c", code], dict(os.environ)
 
 
-class RecordingArbiter(GpuArbiter):
-    """The real arbiter, noting each grant as (shared holders, exclusive) after it."""
-
-    def __init__(self) -> None:
-        super().__init__("cuda:0")
-        self.log: list[tuple[int, bool]] = []
-
-    def _take(self, mode: str) -> None:
-        super()._take(mode)
-        self.log.append(self.holders)
-
-
 def clients(arb: GpuArbiter, n: int, mode: str = "ok") -> list[WorkerClient]:
     return [WorkerClient(lambda: PrepareDouble(mode), arbiter=arb) for _ in range(n)]
 
 
 async def test_the_first_compiles_alone_the_others_beside_each_other():
-    arb = RecordingArbiter()
+    arb = RecordingArbiter("cuda:0")
     first, *others = clients(arb, 3)
     try:
         assert "error" not in await first.prepare("rmsnorm", "cuda")
@@ -85,7 +75,7 @@ async def test_the_first_compiles_alone_the_others_beside_each_other():
 
 
 async def test_another_op_asks_for_the_gpu_alone_and_a_compile_under_way_is_waited_for():
-    arb = RecordingArbiter()
+    arb = RecordingArbiter("cuda:0")
     a, b, c = clients(arb, 3)
     try:
         await a.prepare("rmsnorm", "cuda")
@@ -101,7 +91,7 @@ async def test_another_op_asks_for_the_gpu_alone_and_a_compile_under_way_is_wait
 
 
 async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
-    arb = RecordingArbiter()
+    arb = RecordingArbiter("cuda:0")
     (crashing,) = clients(arb, 1, "crash")
     (next_one,) = clients(arb, 1)
     try:
@@ -114,7 +104,7 @@ async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
 
 
 async def test_one_waiting_for_a_compile_whose_worker_dies_compiles_alone():
-    arb = RecordingArbiter()
+    arb = RecordingArbiter("cuda:0")
     (crashing,) = clients(arb, 1, "crash")
     waiting = clients(arb, 2)
     try:

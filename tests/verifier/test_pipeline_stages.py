@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import CHEATS
+from helpers import CHEATS, RecordingArbiter
 
 from kernelladder.verifier.client import LocalTransport, WorkerClient
 from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
@@ -45,18 +45,6 @@ def counted(action: str, at_call: int) -> str:
 
 CRASH = "os._exit(7)"
 HANG = "time.sleep(3600)"
-
-
-class RecordingArbiter(GpuArbiter):
-    """The real arbiter, noting who held the GPU how (checked: never timing beside anyone)."""
-
-    def __init__(self) -> None:
-        super().__init__("cpu:0")
-        self.log: list[tuple[int, bool]] = []
-
-    def _take(self, mode: str) -> None:
-        super()._take(mode)
-        self.log.append(self.holders)
 
 
 def client(arbiter: GpuArbiter, factory=None) -> WorkerClient:
