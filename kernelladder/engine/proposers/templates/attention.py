@@ -683,7 +683,9 @@ and FlashAttention backends and torch.compile; cuDNN 0.270-0.272 ms at B4 H32 S2
   shared memory): each tile's start (Q and the first K loads, the first Q K^T with nothing
   to overlap) and end are paid 15 times per SM; S4096 has 256 long tiles.
 - EPILOGUE "tma" (O through Q's shared buffer by one TMA store; a tile past S by
-  pointers) is a parameter compiled for sm_90a but NOT measured on a GPU yet.
+  pointers) is a parameter compiled for sm_90a but NOT measured on a GPU yet. ptxas
+  (Triton 3.6) for the start point at D=128 bf16: 24 bytes of spill stores with the
+  pointer store (the kernel-wide 168-register cap), none with "tma".
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
