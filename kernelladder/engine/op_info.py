@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -65,11 +64,12 @@ def load_op_info(op: str, start: str | None = None) -> OpInfo:
     """Load a built-in op (from the disk cache when it holds this checkout's), a
     workspace directory or a KernelBench problem file; `start`: a file with the user's
     own starting kernel. OpLoadError (one line) if not."""
-    info = cached_builtin(op) if op in BUILTIN_OPS else None
+    digest = ops_digest() if op in BUILTIN_OPS else None
+    info = cached_builtin(op, digest) if digest else None
     if info is None:
         info = _load(op)
-        if op in BUILTIN_OPS:
-            _keep_builtins(info)
+        if digest:
+            _keep_builtins(info, digest)
     if start:
         info = replace(info, starting_source=_read_start(start), start_label=f"your kernel ({Path(start).name})")  # fmt: skip
     return info
@@ -125,30 +125,30 @@ def cache_path() -> Path:
     return cache_file().with_name(CACHE_NAME)
 
 
-def cached_builtin(name: str, path: Path | None = None) -> OpInfo | None:
+def cached_builtin(name: str, digest: str | None = None) -> OpInfo | None:
     """The kept OpInfo of built-in op `name`, None when there is none for this
-    checkout's ops (another digest, another schema, an unreadable file)."""
+    checkout's ops (`digest`, ops_digest() when not given: another digest, another
+    schema, an unreadable file)."""
     try:
-        data = json.loads((path or cache_path()).read_text(encoding="utf-8"))
-        if data.get("schema_version") != CACHE_SCHEMA or data.get("ops_digest") != ops_digest():
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        if data.get("schema_version") != CACHE_SCHEMA:
+            return None
+        if data.get("ops_digest") != (digest or ops_digest()):
             return None
         return OpInfo.from_dict(data["ops"][name])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _keep_builtins(loaded: OpInfo, path: Path | None = None) -> None:
+def _keep_builtins(loaded: OpInfo, digest: str) -> None:
     """Every built-in op's OpInfo kept for this checkout (torch is imported by now, so
     loading the others costs little); a file that cannot be written is left alone."""
+    from kernelladder.verifier.calibration import write_cache_file
+
     infos = {loaded.name: loaded.to_dict()}
     with contextlib.suppress(Exception):
         for name in BUILTIN_OPS:
             if name not in infos:
                 infos[name] = _load(name).to_dict()
-    path = path or cache_path()
-    text = json.dumps({"schema_version": CACHE_SCHEMA, "ops_digest": ops_digest(), "ops": infos})
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+    text = json.dumps({"schema_version": CACHE_SCHEMA, "ops_digest": digest, "ops": infos})
+    write_cache_file(cache_path(), text)

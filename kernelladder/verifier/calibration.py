@@ -130,6 +130,13 @@ def write_rates(
         "rates": {k: float(v) for k, v in rates.items()},
     }
     text = json.dumps({"schema_version": SCHEMA_VERSION, "entries": entries}, indent=1)
+    return write_cache_file(path, text)
+
+
+def write_cache_file(path: Path, text: str) -> bool:
+    """A file of the cache directory written whole (a temporary file of this process's
+    own, then renamed over it: readers and other writers never see half of one); False
+    when it cannot be written (a read-only home: the cache is only missed)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")

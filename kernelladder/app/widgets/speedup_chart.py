@@ -353,19 +353,18 @@ def _label_line(grid: list[list[tuple[str, str]]], row: int, label: str) -> None
     (the rightmost such stretch), else on the row below or above it with an arrow to the
     baseline's row (that row's tick names another value); nowhere when no stretch is
     free: a point is never drawn over (the axis still names the 1.00)."""
-    plain = label
     for r in (row, row + 1, row - 1):
         if not 0 <= r < len(grid):
             continue
-        if r != row:  # " the baseline to beat " -> " ↑ the baseline to beat "
-            label = f" {'↑' if r > row else '↓'}{plain}"
+        # off the baseline's row: " the baseline to beat " -> " ↑ the baseline to beat "
+        text = label if r == row else f" {'↑' if r > row else '↓'}{label}"
         width = len(grid[r])
         free = [grid[r][c][0] not in (POINT, BEST, TARGET) for c in range(width)]
         run = 0
         for c in range(width - 1, -1, -1):
             run = run + 1 if free[c] else 0
-            if run == len(label):
-                for i, ch in enumerate(label):
+            if run == len(text):
+                for i, ch in enumerate(text):
                     grid[r][c + i] = (ch, "baseline")
                 return
 

@@ -309,7 +309,8 @@ def start_line(hellos: list[dict[str, Any]], taken: list[int]) -> str:
     """Where the start of the run's slowest new worker went, from its hello's setup_s
     (seconds per step: imports, device, selftest, ops_and_walls, compilers); "" when
     every worker was kept from an earlier run or none said."""
-    steps = [h.get("setup_s") for h in hellos if h.get("pid") not in set(taken)]
+    kept = set(taken)
+    steps = [h.get("setup_s") for h in hellos if h.get("pid") not in kept]
     steps = [s for s in steps if isinstance(s, dict) and s]
     if not steps:
         return ""
