@@ -454,6 +454,8 @@ _WGMMA_BODY = (
     + "# and the loader is three warpgroups), then the loader gives its own up to the consumers\n"
     + "MAXNREG = 168 if BLOCK_M == 128 else 128\n"
     + "CONSUMER_REGS = 240\n"
+    + "LOADER_REGS = 24\n"
+    + SM_COUNT_HELPER
     + GLUON_KERNELS
     + """
 
@@ -534,10 +536,21 @@ _WGMMA_EPILOGUE = Param(
 )
 
 
+_WGMMA_PERSISTENT = Param(
+    "PERSISTENT",
+    (False, True),
+    structural=True,
+    doc="(warp-specialised only) one CTA per SM walks its tiles: the next tile's Q and K "
+    "load while a tile ends, its O leaves by TMA store while the next one computes",
+)
+
+
 def _wgmma_fits(p) -> bool:
-    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q and NUM_STAGES K and V blocks
-    kib = 2 * 128 * (p["BLOCK_M"] + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
-    return kib <= 227
+    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
+    # and, persistent with the TMA store, O's staging of its own
+    o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
+    kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
+    return kib <= 227 and (p["WS"] or not p["PERSISTENT"])
 
 
 _WGMMA = Family(
@@ -547,7 +560,15 @@ _WGMMA = Family(
     "P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA "
     "ring, unmasked blocks below the diagonal, the longest query tiles of each head group "
     "first (the pointer kernel where Gluon cannot run)",
-    params=(_BLOCK_N, _WGMMA_STAGES, _WGMMA_WS, _WGMMA_BLOCK_M, _HEAD_GROUP, _WGMMA_EPILOGUE),
+    params=(
+        _BLOCK_N,
+        _WGMMA_STAGES,
+        _WGMMA_WS,
+        _WGMMA_BLOCK_M,
+        _HEAD_GROUP,
+        _WGMMA_EPILOGUE,
+        _WGMMA_PERSISTENT,
+    ),
     start={
         "BLOCK_M": 128,
         "BLOCK_N": 128,
@@ -555,6 +576,7 @@ _WGMMA = Family(
         "WS": True,
         "HEAD_GROUP": 16,
         "EPILOGUE": "ptr",
+        "PERSISTENT": False,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),
