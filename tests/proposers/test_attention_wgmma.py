@@ -39,6 +39,9 @@ POINTS = [
     {"EPILOGUE": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
     {"EPILOGUE": "tma", "WS": False},
     {"EPILOGUE": "tma", "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+    {"PERSISTENT": True},
+    {"PERSISTENT": True, "EPILOGUE": "tma"},
+    {"PERSISTENT": True, "EPILOGUE": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
 ]
 
 
@@ -52,11 +55,17 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
     assert FAMILY.start in points and len(points) > 10
     # Q and the K and V rings of the largest point within an SM's 227 KiB at D=128
     assert not FAMILY.valid({**FAMILY.start, "NUM_STAGES": 4})
+    # persistent points are warp-specialised, and stage O apart for the TMA store
+    assert not FAMILY.valid({**FAMILY.start, "PERSISTENT": True, "WS": False})
+    assert not FAMILY.valid({**FAMILY.start, "PERSISTENT": True, "EPILOGUE": "tma",
+                             "NUM_STAGES": 3})  # fmt: skip
     for p in points:
-        assert 2 * 128 * (p["BLOCK_M"] + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) <= 227 * 1024
+        o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
+        rows = p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]
+        assert 2 * 128 * rows <= 227 * 1024
 
 
-@pytest.mark.parametrize("over", [*POINTS[:3], POINTS[4]], ids=str)
+@pytest.mark.parametrize("over", [*POINTS[:3], POINTS[4], POINTS[9]], ids=str)
 def test_a_flash_wgmma_candidate_passes_the_verifier_at_the_cpu_suite_and_unseen_shapes(over):
     source = FAMILY.render({**FAMILY.start, **over})
     request = VerifyRequest(op="attention", source=source, device="cpu", unseen_seed=31)
@@ -70,6 +79,35 @@ def test_the_gluon_kernel_is_not_taken_where_it_cannot_run(tmp_path):
     module = _load({}, tmp_path, "wgmma_cpu")
     q = torch.randn(1, 2, 128, 64, dtype=torch.bfloat16)
     assert not module._wgmma_ok(q, q, q)  # CPU tensors
+
+
+@pytest.mark.parametrize(("B", "H", "S", "over"), [
+    (4, 32, 2048, {}),
+    (1, 8, 4096, {"HEAD_GROUP": 4}),
+    (3, 5, 77, {"BLOCK_M": 64, "BLOCK_N": 64}),
+])  # fmt: skip
+def test_the_persistent_schedule_deals_every_tile_once_in_launch_order(B, H, S, over, tmp_path):
+    # on the CPU a candidate's SM count is a stand-in (2); the GPU's is its own
+    module = _load({"PERSISTENT": True, **over}, tmp_path, "wgmma_schedule")
+    module._num_sms = lambda device: 132
+    n_m = -(-S // module.BLOCK_M)
+    table = module._schedule(B * H, n_m, S, torch.device("cpu"))
+    assert module._schedule(B * H, n_m, S, torch.device("cpu")) is table  # made once
+    rows = [[t for t in row if t >= 0] for row in table.tolist()]
+    assert len(rows) == min(132, B * H * n_m)
+    for row, full in zip(rows, table.tolist(), strict=True):
+        assert row == sorted(row) and full[len(row):] == [-1] * (len(full) - len(row))
+    assert sorted(t for row in rows for t in row) == list(range(B * H * n_m))
+
+    # the programs' key blocks (and one per tile) within one long tile of each other
+    def cost(t):
+        group = module.HEAD_GROUP
+        g, r = divmod(t, group * n_m)
+        m = n_m - 1 - r // min(B * H - g * group, group)
+        return -(-min((m + 1) * module.BLOCK_M, S) // module.BLOCK_N) + 1
+
+    loads = [sum(cost(t) for t in row) for row in rows]
+    assert max(loads) - min(loads) <= -(-S // module.BLOCK_N) + 1
 
 
 def _gluon_hopper():
@@ -106,10 +144,16 @@ if m.EPILOGUE == "tma":  # O in Q's blocks
 else:  # no descriptor: the kernels store O through pointers
     signature["o_desc"], consts["o_desc"] = "constexpr", None
 signature["O"] = mangle_type(flat)
+signature["sched"], signature["width"] = "*i32", "i32"  # the persistent kernel's table
 signature["sm_scale"] = "fp32"
-for name in ("H", "S", "BH", "N_M", "sob", "soh", "sos", "sod"):
+for name in ("H", "S", "BH", "N_M", "group", "sob", "soh", "sos", "sod"):
     signature[name] = "i32"
-if m.WS:
+if m.WS and m.PERSISTENT:
+    fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": m.MAXNREG}
+    consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+                   "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
+                   "LOADER_REGS": m.LOADER_REGS})
+elif m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": m.MAXNREG}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
@@ -120,6 +164,7 @@ else:
                    "STAGES": m.NUM_STAGES, "GROUP": m.HEAD_GROUP,
                    "num_warps": m.BLOCK_M // 16})
 signature.update(dict.fromkeys(consts, "constexpr"))
+signature = {name: signature[name] for name in fn.arg_names if name in signature}
 names = list(signature)
 source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
 kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
