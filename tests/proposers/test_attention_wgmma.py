@@ -28,20 +28,23 @@ from kernelladder.engine.protocols import VerifyRequest
 from kernelladder.verifier.client import verify_sync
 
 FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
-# the start (warp-specialised, two consumers of 64 rows, 128-key blocks), one consumer,
-# and the kernel whose warps all load and compute; then O stored by TMA
+# the start (warp-specialised: two consumers of 64 rows, 128-key blocks; persistent; O by
+# TMA store), then without persistence, with the pointer store, with one consumer, and the
+# kernel whose warps all load and compute
+OLD = {"PERSISTENT": False, "EPILOGUE": "ptr"}
+ONE = {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3}
 POINTS = [
     {},
-    {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
-    {"WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
-    {"WS": False},
-    {"EPILOGUE": "tma"},
-    {"EPILOGUE": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
-    {"EPILOGUE": "tma", "WS": False},
-    {"EPILOGUE": "tma", "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
-    {"PERSISTENT": True},
-    {"PERSISTENT": True, "EPILOGUE": "tma"},
-    {"PERSISTENT": True, "EPILOGUE": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3},
+    OLD,
+    {**OLD, **ONE},
+    {**OLD, "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+    {**OLD, "WS": False},
+    {"PERSISTENT": False},
+    {"PERSISTENT": False, **ONE},
+    {"PERSISTENT": False, "WS": False},
+    {"PERSISTENT": False, "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+    {"EPILOGUE": "ptr"},
+    ONE,
 ]
 
 
@@ -54,7 +57,7 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
     points = list(FAMILY.points())
     assert FAMILY.start in points and len(points) > 10
     # Q and the K and V rings of the largest point within an SM's 227 KiB at D=128
-    assert not FAMILY.valid({**FAMILY.start, "NUM_STAGES": 4})
+    assert not FAMILY.valid({**FAMILY.start, **OLD, "NUM_STAGES": 4})
     # persistent points are warp-specialised, and stage O apart for the TMA store
     assert not FAMILY.valid({**FAMILY.start, "PERSISTENT": True, "WS": False})
     assert not FAMILY.valid({**FAMILY.start, "PERSISTENT": True, "EPILOGUE": "tma",
@@ -65,7 +68,7 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
         assert 2 * 128 * rows <= 227 * 1024
 
 
-@pytest.mark.parametrize("over", [*POINTS[:3], POINTS[4], POINTS[9]], ids=str)
+@pytest.mark.parametrize("over", [POINTS[i] for i in (0, 1, 2, 3, 10)], ids=str)
 def test_a_flash_wgmma_candidate_passes_the_verifier_at_the_cpu_suite_and_unseen_shapes(over):
     source = FAMILY.render({**FAMILY.start, **over})
     request = VerifyRequest(op="attention", source=source, device="cpu", unseen_seed=31)
@@ -88,15 +91,16 @@ def test_the_gluon_kernel_is_not_taken_where_it_cannot_run(tmp_path):
 ])  # fmt: skip
 def test_the_persistent_schedule_deals_every_tile_once_in_launch_order(B, H, S, over, tmp_path):
     # on the CPU a candidate's SM count is a stand-in (2); the GPU's is its own
-    module = _load({"PERSISTENT": True, **over}, tmp_path, "wgmma_schedule")
+    module = _load(over, tmp_path, "wgmma_schedule")
     module._num_sms = lambda device: 132
     n_m = -(-S // module.BLOCK_M)
-    table = module._schedule(B * H, n_m, S, torch.device("cpu"))
-    assert module._schedule(B * H, n_m, S, torch.device("cpu")) is table  # made once
+    table = module._schedule(B * H, n_m, module.BLOCK_M, S, torch.device("cpu"))
+    # made once per shape
+    assert module._schedule(B * H, n_m, module.BLOCK_M, S, torch.device("cpu")) is table
     rows = [[t for t in row if t >= 0] for row in table.tolist()]
     assert len(rows) == min(132, B * H * n_m)
     for row, full in zip(rows, table.tolist(), strict=True):
-        assert row == sorted(row) and full[len(row):] == [-1] * (len(full) - len(row))
+        assert row == sorted(row) and full[len(row) :] == [-1] * (len(full) - len(row))
     assert sorted(t for row in rows for t in row) == list(range(B * H * n_m))
 
     # the programs' key blocks (and one per tile) within one long tile of each other
@@ -148,13 +152,14 @@ signature["sched"], signature["width"] = "*i32", "i32"  # the persistent kernel'
 signature["sm_scale"] = "fp32"
 for name in ("H", "S", "BH", "N_M", "group", "sob", "soh", "sos", "sod"):
     signature[name] = "i32"
+maxnreg = 168 if m.BLOCK_M == 128 else 128
 if m.WS and m.PERSISTENT:
-    fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": m.MAXNREG}
+    fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
                    "LOADER_REGS": m.LOADER_REGS})
 elif m.WS:
-    fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": m.MAXNREG}
+    fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
                    "CONSUMER_REGS": m.CONSUMER_REGS})

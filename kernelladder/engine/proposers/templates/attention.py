@@ -450,9 +450,7 @@ _WGMMA_BODY = (
     _KERNELS
     + "\n\n# the pointer kernel's warps (where the Gluon kernel cannot run): one warpgroup per 64 rows\n"
     + "NUM_WARPS = BLOCK_M // 16\n"
-    + "# warp-specialised registers: every warp starts with MAXNREG (a CTA of two consumers\n"
-    + "# and the loader is three warpgroups), then the loader gives its own up to the consumers\n"
-    + "MAXNREG = 168 if BLOCK_M == 128 else 128\n"
+    + "# warp-specialised registers: what the loader gives up goes to the consumers\n"
     + "CONSUMER_REGS = 240\n"
     + "LOADER_REGS = 24\n"
     + SM_COUNT_HELPER
@@ -545,6 +543,14 @@ _WGMMA_PERSISTENT = Param(
 )
 
 
+_WGMMA_FILL = Param(
+    "FILL",
+    (False, True),
+    doc="where 128-row tiles are too few to fill the SMs (short sequences), 64-row tiles "
+    "with one consumer instead",
+)
+
+
 def _wgmma_fits(p) -> bool:
     # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
     # and, persistent with the TMA store, O's staging of its own
@@ -568,6 +574,7 @@ _WGMMA = Family(
         _HEAD_GROUP,
         _WGMMA_EPILOGUE,
         _WGMMA_PERSISTENT,
+        _WGMMA_FILL,
     ),
     start={
         "BLOCK_M": 128,
@@ -575,8 +582,9 @@ _WGMMA = Family(
         "NUM_STAGES": 2,
         "WS": True,
         "HEAD_GROUP": 16,
-        "EPILOGUE": "ptr",
-        "PERSISTENT": False,
+        "EPILOGUE": "tma",
+        "PERSISTENT": True,
+        "FILL": True,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),

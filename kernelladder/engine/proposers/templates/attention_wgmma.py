@@ -587,13 +587,13 @@ def _wgmma_ok(q, k, v):
 _SCHEDULES = {}
 
 
-def _schedule(BH, n_m, S, device):
+def _schedule(BH, n_m, block_m, S, device):
     """The persistent kernel's tiles per program, a row each, -1 after a program's last: the
     launch order's tiles (_gl_tile_of's) dealt out in turn to the program that would be
     free first, a tile costing its key blocks and one for its start and end (what the GPU's
     own scheduler does with a grid of one program per tile). One table per shape and
     device, made once: it depends on the shape alone."""
-    key = (BH, n_m, S, device)
+    key = (BH, n_m, block_m, S, device)
     table = _SCHEDULES.get(key)
     if table is None:
         programs = min(BH * n_m, _num_sms(device))
@@ -604,7 +604,8 @@ def _schedule(BH, n_m, S, device):
             m = n_m - 1 - r // min(BH - g * HEAD_GROUP, HEAD_GROUP)
             load, p = heapq.heappop(loads)
             tiles[p].append(t)
-            heapq.heappush(loads, (load + triton.cdiv(min((m + 1) * BLOCK_M, S), BLOCK_N) + 1, p))
+            blocks = triton.cdiv(min((m + 1) * block_m, S), BLOCK_N)
+            heapq.heappush(loads, (load + blocks + 1, p))
         width = max(len(row) for row in tiles) + 1
         rows = [row + [-1] * (width - len(row)) for row in tiles]
         table = torch.tensor(rows, dtype=torch.int32, device=device)
@@ -615,7 +616,10 @@ def _schedule(BH, n_m, S, device):
 def _launch_wgmma(q, k, v, o):
     B, H, S, D = q.shape
     element = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-    q_rows = 64 if WS else BLOCK_M  # a warp-specialised CTA loads Q per consumer
+    block_m = BLOCK_M
+    if FILL and block_m == 128 and B * H * triton.cdiv(S, 128) < _num_sms(q.device):
+        block_m = 64  # too few tiles of 128 rows to fill the SMs (short sequences): halve
+    q_rows = 64 if WS else block_m  # a warp-specialised CTA loads Q per consumer
 
     def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], element)
@@ -625,28 +629,31 @@ def _launch_wgmma(q, k, v, o):
     # the kernels store it through pointers
     descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
              desc(o, q_rows) if EPILOGUE == "tma" else None)
-    n_m = triton.cdiv(S, BLOCK_M)
+    n_m = triton.cdiv(S, block_m)
+    # warp-specialised registers: every warp starts with maxnreg (a CTA of two consumers and
+    # the loader is three warpgroups), then the loader gives its own up to the consumers
+    maxnreg = 168 if block_m == 128 else 128
     if WS and PERSISTENT:
-        sched = _schedule(B * H, n_m, S, q.device)
+        sched = _schedule(B * H, n_m, block_m, S, q.device)
         _gl_attn_fwd_pws[(sched.shape[0],)](
             *descs, o, sched, sched.shape[1], 1.0 / (D ** 0.5), H, S, B * H, n_m, HEAD_GROUP,
             *o.stride(),
-            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=BLOCK_M // 64,
+            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4,
-            maxnreg=MAXNREG,
+            maxnreg=maxnreg,
         )
         return
     if WS:
         _gl_attn_fwd_ws[(n_m * B * H,)](
             *descs, o, 1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
-            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=BLOCK_M // 64,
+            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             GROUP=HEAD_GROUP, CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
-            maxnreg=MAXNREG,
+            maxnreg=maxnreg,
         )
         return
     _gl_attn_fwd[(n_m * B * H,)](
         *descs, o, 1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, GROUP=HEAD_GROUP,
-        num_warps=BLOCK_M // 16,
+        D=D, BLOCK_M=block_m, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, GROUP=HEAD_GROUP,
+        num_warps=block_m // 16,
     )
 '''
