@@ -67,7 +67,8 @@ STALL_METRICS = tuple(
 READY, WARM_GO, WARM, REPLAY_GO, DONE = ".ready", ".warm.go", ".warm", ".replay.go", ".done"
 PHASES = ".phases"  # the driver's own seconds: ncu's start, the profiled call, ncu's stop
 SIGNAL_POLL_S = 0.005
-_JIT_DEF = re.compile(r"@(?:triton\.)?jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t]*\n)*[ \t]*def\s+(\w+)")
+# @triton.jit, @jit and Gluon's @gluon.jit (with arguments or not, under other decorators)
+_JIT_DEF = re.compile(r"@(?:\w+\.)?jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t]*\n)*[ \t]*def\s+(\w+)")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
 _NOT_A_STALL = {"selected"}  # the warp was issuing, not waiting
 _TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}  # fmt: skip
@@ -297,8 +298,9 @@ def find_ncu() -> str | None:
 
 
 def jit_kernels(source: str) -> tuple[str, ...]:
-    """The names of the candidate's own @triton.jit kernels, in order (ncu's kernel
-    filter: torch's kernels in the same call are not replayed)."""
+    """The names of the candidate's own @triton.jit and @gluon.jit functions, in order
+    (ncu's kernel filter: torch's kernels in the same call are not replayed; a name that is
+    a helper, not a kernel, matches nothing)."""
     return tuple(dict.fromkeys(_JIT_DEF.findall(source)))
 
 

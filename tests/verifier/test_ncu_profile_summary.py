@@ -16,6 +16,7 @@ from kernelladder.verifier.profile import (
     STALL_METRICS,
     ProfileSummary,
     export_commands,
+    jit_kernels,
     parse_details,
     profile_command,
     summarize,
@@ -133,6 +134,25 @@ def test_ncu_commands():
     assert named[named.index("--launch-count") + 1] == "2"
     details, raw = export_commands("ncu", "r.ncu-rep")
     assert details[-2:] == ["--page", "details"] and raw[-1] == "raw"
+
+
+def test_the_kernel_filter_names_gluon_kernels_too():
+    # a Gluon kernel (@gluon.jit) is what the GPU runs for attention's first family: left
+    # out of the filter, ncu profiled nothing ("No kernels were profiled")
+    source = (
+        "@triton.jit\ndef _pointer_fwd(X):\n    pass\n\n"
+        "@gluon.jit\ndef _gl_fwd(X, N: gl.constexpr):\n    pass\n\n"
+        "@triton.autotune(configs=[], key=[])\n@triton.jit(do_not_specialize=['n'])\n"
+        "def _tuned(X, n):\n    pass\n\n"
+        "@jit\ndef _bare(X):\n    pass\n\n"
+        "def jitter():\n    pass\n"
+    )
+    assert jit_kernels(source) == ("_pointer_fwd", "_gl_fwd", "_tuned", "_bare")
+    from kernelladder.engine.proposers.templates import catalog
+
+    wgmma = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
+    names = jit_kernels(wgmma.render(wgmma.start))
+    assert {"_gl_attn_fwd_pws", "_gl_attn_fwd_ws", "_gl_attn_fwd", "_attn_fwd"} <= set(names)
 
 
 # --- profile_candidate's plumbing, with a stand-in for ncu ---------------------------------

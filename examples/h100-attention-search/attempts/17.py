@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"EPILOGUE":"ptr","HEAD_GROUP":16,"NUM_STAGES":2,"WS":true}}
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"EPILOGUE":"tma","FILL":true,"HEAD_GROUP":16,"NUM_STAGES":2,"PERSISTENT":false,"WS":true}}
 """attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring, unmasked blocks below the diagonal, the longest query tiles of each head group first (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,12 +9,14 @@ import triton
 import triton.language as tl
 
 # search parameters
-BLOCK_N = 64
+BLOCK_N = 128
 NUM_STAGES = 2
 WS = True
-BLOCK_M = 64
+BLOCK_M = 128
 HEAD_GROUP = 16
-EPILOGUE = 'ptr'
+EPILOGUE = 'tma'
+PERSISTENT = False
+FILL = True
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family
 REVERSE = False  # fixed by the family
@@ -122,10 +124,25 @@ def _blocks(S, D):
 
 # the pointer kernel's warps (where the Gluon kernel cannot run): one warpgroup per 64 rows
 NUM_WARPS = BLOCK_M // 16
-# warp-specialised registers: every warp starts with MAXNREG (a CTA of two consumers
-# and the loader is three warpgroups), then the loader gives its own up to the consumers
-MAXNREG = 168 if BLOCK_M == 128 else 128
+# warp-specialised registers: what the loader gives up goes to the consumers
 CONSUMER_REGS = 240
+LOADER_REGS = 24
+
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
+import heapq
 
 try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mbarriers
     from triton.experimental import gluon
@@ -148,7 +165,7 @@ except ImportError:  # an older Triton: the kernels below are defined but never 
 
 
 @gluon.jit
-def _gl_tile_of(t, BH, N_M, GROUP: gl.constexpr):
+def _gl_tile_of(t, BH, N_M, GROUP):
     # tile t of the launch order: heads in groups of GROUP (their K and V share L2), and
     # inside a group every head's last (longest) query tile first, then the one before
     per_group = GROUP * N_M
@@ -471,6 +488,197 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
         gl.warp_specialize([(_gl_ws_consumer0, args), (_gl_ws_loader, args)], [1], [24])
 
 
+
+# --- persistent and warp-specialised: one CTA per SM walks the launch order's tiles --------
+# The loader's K/V ring and the consumers' reading of it run on across tiles (a running count
+# of key blocks gives each its stage and phase), so the next tile's Q and first K blocks load
+# while the consumers finish a tile; each consumer has Q and O buffers of its own: Q is
+# freed (q_empty) once its last Q K^T is done, and O leaves by TMA store while the next tile
+# computes (the store is waited for only before the buffer is written again). Every
+# partition finds its tiles itself: program p takes tiles p, p + programs, ... of
+# _gl_tile_of's order, the longest tiles of each head group first.
+
+
+@gluon.jit
+def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
+                   sob, soh, sos, sod):
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
+    c = 0  # key blocks loaded before this tile: the ring's position
+    i = 0  # tiles before this one: the phase of Q's barriers
+    row = sched + gl.program_id(0) * width
+    t = gl.load(row)
+    while t >= 0:
+        bh, pid_m = _gl_tile_of(t, BH, N_M, group)
+        row0 = bh * S
+        start_m = pid_m * (64 * CONSUMERS)
+        n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
+        # K_0 first (its stage frees before Q's buffers do), then each consumer's Q, then
+        # K_j and V_(j-1) in the order the consumers use them
+        for j in range(n_blocks + 1):
+            if j < n_blocks:
+                kb = c + j
+                st = kb % STAGES
+                mbarrier.wait(empty.index(st), ((kb // STAGES) & 1) ^ 1)
+                _gl_load(k_desc, k_smem, k_ready, row0 + j * BLOCK_N, st, True)
+            if j == 0:
+                for w in gl.static_range(CONSUMERS):
+                    mbarrier.wait(q_empty.index(w), (i & 1) ^ 1)
+                    mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
+                    _tma_load(q_desc, [row0 + start_m + w * 64, 0], q_ready.index(w),
+                              q_smem.index(w))
+            else:
+                kv = c + j - 1
+                st = kv % STAGES
+                mbarrier.wait(empty.index(STAGES + st), ((kv // STAGES) & 1) ^ 1)
+                _gl_load(v_desc, v_smem, v_ready, row0 + (j - 1) * BLOCK_N, st, True)
+        c += n_blocks
+        i += 1
+        t = gl.load(row + i)
+
+
+@gluon.jit
+def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
+                    sob, soh, sos, sod, WG: gl.constexpr):
+    # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
+    dtype: gl.constexpr = q_desc.dtype
+    D: gl.constexpr = k_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q = q_smem.index(WG)
+    c = 0
+    i = 0
+    row = sched + gl.program_id(0) * width
+    t = gl.load(row)
+    while t >= 0:
+        bh, pid_m = _gl_tile_of(t, BH, N_M, group)
+        start_m = pid_m * (64 * CONSUMERS)
+        first = start_m + 64 * WG
+        n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
+        n_full = first // BLOCK_N
+        m_i = gl.full([64], float("-inf"), gl.float32, row_s)
+        l_i = gl.zeros([64], gl.float32, row_s)
+        acc = gl.zeros([64, D], gl.float32, o_layout)
+        s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
+        mbarrier.wait(q_ready.index(WG), i & 1)
+        st = c % STAGES
+        mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False,
+                          is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        mbarrier.arrive(empty.index(st), count=1)  # done with K_0
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
+                                               qk_scale, 64, BLOCK_N, s_layout)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        for j in range(0, n_blocks - 1):
+            kn = c + j + 1
+            sn = kn % STAGES
+            mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+            s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
+                              is_async=True)
+            kc = c + j
+            sc = kc % STAGES
+            mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s,))
+            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
+            p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
+                                                   qk_scale, 64, BLOCK_N, s_layout)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+        mbarrier.arrive(q_empty.index(WG), count=1)  # every Q K^T of the tile is done
+        kl = c + n_blocks - 1
+        sl = kl % STAGES
+        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+        out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
+        if o_desc is None:
+            _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+        elif first + 64 <= S:
+            ob = o_smem.index(WG)
+            tma.store_wait(0)  # the last tile's store has left the buffer
+            ob.store(out)
+            fence_async_shared()
+            _tma_store(o_desc, [bh * S + first, 0], ob)
+        else:
+            _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+        c += n_blocks
+        i += 1
+        t = gl.load(row + i)
+    if o_desc is not None:
+        tma.store_wait(0)
+
+
+@gluon.jit
+def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+                      qk_scale, sob, soh, sos, sod):
+    _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
+                    sob, soh, sos, sod, 0)
+
+
+@gluon.jit
+def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+                      qk_scale, sob, soh, sos, sod):
+    _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
+                    sob, soh, sos, sod, 1)
+
+
+@gluon.jit
+def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
+                     group, sob,
+                     soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
+                     STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
+    # O's staging for the TMA store (8 rows, unused, for the pointer store)
+    o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64 if o_desc is not None else 8, D],
+                                       q_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [2 * STAGES, 1], mbarrier.MBarrierLayout())
+    for w in gl.static_range(CONSUMERS):
+        mbarrier.init(q_ready.index(w), count=1)
+        mbarrier.init(q_empty.index(w), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=CONSUMERS)
+        mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
+    args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
+            q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+            sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+    if CONSUMERS == 2:
+        gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
+                            (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_loader, args)], [1],
+                           [LOADER_REGS])
+
+
 _HOPPER_CAPABILITY = {}
 
 
@@ -497,10 +705,42 @@ def _wgmma_ok(q, k, v):
     )
 
 
+_SCHEDULES = {}
+
+
+def _schedule(BH, n_m, block_m, S, device):
+    """The persistent kernel's tiles per program, a row each, -1 after a program's last: the
+    launch order's tiles (_gl_tile_of's) dealt out in turn to the program that would be
+    free first, a tile costing its key blocks and one for its start and end (what the GPU's
+    own scheduler does with a grid of one program per tile). One table per shape and
+    device, made once: it depends on the shape alone."""
+    key = (BH, n_m, block_m, S, device)
+    table = _SCHEDULES.get(key)
+    if table is None:
+        programs = min(BH * n_m, _num_sms(device))
+        loads = [(0, p) for p in range(programs)]
+        tiles = [[] for _ in range(programs)]
+        for t in range(BH * n_m):
+            g, r = divmod(t, HEAD_GROUP * n_m)
+            m = n_m - 1 - r // min(BH - g * HEAD_GROUP, HEAD_GROUP)
+            load, p = heapq.heappop(loads)
+            tiles[p].append(t)
+            blocks = triton.cdiv(min((m + 1) * block_m, S), BLOCK_N)
+            heapq.heappush(loads, (load + blocks + 1, p))
+        width = max(len(row) for row in tiles) + 1
+        rows = [row + [-1] * (width - len(row)) for row in tiles]
+        table = torch.tensor(rows, dtype=torch.int32, device=device)
+        _SCHEDULES[key] = table
+    return table
+
+
 def _launch_wgmma(q, k, v, o):
     B, H, S, D = q.shape
     element = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-    q_rows = 64 if WS else BLOCK_M  # a warp-specialised CTA loads Q per consumer
+    block_m = BLOCK_M
+    if FILL and block_m == 128 and B * H * triton.cdiv(S, 128) < _num_sms(q.device):
+        block_m = 64  # too few tiles of 128 rows to fill the SMs (short sequences): halve
+    q_rows = 64 if WS else block_m  # a warp-specialised CTA loads Q per consumer
 
     def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], element)
@@ -510,19 +750,32 @@ def _launch_wgmma(q, k, v, o):
     # the kernels store it through pointers
     descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
              desc(o, q_rows) if EPILOGUE == "tma" else None)
-    n_m = triton.cdiv(S, BLOCK_M)
+    n_m = triton.cdiv(S, block_m)
+    # warp-specialised registers: every warp starts with maxnreg (a CTA of two consumers and
+    # the loader is three warpgroups), then the loader gives its own up to the consumers
+    maxnreg = 168 if block_m == 128 else 128
+    if WS and PERSISTENT:
+        sched = _schedule(B * H, n_m, block_m, S, q.device)
+        _gl_attn_fwd_pws[(sched.shape[0],)](
+            *descs, o, sched, sched.shape[1], 1.0 / (D ** 0.5), H, S, B * H, n_m, HEAD_GROUP,
+            *o.stride(),
+            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
+            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4,
+            maxnreg=maxnreg,
+        )
+        return
     if WS:
         _gl_attn_fwd_ws[(n_m * B * H,)](
             *descs, o, 1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
-            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=BLOCK_M // 64,
+            D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             GROUP=HEAD_GROUP, CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
-            maxnreg=MAXNREG,
+            maxnreg=maxnreg,
         )
         return
     _gl_attn_fwd[(n_m * B * H,)](
         *descs, o, 1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, GROUP=HEAD_GROUP,
-        num_warps=BLOCK_M // 16,
+        D=D, BLOCK_M=block_m, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, GROUP=HEAD_GROUP,
+        num_warps=block_m // 16,
     )
 
 

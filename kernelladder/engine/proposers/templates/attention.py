@@ -564,8 +564,9 @@ _WGMMA = Family(
     name="flash-wgmma",
     summary="Gluon flash forward for Hopper: the next key block's Q K^T and this block's "
     "P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA "
-    "ring, unmasked blocks below the diagonal, the longest query tiles of each head group "
-    "first (the pointer kernel where Gluon cannot run)",
+    "ring filled by a loader warp, unmasked blocks below the diagonal, persistent CTAs over "
+    "the longest query tiles of each head group first, O out by TMA store (the pointer "
+    "kernel where Gluon cannot run)",
     params=(
         _BLOCK_N,
         _WGMMA_STAGES,
@@ -691,31 +692,37 @@ FAMILIES: tuple[Family, ...] = (
 
 # What the search knows of these kernels, for the api/code prompts (templates.knowledge).
 NOTES = """\
-flash-wgmma (Gluon; bench/attention_search.py --no-search --families flash-wgmma, an H100,
-2026-12-06, 15 back-to-back rounds per shape against SDPA as torch picks it, SDPA's cuDNN
-and FlashAttention backends and torch.compile; cuDNN 0.270-0.272 ms at B4 H32 S2048):
+flash-wgmma (Gluon; bench/attention_search.py, an H100, 2026-12-06, 15 back-to-back rounds
+per shape against SDPA as torch picks it, SDPA's cuDNN and FlashAttention backends and
+torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096):
 - Its start (warp-specialised: a loader warp, two consumer warpgroups of 64 rows, 128-key
-  blocks, 2 stages, head groups of 16): 0.319-0.328 ms at B4 H32 S2048 (0.82-0.85x cuDNN,
-  flash-tma's start 0.310 there), 0.071 ms at B1 H8 S4096 (1.39x; 484 TFLOP/s, 61 % of the
-  floor: the fastest kernel measured there), 0.995x at the tail, 0.96x at the tiny shape.
-  Head groups of 4: 0.321 ms at B4 H32 S2048. One consumer (64 rows) on 64-key blocks:
-  0.327 ms there, faster at the tail and tiny shapes (1.13x, 1.23x).
-- What did not pay: K and V freed together after P V (the K of block j+2 then arrives with
-  no slack): 0.409 ms; every warp loading and computing (no loader warp; Gluon puts a
-  CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows, 0.326 ms with 64 rows
-  and 64-key blocks in 3 stages; 2 stages of 64-key blocks: 0.37-0.47 ms; persistent
-  programs (one per SM over its tiles, the next tile's Q and K loading while one ends):
-  0.336-0.340 ms, and 0.089 against 0.072 at S4096 (spills in the consumers with the tile
-  loop); the two consumers issuing their MMAs in turns through a pair of mbarriers
-  (FlashAttention-3's ping-pong): 0.324 against 0.322 ms (0.314 against 0.313 with head
-  groups of 4), 0.0725 against 0.0719 at S4096. Neither is a parameter.
-- Why B4 H32 S2048 lags S4096: 2048 tiles of 128 rows, one CTA per SM at a time (160 KiB of
-  shared memory): each tile's start (Q and the first K loads, the first Q K^T with nothing
-  to overlap) and end are paid 15 times per SM; S4096 has 256 long tiles.
-- EPILOGUE "tma" (O through Q's shared buffer by one TMA store; a tile past S by
-  pointers) is a parameter compiled for sm_90a but NOT measured on a GPU yet. ptxas
-  (Triton 3.6) for the start point at D=128 bf16: 24 bytes of spill stores with the
-  pointer store (the kernel-wide 168-register cap), none with "tma".
+  blocks, 2 stages, head groups of 16; persistent; O by TMA store; 64-row tiles where
+  128-row ones cannot fill the SMs): 0.246-0.248 ms at B4 H32 S2048 (1.10-1.11x cuDNN,
+  555-558 TFLOP/s, 71-76 % of the floor by the ceiling measured), 0.062 ms at B1 H8 S4096
+  (1.61x), 1.20x at the tail, 1.14x at the tiny shape: faster than every baseline at every
+  shape (15 of 15 rounds), and a default 40-attempt search found nothing faster.
+- What made it: O through shared memory by one TMA store instead of pointer stores (the
+  consumers no longer wait on their own global stores): 0.277 against 0.322 ms; then
+  persistence with the store overlapping the next tile: 0.248. Persistence with pointer
+  stores alone: 0.290. A persistent CTA takes its tiles from a table made once per shape:
+  the launch order dealt to the program free first (a tile costs its key blocks and one);
+  counted in key blocks (plus one a tile), plain striding (program p takes tiles p,
+  p + P, ...) leaves the busiest program 26 % above the mean at B4 H32 S2048 with head
+  groups of 16, dealing to the program free first 2 % (a count, not a timing).
+- Around the start (same bench): 64-key blocks in 3 or 4 stages 0.277-0.279 ms (0.98x);
+  head groups of 4 0.249 ms but 0.98x at the tail; 128-row tiles at the tiny shape (FILL
+  off) 0.0107 against 0.0089 ms (0.95x: 15 tiles on 132 SMs).
+- Not persistent, pointer stores (the start before): 0.319-0.328 ms at B4 H32 S2048
+  (0.82-0.85x), 0.071 at S4096. Slower still, so not parameters: K and V freed together
+  after P V (0.409 ms); every warp loading and computing (no loader warp; Gluon puts a
+  CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows; 2 stages of 64-key
+  blocks: 0.37-0.47 ms; the two consumers issuing their MMAs in turns through a pair of
+  mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
+- Registers: ptxas (Triton 3.6) spills 192 bytes in the persistent consumers at the
+  kernel's 168-register cap with 240 after the loader gives its own up; the spills sit at
+  a tile's start and end (its first, masked block and the epilogue), none in the key-block
+  loop. Gluon also puts a warpgroup barrier before each mbarrier wait and arrive (three a
+  key block per consumer).
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
