@@ -114,6 +114,18 @@ def test_the_persistent_schedule_deals_every_tile_once_in_launch_order(B, H, S, 
     assert max(loads) - min(loads) <= -(-S // module.BLOCK_N) + 1
 
 
+def test_the_persistent_schedule_keeps_the_latest_shapes_tables_only(tmp_path):
+    module = _load({}, tmp_path, "wgmma_schedule_kept")
+    cpu = torch.device("cpu")
+    first = module._schedule(2, 1, 128, 100, cpu)
+    for S in range(128, 128 * (module._SCHEDULE_KEPT + 5), 128):
+        module._schedule(2, S // 128, 128, S, cpu)
+    assert len(module._SCHEDULES) == module._SCHEDULE_KEPT
+    assert module._schedule(2, 1, 128, 100, cpu) is not first  # dropped, made again
+    latest = module._schedule(2, 3, 128, 384, cpu)
+    assert module._schedule(2, 3, 128, 384, cpu) is latest
+
+
 def _gluon_hopper():
     try:
         from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma  # noqa: F401
