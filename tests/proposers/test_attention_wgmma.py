@@ -114,6 +114,17 @@ def test_the_persistent_schedule_deals_every_tile_once_in_launch_order(B, H, S, 
     assert max(loads) - min(loads) <= -(-S // module.BLOCK_N) + 1
 
 
+def test_the_persistent_schedule_is_made_without_torch_compute(tmp_path):
+    # the verifier's fence (a built-in op): torch may allocate and copy, not compute
+    from kernelladder.verifier.fence import FenceRecorder
+
+    module = _load({}, tmp_path, "wgmma_schedule_fence")
+    with FenceRecorder(frozenset(), builtin=True) as fence:
+        for BH, S in ((128, 2048), (32, 1000), (15, 77)):
+            module._schedule(BH, -(-S // 128), 128, S, torch.device("cpu"))
+    assert not fence.violations, fence.violations
+
+
 def test_the_persistent_schedule_keeps_the_latest_shapes_tables_only(tmp_path):
     module = _load({}, tmp_path, "wgmma_schedule_kept")
     cpu = torch.device("cpu")

@@ -598,17 +598,20 @@ def _schedule(BH, n_m, block_m, S, device):
     key = (BH, n_m, block_m, S, device)
     table = _SCHEDULES.pop(key, None)
     if table is None:
-        t = torch.arange(BH * n_m)
-        g, r = t // (HEAD_GROUP * n_m), t % (HEAD_GROUP * n_m)
-        m = n_m - 1 - r // torch.clamp(BH - g * HEAD_GROUP, max=HEAD_GROUP)
-        costs = ((torch.clamp((m + 1) * block_m, max=S) + BLOCK_N - 1) // BLOCK_N + 1).tolist()
+        # plain Python numbers: torch's arithmetic here would be compute outside a kernel
+        cost = [(min((m + 1) * block_m, S) + BLOCK_N - 1) // BLOCK_N + 1 for m in range(n_m)]
         programs = min(BH * n_m, _num_sms(device))
         loads = [(0, p) for p in range(programs)]
         tiles = [[] for _ in range(programs)]
-        for t, cost in enumerate(costs):
-            load, p = loads[0]
-            tiles[p].append(t)
-            heapq.heapreplace(loads, (load + cost, p))
+        t = 0
+        for g in range(0, BH, HEAD_GROUP):  # _gl_tile_of's order
+            heads = min(BH - g, HEAD_GROUP)
+            for m in range(n_m - 1, -1, -1):
+                for _ in range(heads):
+                    load, p = loads[0]
+                    tiles[p].append(t)
+                    heapq.heapreplace(loads, (load + cost[m], p))
+                    t += 1
         width = max(len(row) for row in tiles) + 1
         rows = [row + [-1] * (width - len(row)) for row in tiles]
         table = torch.tensor(rows, dtype=torch.int32, device=device)
