@@ -272,7 +272,9 @@ class KernelLadderApp(App[int]):
             if isinstance(e, ev.Notice):
                 severity = {"warning": "warning", "error": "error"}.get(e.level, "information")
                 where = f" ({e.branch_id})" if e.branch_id else ""
-                notes.append((e.message, f"notice{where}", severity))
+                # a replay's notices are the run's, said then (e.g. workers kept warm)
+                when = " recorded" if self.replay_mode else ""
+                notes.append((e.message, f"notice{where}{when}", severity))
             elif isinstance(e, ev.ProposalFailed):
                 # the engine often says the same in a Notice: show it once
                 said = any(isinstance(n, ev.Notice) and e.error in n.message for n in events)

@@ -60,9 +60,12 @@ def run_status(state: RunState) -> str:
     return "running" if state.started_ts is not None else "starting"
 
 
-def render_state(state: RunState, *, now: float | None = None, notices_from: int = 0) -> Group:
+def render_state(
+    state: RunState, *, now: float | None = None, notices_from: int = 0, recorded: bool = False
+) -> Group:
     """The whole panel for one state (also used by `kernelladder replay`); only notices
-    logged at or after seq `notices_from` (a resumed session's own) are shown."""
+    logged at or after seq `notices_from` (a resumed session's own) are shown; `recorded`
+    (a replay) says each notice's time into the run: it was said then, not now."""
     speed_note = "" if state.speed_measured else "  [yellow]speed not measured (no GPU)[/]"
     if state.sandbox and state.sandbox.startswith("off"):  # candidates run without walls
         speed_note += f"  [yellow]sandbox: {escape(state.sandbox)}[/]"
@@ -117,7 +120,11 @@ def render_state(state: RunState, *, now: float | None = None, notices_from: int
         )
     for notice in [n for n in state.notices if n.seq >= notices_from][-3:]:
         style = {"error": "red", "warning": "yellow"}.get(notice.level, "")
-        parts.append(Text(f"{notice.level}: {notice.message}", style=style))
+        label = notice.level
+        if recorded and state.started_ts is not None:
+            at = max(0, int(notice.ts - state.started_ts))
+            label += f" (recorded at {at // 60:02d}:{at % 60:02d})"
+        parts.append(Text(f"{label}: {notice.message}", style=style))
     return Group(*parts)
 
 

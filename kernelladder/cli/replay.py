@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelladder.app.verdict_report import end_of_run_lines
 
     console = Console(highlight=False)
-    console.print(render_state(state))
+    console.print(render_state(state, recorded=True))
     for line in end_of_run_lines(args.run_dir, state):
         console.print(line, markup=False)
     if not state.finished and writer_active(args.run_dir):

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from helpers import make_run, move
 
@@ -140,3 +141,14 @@ def test_the_summary_names_the_family_the_best_and_each_branch_stand_on():
     b1 = next(b for b in out["branches"] if b["id"] == "b1")
     assert (b1["strategy"], b1["label"]) == ("multi-row", "one-row-per-program (was multi-row)")
     assert out["best"]["family"] == "one-row-per-program" != out["best"]["strategy"]
+
+
+def test_a_replays_notices_say_they_were_recorded_and_when():
+    # the H100 attention run's last notice tells of workers kept warm "for the next run on
+    # this machine": in a replay that was then, not now
+    example = Path(__file__).resolve().parents[2] / "examples" / "h100-attention-search"
+    out = _cli("replay", str(example), env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    kept = [line for line in out.stdout.splitlines() if "warm for the next run" in line]
+    assert kept and kept[0].startswith("info (recorded at 00:57): kept 4 verifier workers")
+    assert not [line for line in out.stdout.splitlines() if line.startswith("info: ")]
