@@ -7,7 +7,11 @@ Triton (`triton.experimental.gluon`), writes the warpgroup MMAs, their waits, th
 and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
 warpgroup: the next key block's Q K^T and this block's P V are issued asynchronously, the
 next block's softmax runs on the CUDA cores while P V is still on the tensor cores, and
-K/V blocks come through a ring of NUM_STAGES shared-memory stages filled by TMA.
+K/V blocks come through a ring of NUM_STAGES shared-memory stages filled by TMA. The
+start is warp-specialised (a loader warp, a consumer warpgroup per 64 query rows) and
+persistent (one CTA per SM over a table of tiles made once per shape), and its output
+leaves by TMA store while the next tile computes: 1.11x cuDNN at B4 H32 S2048 D128 on an
+H100 (RESULTS.md, 2026-12-06 evening).
 
 `GLUON_KERNELS` is source text pasted into a candidate after the family's parameter block
 (attention.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
@@ -367,21 +371,20 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
         gl.warp_specialize([(_gl_ws_consumer0, args), (_gl_ws_loader, args)], [1], [24])
 
 
-
 # --- persistent and warp-specialised: one CTA per SM walks the launch order's tiles --------
 # The loader's K/V ring and the consumers' reading of it run on across tiles (a running count
 # of key blocks gives each its stage and phase), so the next tile's Q and first K blocks load
 # while the consumers finish a tile; each consumer has Q and O buffers of its own: Q is
 # freed (q_empty) once its last Q K^T is done, and O leaves by TMA store while the next tile
 # computes (the store is waited for only before the buffer is written again). Every
-# partition finds its tiles itself: program p takes tiles p, p + programs, ... of
-# _gl_tile_of's order, the longest tiles of each head group first.
+# partition reads its program's tiles from the same row of `sched` (_schedule: the launch
+# order's tiles dealt to the program free first), -1 after the last.
 
 
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                   sob, soh, sos, sod):
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+                   qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -420,8 +423,8 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
 
 @gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, WG: gl.constexpr):
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
+                    group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
@@ -505,26 +508,25 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
-                      qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
+                      group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, 0)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
+                    group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
-                      qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
+                      group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, 1)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
+                    group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
 def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
-                     group, sob,
-                     soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
+                     group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
