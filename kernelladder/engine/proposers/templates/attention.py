@@ -529,8 +529,8 @@ _WGMMA_EPILOGUE = Param(
     "EPILOGUE",
     ("ptr", "tma"),
     structural=True,
-    doc="how the output tile leaves: masked pointer stores, or through Q's shared buffer by "
-    "a TMA store (a tile past S by pointers)",
+    doc="how the output tile leaves: masked pointer stores, or by a TMA store from shared "
+    "memory (Q's buffer; a persistent CTA's own O buffer; a tile past S by pointers)",
 )
 
 
