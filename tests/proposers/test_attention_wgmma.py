@@ -8,7 +8,8 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
   compile for sm_90a with the installed Triton, which compiles for a target without the
   device, and the PTX has the overlap the kernel is written for: a wait that leaves one
   warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
-  the loader's registers given to the consumers and, with EPILOGUE "tma", O's TMA store.
+  the loader's registers given to the consumers, with EPILOGUE "tma" O's TMA store, and with
+DIAG_HALF the diagonal block's 64-key MMAs.
 Their speed and their results on an H100/H200 are bench/attention_search.py's."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ POINTS = [
     {"PERSISTENT": False, "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
     {"EPILOGUE": "ptr"},
     ONE,
+    {"DIAG_HALF": True},
+    {"DIAG_HALF": True, "EPILOGUE": "ptr"},
 ]
 
 
@@ -180,7 +183,7 @@ if m.WS and m.PERSISTENT:
     fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
-                   "LOADER_REGS": m.LOADER_REGS})
+                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF})
 elif m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
@@ -197,7 +200,8 @@ names = list(signature)
 source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
 kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
-                  "tma_store": m.EPILOGUE == "tma"}))
+                  "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
+                  "block_n": m.BLOCK_N}))
 """
 
 
@@ -222,4 +226,6 @@ def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, t
     # O's tile from shared memory to global by TMA (EPILOGUE "tma"), else pointer stores only
     tma_store = re.search(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)
     assert bool(tma_store) == out["tma_store"]
+    if D == 128 and out["block_n"] == 128:  # DIAG_HALF: the diagonal's first half, 64 keys
+        assert bool(re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16", ptx)) == out["half"]
     assert out["shared"] <= 227 * 1024

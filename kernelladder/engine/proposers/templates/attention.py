@@ -551,12 +551,21 @@ _WGMMA_FILL = Param(
 )
 
 
+_WGMMA_DIAG_HALF = Param(
+    "DIAG_HALF",
+    (False, True),
+    doc="(persistent, 128-row tiles on 128-key blocks) the first consumer takes only the "
+    "first half of the diagonal key block, the half its rows can see",
+)
+
+
 def _wgmma_fits(p) -> bool:
     # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
     # and, persistent with the TMA store, O's staging of its own
     o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
     kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
-    return kib <= 227 and (p["WS"] or not p["PERSISTENT"])
+    half_ok = p["PERSISTENT"] and p["BLOCK_M"] == 128 and p["BLOCK_N"] == 128
+    return kib <= 227 and (p["WS"] or not p["PERSISTENT"]) and (half_ok or not p["DIAG_HALF"])
 
 
 _WGMMA = Family(
@@ -576,6 +585,7 @@ _WGMMA = Family(
         _WGMMA_EPILOGUE,
         _WGMMA_PERSISTENT,
         _WGMMA_FILL,
+        _WGMMA_DIAG_HALF,
     ),
     start={
         "BLOCK_M": 128,
@@ -586,6 +596,7 @@ _WGMMA = Family(
         "EPILOGUE": "tma",
         "PERSISTENT": True,
         "FILL": True,
+        "DIAG_HALF": False,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),
@@ -718,6 +729,11 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows; 2 stages of 64-key
   blocks: 0.37-0.47 ms; the two consumers issuing their MMAs in turns through a pair of
   mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
+- DIAG_HALF (the first consumer takes only the first 64 keys of the diagonal block, the
+  ones its rows see) is compiled for sm_90a but NOT measured on a GPU yet: by count it
+  drops 2.9 % of the warpgroup MMA work at B4 H32 S2048 (0.5 of a block a tile, 272
+  consumer-blocks a head) and 1.5 % at S4096. Measure with bench/attention_search.py
+  --no-search --no-probe --families flash-wgmma --points '{"DIAG_HALF": true}'.
 - Registers: ptxas (Triton 3.6) spills 192 bytes in the persistent consumers at the
   kernel's 168-register cap with 240 after the loader gives its own up; the spills sit at
   a tile's start and end (its first, masked block and the epilogue), none in the key-block

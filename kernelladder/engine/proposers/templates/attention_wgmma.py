@@ -383,8 +383,8 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
 
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
-                   qk_scale, sob, soh, sos, sod):
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
+                   group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -422,9 +422,68 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
 
 
 @gluon.jit
+def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks):
+    # the tile's last key block taken whole: its P V (every Q K^T of the tile is done)
+    STAGES: gl.constexpr = v_smem.type.shape[0]
+    mbarrier.arrive(q_empty, count=1)
+    kl = c + n_blocks - 1
+    sl = kl % STAGES
+    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+    return acc, l_i
+
+
+@gluon.jit
+def _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
+                      c, n_blocks, first, S, qk_scale):
+    # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
+    # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
+    # reach these rows. Its Q K^T and P V run on those 64 alone (64-wide warpgroup MMAs on
+    # the stage's first half), the Q K^T beside the P V of the block before.
+    dtype: gl.constexpr = p_op.dtype
+    D: gl.constexpr = v_smem.type.shape[2]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
+    h_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_h: gl.constexpr = gl.SliceLayout(1, h_layout)
+    kl = c + n_blocks - 1
+    sl = kl % STAGES
+    mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
+    sh = gl.zeros([64, 64], gl.float32, h_layout)
+    sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
+                       is_async=True)
+    kc = kl - 1
+    sc = kc % STAGES
+    mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+    sh = warpgroup_mma_wait(1, deps=(sh,))
+    mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
+    mbarrier.arrive(q_empty, count=1)  # every Q K^T of the tile is done
+    p, m_h, l_h, alpha = _gl_softmax(sh, gl.convert_layout(m_i, row_h),
+                                     gl.convert_layout(l_i, row_h), 2 * (n_blocks - 1), first,
+                                     S, qk_scale, 64, 64, True, h_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    ph = gl.convert_layout(p.to(dtype), p_layout)
+    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+    acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+    return acc, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
+
+
+@gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
-                    group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
@@ -438,6 +497,10 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    # DIAG_HALF (`half` not None: a partition takes a constexpr number as a tensor in
+    # Triton 3.6, None as None): the first of two consumers on 128-key blocks takes its
+    # last key block's first half alone (_gl_pws_half_last)
+    HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
     q = q_smem.index(WG)
     c = 0
     i = 0
@@ -463,7 +526,10 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
                                                qk_scale, 64, BLOCK_N, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        for j in range(0, n_blocks - 1):
+        n_loop = n_blocks - 1
+        if HALF:
+            n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
+        for j in range(0, n_loop):
             kn = c + j + 1
             sn = kn % STAGES
             mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
@@ -481,13 +547,17 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
             mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-        mbarrier.arrive(q_empty.index(WG), count=1)  # every Q K^T of the tile is done
-        kl = c + n_blocks - 1
-        sl = kl % STAGES
-        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+        if HALF:
+            if n_blocks > 1:
+                acc, l_i = _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
+                                             v_ready, empty, q_empty.index(WG), c, n_blocks,
+                                             first, S, qk_scale)
+            else:  # the head's first tile: one block, wholly on the diagonal
+                acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty,
+                                           q_empty.index(WG), c, n_blocks)
+        else:
+            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty,
+                                       q_empty.index(WG), c, n_blocks)
         out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
         if o_desc is None:
             _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
@@ -508,27 +578,28 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
-                      group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                      N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
-                    group, qk_scale, sob, soh, sos, sod, 0)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
-                      group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                      N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M,
-                    group, qk_scale, sob, soh, sos, sod, 1)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
 def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
                      group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                     DIAG_HALF: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -550,7 +621,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-            q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None, H, S,
+            BH, N_M, group,
             sm_scale * 1.4426950408889634, sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
@@ -649,8 +721,8 @@ def _launch_wgmma(q, k, v, o):
             *descs, o, sched, sched.shape[1], 1.0 / (D ** 0.5), H, S, B * H, n_m, HEAD_GROUP,
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
-            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4,
-            maxnreg=maxnreg,
+            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
+            num_warps=4, maxnreg=maxnreg,
         )
         return
     if WS:
