@@ -720,20 +720,16 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   counted in key blocks (plus one a tile), plain striding (program p takes tiles p,
   p + P, ...) leaves the busiest program 26 % above the mean at B4 H32 S2048 with head
   groups of 16, dealing to the program free first 2 % (a count, not a timing).
-- Around the start (same bench): 64-key blocks in 3 or 4 stages 0.277-0.279 ms (0.98x);
-  head groups of 4 0.249 ms but 0.98x at the tail; 128-row tiles at the tiny shape (FILL
-  off) 0.0107 against 0.0089 ms (0.95x: 15 tiles on 132 SMs).
+- Around the start: 64-key blocks in 3 or 4 stages 0.277-0.279 ms (0.98x); head groups of 4
+  0.249 ms but 0.98x at the tail; FILL off 0.0107 against 0.0089 ms at the tiny shape.
 - Not persistent, pointer stores (the start before): 0.319-0.328 ms at B4 H32 S2048
   (0.82-0.85x), 0.071 at S4096. Slower still, so not parameters: K and V freed together
   after P V (0.409 ms); every warp loading and computing (no loader warp; Gluon puts a
   CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows; 2 stages of 64-key
   blocks: 0.37-0.47 ms; the two consumers issuing their MMAs in turns through a pair of
   mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
-- DIAG_HALF (the first consumer takes only the first 64 keys of the diagonal block, the
-  ones its rows see) is compiled for sm_90a but NOT measured on a GPU yet: by count it
-  drops 2.9 % of the warpgroup MMA work at B4 H32 S2048 (0.5 of a block a tile, 272
-  consumer-blocks a head) and 1.5 % at S4096. Measure with bench/attention_search.py
-  --no-search --no-probe --families flash-wgmma --points '{"DIAG_HALF": true}'.
+- DIAG_HALF is compiled for sm_90a but NOT measured on a GPU yet: by count it drops 2.9 %
+  of the warpgroup MMA work at B4 H32 S2048 (half a block of 272 a head), 1.5 % at S4096.
 - Registers: ptxas (Triton 3.6) spills 192 bytes in the persistent consumers at the
   kernel's 168-register cap with 240 after the loader gives its own up; the spills sit at
   a tile's start and end (its first, masked block and the epilogue), none in the key-block
