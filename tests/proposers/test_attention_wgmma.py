@@ -178,7 +178,7 @@ signature["sched"], signature["width"] = "*i32", "i32"  # the persistent kernel'
 signature["sm_scale"] = "fp32"
 for name in ("H", "S", "BH", "N_M", "group", "sob", "soh", "sos", "sod"):
     signature[name] = "i32"
-maxnreg = 168 if m.BLOCK_M == 128 else 128
+maxnreg = m._ws_maxnreg(m.BLOCK_M)
 if m.WS and m.PERSISTENT:
     fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,

@@ -264,6 +264,57 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_b
 
 
 @gluon.jit
+def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first, S, qk_scale,
+                       s_layout: gl.constexpr, o_layout: gl.constexpr):
+    # a consumer warpgroup's first key block of a tile (ring position c): its Q K^T waited
+    # for, the K stage freed, its softmax; P comes back as the next P V's register operand
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    st = c % STAGES
+    mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
+    s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    mbarrier.arrive(empty.index(st), count=1)  # done with K_0
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S, qk_scale, 64,
+                                           BLOCK_N, s_layout)
+    return s, gl.convert_layout(p.to(q.dtype), p_layout), m_i, l_i
+
+
+@gluon.jit
+def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, c,
+                      n_loop, n_full, first, S, qk_scale, s_layout: gl.constexpr,
+                      o_layout: gl.constexpr):
+    # the tile's key blocks 1 .. n_loop (ring positions c + 1 ..): the next block's Q K^T,
+    # then this block's P V, both in flight; the next block's softmax runs while P V is
+    # still on the tensor cores. A K stage is freed once its Q K^T is done, a V stage once
+    # its P V is (one arrival per consumer each).
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    for j in range(0, n_loop):
+        kn = c + j + 1
+        sn = kn % STAGES
+        mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
+                          is_async=True)
+        kc = c + j
+        sc = kc % STAGES
+        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))
+        mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
+                                               qk_scale, 64, BLOCK_N, s_layout)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p_op = gl.convert_layout(p.to(q.dtype), p_layout)
+    return s, p_op, acc, m_i, l_i
+
+
+@gluon.jit
 def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
                    k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
                    sos, sod, WG: gl.constexpr):
@@ -276,7 +327,6 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     first = start_m + 64 * WG
@@ -288,30 +338,11 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     acc = gl.zeros([64, D], gl.float32, o_layout)
     s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(q_bar, 0)
-    mbarrier.wait(k_ready.index(0), 0)
-    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s, use_acc=False, is_async=True)
-    s = warpgroup_mma_wait(0, deps=(s,))
-    mbarrier.arrive(empty.index(0), count=1)  # done with K_0
-    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
-                                           qk_scale, 64, BLOCK_N, s_layout)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
-    for j in range(0, n_blocks - 1):
-        jn = j + 1
-        sn = jn % STAGES
-        mbarrier.wait(k_ready.index(sn), (jn // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
-                          is_async=True)
-        sc = j % STAGES
-        mbarrier.wait(v_ready.index(sc), (j // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))
-        mbarrier.arrive(empty.index(sn), count=1)  # done with K_jn
-        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, first, S,
-                                               qk_scale, 64, BLOCK_N, s_layout)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+    s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, 0, n_full,
+                                           first, S, qk_scale, s_layout, o_layout)
+    s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
+                                               k_ready, v_ready, empty, 0, n_blocks - 1,
+                                               n_full, first, S, qk_scale, s_layout, o_layout)
     jl = n_blocks - 1
     sl = jl % STAGES
     mbarrier.wait(v_ready.index(sl), (jl // STAGES) & 1)
@@ -488,13 +519,11 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     # DIAG_HALF (`half` not None: a partition takes a constexpr number as a tensor in
@@ -517,36 +546,14 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         acc = gl.zeros([64, D], gl.float32, o_layout)
         s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
         mbarrier.wait(q_ready.index(WG), i & 1)
-        st = c % STAGES
-        mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False,
-                          is_async=True)
-        s = warpgroup_mma_wait(0, deps=(s,))
-        mbarrier.arrive(empty.index(st), count=1)  # done with K_0
-        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
-                                               qk_scale, 64, BLOCK_N, s_layout)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c,
+                                               n_full, first, S, qk_scale, s_layout, o_layout)
         n_loop = n_blocks - 1
         if HALF:
             n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
-        for j in range(0, n_loop):
-            kn = c + j + 1
-            sn = kn % STAGES
-            mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
-            s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
-                              is_async=True)
-            kc = c + j
-            sc = kc % STAGES
-            mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
-            s = warpgroup_mma_wait(1, deps=(s,))
-            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
-            p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
-                                                   qk_scale, 64, BLOCK_N, s_layout)
-            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+        s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
+                                                   k_ready, v_ready, empty, c, n_loop, n_full,
+                                                   first, S, qk_scale, s_layout, o_layout)
         if HALF:
             if n_blocks > 1:
                 acc, l_i = _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
@@ -695,6 +702,13 @@ def _schedule(BH, n_m, block_m, S, device):
     return table
 
 
+def _ws_maxnreg(block_m):
+    """A warp-specialised CTA's registers per thread at launch: every warp starts with them
+    (two consumers and the loader are three warpgroups), then the loader gives its own up
+    to the consumers."""
+    return 168 if block_m == 128 else 128
+
+
 def _launch_wgmma(q, k, v, o):
     B, H, S, D = q.shape
     element = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
@@ -712,9 +726,7 @@ def _launch_wgmma(q, k, v, o):
     descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
              desc(o, q_rows) if EPILOGUE == "tma" else None)
     n_m = triton.cdiv(S, block_m)
-    # warp-specialised registers: every warp starts with maxnreg (a CTA of two consumers and
-    # the loader is three warpgroups), then the loader gives its own up to the consumers
-    maxnreg = 168 if block_m == 128 else 128
+    maxnreg = _ws_maxnreg(block_m)
     if WS and PERSISTENT:
         sched = _schedule(B * H, n_m, block_m, S, q.device)
         _gl_attn_fwd_pws[(sched.shape[0],)](
