@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kernelladder.app.format import standing_summary
+from kernelladder.app.format import duration, standing_summary
 from kernelladder.engine import events as ev
 from kernelladder.engine.state import RunState, apply, new_state
 
@@ -122,8 +122,7 @@ def render_state(
         style = {"error": "red", "warning": "yellow"}.get(notice.level, "")
         label = notice.level
         if recorded and state.started_ts is not None:
-            at = max(0, int(notice.ts - state.started_ts))
-            label += f" (recorded at {at // 60:02d}:{at % 60:02d})"
+            label += f" (recorded at {duration(notice.ts - state.started_ts)})"
         parts.append(Text(f"{label}: {notice.message}", style=style))
     return Group(*parts)
 
