@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from kernelladder.engine.proposers.templates.attention_wgmma_persistent import GLUON_PERSISTENT
 
-_GLUON_TILES = '''
+_GLUON_TILES = """
 import heapq
 
 try:  # Gluon (Triton's explicit layer) with Hopper's warpgroup MMA, TMA and mbarriers
@@ -402,7 +402,7 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
                             (_gl_ws_loader, args)], [4, 1], [CONSUMER_REGS, 24])
     else:
         gl.warp_specialize([(_gl_ws_consumer0, args), (_gl_ws_loader, args)], [1], [24])
-'''
+"""
 
 _GLUON_HOST = '''
 
