@@ -12,6 +12,7 @@ the api/code prompts are told of them, including which code paths only the GPU r
 from __future__ import annotations
 
 from kernelladder.engine.proposers.templates import SM_COUNT_HELPER, Family, Param
+from kernelladder.engine.proposers.templates.attention_notes import NOTES as NOTES  # knowledge
 from kernelladder.engine.proposers.templates.attention_wgmma import GLUON_KERNELS
 
 _BLOCK_M = Param("BLOCK_M", (64, 128), resource=True)
@@ -559,13 +560,28 @@ _WGMMA_DIAG_HALF = Param(
 )
 
 
+_WGMMA_TILE_OVERLAP = Param(
+    "TILE_OVERLAP",
+    (False, True),
+    doc="(persistent) the next tile's first Q K^T and softmax run beside this tile's last "
+    "P V, with two Q buffers per consumer: only the output's store is left between tiles",
+)
+
+
 def _wgmma_fits(p) -> bool:
-    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
-    # and, persistent with the TMA store, O's staging of its own
+    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q (twice with TILE_OVERLAP),
+    # NUM_STAGES K and V blocks and, persistent with the TMA store, O's staging of its own
     o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
-    kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
+    q_rows = p["BLOCK_M"] * (2 if p["TILE_OVERLAP"] else 1)
+    kib = 2 * 128 * (q_rows + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
     half_ok = p["PERSISTENT"] and p["BLOCK_M"] == 128 and p["BLOCK_N"] == 128
-    return kib <= 227 and (p["WS"] or not p["PERSISTENT"]) and (half_ok or not p["DIAG_HALF"])
+    return (
+        kib <= 227
+        and (p["WS"] or not p["PERSISTENT"])
+        and (half_ok or not p["DIAG_HALF"])
+        and (p["PERSISTENT"] or not p["TILE_OVERLAP"])
+        and not (p["DIAG_HALF"] and p["TILE_OVERLAP"])
+    )
 
 
 _WGMMA = Family(
@@ -586,6 +602,7 @@ _WGMMA = Family(
         _WGMMA_PERSISTENT,
         _WGMMA_FILL,
         _WGMMA_DIAG_HALF,
+        _WGMMA_TILE_OVERLAP,
     ),
     start={
         "BLOCK_M": 128,
@@ -597,6 +614,7 @@ _WGMMA = Family(
         "PERSISTENT": True,
         "FILL": True,
         "DIAG_HALF": False,
+        "TILE_OVERLAP": False,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),
@@ -700,99 +718,3 @@ FAMILIES: tuple[Family, ...] = (
         fixed={"SPLIT_DIAG": True, "REVERSE": True},
     ),
 )
-
-# What the search knows of these kernels, for the api/code prompts (templates.knowledge).
-NOTES = """\
-flash-wgmma (Gluon; bench/attention_search.py, an H100, 2026-12-06, 15 back-to-back rounds
-per shape against SDPA as torch picks it, SDPA's cuDNN and FlashAttention backends and
-torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096):
-- Its start (warp-specialised: a loader warp, two consumer warpgroups of 64 rows, 128-key
-  blocks, 2 stages, head groups of 16; persistent; O by TMA store; 64-row tiles where
-  128-row ones cannot fill the SMs): 0.246-0.248 ms at B4 H32 S2048 (1.10-1.11x cuDNN,
-  555-558 TFLOP/s, 71-76 % of the floor by the ceiling measured), 0.062 ms at B1 H8 S4096
-  (1.61x), 1.20x at the tail, 1.14x at the tiny shape: faster than every baseline at every
-  shape (15 of 15 rounds), and a default 40-attempt search found nothing faster.
-- What made it: O through shared memory by one TMA store instead of pointer stores (the
-  consumers no longer wait on their own global stores): 0.277 against 0.322 ms; then
-  persistence with the store overlapping the next tile: 0.248. Persistence with pointer
-  stores alone: 0.290. A persistent CTA takes its tiles from a table made once per shape:
-  the launch order dealt to the program free first (a tile costs its key blocks and one);
-  counted in key blocks (plus one a tile), plain striding (program p takes tiles p,
-  p + P, ...) leaves the busiest program 26 % above the mean at B4 H32 S2048 with head
-  groups of 16, dealing to the program free first 2 % (a count, not a timing).
-- Around the start: 64-key blocks in 3 or 4 stages 0.277-0.279 ms (0.98x); head groups of 4
-  0.249 ms but 0.98x at the tail; FILL off 0.0107 against 0.0089 ms at the tiny shape.
-- Not persistent, pointer stores (the start before): 0.319-0.328 ms at B4 H32 S2048
-  (0.82-0.85x), 0.071 at S4096. Slower still, so not parameters: K and V freed together
-  after P V (0.409 ms); every warp loading and computing (no loader warp; Gluon puts a
-  CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows; 2 stages of 64-key
-  blocks: 0.37-0.47 ms; the two consumers issuing their MMAs in turns through a pair of
-  mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
-- DIAG_HALF is compiled for sm_90a but NOT measured on a GPU yet: by count it drops 2.9 %
-  of the warpgroup MMA work at B4 H32 S2048 (half a block of 272 a head), 1.5 % at S4096.
-- Registers: ptxas (Triton 3.6) spills 192 bytes in the persistent consumers at the
-  kernel's 168-register cap with 240 after the loader gives its own up; the spills sit at
-  a tile's start and end (its first, masked block and the epilogue), none in the key-block
-  loop. Gluon also puts a warpgroup barrier before each mbarrier wait and arrive (three a
-  key block per consumer).
-What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
-- flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
-  8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended
-  at 0.985x SDPA's geomean (0.879x at B4 H32 S2048, 0.949x at B1 H8 S4096), 57 % of the floor.
-- A head's last query blocks first: 0.1037 against 0.1055 ms at B1 H8 S4096, no change at
-  B4 H32 S2048.
-- flash-ring (bench/attention_search.py, 2026-12-02, 15 back-to-back rounds per shape against
-  SDPA as torch picks it, SDPA's cuDNN and FlashAttention backends, torch.compile): its start
-  (64 rows, 4 warps, 64-key blocks, 3 stages) is 1.10x the fastest baseline's geomean:
-  faster at B1 H8 S4096 (1.29x; 0.077 ms, 444 TFLOP/s), at the tail and tiny shapes, but
-  0.87x cuDNN at B4 H32 S2048 (0.315 ms against 0.273, 57 % of the floor). A 40-attempt
-  search from it found nothing better there (best #16 0.870x at B4 H32 S2048).
-- What did not pay (same bench): warp specialisation compiled and ran but was slower:
-  flash-ring WS 0.371 ms at B4 H32 S2048 (0.735x cuDNN), with 128 rows on 8 warps 0.422 ms;
-  flash-persistent 0.548 ms at its start (0.50x), WS inner or outer 0.55 ms: one or two
-  programs per SM walking tiles serially lose the L2 reuse of heads run together.
-- Also slower (bench/attention_search.py --probe-only, 2026-12-03, 10 ms per timing; SDPA
-  0.270-0.272 ms at B4 H32 S2048, flash-ring's start 0.310-0.313 ms there and 0.076 ms at
-  B1 H8 S4096), so neither is a family or a parameter:
-  - The unmasked loop pipelined by hand (FlashAttention-3's overlap inside a warpgroup:
-    the next key block's Q K^T issued before this block's softmax, its result carried to
-    the next iteration): 0.335 ms (and 0.081 at S4096) with the lazy rescale below,
-    0.464 ms without; with 128 rows on 8 warps 0.398-0.433; 2 stages 0.358, 4 stages
-    0.548, 128-key blocks 0.366-0.566. Triton 3.6 does not keep the carried dot in flight
-    across the softmax, and the extra 64x64 fp32 scores it holds cost registers.
-  - A lazy rescale (the running max raised, and the accumulator rescaled, only when a
-    block's scores pass it by more than 8 in log2 units, decided by a max over the tile's
-    rows): 0.329 ms against 0.310 in flash-ring's unmasked loop (0.081 against 0.076 at
-    S4096; slower at every shape and with every tile, stage count and head group tried):
-    the cross-warp max and the branch cost more than the multiply they save.
-- Why the order of tiles matters: a 64-row tile does about 64 FLOPs per byte of K/V it
-  streams, below the H200's ~165 (790 TFLOP/s over 4.8 TB/s), so K and V must come from L2
-  for most tiles: tiles of the same head should run together.
-Techniques and where they run:
-- Two-stage causal loop: key blocks wholly below the diagonal need no mask (the scale
-  log2(e)/sqrt(D) folded into one multiply-add before exp2); only the BLOCK_M/BLOCK_N blocks
-  on the diagonal are masked. The older families need BLOCK_M a multiple of BLOCK_N;
-  flash-ring and flash-persistent start the masked stage at the key block that holds the
-  tile's first diagonal key, so their key blocks may be wider than the query tile
-  (64 rows against 128 keys: one warpgroup, wider wgmma).
-- Deferred normalisation: the accumulator is divided by the row sum once, at the end.
-- Tensor descriptors (TMA) over the flat [B*H*S, D] view for Q, K, V and O; a query tile
-  that runs past S stores through pointers (a descriptor store would write the next head's
-  rows); rows of K/V past S are masked in the diagonal stage. Tensors a descriptor cannot
-  take (not contiguous, rows not a multiple of 16 bytes) run the pointer kernel instead.
-- Software-pipelined K/V ring: `tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES)` per loop;
-  warp specialisation of the unmasked loop: `tl.range(..., warp_specialize=True)` (WS; the
-  diagonal's one or two blocks are not specialised). A warp-specialised point makes its
-  descriptors in the kernel (`tl.make_tensor_descriptor`, scratch from `triton.set_allocator`):
-  Hopper's warp specialisation of attention was enabled for descriptors made on the device
-  and without the causal mask (triton-lang/triton#7658), and Triton's tutorial switches to
-  them on Hopper when it specialises. Whether these loops specialise with Triton 3.6 on the
-  H200, and whether it pays, is what the WS points find out.
-- Triton's interpreter (the CPU) runs the descriptors, both stages, the tile orders and both
-  output stores, but runs `tl.range` as a plain loop: NUM_STAGES and WS are exercised only on
-  the GPU, as is the shared-memory budget (an estimate bounds the grid: Q, the output's
-  staging and NUM_STAGES - 1 K/V blocks within 224 KiB at D=128).
-- Launch order (HEAD_GROUP): heads in groups whose K and V share L2; inside a group every
-  head's last (longest) query tile first, then the one before: the longest tiles start first
-  and the short ones fill the tail. Persistent programs take every P-th tile of that order.
-"""
