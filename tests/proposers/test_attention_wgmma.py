@@ -50,6 +50,7 @@ POINTS = [
     {"DIAG_HALF": True, "EPILOGUE": "ptr"},
     {"TILE_OVERLAP": True},
     {"TILE_OVERLAP": True, "BLOCK_M": 64},
+    {"TILE_OVERLAP": True, "DIAG_HALF": True},
 ]
 
 

@@ -580,7 +580,6 @@ def _wgmma_fits(p) -> bool:
         and (p["WS"] or not p["PERSISTENT"])
         and (half_ok or not p["DIAG_HALF"])
         and (p["PERSISTENT"] or not p["TILE_OVERLAP"])
-        and not (p["DIAG_HALF"] and p["TILE_OVERLAP"])
     )
 
 

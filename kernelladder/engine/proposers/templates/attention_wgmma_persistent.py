@@ -78,12 +78,12 @@ def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks
 
 
 @gluon.jit
-def _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
-                      c, n_blocks, first, S, qk_scale):
+def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
+                    c, n_blocks, first, S, qk_scale):
     # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
     # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
-    # reach these rows. Its Q K^T and P V run on those 64 alone (64-wide warpgroup MMAs on
-    # the stage's first half), the Q K^T beside the P V of the block before.
+    # reach these rows. Their Q K^T (a 64-wide warpgroup MMA on the stage's first half)
+    # runs beside the P V of the block before; P of those 64 keys comes back for their P V.
     dtype: gl.constexpr = p_op.dtype
     D: gl.constexpr = v_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -115,11 +115,70 @@ def _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, 
     mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     ph = gl.convert_layout(p.to(dtype), p_layout)
-    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
-    acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
-    acc = warpgroup_mma_wait(0, deps=(acc,))
-    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
-    return acc, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
+    return acc, ph, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
+
+
+@gluon.jit
+def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty, c,
+                 n_blocks, first, S, qk_scale, HALF: gl.constexpr):
+    # a tile's end when no tile follows it: its last P V alone (with HALF, on the diagonal
+    # block's first 64 keys, after their Q K^T); the tile's accumulator and row sums
+    if HALF:
+        if n_blocks > 1:
+            acc, ph, l_i = _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
+                                           v_ready, empty, q_empty, c, n_blocks, first, S,
+                                           qk_scale)
+            STAGES: gl.constexpr = v_smem.type.shape[0]
+            sl = (c + n_blocks - 1) % STAGES
+            mbarrier.wait(v_ready.index(sl), ((c + n_blocks - 1) // STAGES) & 1)
+            acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
+            acc, ph = warpgroup_mma_wait(0, deps=(acc, ph))
+            mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+        else:  # the head's first tile: one block, wholly on the diagonal
+            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
+                                       n_blocks)
+    else:
+        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
+                                   n_blocks)
+    return acc, l_i
+
+
+@gluon.jit
+def _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, empty, p_last, acc, s, qn,
+                 q_phase, kn, n_full, first, S, qk_scale, HALF_V: gl.constexpr):
+    # TILE_OVERLAP's turn from one tile to the next: the next tile's first key block (ring
+    # position kn, its Q in buffer qn), its Q K^T first and then its softmax, beside this
+    # tile's last P V (ring position kn - 1; with HALF_V on the stage's first 64 keys); the
+    # accumulator, and P and the row statistics of the next tile's first block
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    D: gl.constexpr = v_smem.type.shape[2]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    sn = kn % STAGES
+    sl = (kn - 1) % STAGES
+    mbarrier.wait(q_ready.index(qn), q_phase)
+    mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+    s = warpgroup_mma(q_smem.index(qn), k_smem.index(sn).permute((1, 0)), s, use_acc=False,
+                      is_async=True)
+    mbarrier.wait(v_ready.index(sl), ((kn - 1) // STAGES) & 1)
+    v = v_smem.index(sl)
+    if HALF_V:
+        v = v.slice(0, 64)
+    acc = warpgroup_mma(p_last, v, acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s,))
+    mbarrier.arrive(empty.index(sn), count=1)  # done with the next tile's K_0
+    p, m_n, l_n, alpha = _gl_block_softmax(
+        s, gl.full([64], float("-inf"), gl.float32, row_s), gl.zeros([64], gl.float32, row_s),
+        0, n_full, first, S, qk_scale, 64, BLOCK_N, s_layout)
+    p_n = gl.convert_layout(p.to(p_last.dtype), p_layout)
+    acc, p_last = warpgroup_mma_wait(0, deps=(acc, p_last))
+    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with this tile's last V
+    return acc, p_n, m_n, l_n
 
 
 @gluon.jit
@@ -205,17 +264,8 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                    k_ready, v_ready, empty, c, n_loop, n_full,
                                                    first, S, qk_scale, s_layout, o_layout)
-        if HALF:
-            if n_blocks > 1:
-                acc, l_i = _gl_pws_half_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
-                                             v_ready, empty, q_empty.index(WG), c, n_blocks,
-                                             first, S, qk_scale)
-            else:  # the head's first tile: one block, wholly on the diagonal
-                acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty,
-                                           q_empty.index(WG), c, n_blocks)
-        else:
-            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty,
-                                       q_empty.index(WG), c, n_blocks)
+        acc, l_i = _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty,
+                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF)
         _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
                     sod, o_layout)
         c += n_blocks
@@ -248,21 +298,20 @@ def _gl_pws_ahead(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_s
                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
                   group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
     # TILE_OVERLAP: _gl_pws_consume's work, with the next tile's first key block (its Q K^T,
-    # then its softmax) beside this tile's last P V, as the key-block loop pairs them, so
-    # the tensor cores have work while a tile ends; only the output's scaling and store are
-    # left between tiles. Q has two buffers per consumer: the next tile's loads while this
-    # one runs. Every program has a tile (the table deals one to each first); its last tile
-    # ends as _gl_pws_consume's do.
+    # then its softmax) beside this tile's last P V (_gl_pws_turn), as the key-block loop
+    # pairs them, so the tensor cores have work while a tile ends; only the output's scaling
+    # and store are left between tiles. Q has two buffers per consumer: the next tile's
+    # loads while this one runs. Every program has a tile (the table deals one to each
+    # first); its last tile ends as _gl_pws_consume's do.
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = o_smem.type.shape[0]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
     row = sched + gl.program_id(0) * width
     t = gl.load(row)
     bh, first, n_blocks, n_full = _gl_pws_tile(t, BH, N_M, group, S, WG, CONSUMERS, BLOCK_N)
@@ -277,51 +326,52 @@ def _gl_pws_ahead(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_s
     t_next = gl.load(row + 1)
     while t_next >= 0:
         qb = (i % 2) * CONSUMERS + WG
+        n_loop = n_blocks - 1
+        if HALF:
+            n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
         acc = gl.zeros([64, D], gl.float32, o_layout)
         s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q_smem.index(qb), s, p_op, acc, m_i, l_i,
                                                    k_smem, v_smem, k_ready, v_ready, empty, c,
-                                                   n_blocks - 1, n_full, first, S, qk_scale,
+                                                   n_loop, n_full, first, S, qk_scale,
                                                    s_layout, o_layout)
-        mbarrier.arrive(q_empty.index(qb), count=1)  # every Q K^T of the tile is done
         bh_n, first_n, n_blocks_n, n_full_n = _gl_pws_tile(t_next, BH, N_M, group, S, WG,
                                                            CONSUMERS, BLOCK_N)
         qn = ((i + 1) % 2) * CONSUMERS + WG
-        mbarrier.wait(q_ready.index(qn), ((i + 1) // 2) & 1)
         kn = c + n_blocks  # the next tile's first key block
-        sn = kn % STAGES
-        mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
-        s = warpgroup_mma(q_smem.index(qn), k_smem.index(sn).permute((1, 0)), s,
-                          use_acc=False, is_async=True)
-        kl = kn - 1  # this tile's last key block
-        sl = kl % STAGES
-        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))
-        mbarrier.arrive(empty.index(sn), count=1)  # done with the next tile's K_0
-        p, m_n, l_n, alpha = _gl_block_softmax(
-            s, gl.full([64], float("-inf"), gl.float32, row_s),
-            gl.zeros([64], gl.float32, row_s), 0, n_full_n, first_n, S, qk_scale, 64, BLOCK_N,
-            s_layout)
-        p_n = gl.convert_layout(p.to(p_op.dtype), p_layout)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+        if HALF and n_blocks > 1:
+            acc, p_h, l_i = _gl_pws_half_qk(q_smem.index(qb), p_op, acc, m_i, l_i, k_smem,
+                                            v_smem, k_ready, v_ready, empty, q_empty.index(qb),
+                                            c, n_blocks, first, S, qk_scale)
+            acc, p_n, m_n, l_n = _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready,
+                                              v_ready, empty, p_h, acc, s, qn,
+                                              ((i + 1) // 2) & 1, kn, n_full_n, first_n, S,
+                                              qk_scale, True)
+        else:
+            mbarrier.arrive(q_empty.index(qb), count=1)  # every Q K^T of the tile is done
+            acc, p_n, m_n, l_n = _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready,
+                                              v_ready, empty, p_op, acc, s, qn,
+                                              ((i + 1) // 2) & 1, kn, n_full_n, first_n, S,
+                                              qk_scale, False)
         _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
                     sod, o_layout)
-        p_op = p_n
-        m_i, l_i = m_n, l_n
+        p_op, m_i, l_i = p_n, m_n, l_n
         bh, first, n_full = bh_n, first_n, n_full_n
         c = kn
         n_blocks = n_blocks_n
         i += 1
         t_next = gl.load(row + i + 1)
-    # the program's last tile: its last P V alone
+    # the program's last tile
     qb = (i % 2) * CONSUMERS + WG
+    n_loop = n_blocks - 1
+    if HALF:
+        n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)
     acc = gl.zeros([64, D], gl.float32, o_layout)
     s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q_smem.index(qb), s, p_op, acc, m_i, l_i, k_smem,
-                                               v_smem, k_ready, v_ready, empty, c, n_blocks - 1,
+                                               v_smem, k_ready, v_ready, empty, c, n_loop,
                                                n_full, first, S, qk_scale, s_layout, o_layout)
-    acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty.index(qb), c,
-                               n_blocks)
+    acc, l_i = _gl_pws_last(q_smem.index(qb), p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
+                            v_ready, empty, q_empty.index(qb), c, n_blocks, first, S, qk_scale,
+                            HALF)
     _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos, sod,
                 o_layout)
     if o_desc is not None:
