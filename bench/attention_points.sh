@@ -28,7 +28,7 @@ PY
         --device cuda --no-baselines --min-speedup 0 >"$OUT/points/$n.check" 2>&1
     rc=$?
     echo "check $point: rc $rc"
-    tail -12 "$OUT/points/$n.check"
+    head -14 "$OUT/points/$n.check"
     [ $rc -eq 0 ] && passed+=("$point")
 done
 [ ${#passed[@]} -gt 0 ] || passed=('{}')
