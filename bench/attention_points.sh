@@ -3,7 +3,7 @@
 # check --no-baselines --min-speedup 0` (correctness, determinism and honesty gates, and its
 # time, with a time limit, so a kernel that hangs is named and the rest go on), then the
 # start and the points that passed head to head against every baseline (15 rounds a shape).
-#   bench/attention_points.sh '{"TILE_OVERLAP": true}' '{"DIAG_HALF": true}'
+#   bench/attention_points.sh '{"DIAG_HALF": false}' '{"HEAD_GROUP": 8}'
 # Logs and candidates under $OUT (a temporary directory when unset).
 set -u
 cd "$(dirname "$0")/.."

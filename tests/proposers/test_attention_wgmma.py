@@ -9,7 +9,7 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
   device, and the PTX has the overlap the kernel is written for: a wait that leaves one
   warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
   the loader's registers given to the consumers, with EPILOGUE "tma" O's TMA store, and with
-DIAG_HALF the diagonal block's 64-key MMAs, with TILE_OVERLAP a second Q buffer per consumer.
+DIAG_HALF the diagonal block's 64-key MMAs.
 Their speed and their results on an H100/H200 are bench/attention_search.py's."""
 
 from __future__ import annotations
@@ -30,27 +30,31 @@ from kernelladder.verifier.client import verify_sync
 
 FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
 # the start (warp-specialised: two consumers of 64 rows, 128-key blocks; persistent; O by
-# TMA store), then without persistence, with the pointer store, with one consumer, and the
-# kernel whose warps all load and compute
-OLD = {"PERSISTENT": False, "EPILOGUE": "ptr"}
-ONE = {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3}
+# TMA store; the first consumer on half the diagonal block), then without persistence, with
+# the pointer store, with one consumer, and the kernel whose warps all load and compute
+OLD = {"PERSISTENT": False, "EPILOGUE": "ptr", "DIAG_HALF": False}
+ONE = {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 3, "DIAG_HALF": False}
 POINTS = [
     {},
     OLD,
     {**OLD, **ONE},
     {**OLD, "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
     {**OLD, "WS": False},
-    {"PERSISTENT": False},
+    {"PERSISTENT": False, "DIAG_HALF": False},
     {"PERSISTENT": False, **ONE},
-    {"PERSISTENT": False, "WS": False},
-    {"PERSISTENT": False, "WS": False, "BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2},
+    {"PERSISTENT": False, "WS": False, "DIAG_HALF": False},
+    {
+        "PERSISTENT": False,
+        "WS": False,
+        "BLOCK_M": 64,
+        "BLOCK_N": 64,
+        "NUM_STAGES": 2,
+        "DIAG_HALF": False,
+    },
     {"EPILOGUE": "ptr"},
     ONE,
-    {"DIAG_HALF": True},
-    {"DIAG_HALF": True, "EPILOGUE": "ptr"},
-    {"TILE_OVERLAP": True},
-    {"TILE_OVERLAP": True, "BLOCK_M": 64},
-    {"TILE_OVERLAP": True, "DIAG_HALF": True},
+    {"DIAG_HALF": False},
+    {"DIAG_HALF": False, "EPILOGUE": "ptr"},
 ]
 
 
@@ -62,6 +66,7 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
     assert catalog()["attention"][0] is FAMILY
     points = list(FAMILY.points())
     assert FAMILY.start in points and len(points) > 10
+    assert all(FAMILY.valid({**FAMILY.start, **over}) for over in POINTS)
     # Q and the K and V rings of the largest point within an SM's 227 KiB at D=128
     assert not FAMILY.valid({**FAMILY.start, **OLD, "NUM_STAGES": 4})
     # persistent points are warp-specialised, and stage O apart for the TMA store
@@ -70,8 +75,7 @@ def test_the_family_leads_the_attention_search_and_every_point_fits_shared_memor
                              "NUM_STAGES": 3})  # fmt: skip
     for p in points:
         o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
-        q_rows = p["BLOCK_M"] * (2 if p["TILE_OVERLAP"] else 1)
-        rows = q_rows + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]
+        rows = p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]
         assert 2 * 128 * rows <= 227 * 1024
 
 
@@ -187,8 +191,7 @@ if m.WS and m.PERSISTENT:
     fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
-                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF,
-                   "TILE_OVERLAP": m.TILE_OVERLAP})
+                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF})
 elif m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
@@ -207,10 +210,7 @@ kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=option
 print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
                   "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
                   "block_n": m.BLOCK_N,
-                  # a persistent CTA's barriers: Q's ready and empty per buffer (two a consumer
-                  # with TILE_OVERLAP), K's and V's ready and empty per stage
-                  "barriers": 2 * (1 + m.TILE_OVERLAP) * (m.BLOCK_M // 64) + 4 * m.NUM_STAGES
-                  if m.WS and m.PERSISTENT else None}))
+}))
 """
 
 
@@ -237,6 +237,4 @@ def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, t
     assert bool(tma_store) == out["tma_store"]
     if D == 128 and out["block_n"] == 128:  # DIAG_HALF: the diagonal's first half, 64 keys
         assert bool(re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16", ptx)) == out["half"]
-    if out["barriers"] is not None:
-        assert len(re.findall(r"mbarrier\.init", ptx)) == out["barriers"]
     assert out["shared"] <= 227 * 1024

@@ -560,27 +560,13 @@ _WGMMA_DIAG_HALF = Param(
 )
 
 
-_WGMMA_TILE_OVERLAP = Param(
-    "TILE_OVERLAP",
-    (False, True),
-    doc="(persistent) the next tile's first Q K^T and softmax run beside this tile's last "
-    "P V, with two Q buffers per consumer: only the output's store is left between tiles",
-)
-
-
 def _wgmma_fits(p) -> bool:
-    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q (twice with TILE_OVERLAP),
-    # NUM_STAGES K and V blocks and, persistent with the TMA store, O's staging of its own
+    # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
+    # and, persistent with the TMA store, O's staging of its own
     o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
-    q_rows = p["BLOCK_M"] * (2 if p["TILE_OVERLAP"] else 1)
-    kib = 2 * 128 * (q_rows + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
+    kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
     half_ok = p["PERSISTENT"] and p["BLOCK_M"] == 128 and p["BLOCK_N"] == 128
-    return (
-        kib <= 227
-        and (p["WS"] or not p["PERSISTENT"])
-        and (half_ok or not p["DIAG_HALF"])
-        and (p["PERSISTENT"] or not p["TILE_OVERLAP"])
-    )
+    return kib <= 227 and (p["WS"] or not p["PERSISTENT"]) and (half_ok or not p["DIAG_HALF"])
 
 
 _WGMMA = Family(
@@ -601,7 +587,6 @@ _WGMMA = Family(
         _WGMMA_PERSISTENT,
         _WGMMA_FILL,
         _WGMMA_DIAG_HALF,
-        _WGMMA_TILE_OVERLAP,
     ),
     start={
         "BLOCK_M": 128,
@@ -612,8 +597,7 @@ _WGMMA = Family(
         "EPILOGUE": "tma",
         "PERSISTENT": True,
         "FILL": True,
-        "DIAG_HALF": False,
-        "TILE_OVERLAP": False,
+        "DIAG_HALF": True,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),

@@ -29,11 +29,13 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
 - DIAG_HALF is compiled for sm_90a but NOT measured on a GPU yet: by count it drops 2.9 %
   of the warpgroup MMA work at B4 H32 S2048 (half a block of 272 a head), 1.5 % at S4096.
-- Registers: ptxas (Triton 3.6) spills 192 bytes in the persistent consumers at the
-  kernel's 168-register cap with 240 after the loader gives its own up; the spills sit at
-  a tile's start and end (its first, masked block and the epilogue), none in the key-block
-  loop. Gluon also puts a warpgroup barrier before each mbarrier wait and arrive (three a
-  key block per consumer).
+- Registers: ptxas (Triton 3.6) gives the persistent consumers 240 registers once the
+  loader gives its own up; the start spills nothing (it spilled 192 bytes at a tile's end
+  while a tile past S stored from registers through 64 pointers a thread; it now stores
+  from O's shared buffer 16 rows at a time). TILE_OVERLAP spills about 1.3 KB at the turn
+  between tiles (P V, the next Q K^T and a softmax in flight at once), none in the
+  key-block loop. Gluon puts a warpgroup barrier before each mbarrier wait and arrive
+  (three a key block per consumer).
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended

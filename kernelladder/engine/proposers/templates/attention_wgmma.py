@@ -465,7 +465,6 @@ def _launch_wgmma(q, k, v, o):
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
-            TILE_OVERLAP=TILE_OVERLAP,
             num_warps=4, maxnreg=maxnreg,
         )
         return

@@ -27,8 +27,7 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
                    group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
-    CONSUMERS: gl.constexpr = o_smem.type.shape[0]
-    QBUF: gl.constexpr = q_smem.type.shape[0] // CONSUMERS  # Q buffers per consumer
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     c = 0  # key blocks loaded before this tile: the ring's position
     i = 0  # tiles before this one: the phase of Q's barriers
     row = sched + gl.program_id(0) * width
@@ -48,11 +47,10 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
                 _gl_load(k_desc, k_smem, k_ready, row0 + j * BLOCK_N, st, True)
             if j == 0:
                 for w in gl.static_range(CONSUMERS):
-                    qb = (i % QBUF) * CONSUMERS + w
-                    mbarrier.wait(q_empty.index(qb), ((i // QBUF) & 1) ^ 1)
-                    mbarrier.expect(q_ready.index(qb), q_desc.block_type.nbytes)
-                    _tma_load(q_desc, [row0 + start_m + w * 64, 0], q_ready.index(qb),
-                              q_smem.index(qb))
+                    mbarrier.wait(q_empty.index(w), (i & 1) ^ 1)
+                    mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
+                    _tma_load(q_desc, [row0 + start_m + w * 64, 0], q_ready.index(w),
+                              q_smem.index(w))
             else:
                 kv = c + j - 1
                 st = kv % STAGES
@@ -141,44 +139,6 @@ def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty
         acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
                                    n_blocks)
     return acc, l_i
-
-
-@gluon.jit
-def _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, empty, p_last, acc, s, qn,
-                 q_phase, kn, n_full, first, S, qk_scale, HALF_V: gl.constexpr):
-    # TILE_OVERLAP's turn from one tile to the next: the next tile's first key block (ring
-    # position kn, its Q in buffer qn), its Q K^T first and then its softmax, beside this
-    # tile's last P V (ring position kn - 1; with HALF_V on the stage's first 64 keys); the
-    # accumulator, and P and the row statistics of the next tile's first block
-    STAGES: gl.constexpr = k_smem.type.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    D: gl.constexpr = v_smem.type.shape[2]
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    sn = kn % STAGES
-    sl = (kn - 1) % STAGES
-    mbarrier.wait(q_ready.index(qn), q_phase)
-    mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
-    s = warpgroup_mma(q_smem.index(qn), k_smem.index(sn).permute((1, 0)), s, use_acc=False,
-                      is_async=True)
-    mbarrier.wait(v_ready.index(sl), ((kn - 1) // STAGES) & 1)
-    v = v_smem.index(sl)
-    if HALF_V:
-        v = v.slice(0, 64)
-    acc = warpgroup_mma(p_last, v, acc, is_async=True)
-    s = warpgroup_mma_wait(1, deps=(s,))
-    mbarrier.arrive(empty.index(sn), count=1)  # done with the next tile's K_0
-    p, m_n, l_n, alpha = _gl_block_softmax(
-        s, gl.full([64], float("-inf"), gl.float32, row_s), gl.zeros([64], gl.float32, row_s),
-        0, n_full, first, S, qk_scale, 64, BLOCK_N, s_layout)
-    p_n = gl.convert_layout(p.to(p_last.dtype), p_layout)
-    acc, p_last = warpgroup_mma_wait(0, deps=(acc, p_last))
-    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with this tile's last V
-    return acc, p_n, m_n, l_n
 
 
 @gluon.jit
@@ -294,130 +254,24 @@ def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem,
 
 
 @gluon.jit
-def _gl_pws_ahead(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                  q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
-                  group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
-    # TILE_OVERLAP: _gl_pws_consume's work, with the next tile's first key block (its Q K^T,
-    # then its softmax) beside this tile's last P V (_gl_pws_turn), as the key-block loop
-    # pairs them, so the tensor cores have work while a tile ends; only the output's scaling
-    # and store are left between tiles. Q has two buffers per consumer: the next tile's
-    # loads while this one runs. Every program has a tile (the table deals one to each
-    # first); its last tile ends as _gl_pws_consume's do.
-    D: gl.constexpr = k_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    CONSUMERS: gl.constexpr = o_smem.type.shape[0]
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
-    row = sched + gl.program_id(0) * width
-    t = gl.load(row)
-    bh, first, n_blocks, n_full = _gl_pws_tile(t, BH, N_M, group, S, WG, CONSUMERS, BLOCK_N)
-    s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
-    mbarrier.wait(q_ready.index(WG), 0)
-    s, p_op, m_i, l_i = _gl_wg_first_block(
-        q_smem.index(WG), s, gl.full([64], float("-inf"), gl.float32, row_s),
-        gl.zeros([64], gl.float32, row_s), k_smem, k_ready, empty, 0, n_full, first, S,
-        qk_scale, s_layout, o_layout)
-    c = 0
-    i = 0
-    t_next = gl.load(row + 1)
-    while t_next >= 0:
-        qb = (i % 2) * CONSUMERS + WG
-        n_loop = n_blocks - 1
-        if HALF:
-            n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
-        acc = gl.zeros([64, D], gl.float32, o_layout)
-        s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q_smem.index(qb), s, p_op, acc, m_i, l_i,
-                                                   k_smem, v_smem, k_ready, v_ready, empty, c,
-                                                   n_loop, n_full, first, S, qk_scale,
-                                                   s_layout, o_layout)
-        bh_n, first_n, n_blocks_n, n_full_n = _gl_pws_tile(t_next, BH, N_M, group, S, WG,
-                                                           CONSUMERS, BLOCK_N)
-        qn = ((i + 1) % 2) * CONSUMERS + WG
-        kn = c + n_blocks  # the next tile's first key block
-        if HALF and n_blocks > 1:
-            acc, p_h, l_i = _gl_pws_half_qk(q_smem.index(qb), p_op, acc, m_i, l_i, k_smem,
-                                            v_smem, k_ready, v_ready, empty, q_empty.index(qb),
-                                            c, n_blocks, first, S, qk_scale)
-            acc, p_n, m_n, l_n = _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready,
-                                              v_ready, empty, p_h, acc, s, qn,
-                                              ((i + 1) // 2) & 1, kn, n_full_n, first_n, S,
-                                              qk_scale, True)
-        else:
-            mbarrier.arrive(q_empty.index(qb), count=1)  # every Q K^T of the tile is done
-            acc, p_n, m_n, l_n = _gl_pws_turn(q_smem, k_smem, v_smem, q_ready, k_ready,
-                                              v_ready, empty, p_op, acc, s, qn,
-                                              ((i + 1) // 2) & 1, kn, n_full_n, first_n, S,
-                                              qk_scale, False)
-        _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
-                    sod, o_layout)
-        p_op, m_i, l_i = p_n, m_n, l_n
-        bh, first, n_full = bh_n, first_n, n_full_n
-        c = kn
-        n_blocks = n_blocks_n
-        i += 1
-        t_next = gl.load(row + i + 1)
-    # the program's last tile
-    qb = (i % 2) * CONSUMERS + WG
-    n_loop = n_blocks - 1
-    if HALF:
-        n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)
-    acc = gl.zeros([64, D], gl.float32, o_layout)
-    s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q_smem.index(qb), s, p_op, acc, m_i, l_i, k_smem,
-                                               v_smem, k_ready, v_ready, empty, c, n_loop,
-                                               n_full, first, S, qk_scale, s_layout, o_layout)
-    acc, l_i = _gl_pws_last(q_smem.index(qb), p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
-                            v_ready, empty, q_empty.index(qb), c, n_blocks, first, S, qk_scale,
-                            HALF)
-    _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos, sod,
-                o_layout)
-    if o_desc is not None:
-        tma.store_wait(0)
-
-
-@gluon.jit
-def _gl_pws_ahead0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-                   q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M, group,
-                   qk_scale, sob, soh, sos, sod):
-    _gl_pws_ahead(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-                  q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M, group,
-                  qk_scale, sob, soh, sos, sod, 0)
-
-
-@gluon.jit
-def _gl_pws_ahead1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-                   q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M, group,
-                   qk_scale, sob, soh, sos, sod):
-    _gl_pws_ahead(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-                  q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M, group,
-                  qk_scale, sob, soh, sos, sod, 1)
-
-
-@gluon.jit
 def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
                      group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-                     DIAG_HALF: gl.constexpr, TILE_OVERLAP: gl.constexpr):
+                     DIAG_HALF: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
-    QBUF: gl.constexpr = 2 if TILE_OVERLAP else 1  # Q buffers per consumer
-    q_smem = gl.allocate_shared_memory(dtype, [QBUF * CONSUMERS, 64, D], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
     # O's staging for the TMA store (8 rows, unused, for the pointer store)
     o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64 if o_desc is not None else 8, D],
                                        q_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [QBUF * CONSUMERS, 1],
-                                        mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [QBUF * CONSUMERS, 1],
-                                        mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [2 * STAGES, 1], mbarrier.MBarrierLayout())
-    for w in gl.static_range(QBUF * CONSUMERS):
+    for w in gl.static_range(CONSUMERS):
         mbarrier.init(q_ready.index(w), count=1)
         mbarrier.init(q_empty.index(w), count=1)
     for i in gl.static_range(STAGES):
@@ -429,13 +283,7 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
             q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None, H, S,
             BH, N_M, group,
             sm_scale * 1.4426950408889634, sob, soh, sos, sod)
-    if TILE_OVERLAP and CONSUMERS == 2:
-        gl.warp_specialize([(_gl_pws_ahead0, args), (_gl_pws_ahead1, args),
-                            (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
-    elif TILE_OVERLAP:
-        gl.warp_specialize([(_gl_pws_ahead0, args), (_gl_pws_loader, args)], [1],
-                           [LOADER_REGS])
-    elif CONSUMERS == 2:
+    if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
                             (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
