@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: rates measured at settled clocks (timing.settled_ms); a file of version 1 holds rates
+# taken by one cold median, so it is measured again
+SCHEMA_VERSION = 2
 STALE_DAYS = 14.0
 CACHE_ENV = "KERNELLADDER_CACHE_DIR"
 FILE_NAME = "gpu_rates.json"

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"EPILOGUE":"tma","FILL":true,"HEAD_GROUP":16,"NUM_STAGES":2,"PERSISTENT":true,"WS":true}}
-"""attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring, unmasked blocks below the diagonal, the longest query tiles of each head group first (the pointer kernel where Gluon cannot run)
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EPILOGUE":"tma","FILL":true,"HEAD_GROUP":16,"NUM_STAGES":2,"PERSISTENT":true,"WS":true}}
+"""attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring filled by a loader warp, unmasked blocks below the diagonal, persistent CTAs over the longest query tiles of each head group first, O out by TMA store (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -17,6 +17,7 @@ HEAD_GROUP = 16
 EPILOGUE = 'tma'
 PERSISTENT = True
 FILL = True
+DIAG_HALF = True
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family
 REVERSE = False  # fixed by the family
@@ -381,6 +382,57 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_b
 
 
 @gluon.jit
+def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first, S, qk_scale,
+                       s_layout: gl.constexpr, o_layout: gl.constexpr):
+    # a consumer warpgroup's first key block of a tile (ring position c): its Q K^T waited
+    # for, the K stage freed, its softmax; P comes back as the next P V's register operand
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    st = c % STAGES
+    mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
+    s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    mbarrier.arrive(empty.index(st), count=1)  # done with K_0
+    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S, qk_scale, 64,
+                                           BLOCK_N, s_layout)
+    return s, gl.convert_layout(p.to(q.dtype), p_layout), m_i, l_i
+
+
+@gluon.jit
+def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, c,
+                      n_loop, n_full, first, S, qk_scale, s_layout: gl.constexpr,
+                      o_layout: gl.constexpr):
+    # the tile's key blocks 1 .. n_loop (ring positions c + 1 ..): the next block's Q K^T,
+    # then this block's P V, both in flight; the next block's softmax runs while P V is
+    # still on the tensor cores. A K stage is freed once its Q K^T is done, a V stage once
+    # its P V is (one arrival per consumer each).
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    for j in range(0, n_loop):
+        kn = c + j + 1
+        sn = kn % STAGES
+        mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
+                          is_async=True)
+        kc = c + j
+        sc = kc % STAGES
+        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))
+        mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
+        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
+                                               qk_scale, 64, BLOCK_N, s_layout)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p_op = gl.convert_layout(p.to(q.dtype), p_layout)
+    return s, p_op, acc, m_i, l_i
+
+
+@gluon.jit
 def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
                    k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
                    sos, sod, WG: gl.constexpr):
@@ -393,7 +445,6 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     first = start_m + 64 * WG
@@ -405,30 +456,11 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     acc = gl.zeros([64, D], gl.float32, o_layout)
     s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(q_bar, 0)
-    mbarrier.wait(k_ready.index(0), 0)
-    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s, use_acc=False, is_async=True)
-    s = warpgroup_mma_wait(0, deps=(s,))
-    mbarrier.arrive(empty.index(0), count=1)  # done with K_0
-    p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
-                                           qk_scale, 64, BLOCK_N, s_layout)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
-    for j in range(0, n_blocks - 1):
-        jn = j + 1
-        sn = jn % STAGES
-        mbarrier.wait(k_ready.index(sn), (jn // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
-                          is_async=True)
-        sc = j % STAGES
-        mbarrier.wait(v_ready.index(sc), (j // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))
-        mbarrier.arrive(empty.index(sn), count=1)  # done with K_jn
-        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, jn, n_full, first, S,
-                                               qk_scale, 64, BLOCK_N, s_layout)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+    s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, 0, n_full,
+                                           first, S, qk_scale, s_layout, o_layout)
+    s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
+                                               k_ready, v_ready, empty, 0, n_blocks - 1,
+                                               n_full, first, S, qk_scale, s_layout, o_layout)
     jl = n_blocks - 1
     sl = jl % STAGES
     mbarrier.wait(v_ready.index(sl), (jl // STAGES) & 1)
@@ -495,14 +527,14 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
 # while the consumers finish a tile; each consumer has Q and O buffers of its own: Q is
 # freed (q_empty) once its last Q K^T is done, and O leaves by TMA store while the next tile
 # computes (the store is waited for only before the buffer is written again). Every
-# partition finds its tiles itself: program p takes tiles p, p + programs, ... of
-# _gl_tile_of's order, the longest tiles of each head group first.
+# partition reads its program's tiles from the same row of `sched` (_schedule: the launch
+# order's tiles dealt to the program free first), -1 after the last.
 
 
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                   sob, soh, sos, sod):
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
+                   group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -540,83 +572,172 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
 
 
 @gluon.jit
+def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks):
+    # the tile's last key block taken whole: its P V (every Q K^T of the tile is done)
+    STAGES: gl.constexpr = v_smem.type.shape[0]
+    mbarrier.arrive(q_empty, count=1)
+    kl = c + n_blocks - 1
+    sl = kl % STAGES
+    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+    return acc, l_i
+
+
+@gluon.jit
+def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
+                    c, n_blocks, first, S, qk_scale):
+    # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
+    # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
+    # reach these rows. Their Q K^T (a 64-wide warpgroup MMA on the stage's first half)
+    # runs beside the P V of the block before; P of those 64 keys comes back for their P V.
+    dtype: gl.constexpr = p_op.dtype
+    D: gl.constexpr = v_smem.type.shape[2]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
+    h_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_h: gl.constexpr = gl.SliceLayout(1, h_layout)
+    kl = c + n_blocks - 1
+    sl = kl % STAGES
+    mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
+    sh = gl.zeros([64, 64], gl.float32, h_layout)
+    sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
+                       is_async=True)
+    kc = kl - 1
+    sc = kc % STAGES
+    mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+    sh = warpgroup_mma_wait(1, deps=(sh,))
+    mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
+    mbarrier.arrive(q_empty, count=1)  # every Q K^T of the tile is done
+    p, m_h, l_h, alpha = _gl_softmax(sh, gl.convert_layout(m_i, row_h),
+                                     gl.convert_layout(l_i, row_h), 2 * (n_blocks - 1), first,
+                                     S, qk_scale, 64, 64, True, h_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    ph = gl.convert_layout(p.to(dtype), p_layout)
+    return acc, ph, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
+
+
+@gluon.jit
+def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty, c,
+                 n_blocks, first, S, qk_scale, HALF: gl.constexpr):
+    # a tile's end when no tile follows it: its last P V alone (with HALF, on the diagonal
+    # block's first 64 keys, after their Q K^T); the tile's accumulator and row sums
+    if HALF:
+        if n_blocks > 1:
+            acc, ph, l_i = _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
+                                           v_ready, empty, q_empty, c, n_blocks, first, S,
+                                           qk_scale)
+            STAGES: gl.constexpr = v_smem.type.shape[0]
+            sl = (c + n_blocks - 1) % STAGES
+            mbarrier.wait(v_ready.index(sl), ((c + n_blocks - 1) // STAGES) & 1)
+            acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
+            acc, ph = warpgroup_mma_wait(0, deps=(acc, ph))
+            mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+        else:  # the head's first tile: one block, wholly on the diagonal
+            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
+                                       n_blocks)
+    else:
+        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
+                                   n_blocks)
+    return acc, l_i
+
+
+@gluon.jit
+def _gl_pws_tile(t, BH, N_M, group, S, WG: gl.constexpr, CONSUMERS: gl.constexpr,
+                 BLOCK_N: gl.constexpr):
+    # tile t's head, this consumer's first query row, the tile's key blocks and how many of
+    # them lie wholly below that row (no mask)
+    bh, pid_m = _gl_tile_of(t, BH, N_M, group)
+    start_m = pid_m * (64 * CONSUMERS)
+    first = start_m + 64 * WG
+    return bh, first, gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N), first // BLOCK_N
+
+
+@gluon.jit
+def _gl_rows_store(ob, O, bh, H, S, first, sob, soh, sos, sod):
+    # the 64 rows in O's buffer `ob` to rows first.. of the output through pointers, 16 rows
+    # at a time (few registers), rows past S left out
+    D: gl.constexpr = ob.type.shape[1]
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [256 // D, D // 8], [4, 1], [1, 0])
+    o_base = O + (bh // H).to(gl.int64) * sob + (bh % H).to(gl.int64) * soh
+    cols = gl.arange(0, D, gl.SliceLayout(0, layout))
+    for r in gl.static_range(0, 64, 16):
+        rows = first + r + gl.arange(0, 16, gl.SliceLayout(1, layout))
+        gl.store(o_base + rows[:, None] * sos + cols[None, :] * sod,
+                 ob.slice(r, 16).load(layout), mask=(rows[:, None] < S) & (cols[None, :] < D))
+
+
+@gluon.jit
+def _gl_pws_out(acc, l_i, o_desc, O, ob, bh, H, S, first, sob, soh, sos, sod,
+                o_layout: gl.constexpr):
+    # a consumer's output rows: by TMA store from its O buffer `ob` (the store waited for only
+    # before the buffer is written again); a tile past S from the same buffer by pointers
+    # (a TMA store would write the next head's rows); all by pointers for EPILOGUE "ptr"
+    out = (acc * (1.0 / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)))[:, None])
+    out = out.to(ob.dtype)
+    if o_desc is None:
+        _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+    else:
+        tma.store_wait(0)  # the last tile's store has left the buffer
+        ob.store(out)
+        if first + 64 <= S:
+            fence_async_shared()
+            _tma_store(o_desc, [bh * S + first, 0], ob)
+        else:
+            _gl_rows_store(ob, O, bh, H, S, first, sob, soh, sos, sod)
+
+
+@gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, WG: gl.constexpr):
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
-    dtype: gl.constexpr = q_desc.dtype
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
-    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
+    CONSUMERS: gl.constexpr = o_smem.type.shape[0]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    # DIAG_HALF (`half` not None: a partition takes a constexpr number as a tensor in
+    # Triton 3.6, None as None): the first of two consumers on 128-key blocks takes its
+    # last key block's first half alone (_gl_pws_half_last)
+    HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
     q = q_smem.index(WG)
     c = 0
     i = 0
     row = sched + gl.program_id(0) * width
     t = gl.load(row)
     while t >= 0:
-        bh, pid_m = _gl_tile_of(t, BH, N_M, group)
-        start_m = pid_m * (64 * CONSUMERS)
-        first = start_m + 64 * WG
-        n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
-        n_full = first // BLOCK_N
+        bh, first, n_blocks, n_full = _gl_pws_tile(t, BH, N_M, group, S, WG, CONSUMERS,
+                                                   BLOCK_N)
         m_i = gl.full([64], float("-inf"), gl.float32, row_s)
         l_i = gl.zeros([64], gl.float32, row_s)
         acc = gl.zeros([64, D], gl.float32, o_layout)
         s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
         mbarrier.wait(q_ready.index(WG), i & 1)
-        st = c % STAGES
-        mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False,
-                          is_async=True)
-        s = warpgroup_mma_wait(0, deps=(s,))
-        mbarrier.arrive(empty.index(st), count=1)  # done with K_0
-        p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S,
-                                               qk_scale, 64, BLOCK_N, s_layout)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        for j in range(0, n_blocks - 1):
-            kn = c + j + 1
-            sn = kn % STAGES
-            mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
-            s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
-                              is_async=True)
-            kc = c + j
-            sc = kc % STAGES
-            mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
-            s = warpgroup_mma_wait(1, deps=(s,))
-            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
-            p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
-                                                   qk_scale, 64, BLOCK_N, s_layout)
-            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-        mbarrier.arrive(q_empty.index(WG), count=1)  # every Q K^T of the tile is done
-        kl = c + n_blocks - 1
-        sl = kl % STAGES
-        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
-        out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
-        if o_desc is None:
-            _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
-        elif first + 64 <= S:
-            ob = o_smem.index(WG)
-            tma.store_wait(0)  # the last tile's store has left the buffer
-            ob.store(out)
-            fence_async_shared()
-            _tma_store(o_desc, [bh * S + first, 0], ob)
-        else:
-            _gl_ptr_store(out, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+        s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c,
+                                               n_full, first, S, qk_scale, s_layout, o_layout)
+        n_loop = n_blocks - 1
+        if HALF:
+            n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
+        s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
+                                                   k_ready, v_ready, empty, c, n_loop, n_full,
+                                                   first, S, qk_scale, s_layout, o_layout)
+        acc, l_i = _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty,
+                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF)
+        _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
+                    sod, o_layout)
         c += n_blocks
         i += 1
         t = gl.load(row + i)
@@ -626,28 +747,28 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
-                      qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                      N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, 0)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
-                      qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                      N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group, qk_scale,
-                    sob, soh, sos, sod, 1)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
+                    N_M, group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
 def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
-                     group, sob,
-                     soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
+                     group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+                     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                     DIAG_HALF: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -669,7 +790,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-            q_empty, k_ready, v_ready, empty, sched, width, H, S, BH, N_M, group,
+            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None, H, S,
+            BH, N_M, group,
             sm_scale * 1.4426950408889634, sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
@@ -677,6 +799,44 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
     else:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_loader, args)], [1],
                            [LOADER_REGS])
+
+
+_SCHEDULES = {}
+_SCHEDULE_KEPT = 64
+
+
+def _schedule(BH, n_m, block_m, S, device):
+    """The persistent kernel's tiles per program, a row each, -1 after a program's last: the
+    launch order's tiles (_gl_tile_of's) dealt out in turn to the program that would be
+    free first, a tile costing its key blocks and one for its start and end (what the GPU's
+    own scheduler does with a grid of one program per tile). One table per shape and
+    device, made once (about 0.2 s of host time at 262144 tiles): it depends on the shape
+    alone. The last _SCHEDULE_KEPT shapes' tables are kept."""
+    key = (BH, n_m, block_m, S, device)
+    table = _SCHEDULES.pop(key, None)
+    if table is None:
+        # plain Python numbers: torch's arithmetic here would be compute outside a kernel
+        cost = [(min((m + 1) * block_m, S) + BLOCK_N - 1) // BLOCK_N + 1 for m in range(n_m)]
+        programs = min(BH * n_m, _num_sms(device))
+        loads = [(0, p) for p in range(programs)]
+        tiles = [[] for _ in range(programs)]
+        t = 0
+        for g in range(0, BH, HEAD_GROUP):  # _gl_tile_of's order
+            heads = min(BH - g, HEAD_GROUP)
+            for m in range(n_m - 1, -1, -1):
+                for _ in range(heads):
+                    load, p = loads[0]
+                    tiles[p].append(t)
+                    heapq.heapreplace(loads, (load + cost[m], p))
+                    t += 1
+        width = max(len(row) for row in tiles) + 1
+        rows = [row + [-1] * (width - len(row)) for row in tiles]
+        table = torch.tensor(rows, dtype=torch.int32, device=device)
+        while len(_SCHEDULES) >= _SCHEDULE_KEPT:
+            _SCHEDULES.pop(next(iter(_SCHEDULES)))
+    _SCHEDULES[key] = table  # the most recent last
+    return table
+
 
 
 _HOPPER_CAPABILITY = {}
@@ -705,33 +865,11 @@ def _wgmma_ok(q, k, v):
     )
 
 
-_SCHEDULES = {}
-
-
-def _schedule(BH, n_m, block_m, S, device):
-    """The persistent kernel's tiles per program, a row each, -1 after a program's last: the
-    launch order's tiles (_gl_tile_of's) dealt out in turn to the program that would be
-    free first, a tile costing its key blocks and one for its start and end (what the GPU's
-    own scheduler does with a grid of one program per tile). One table per shape and
-    device, made once: it depends on the shape alone."""
-    key = (BH, n_m, block_m, S, device)
-    table = _SCHEDULES.get(key)
-    if table is None:
-        programs = min(BH * n_m, _num_sms(device))
-        loads = [(0, p) for p in range(programs)]
-        tiles = [[] for _ in range(programs)]
-        for t in range(BH * n_m):
-            g, r = divmod(t, HEAD_GROUP * n_m)
-            m = n_m - 1 - r // min(BH - g * HEAD_GROUP, HEAD_GROUP)
-            load, p = heapq.heappop(loads)
-            tiles[p].append(t)
-            blocks = triton.cdiv(min((m + 1) * block_m, S), BLOCK_N)
-            heapq.heappush(loads, (load + blocks + 1, p))
-        width = max(len(row) for row in tiles) + 1
-        rows = [row + [-1] * (width - len(row)) for row in tiles]
-        table = torch.tensor(rows, dtype=torch.int32, device=device)
-        _SCHEDULES[key] = table
-    return table
+def _ws_maxnreg(block_m):
+    """A warp-specialised CTA's registers per thread at launch: every warp starts with them
+    (two consumers and the loader are three warpgroups), then the loader gives its own up
+    to the consumers."""
+    return 168 if block_m == 128 else 128
 
 
 def _launch_wgmma(q, k, v, o):
@@ -751,17 +889,15 @@ def _launch_wgmma(q, k, v, o):
     descs = (desc(q, q_rows), desc(k, BLOCK_N), desc(v, BLOCK_N),
              desc(o, q_rows) if EPILOGUE == "tma" else None)
     n_m = triton.cdiv(S, block_m)
-    # warp-specialised registers: every warp starts with maxnreg (a CTA of two consumers and
-    # the loader is three warpgroups), then the loader gives its own up to the consumers
-    maxnreg = 168 if block_m == 128 else 128
+    maxnreg = _ws_maxnreg(block_m)
     if WS and PERSISTENT:
         sched = _schedule(B * H, n_m, block_m, S, q.device)
         _gl_attn_fwd_pws[(sched.shape[0],)](
             *descs, o, sched, sched.shape[1], 1.0 / (D ** 0.5), H, S, B * H, n_m, HEAD_GROUP,
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
-            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4,
-            maxnreg=maxnreg,
+            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
+            num_warps=4, maxnreg=maxnreg,
         )
         return
     if WS:
