@@ -7,10 +7,11 @@ per shape against SDPA as torch picks it, SDPA's cuDNN and FlashAttention backen
 torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096):
 - Its start (warp-specialised: a loader warp, two consumer warpgroups of 64 rows, 128-key
   blocks, 2 stages, head groups of 16; persistent; O by TMA store; 64-row tiles where
-  128-row ones cannot fill the SMs): 0.246-0.248 ms at B4 H32 S2048 (1.10-1.11x cuDNN,
-  555-558 TFLOP/s, 71-76 % of the floor by the ceiling measured), 0.062 ms at B1 H8 S4096
-  (1.61x), 1.20x at the tail, 1.14x at the tiny shape: faster than every baseline at every
-  shape (15 of 15 rounds), and a default 40-attempt search found nothing faster.
+  128-row ones cannot fill the SMs; the first consumer on half the diagonal block):
+  0.240-0.242 ms at B4 H32 S2048 (1.13x cuDNN, 569-573 TFLOP/s, 72 % of the floor by the
+  settled bf16 ceiling of about 790 TFLOP/s), 0.061 ms at B1 H8 S4096 (1.61x), 1.23x at the
+  tail, 1.16x at the tiny shape: faster than every baseline at every shape (15 of 15
+  rounds), and default 40-attempt searches from it found nothing faster.
 - What made it: O through shared memory by one TMA store instead of pointer stores (the
   consumers no longer wait on their own global stores): 0.277 against 0.322 ms; then
   persistence with the store overlapping the next tile: 0.248. Persistence with pointer
@@ -27,15 +28,19 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   CTA-wide barrier around each TMA issue): 0.386 ms with 128 rows; 2 stages of 64-key
   blocks: 0.37-0.47 ms; the two consumers issuing their MMAs in turns through a pair of
   mbarriers (FlashAttention-3's ping-pong): 0.324 against 0.322 ms.
-- DIAG_HALF is compiled for sm_90a but NOT measured on a GPU yet: by count it drops 2.9 %
-  of the warpgroup MMA work at B4 H32 S2048 (half a block of 272 a head), 1.5 % at S4096.
+- DIAG_HALF (the first consumer takes only the 64 keys of the diagonal block its rows see,
+  by 64-wide warpgroup MMAs): 0.2415 against 0.2453 ms at B4 H32 S2048, 0.0611 against
+  0.0618 at S4096, no slower elsewhere: in the start since. By count it drops 2.9 % of the
+  MMA work at B4 H32 S2048 and gave 1.6 %.
+- Did not pay: the next tile's first Q K^T and softmax run beside a tile's last P V (two Q
+  buffers a consumer, 229 KiB of shared memory): 0.300 ms at B4 H32 S2048 (0.90x), slower at
+  every shape; it spilled about 1.3 KB at each turn between tiles with little L1 left for
+  it, and the turn waited for the next tile's Q and first K before the last P V. Taken out.
 - Registers: ptxas (Triton 3.6) gives the persistent consumers 240 registers once the
-  loader gives its own up; the start spills nothing (it spilled 192 bytes at a tile's end
-  while a tile past S stored from registers through 64 pointers a thread; it now stores
-  from O's shared buffer 16 rows at a time). TILE_OVERLAP spills about 1.3 KB at the turn
-  between tiles (P V, the next Q K^T and a softmax in flight at once), none in the
-  key-block loop. Gluon puts a warpgroup barrier before each mbarrier wait and arrive
-  (three a key block per consumer).
+  loader gives its own up; the start spills nothing (it spilled 192 bytes while a tile past
+  S stored from registers through 64 pointers a thread; it now stores from O's shared
+  buffer 16 rows at a time). Gluon puts a warpgroup barrier before each mbarrier wait and
+  arrive (three a key block per consumer); ncu's top stall for the start is "barrier".
 What was measured on the H200 (Triton 3.6, bf16, causal, D=128):
 - flash-tma with 64 query rows on 4 warps: 0.88x cuDNN's SDPA at B4 H32 S2048; 128 rows on
   8 warps: 0.78x. A default 40-attempt search over flash-tma/flash-split/flash-masked ended

@@ -10,8 +10,9 @@ next block's softmax runs on the CUDA cores while P V is still on the tensor cor
 K/V blocks come through a ring of NUM_STAGES shared-memory stages filled by TMA. The
 start is warp-specialised (a loader warp, a consumer warpgroup per 64 query rows) and
 persistent (one CTA per SM over a table of tiles made once per shape), and its output
-leaves by TMA store while the next tile computes: 1.11x cuDNN at B4 H32 S2048 D128 on an
-H100 (RESULTS.md, 2026-12-06 evening).
+leaves by TMA store while the next tile computes; the first consumer takes only the half of
+the diagonal key block its rows see: 1.13x cuDNN at B4 H32 S2048 D128 on an H100 (RESULTS.md,
+2026-12-06 night). The persistent kernels are in attention_wgmma_persistent.py.
 
 `GLUON_KERNELS` is source text pasted into a candidate after the family's parameter block
 (attention.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
