@@ -3,10 +3,10 @@
 
 In one process on the GPU: the bf16 matmul rate (8192^3, random data, as
 verifier/timing.py's _measure_rates) as single medians of about 50 ms of trials, the
-first taken cold, then again and again; then as timing.settled_ms takes it (the best of
-RATE_REPEATS medians after RATE_WARM_MS untimed). Run it in two or three fresh processes:
-the single medians' spread is how much a kernel's "% of floor" moved between processes
-before settled_ms; the settled rates' spread is how much it moves now.
+first taken cold, then again and again (the verifier took one such median before
+timing.best_ms); then as timing.best_ms takes it now (the fastest of RATE_REPEATS
+medians). Run it in two or three fresh processes: the spread of what each way reads is
+how much a kernel's "% of floor" moves with it.
 
     PYTHONPATH=. python3 bench/ceiling_rates.py [--singles 6]
 """
@@ -18,7 +18,7 @@ import json
 
 import torch
 
-from kernelladder.verifier.timing import RATE_REPEATS, RATE_WARM_MS, GpuTimer, settled_ms
+from kernelladder.verifier.timing import RATE_REPEATS, GpuTimer, best_ms
 
 
 def main() -> int:
@@ -35,12 +35,12 @@ def main() -> int:
         return torch.mm(a, b)
 
     singles = [flops / timer.time(mm, 50.0).median_ms / 1e9 for _ in range(args.singles)]
-    settled = [flops / settled_ms(timer, mm) / 1e9 for _ in range(2)]
+    best = [flops / best_ms(timer, mm) / 1e9 for _ in range(2)]
     print(json.dumps({
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
         "single_medians_tflops": [round(x, 1) for x in singles],
-        "settled_tflops": [round(x, 1) for x in settled],
-        "settled_method": f"best of {RATE_REPEATS} medians after {RATE_WARM_MS:.0f} ms untimed",
+        "best_ms_tflops": [round(x, 1) for x in best],
+        "best_ms_method": f"the fastest of {RATE_REPEATS} medians",
     }))  # fmt: skip
     return 0
 

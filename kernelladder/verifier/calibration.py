@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# 2: rates measured at settled clocks (timing.settled_ms); a file of version 1 holds rates
-# taken by one cold median, so it is measured again
+# 2: each rate the best of several medians (timing.best_ms); a file of version 1 holds rates
+# of one median each, so it is measured again
 SCHEMA_VERSION = 2
 STALE_DAYS = 14.0
 CACHE_ENV = "KERNELLADDER_CACHE_DIR"

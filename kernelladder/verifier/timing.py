@@ -242,23 +242,17 @@ def time_with_plan(timer: Any, fn: Callable[[], Any], target_ms: float, plan: di
     return timer.time(fn, target_ms) if planned is None else planned(fn, target_ms, plan)
 
 
-# A ceiling is what the GPU does once its clocks have settled: each rate is the best of
-# RATE_REPEATS medians, after RATE_WARM_MS of the same work untimed. On an H100, one median
-# taken first in a process read the bf16 matmul 4-7 % below the medians after it (about
-# 740 against 790 TFLOP/s), so a kernel's fraction of its floor moved by as much between
-# processes (bench/ceiling_rates.py).
+# A ceiling is the best rate the GPU showed: the fastest of RATE_REPEATS medians of the same
+# work, the first taken cold. The floor is a time no kernel should beat, and a kernel timed
+# in short flushed trials runs at the clocks of a first median: on an H100 (2026-12-06,
+# bench/ceiling_rates.py) the bf16 matmul's first medians in a process read 795-800
+# TFLOP/s and the ones after 680-740, as sustained matmuls brought the clocks down; one
+# median alone (the way before) read anywhere from 740 to 800 between processes.
 RATE_REPEATS = 3
-RATE_WARM_MS = 200.0
 
 
-def settled_ms(timer: GpuTimer, fn: Callable[[], Any], target_ms: float = 50.0) -> float:
-    """The shortest of RATE_REPEATS medians of `fn` (each about `target_ms` of trials),
-    after RATE_WARM_MS of calls untimed: the time of the GPU's settled clocks."""
-    timer._sync()
-    t0 = TRUSTED.perf_counter()
-    while (TRUSTED.perf_counter() - t0) * 1e3 < RATE_WARM_MS:
-        fn()
-        timer._sync()
+def best_ms(timer: GpuTimer, fn: Callable[[], Any], target_ms: float = 50.0) -> float:
+    """The shortest of RATE_REPEATS medians of `fn`, each about `target_ms` of trials."""
     return min(timer.time(fn, target_ms).median_ms for _ in range(RATE_REPEATS))
 
 
@@ -270,7 +264,7 @@ def _measure_rates(timer: GpuTimer) -> dict[str, float]:
         src = TRUSTED.empty(n, dtype=torch.int8, device=dev)
         dst = TRUSTED.empty(n, dtype=torch.int8, device=dev)
         src.fill_(1)
-        rates["copy"] = 2 * n / settled_ms(timer, lambda d=dst, s=src: d.copy_(s))  # read + write
+        rates["copy"] = 2 * n / best_ms(timer, lambda d=dst, s=src: d.copy_(s))  # read + write
         del src, dst
     except Exception:
         pass
@@ -280,14 +274,14 @@ def _measure_rates(timer: GpuTimer) -> dict[str, float]:
         try:
             a = torch.randn(size, size, device=dev).to(dtype)
             b = torch.randn(size, size, device=dev).to(dtype)
-            rates[unit] = flops / settled_ms(timer, lambda a=a, b=b: torch.mm(a, b))
+            rates[unit] = flops / best_ms(timer, lambda a=a, b=b: torch.mm(a, b))
             del a, b
         except Exception:
             pass
     try:
         a8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
         b8 = torch.randint(-128, 127, (size, size), dtype=torch.int8, device=dev)
-        rates["int8_int_mm"] = flops / settled_ms(timer, lambda a=a8, b=b8: torch._int_mm(a, b.t()))
+        rates["int8_int_mm"] = flops / best_ms(timer, lambda a=a8, b=b8: torch._int_mm(a, b.t()))
     except Exception:
         pass
     return with_int8_ceiling(rates)
