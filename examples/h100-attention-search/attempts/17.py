@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EPILOGUE":"ptr","FILL":true,"HEAD_GROUP":16,"NUM_STAGES":3,"PERSISTENT":true,"WS":true}}
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EPILOGUE":"tma","FILL":false,"HEAD_GROUP":64,"NUM_STAGES":2,"PERSISTENT":true,"WS":true}}
 """attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring filled by a loader warp, unmasked blocks below the diagonal, persistent CTAs over the longest query tiles of each head group first, O out by TMA store (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -10,13 +10,13 @@ import triton.language as tl
 
 # search parameters
 BLOCK_N = 128
-NUM_STAGES = 3
+NUM_STAGES = 2
 WS = True
 BLOCK_M = 128
-HEAD_GROUP = 16
-EPILOGUE = 'ptr'
+HEAD_GROUP = 64
+EPILOGUE = 'tma'
 PERSISTENT = True
-FILL = True
+FILL = False
 DIAG_HALF = True
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family

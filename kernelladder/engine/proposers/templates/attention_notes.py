@@ -8,10 +8,10 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
 - Its start (warp-specialised: a loader warp, two consumer warpgroups of 64 rows, 128-key
   blocks, 2 stages, head groups of 16; persistent; O by TMA store; 64-row tiles where
   128-row ones cannot fill the SMs; the first consumer on half the diagonal block):
-  0.240-0.242 ms at B4 H32 S2048 (1.13x cuDNN, 569-573 TFLOP/s, 72 % of the floor by the
-  settled bf16 ceiling of about 790 TFLOP/s), 0.061 ms at B1 H8 S4096 (1.61x), 1.23x at the
-  tail, 1.16x at the tiny shape: faster than every baseline at every shape (15 of 15
-  rounds), and default 40-attempt searches from it found nothing faster.
+  0.239-0.242 ms at B4 H32 S2048 (1.13x cuDNN, 569-575 TFLOP/s, 72 % of the floor by a
+  bf16 ceiling of about 793 TFLOP/s, a cold matmul's), 0.061 ms at B1 H8 S4096 (1.61x),
+  1.23x at the tail, 1.16x at the tiny shape: faster than every baseline at every shape
+  (15 of 15 rounds), and default 40-attempt searches from it found nothing faster.
 - What made it: O through shared memory by one TMA store instead of pointer stores (the
   consumers no longer wait on their own global stores): 0.277 against 0.322 ms; then
   persistence with the store overlapping the next tile: 0.248. Persistence with pointer
