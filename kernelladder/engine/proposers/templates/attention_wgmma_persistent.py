@@ -33,10 +33,9 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
     row = sched + gl.program_id(0) * width
     t = gl.load(row)
     while t >= 0:
-        bh, pid_m = _gl_tile_of(t, BH, N_M, group)
+        # the tile's head, first row and key blocks, as its first consumer reckons them
+        bh, start_m, n_blocks, _ = _gl_pws_tile(t, BH, N_M, group, S, 0, CONSUMERS, BLOCK_N)
         row0 = bh * S
-        start_m = pid_m * (64 * CONSUMERS)
-        n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
         # K_0 first (its stage frees before Q's buffers do), then each consumer's Q, then
         # K_j and V_(j-1) in the order the consumers use them
         for j in range(n_blocks + 1):
@@ -193,7 +192,7 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    CONSUMERS: gl.constexpr = o_smem.type.shape[0]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -201,7 +200,7 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     # DIAG_HALF (`half` not None: a partition takes a constexpr number as a tensor in
     # Triton 3.6, None as None): the first of two consumers on 128-key blocks takes its
-    # last key block's first half alone (_gl_pws_half_last)
+    # last key block's first half alone (_gl_pws_last)
     HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
     q = q_smem.index(WG)
     c = 0
