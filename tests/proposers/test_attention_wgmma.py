@@ -9,7 +9,7 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
   device, and the PTX has the overlap the kernel is written for: a wait that leaves one
   warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
   the loader's registers given to the consumers, with EPILOGUE "tma" O's TMA store, and with
-DIAG_HALF the diagonal block's 64-key MMAs.
+DIAG_HALF the diagonal block's 64-key MMAs, with PINGPONG the consumers' turns.
 Their speed and their results on an H100/H200 are bench/attention_search.py's."""
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ POINTS = [
     ONE,
     {"DIAG_HALF": False},
     {"DIAG_HALF": False, "EPILOGUE": "ptr"},
+    {"PINGPONG": True},
+    {"PINGPONG": True, "DIAG_HALF": False},
+    {"EARLY_RESCALE": True},
+    {"EARLY_RESCALE": True, "PINGPONG": True},
 ]
 
 
@@ -191,7 +195,8 @@ if m.WS and m.PERSISTENT:
     fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
-                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF})
+                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF,
+                   "PINGPONG": m.PINGPONG, "EARLY_RESCALE": m.EARLY_RESCALE})
 elif m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
@@ -209,6 +214,7 @@ source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v
 kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
                   "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
+                  "turns": bool(m.WS and m.PERSISTENT and m.PINGPONG and m.BLOCK_M == 128),
                   "block_n": m.BLOCK_N,
 }))
 """
@@ -237,4 +243,9 @@ def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, t
     assert bool(tma_store) == out["tma_store"]
     if D == 128 and out["block_n"] == 128:  # DIAG_HALF: the diagonal's first half, 64 keys
         assert bool(re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16", ptx)) == out["half"]
+    # PINGPONG: each consumer waits for its turn on its own named barrier (8 or 9, both
+    # consumers' 256 threads) and hands the turn to the other's
+    turns = ("bar.sync 8, 256", "bar.sync 9, 256", "bar.arrive 8, 256", "bar.arrive 9, 256")
+    assert all(t in ptx for t in turns) == out["turns"]
+    assert any(t in ptx for t in turns) == out["turns"]
     assert out["shared"] <= 227 * 1024

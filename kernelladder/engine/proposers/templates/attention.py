@@ -560,13 +560,37 @@ _WGMMA_DIAG_HALF = Param(
 )
 
 
+_WGMMA_PINGPONG = Param(
+    "PINGPONG",
+    (False, True),
+    doc="(persistent, 128-row tiles) the two consumers issue their MMAs in turns through "
+    "named barriers, each one's softmax beside the other's MMAs (FlashAttention-3's ping-pong)",
+)
+
+
+_WGMMA_EARLY_RESCALE = Param(
+    "EARLY_RESCALE",
+    (False, True),
+    doc="(persistent) the accumulator is rescaled to a key block's maxima just before that "
+    "block's P V, beside the next Q K^T on the tensor cores (FlashAttention-3's order), "
+    "instead of as soon as the P V before is done",
+)
+
+
 def _wgmma_fits(p) -> bool:
     # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
     # and, persistent with the TMA store, O's staging of its own
     o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
     kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
     half_ok = p["PERSISTENT"] and p["BLOCK_M"] == 128 and p["BLOCK_N"] == 128
-    return kib <= 227 and (p["WS"] or not p["PERSISTENT"]) and (half_ok or not p["DIAG_HALF"])
+    two = p["PERSISTENT"] and p["BLOCK_M"] == 128
+    return (
+        kib <= 227
+        and (p["WS"] or not p["PERSISTENT"])
+        and (half_ok or not p["DIAG_HALF"])
+        and (two or not p["PINGPONG"])
+        and (p["PERSISTENT"] or not p["EARLY_RESCALE"])
+    )
 
 
 _WGMMA = Family(
@@ -587,6 +611,8 @@ _WGMMA = Family(
         _WGMMA_PERSISTENT,
         _WGMMA_FILL,
         _WGMMA_DIAG_HALF,
+        _WGMMA_PINGPONG,
+        _WGMMA_EARLY_RESCALE,
     ),
     start={
         "BLOCK_M": 128,
@@ -598,6 +624,8 @@ _WGMMA = Family(
         "PERSISTENT": True,
         "FILL": True,
         "DIAG_HALF": True,
+        "PINGPONG": False,
+        "EARLY_RESCALE": False,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),

@@ -267,8 +267,34 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_b
 
 
 @gluon.jit
+def _gl_turn_wait(TURN: gl.constexpr):
+    # PINGPONG (TURN 0 or 1, the consumer's number; -1: off): wait for this consumer's turn
+    # to issue its MMAs. Named barrier 8 + TURN completes when this warpgroup's 128 threads
+    # sync on it and the other consumer's 128 have arrived (handed the turn over): the two
+    # consumers' MMAs reach the tensor cores in turns, each one's softmax beside the other's
+    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.
+    if TURN == 0:
+        gl.inline_asm_elementwise("bar.sync 8, 256; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    elif TURN == 1:
+        gl.inline_asm_elementwise("bar.sync 9, 256; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
+@gluon.jit
+def _gl_turn_pass(TURN: gl.constexpr):
+    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)
+    if TURN == 0:
+        gl.inline_asm_elementwise("bar.arrive 9, 256; mov.u32 $0, 0;", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    elif TURN == 1:
+        gl.inline_asm_elementwise("bar.arrive 8, 256; mov.u32 $0, 0;", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first, S, qk_scale,
-                       s_layout: gl.constexpr, o_layout: gl.constexpr):
+                       s_layout: gl.constexpr, o_layout: gl.constexpr, TURN: gl.constexpr):
     # a consumer warpgroup's first key block of a tile (ring position c): its Q K^T waited
     # for, the K stage freed, its softmax; P comes back as the next P V's register operand
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -276,7 +302,9 @@ def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     st = c % STAGES
     mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
+    _gl_turn_wait(TURN)
     s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False, is_async=True)
+    _gl_turn_pass(TURN)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(empty.index(st), count=1)  # done with K_0
     p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S, qk_scale, 64,
@@ -287,33 +315,44 @@ def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first,
 @gluon.jit
 def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, c,
                       n_loop, n_full, first, S, qk_scale, s_layout: gl.constexpr,
-                      o_layout: gl.constexpr):
+                      o_layout: gl.constexpr, TURN: gl.constexpr, EARLY: gl.constexpr):
     # the tile's key blocks 1 .. n_loop (ring positions c + 1 ..): the next block's Q K^T,
     # then this block's P V, both in flight; the next block's softmax runs while P V is
     # still on the tensor cores. A K stage is freed once its Q K^T is done, a V stage once
-    # its P V is (one arrival per consumer each).
+    # its P V is (one arrival per consumer each). The accumulator is rescaled to a block's
+    # maxima once the P V before is waited for, or with EARLY (EARLY_RESCALE) just before
+    # the block's own P V, beside the Q K^T issued ahead of it; then the last block's factor
+    # comes back unapplied (alpha).
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    alpha = gl.full([s.shape[0]], 1.0, gl.float32, gl.SliceLayout(1, s_layout))
     for j in range(0, n_loop):
         kn = c + j + 1
         sn = kn % STAGES
         mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+        _gl_turn_wait(TURN)
         s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
                           is_async=True)
+        if EARLY:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         kc = c + j
         sc = kc % STAGES
         mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+        _gl_turn_pass(TURN)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
         p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
                                                qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        if not EARLY:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(q.dtype), p_layout)
+    if EARLY:
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
     return s, p_op, acc, m_i, l_i
 
 
@@ -342,10 +381,11 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(q_bar, 0)
     s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, 0, n_full,
-                                           first, S, qk_scale, s_layout, o_layout)
+                                           first, S, qk_scale, s_layout, o_layout, -1)
     s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                k_ready, v_ready, empty, 0, n_blocks - 1,
-                                               n_full, first, S, qk_scale, s_layout, o_layout)
+                                               n_full, first, S, qk_scale, s_layout, o_layout,
+                                               -1, False)
     jl = n_blocks - 1
     sl = jl % STAGES
     mbarrier.wait(v_ready.index(sl), (jl // STAGES) & 1)
@@ -466,7 +506,7 @@ def _launch_wgmma(q, k, v, o):
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
-            num_warps=4, maxnreg=maxnreg,
+            PINGPONG=PINGPONG, EARLY_RESCALE=EARLY_RESCALE, num_warps=4, maxnreg=maxnreg,
         )
         return
     if WS:

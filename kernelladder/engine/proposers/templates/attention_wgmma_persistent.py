@@ -23,8 +23,8 @@ GLUON_PERSISTENT = '''
 
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
-                   group, qk_scale, sob, soh, sos, sod):
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                   early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -76,7 +76,7 @@ def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks
 
 @gluon.jit
 def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
-                    c, n_blocks, first, S, qk_scale):
+                    c, n_blocks, first, S, qk_scale, TURN: gl.constexpr):
     # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
     # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
     # reach these rows. Their Q K^T (a 64-wide warpgroup MMA on the stage's first half)
@@ -96,12 +96,14 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
     sl = kl % STAGES
     mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
     sh = gl.zeros([64, 64], gl.float32, h_layout)
+    _gl_turn_wait(TURN)
     sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
                        is_async=True)
     kc = kl - 1
     sc = kc % STAGES
     mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+    _gl_turn_pass(TURN)
     sh = warpgroup_mma_wait(1, deps=(sh,))
     mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
     mbarrier.arrive(q_empty, count=1)  # every Q K^T of the tile is done
@@ -117,14 +119,14 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
 
 @gluon.jit
 def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty, c,
-                 n_blocks, first, S, qk_scale, HALF: gl.constexpr):
+                 n_blocks, first, S, qk_scale, HALF: gl.constexpr, TURN: gl.constexpr):
     # a tile's end when no tile follows it: its last P V alone (with HALF, on the diagonal
     # block's first 64 keys, after their Q K^T); the tile's accumulator and row sums
     if HALF:
         if n_blocks > 1:
             acc, ph, l_i = _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
                                            v_ready, empty, q_empty, c, n_blocks, first, S,
-                                           qk_scale)
+                                           qk_scale, TURN)
             STAGES: gl.constexpr = v_smem.type.shape[0]
             sl = (c + n_blocks - 1) % STAGES
             mbarrier.wait(v_ready.index(sl), ((c + n_blocks - 1) // STAGES) & 1)
@@ -187,8 +189,9 @@ def _gl_pws_out(acc, l_i, o_desc, O, ob, bh, H, S, first, sob, soh, sos, sod,
 
 @gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod,
+                    WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -202,6 +205,13 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     # Triton 3.6, None as None): the first of two consumers on 128-key blocks takes its
     # last key block's first half alone (_gl_pws_last)
     HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
+    # PINGPONG (`pingpong` not None, two consumers): they issue their MMAs in turns
+    # (_gl_turn_wait), a turn a key block: as many in each consumer's tile (with HALF, the
+    # first consumer's diagonal half is one), the last P V outside them; consumer 1 hands
+    # consumer 0 the first turn
+    TURN: gl.constexpr = WG if pingpong is not None and CONSUMERS == 2 else -1
+    if TURN == 1:
+        _gl_turn_pass(TURN)
     q = q_smem.index(WG)
     c = 0
     i = 0
@@ -216,15 +226,17 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
         mbarrier.wait(q_ready.index(WG), i & 1)
         s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c,
-                                               n_full, first, S, qk_scale, s_layout, o_layout)
+                                               n_full, first, S, qk_scale, s_layout, o_layout,
+                                               TURN)
         n_loop = n_blocks - 1
         if HALF:
             n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
         s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                    k_ready, v_ready, empty, c, n_loop, n_full,
-                                                   first, S, qk_scale, s_layout, o_layout)
+                                                   first, S, qk_scale, s_layout, o_layout, TURN,
+                                                   early is not None)
         acc, l_i = _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty,
-                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF)
+                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF, TURN)
         _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
                     sod, o_layout)
         c += n_blocks
@@ -236,20 +248,20 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                      N_M, group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                      early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, 0)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                      N_M, group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                      early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, 1)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
@@ -257,7 +269,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
                      group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-                     DIAG_HALF: gl.constexpr):
+                     DIAG_HALF: gl.constexpr, PINGPONG: gl.constexpr,
+                     EARLY_RESCALE: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -279,9 +292,9 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None, H, S,
-            BH, N_M, group,
-            sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None,
+            q_desc if PINGPONG else None, q_desc if EARLY_RESCALE else None, H, S, BH, N_M,
+            group, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
                             (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
