@@ -32,6 +32,14 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   by 64-wide warpgroup MMAs): 0.2415 against 0.2453 ms at B4 H32 S2048, 0.0611 against
   0.0618 at S4096, no slower elsewhere: in the start since. By count it drops 2.9 % of the
   MMA work at B4 H32 S2048 and gave 1.6 %.
+- Neither paid nor lost (an H100, 2026-12-06, the same bench, the start 0.2403 ms at B4 H32
+  S2048 and 1.272x the geomean): PINGPONG, the two consumers issuing their MMAs in turns
+  through named barriers (bar.sync/bar.arrive 8 and 9 by inline PTX, FlashAttention-3's
+  ping-pong; Gluon's own barriers are 0-2): 0.2390 ms, 1.274x; EARLY_RESCALE, the
+  accumulator rescaled just before its block's P V, beside the next Q K^T: 0.2403, 1.269x;
+  both: 0.2391, 1.274x. All within the rounds' spread, and a default search from the start
+  tried PINGPONG and kept the start. So the consumers' order at the tensor cores is not
+  what holds the start at 72 % of the floor.
 - Did not pay: the next tile's first Q K^T and softmax run beside a tile's last P V (two Q
   buffers a consumer, 229 KiB of shared memory): 0.300 ms at B4 H32 S2048 (0.90x), slower at
   every shape; it spilled about 1.3 KB at each turn between tiles with little L1 left for
