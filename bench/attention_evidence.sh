@@ -6,7 +6,7 @@
 # families' starts (bench/attention_search.py --no-probe --from-run). Prints the rate table,
 # then the head-to-head table; under $OUT (a temporary directory when unset): rate/ (the
 # run, runs.tar.gz, table.txt) and h2h.txt.
-#   bench/attention_evidence.sh [SEARCH_BUDGET_S [H2H_BUDGET_S]]   (defaults 200 and 320)
+#   bash bench/attention_evidence.sh [SEARCH_BUDGET_S [H2H_BUDGET_S]]   (defaults 200 and 320)
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD

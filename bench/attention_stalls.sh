@@ -3,7 +3,7 @@
 # B4 H32 S2048 D128 (bf16, causal) under Nsight Compute (--set full, warp-state sampling per
 # SASS instruction); bench/attention_stalls_summary.py prints the kernel's duration, its
 # stall reasons and the instructions that hold the most samples, with what they wait on.
-#   bench/attention_stalls.sh '{}' '{"PINGPONG": true}'
+#   bash bench/attention_stalls.sh '{}' '{"PINGPONG": true}'
 # Reports and the per-instruction CSVs (gzip) under $OUT (a temporary directory when unset).
 set -u
 cd "$(dirname "$0")/.."
