@@ -1,6 +1,8 @@
 """Summarises one Nsight Compute report of a kernel (bench/attention_stalls.sh): from the raw
-page its duration, tensor-pipe activity and warp-stall ratios; from the source page (SASS)
-the instructions holding the most warp-state samples, each with its top stall columns.
+page its duration, clock, tensor-pipe activity and warp-stall ratios; from the source page
+(SASS: the "Source" and "Warp Stall Sampling (All Samples)" columns, and the stall_<reason>
+ones) the samples by opcode and the instructions holding the most, each with its top stall
+columns.
 
     python3 bench/attention_stalls_summary.py SASS_CSV RAW_CSV [--top N]
 """
@@ -66,6 +68,15 @@ def sass_summary(path: str, top: int) -> None:
     samples = [(_number(r[total_col]) or 0.0, n, r) for n, r in enumerate(body)]
     whole = sum(s for s, _, _ in samples) or 1.0
     print(f"samples: {whole:.0f}")
+    # by opcode (predicate and modifiers dropped): BAR (warpgroup barriers), SYNCS
+    # (mbarrier waits and arrives), WARPGROUP (wgmma waits), HGMMA, MUFU ...
+    by_op: dict[str, float] = {}
+    for s, _, r in samples:
+        words = [w for w in r[src].split() if not w.startswith("@")]
+        op = words[0].split(".")[0] if words else "?"
+        by_op[op] = by_op.get(op, 0.0) + s
+    ranked = sorted(by_op.items(), key=lambda kv: -kv[1])[:12]
+    print("by opcode:", ", ".join(f"{op} {100 * v / whole:.1f}%" for op, v in ranked))
     for s, n, r in sorted(samples, reverse=True)[:top]:
         parts = sorted(((_number(r[i]) or 0.0, header[i]) for i in stall_cols), reverse=True)[:3]
         why = ", ".join(f"{h.split('(')[0].strip()[-28:]} {v:.0f}" for v, h in parts if v)
