@@ -16,14 +16,7 @@ n=0
 passed=()
 for point in "$@"; do
     n=$((n + 1))
-    python3 - "$point" "$OUT/points/$n.py" <<'PY'
-import json, sys
-from kernelladder.engine.proposers.templates import catalog
-family = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
-point = {**family.start, **json.loads(sys.argv[1])}
-assert family.valid(point), f"not a valid point: {sys.argv[1]}"
-open(sys.argv[2], "w").write(family.render(point))
-PY
+    python3 bench/wgmma_point.py "$point" "$OUT/points/$n.py"
     timeout "${CHECK_S:-120}" python3 -m kernelladder check attention "$OUT/points/$n.py" \
         --device cuda --no-baselines --min-speedup 0 >"$OUT/points/$n.check" 2>&1
     rc=$?

@@ -14,14 +14,7 @@ NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 n=0
 for point in "$@"; do
     n=$((n + 1))
-    python3 - "$point" "$OUT/stalls/$n.py" <<'PY'
-import json, sys
-from kernelladder.engine.proposers.templates import catalog
-family = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
-point = {**family.start, **json.loads(sys.argv[1])}
-assert family.valid(point), f"not a valid point: {sys.argv[1]}"
-open(sys.argv[2], "w").write(family.render(point))
-PY
+    python3 bench/wgmma_point.py "$point" "$OUT/stalls/$n.py"
     timeout "${NCU_S:-180}" "$NCU" --target-processes all --kernel-name regex:_gl_attn_fwd \
         --launch-skip 2 --launch-count 1 --set full --import-source no -f \
         -o "$OUT/stalls/$n" python3 - "$OUT/stalls/$n.py" >"$OUT/stalls/$n.log" 2>&1 <<'PY'

@@ -582,8 +582,8 @@ def _wgmma_fits(p) -> bool:
     # and, persistent with the TMA store, O's staging of its own
     o_rows = p["BLOCK_M"] if p["PERSISTENT"] and p["EPILOGUE"] == "tma" else 0
     kib = 2 * 128 * (p["BLOCK_M"] + o_rows + 2 * p["NUM_STAGES"] * p["BLOCK_N"]) / 1024
-    half_ok = p["PERSISTENT"] and p["BLOCK_M"] == 128 and p["BLOCK_N"] == 128
-    two = p["PERSISTENT"] and p["BLOCK_M"] == 128
+    two = p["PERSISTENT"] and p["BLOCK_M"] == 128  # two consumers on a persistent tile
+    half_ok = two and p["BLOCK_N"] == 128
     return (
         kib <= 227
         and (p["WS"] or not p["PERSISTENT"])

@@ -267,6 +267,13 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_b
 
 
 @gluon.jit
+def _gl_named_bar(PTX: gl.constexpr):
+    # one named-barrier instruction, executed by every thread of the warpgroup: inline PTX
+    # (Gluon has no call for named barriers), not pure, so it stays where it is written
+    gl.inline_asm_elementwise(PTX, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _gl_turn_wait(TURN: gl.constexpr):
     # PINGPONG (TURN 0 or 1, the consumer's number; -1: off): wait for this consumer's turn
     # to issue its MMAs. Named barrier 8 + TURN completes when this warpgroup's 128 threads
@@ -274,22 +281,18 @@ def _gl_turn_wait(TURN: gl.constexpr):
     # consumers' MMAs reach the tensor cores in turns, each one's softmax beside the other's
     # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.
     if TURN == 0:
-        gl.inline_asm_elementwise("bar.sync 8, 256; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        _gl_named_bar("bar.sync 8, 256; mov.u32 $0, 0;")
     elif TURN == 1:
-        gl.inline_asm_elementwise("bar.sync 9, 256; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        _gl_named_bar("bar.sync 9, 256; mov.u32 $0, 0;")
 
 
 @gluon.jit
 def _gl_turn_pass(TURN: gl.constexpr):
     # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)
     if TURN == 0:
-        gl.inline_asm_elementwise("bar.arrive 9, 256; mov.u32 $0, 0;", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)
+        _gl_named_bar("bar.arrive 9, 256; mov.u32 $0, 0;")
     elif TURN == 1:
-        gl.inline_asm_elementwise("bar.arrive 8, 256; mov.u32 $0, 0;", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)
+        _gl_named_bar("bar.arrive 8, 256; mov.u32 $0, 0;")
 
 
 @gluon.jit
