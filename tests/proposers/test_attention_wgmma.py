@@ -9,7 +9,8 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
   device, and the PTX has the overlap the kernel is written for: a wait that leaves one
   warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
   the loader's registers given to the consumers, with EPILOGUE "tma" O's TMA store, and with
-DIAG_HALF the diagonal block's 64-key MMAs, with PINGPONG the consumers' turns.
+DIAG_HALF the diagonal block's 64-key MMAs, with PINGPONG the consumers' turns, with
+KV_PAIRS one barrier for a key block's K and the V before.
 Their speed and their results on an H100/H200 are bench/attention_search.py's."""
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ POINTS = [
     {"PINGPONG": True, "DIAG_HALF": False},
     {"EARLY_RESCALE": True},
     {"EARLY_RESCALE": True, "PINGPONG": True},
+    {"KV_PAIRS": True},
+    {"KV_PAIRS": True, "DIAG_HALF": False},
+    {"KV_PAIRS": True, "PINGPONG": True},
+    {"KV_PAIRS": True, **ONE},
 ]
 
 
@@ -196,7 +201,8 @@ if m.WS and m.PERSISTENT:
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
                    "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
                    "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF,
-                   "PINGPONG": m.PINGPONG, "EARLY_RESCALE": m.EARLY_RESCALE})
+                   "PINGPONG": m.PINGPONG, "EARLY_RESCALE": m.EARLY_RESCALE,
+                   "KV_PAIRS": m.KV_PAIRS})
 elif m.WS:
     fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
     consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
@@ -215,7 +221,8 @@ kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=option
 print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
                   "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
                   "turns": bool(m.WS and m.PERSISTENT and m.PINGPONG and m.BLOCK_M == 128),
-                  "block_n": m.BLOCK_N,
+                  "block_n": m.BLOCK_N, "pairs": bool(m.WS and m.PERSISTENT and m.KV_PAIRS),
+                  "kv_bytes": m.BLOCK_N * D * 2,
 }))
 """
 
@@ -248,4 +255,7 @@ def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, t
     turns = ("bar.sync 8, 256", "bar.sync 9, 256", "bar.arrive 8, 256", "bar.arrive 9, 256")
     assert all(t in ptx for t in turns) == out["turns"]
     assert any(t in ptx for t in turns) == out["turns"]
+    # KV_PAIRS: K_(j+1) and V_j land on one barrier, which expects both blocks' bytes
+    pair = re.search(rf"mbarrier\.arrive\.expect_tx\S* _, \[%r\d+\], {2 * out['kv_bytes']};", ptx)
+    assert bool(pair) == out["pairs"]
     assert out["shared"] <= 227 * 1024

@@ -577,6 +577,15 @@ _WGMMA_EARLY_RESCALE = Param(
 )
 
 
+_WGMMA_KV_PAIRS = Param(
+    "KV_PAIRS",
+    (False, True),
+    doc="(persistent) K_(j+1) and V_j share a ring stage and its barriers: a consumer waits "
+    "once and frees once a key block (both after that block's P V), where K and V have "
+    "rings of their own (K freed as soon as its Q K^T is done)",
+)
+
+
 def _wgmma_fits(p) -> bool:
     # shared memory at D=128 (16-bit) within an SM's 227 KiB: Q, NUM_STAGES K and V blocks
     # and, persistent with the TMA store, O's staging of its own
@@ -590,6 +599,7 @@ def _wgmma_fits(p) -> bool:
         and (half_ok or not p["DIAG_HALF"])
         and (two or not p["PINGPONG"])
         and (p["PERSISTENT"] or not p["EARLY_RESCALE"])
+        and (p["PERSISTENT"] or not p["KV_PAIRS"])
     )
 
 
@@ -613,6 +623,7 @@ _WGMMA = Family(
         _WGMMA_DIAG_HALF,
         _WGMMA_PINGPONG,
         _WGMMA_EARLY_RESCALE,
+        _WGMMA_KV_PAIRS,
     ),
     start={
         "BLOCK_M": 128,
@@ -626,6 +637,7 @@ _WGMMA = Family(
         "DIAG_HALF": True,
         "PINGPONG": False,
         "EARLY_RESCALE": False,
+        "KV_PAIRS": False,
     },  # fmt: skip
     body=_WGMMA_BODY,
     valid=lambda p: p["BLOCK_N"] >= 64 and _wgmma_fits(p),

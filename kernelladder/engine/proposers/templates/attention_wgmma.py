@@ -318,14 +318,16 @@ def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first,
 @gluon.jit
 def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, c,
                       n_loop, n_full, first, S, qk_scale, s_layout: gl.constexpr,
-                      o_layout: gl.constexpr, TURN: gl.constexpr, EARLY: gl.constexpr):
+                      o_layout: gl.constexpr, TURN: gl.constexpr, EARLY: gl.constexpr,
+                      PAIRS: gl.constexpr):
     # the tile's key blocks 1 .. n_loop (ring positions c + 1 ..): the next block's Q K^T,
     # then this block's P V, both in flight; the next block's softmax runs while P V is
     # still on the tensor cores. A K stage is freed once its Q K^T is done, a V stage once
     # its P V is (one arrival per consumer each). The accumulator is rescaled to a block's
     # maxima once the P V before is waited for, or with EARLY (EARLY_RESCALE) just before
     # the block's own P V, beside the Q K^T issued ahead of it; then the last block's factor
-    # comes back unapplied (alpha).
+    # comes back unapplied (alpha). With PAIRS (KV_PAIRS) K_(j+1) and V_j share ring stage
+    # c + j + 1: one barrier says both have landed, one arrival frees both once P V is done.
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -340,17 +342,24 @@ def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_read
                           is_async=True)
         if EARLY:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        kc = c + j
-        sc = kc % STAGES
-        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+        if PAIRS:
+            sc = sn
+        else:
+            kc = c + j
+            sc = kc % STAGES
+            mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
         _gl_turn_pass(TURN)
         s = warpgroup_mma_wait(1, deps=(s,))
-        mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
+        if not PAIRS:
+            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
         p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
                                                qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
+        if PAIRS:
+            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1) and V_j
+        else:
+            mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
         if not EARLY:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(q.dtype), p_layout)
@@ -388,7 +397,7 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                k_ready, v_ready, empty, 0, n_blocks - 1,
                                                n_full, first, S, qk_scale, s_layout, o_layout,
-                                               -1, False)
+                                               -1, False, False)
     jl = n_blocks - 1
     sl = jl % STAGES
     mbarrier.wait(v_ready.index(sl), (jl // STAGES) & 1)
@@ -509,7 +518,8 @@ def _launch_wgmma(q, k, v, o):
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
-            PINGPONG=PINGPONG, EARLY_RESCALE=EARLY_RESCALE, num_warps=4, maxnreg=maxnreg,
+            PINGPONG=PINGPONG, EARLY_RESCALE=EARLY_RESCALE, KV_PAIRS=KV_PAIRS, num_warps=4,
+            maxnreg=maxnreg,
         )
         return
     if WS:

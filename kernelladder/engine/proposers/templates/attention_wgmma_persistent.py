@@ -24,11 +24,11 @@ GLUON_PERSISTENT = '''
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                   early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
+                   early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
-    c = 0  # key blocks loaded before this tile: the ring's position
+    c = 0  # key blocks (with pairs: ring items) loaded before this tile: the ring's position
     i = 0  # tiles before this one: the phase of Q's barriers
     row = sched + gl.program_id(0) * width
     t = gl.load(row)
@@ -39,7 +39,10 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
         # K_0 first (its stage frees before Q's buffers do), then each consumer's Q, then
         # K_j and V_(j-1) in the order the consumers use them
         for j in range(n_blocks + 1):
-            if j < n_blocks:
+            if pairs is not None:
+                _gl_pair_load(k_desc, v_desc, k_smem, v_smem, k_ready, empty, row0, c + j, j,
+                              n_blocks)
+            elif j < n_blocks:
                 kb = c + j
                 st = kb % STAGES
                 mbarrier.wait(empty.index(st), ((kb // STAGES) & 1) ^ 1)
@@ -50,37 +53,76 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
                     mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
                     _tma_load(q_desc, [row0 + start_m + w * 64, 0], q_ready.index(w),
                               q_smem.index(w))
-            else:
+            elif pairs is None:
                 kv = c + j - 1
                 st = kv % STAGES
                 mbarrier.wait(empty.index(STAGES + st), ((kv // STAGES) & 1) ^ 1)
                 _gl_load(v_desc, v_smem, v_ready, row0 + (j - 1) * BLOCK_N, st, True)
         c += n_blocks
+        if pairs is not None:
+            c += 1  # V_(n-1)'s item
         i += 1
         t = gl.load(row + i)
 
 
 @gluon.jit
-def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks):
+def _gl_pair_load(k_desc, v_desc, k_smem, v_smem, ready, empty, row0, item, j, n_blocks):
+    # KV_PAIRS: ring item j of a tile (running count `item`) holds K_j and V_(j-1) in one
+    # stage, both landing on one barrier: item 0 is K_0 alone, item n_blocks V_(n-1) alone
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    st = item % STAGES
+    mbarrier.wait(empty.index(st), ((item // STAGES) & 1) ^ 1)
+    if j == 0:
+        mbarrier.expect(ready.index(st), k_desc.block_type.nbytes)
+    elif j < n_blocks:
+        mbarrier.expect(ready.index(st), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    else:
+        mbarrier.expect(ready.index(st), v_desc.block_type.nbytes)
+    if j < n_blocks:
+        _tma_load(k_desc, [row0 + j * BLOCK_N, 0], ready.index(st), k_smem.index(st))
+    if j > 0:
+        _tma_load(v_desc, [row0 + (j - 1) * BLOCK_N, 0], ready.index(st), v_smem.index(st))
+
+
+@gluon.jit
+def _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES: gl.constexpr, PAIRS: gl.constexpr):
+    # wait for the tile's last V (ring position c is its K_0's): its stage, and the index of
+    # the barrier that frees it (with PAIRS the tile's last ring item, V_(n-1) alone)
+    if PAIRS:
+        kl = c + n_blocks
+        sl = kl % STAGES
+        mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
+        done = sl
+    else:
+        kl = c + n_blocks - 1
+        sl = kl % STAGES
+        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+        done = STAGES + sl
+    return sl, done
+
+
+@gluon.jit
+def _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty, q_empty, c, n_blocks,
+                    PAIRS: gl.constexpr):
     # the tile's last key block taken whole: its P V (every Q K^T of the tile is done)
     STAGES: gl.constexpr = v_smem.type.shape[0]
     mbarrier.arrive(q_empty, count=1)
-    kl = c + n_blocks - 1
-    sl = kl % STAGES
-    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+    sl, done = _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES, PAIRS)
     acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc,))
-    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+    mbarrier.arrive(empty.index(done), count=1)  # done with the last V
     return acc, l_i
 
 
 @gluon.jit
 def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
-                    c, n_blocks, first, S, qk_scale, TURN: gl.constexpr):
+                    c, n_blocks, first, S, qk_scale, TURN: gl.constexpr, PAIRS: gl.constexpr):
     # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
     # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
     # reach these rows. Their Q K^T (a 64-wide warpgroup MMA on the stage's first half)
     # runs beside the P V of the block before; P of those 64 keys comes back for their P V.
+    # With PAIRS both blocks are ring item c + n_blocks - 1.
     dtype: gl.constexpr = p_op.dtype
     D: gl.constexpr = v_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -99,19 +141,26 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
     _gl_turn_wait(TURN)
     sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
                        is_async=True)
-    kc = kl - 1
-    sc = kc % STAGES
-    mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+    if PAIRS:
+        sc = sl
+    else:
+        kc = kl - 1
+        sc = kc % STAGES
+        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
     _gl_turn_pass(TURN)
     sh = warpgroup_mma_wait(1, deps=(sh,))
-    mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
+    if not PAIRS:
+        mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
     mbarrier.arrive(q_empty, count=1)  # every Q K^T of the tile is done
     p, m_h, l_h, alpha = _gl_softmax(sh, gl.convert_layout(m_i, row_h),
                                      gl.convert_layout(l_i, row_h), 2 * (n_blocks - 1), first,
                                      S, qk_scale, 64, 64, True, h_layout)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
+    if PAIRS:
+        mbarrier.arrive(empty.index(sl), count=1)  # done with the last K and the V before
+    else:
+        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     ph = gl.convert_layout(p.to(dtype), p_layout)
     return acc, ph, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
@@ -119,26 +168,26 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
 
 @gluon.jit
 def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty, c,
-                 n_blocks, first, S, qk_scale, HALF: gl.constexpr, TURN: gl.constexpr):
+                 n_blocks, first, S, qk_scale, HALF: gl.constexpr, TURN: gl.constexpr,
+                 PAIRS: gl.constexpr):
     # a tile's end when no tile follows it: its last P V alone (with HALF, on the diagonal
     # block's first 64 keys, after their Q K^T); the tile's accumulator and row sums
     if HALF:
         if n_blocks > 1:
             acc, ph, l_i = _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
                                            v_ready, empty, q_empty, c, n_blocks, first, S,
-                                           qk_scale, TURN)
+                                           qk_scale, TURN, PAIRS)
             STAGES: gl.constexpr = v_smem.type.shape[0]
-            sl = (c + n_blocks - 1) % STAGES
-            mbarrier.wait(v_ready.index(sl), ((c + n_blocks - 1) // STAGES) & 1)
+            sl, done = _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES, PAIRS)
             acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
             acc, ph = warpgroup_mma_wait(0, deps=(acc, ph))
-            mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+            mbarrier.arrive(empty.index(done), count=1)  # done with the last V
         else:  # the head's first tile: one block, wholly on the diagonal
-            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
-                                       n_blocks)
+            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty,
+                                       q_empty, c, n_blocks, PAIRS)
     else:
-        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
-                                   n_blocks)
+        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty, q_empty,
+                                   c, n_blocks, PAIRS)
     return acc, l_i
 
 
@@ -190,7 +239,7 @@ def _gl_pws_out(acc, l_i, o_desc, O, ob, bh, H, S, first, sob, soh, sos, sod,
 @gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                     q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod,
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod,
                     WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     D: gl.constexpr = k_desc.block_type.shape[1]
@@ -210,6 +259,9 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     # first consumer's diagonal half is one), the last P V outside them; consumer 1 hands
     # consumer 0 the first turn
     TURN: gl.constexpr = WG if pingpong is not None and CONSUMERS == 2 else -1
+    # KV_PAIRS (`pairs` not None): a tile's ring items are K_0, (K_1, V_0), .. (K_(n-1),
+    # V_(n-2)), V_(n-1), one barrier each way an item (_gl_pair_load); c counts items
+    PAIRS: gl.constexpr = pairs is not None
     if TURN == 1:
         _gl_turn_pass(TURN)
     q = q_smem.index(WG)
@@ -234,12 +286,15 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                    k_ready, v_ready, empty, c, n_loop, n_full,
                                                    first, S, qk_scale, s_layout, o_layout, TURN,
-                                                   early is not None)
+                                                   early is not None, PAIRS)
         acc, l_i = _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty,
-                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF, TURN)
+                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF, TURN,
+                                PAIRS)
         _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
                     sod, o_layout)
         c += n_blocks
+        if PAIRS:
+            c += 1  # V_(n-1)'s item
         i += 1
         t = gl.load(row + i)
     if o_desc is not None:
@@ -249,19 +304,19 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                       q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                      early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
+                      early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                     q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 0)
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                       q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                      early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
+                      early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                     q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                    early, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 1)
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
@@ -270,7 +325,7 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                      DIAG_HALF: gl.constexpr, PINGPONG: gl.constexpr,
-                     EARLY_RESCALE: gl.constexpr):
+                     EARLY_RESCALE: gl.constexpr, KV_PAIRS: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -293,8 +348,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
             q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None,
-            q_desc if PINGPONG else None, q_desc if EARLY_RESCALE else None, H, S, BH, N_M,
-            group, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+            q_desc if PINGPONG else None, q_desc if EARLY_RESCALE else None,
+            q_desc if KV_PAIRS else None, H, S, BH, N_M, group, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
                             (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
