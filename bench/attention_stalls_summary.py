@@ -1,8 +1,8 @@
 """Summarises one Nsight Compute report of a kernel (bench/attention_stalls.sh): from the raw
-page its duration, clock, tensor-pipe activity and warp-stall ratios; from the source page
-(SASS: the "Source" and "Warp Stall Sampling (All Samples)" columns, and the stall_<reason>
-ones) the samples by opcode and the instructions holding the most, each with its top stall
-columns.
+page its duration, clock, tensor-pipe activity, L2 and DRAM throughput and warp-stall
+ratios; from the source page (SASS: the "Source" and "Warp Stall Sampling (All Samples)"
+columns, and the stall_<reason> ones) the samples by opcode and the instructions holding
+the most, each with its top stall columns.
 
     python3 bench/attention_stalls_summary.py SASS_CSV RAW_CSV [--top N]
 """
@@ -33,6 +33,8 @@ def raw_summary(path: str) -> None:
     wanted = re.compile(
         r"gpu__time_duration\.sum$|tensor.*pct_of_peak|sm__throughput\.avg\.pct"
         r"|cycles_elapsed\.avg\.per_second$|smsp__cycles_active\.avg$"
+        r"|lts__throughput\.avg\.pct|lts__t_bytes\.sum\.per_second$"
+        r"|dram__throughput\.avg\.pct|l1tex__m_xbar2l1tex_read_bytes\.sum\.per_second$"
     )
     for name, unit, value in zip(header, units, values, strict=False):
         if wanted.search(name):
