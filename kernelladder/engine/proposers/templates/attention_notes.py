@@ -40,6 +40,14 @@ torch.compile; cuDNN 0.273-0.275 ms at B4 H32 S2048, 0.099-0.100 at B1 H8 S4096)
   both: 0.2391, 1.274x. All within the rounds' spread, and a default search from the start
   tried PINGPONG and kept the start. So the consumers' order at the tensor cores is not
   what holds the start at 72 % of the floor.
+- KV_PAIRS (compiled for sm_90a, not yet timed on a GPU): K_(j+1) and V_j share a ring
+  stage and one barrier each way, so a consumer waits once and frees once a key block.
+  Triton 3.6's Gluon puts a warpgroup barrier before every mbarrier arrive and before a
+  wait that follows an arrive or a wait on the same allocation: the key-block loop's
+  barriers go from three to two, its mbarrier waits and arrives from two to one each. K
+  is held until its block's P V is done (before, until its Q K^T was): the loader keeps
+  one key block of lead. (Freeing K_j with V_j, one block later still, left no lead and
+  was slow: 0.409 ms, above.)
 - Did not pay: the next tile's first Q K^T and softmax run beside a tile's last P V (two Q
   buffers a consumer, 229 KiB of shared memory): 0.300 ms at B4 H32 S2048 (0.90x), slower at
   every shape; it spilled about 1.3 KB at each turn between tiles with little L1 left for
