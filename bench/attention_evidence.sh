@@ -5,8 +5,10 @@
 # run's best head to head against every baseline, 15 rounds a shape, with the other
 # families' starts (bench/attention_search.py --no-probe --from-run). Prints the rate table,
 # then the head-to-head table; under $OUT (a temporary directory when unset): rate/ (the
-# run, runs.tar.gz, table.txt) and h2h.txt.
-#   bash bench/attention_evidence.sh [SEARCH_BUDGET_S [H2H_BUDGET_S]]   (defaults 200 and 320)
+# run, runs.tar.gz, table.txt) and h2h.txt. Points of flash-wgmma given after the budgets
+# (JSON over its start) join the head to head.
+#   bash bench/attention_evidence.sh [SEARCH_BUDGET_S [H2H_BUDGET_S [POINT ...]]]
+#   (budgets default to 200 and 320 s; e.g. ... 200 360 '{"KV_PAIRS": true}')
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD
@@ -26,7 +28,8 @@ if [ ! -f "$run/events.jsonl" ]; then
     echo "no saved attention run under $OUT/rate/runs.tar.gz: no head to head"
     exit 1
 fi
+points=("${@:3}")
 OUT="$OUT/h2h" python3 bench/attention_search.py --no-probe --from-run "$run" \
-    --budget-s "${2:-320}" >"$OUT/h2h.txt" 2>&1
+    --budget-s "${2:-320}" ${points[@]+--points "${points[@]}"} >"$OUT/h2h.txt" 2>&1
 echo "head to head: rc $?"
 tail -32 "$OUT/h2h.txt"

@@ -29,7 +29,8 @@ which at the 18 verified attempts a minute measured on 2026-12-02 reaches 40 att
 --no-search skips step 2: the named families' every probe point, then their head to head.
 With --no-probe as well, only the first named family's start and the --points given
 (parameters over its start) are timed head to head: the quick way to compare a few
-points.
+points. --points also join the head to head of a search or of --from-run (points of
+flash-wgmma unless --families names another).
 
 The table printed last has, per kernel and shape: the kernel's median ms, the fastest
 baseline and its ms, vs best (that baseline's time over the kernel's, median of the
@@ -373,9 +374,11 @@ def head_to_head(
     ]
     if args.no_search and args.families:  # the named families alone
         todo = [(name, params) for name, params in todo if name in args.families]
-        for over in args.points or []:  # and these points of the first, from its start
-            point = (args.families[0], {**families[args.families[0]].start, **json.loads(over)})
-            todo += [point] if point not in todo else []
+    # and the --points of the first named family (else flash-wgmma), each over its start
+    first_family = args.families[0] if args.families else HOPPER[0]
+    for over in args.points or []:
+        point = (first_family, {**families[first_family].start, **json.loads(over)})
+        todo += [point] if point not in todo else []
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
         if time.monotonic() + 40 > deadline:
@@ -415,8 +418,8 @@ def main() -> int:
         nargs="+",
         default=None,
         metavar="JSON",
-        help="with --no-search --families F: also these points of F head to head, each its "
-        'start with the JSON\'s parameters over it (e.g. \'{"EPILOGUE": "tma"}\')',
+        help="also these points of the first --families F (else flash-wgmma) head to head, "
+        'each its start with the JSON\'s parameters over it (e.g. \'{"EPILOGUE": "tma"}\')',
     )
     parser.add_argument(
         "--from-run", type=Path, default=None, help="no search: this saved run's best head to head"
