@@ -38,6 +38,8 @@ def _stream(X, out, n_chunks, BLOCK: tl.constexpr):
 
 
 def _median_ms(fn, repeats: int = 20) -> float:
+    # back-to-back trials, not the verifier's GpuTimer: that flushes L2 between trials, and
+    # this measures reads that hit in L2
     fn()
     torch.cuda.synchronize()
     times = []

@@ -296,6 +296,21 @@ def _gl_turn_pass(TURN: gl.constexpr):
 
 
 @gluon.jit
+def _gl_wait_v_before(v_ready, kv, sk, STAGES: gl.constexpr, PAIRS: gl.constexpr):
+    # the V block whose P V runs beside the Q K^T on K stage sk: ring position kv of V's own
+    # ring, waited for; with PAIRS it shares K's stage and has landed with it. Its stage, and
+    # the index in `empty` that frees it once its P V is done (with PAIRS, K's stage too)
+    if PAIRS:
+        sv = sk
+        done = sk
+    else:
+        sv = kv % STAGES
+        mbarrier.wait(v_ready.index(sv), (kv // STAGES) & 1)
+        done = STAGES + sv
+    return sv, done
+
+
+@gluon.jit
 def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first, S, qk_scale,
                        s_layout: gl.constexpr, o_layout: gl.constexpr, TURN: gl.constexpr):
     # a consumer warpgroup's first key block of a tile (ring position c): its Q K^T waited
@@ -342,12 +357,7 @@ def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_read
                           is_async=True)
         if EARLY:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        if PAIRS:
-            sc = sn
-        else:
-            kc = c + j
-            sc = kc % STAGES
-            mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+        sc, v_done = _gl_wait_v_before(v_ready, c + j, sn, STAGES, PAIRS)
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
         _gl_turn_pass(TURN)
         s = warpgroup_mma_wait(1, deps=(s,))
@@ -356,10 +366,7 @@ def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_read
         p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
                                                qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        if PAIRS:
-            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1) and V_j
-        else:
-            mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
+        mbarrier.arrive(empty.index(v_done), count=1)  # done with V_j (with PAIRS, K_(j+1))
         if not EARLY:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(q.dtype), p_layout)

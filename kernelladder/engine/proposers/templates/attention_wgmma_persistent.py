@@ -141,12 +141,7 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
     _gl_turn_wait(TURN)
     sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
                        is_async=True)
-    if PAIRS:
-        sc = sl
-    else:
-        kc = kl - 1
-        sc = kc % STAGES
-        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+    sc, v_done = _gl_wait_v_before(v_ready, kl - 1, sl, STAGES, PAIRS)
     acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
     _gl_turn_pass(TURN)
     sh = warpgroup_mma_wait(1, deps=(sh,))
@@ -157,10 +152,7 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
                                      gl.convert_layout(l_i, row_h), 2 * (n_blocks - 1), first,
                                      S, qk_scale, 64, 64, True, h_layout)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    if PAIRS:
-        mbarrier.arrive(empty.index(sl), count=1)  # done with the last K and the V before
-    else:
-        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
+    mbarrier.arrive(empty.index(v_done), count=1)  # done with the V before (PAIRS: last K)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     ph = gl.convert_layout(p.to(dtype), p_layout)
     return acc, ph, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
@@ -349,7 +341,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
             q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None,
             q_desc if PINGPONG else None, q_desc if EARLY_RESCALE else None,
-            q_desc if KV_PAIRS else None, H, S, BH, N_M, group, sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+            q_desc if KV_PAIRS else None, H, S, BH, N_M, group, sm_scale * 1.4426950408889634,
+            sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
                             (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
