@@ -649,16 +649,15 @@ class WorkerClient:
         """How this worker may compile `op`'s baselines: alone when it is the GPU's first
         (the others wait for it), else beside correctness runs."""
         key = GpuFacts.op_key(op)
-        while key not in arbiter.baselines_compiled:
-            first = arbiter.baselines_compiling.get(key)
-            if first is None:
-                arbiter.baselines_compiling[key] = asyncio.Event()
+        while (done := arbiter.baselines.get(key)) is None or not done.is_set():
+            if done is None:
+                arbiter.baselines[key] = asyncio.Event()
                 self._baselines_alone = op
                 return EXCLUSIVE
             if on_progress is not None:
                 with contextlib.suppress(Exception):
                     on_progress("baselines", "waiting for another worker's compile of them")
-            await first.wait()  # done, or its worker gone: then one of those waiting is first
+            await done.wait()  # done, or its worker gone: then one of those waiting is first
         return SHARED
 
     def _baselines_done(self, compiled: bool = True) -> None:
@@ -668,11 +667,11 @@ class WorkerClient:
         if op is None or self.arbiter is None:
             return
         key = GpuFacts.op_key(op)
-        if compiled:
-            self.arbiter.baselines_compiled.add(key)
-        first = self.arbiter.baselines_compiling.pop(key, None)
-        if first is not None:
-            first.set()
+        done = (
+            self.arbiter.baselines.get(key) if compiled else self.arbiter.baselines.pop(key, None)
+        )
+        if done is not None:
+            done.set()  # kept: compiled; gone: those waiting find no compile and one begins
 
     def _release_gpu(self, held: list[str]) -> None:
         """Give back the GPU access a request holds."""

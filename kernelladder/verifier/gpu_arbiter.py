@@ -33,11 +33,15 @@ class GpuArbiter:
         self._waiting_shared: list[asyncio.Future[None]] = []
         # what one worker measured on this GPU, for the others (GpuFacts)
         self.facts = GpuFacts()
-        # ops whose torch.compile baselines a worker compiled with this GPU alone (the
-        # others then compile theirs beside correctness runs: client._grant_stage), and
-        # those being so compiled now (set when done, or when the worker is gone)
-        self.baselines_compiled: set[str] = set()
-        self.baselines_compiling: dict[str, asyncio.Event] = {}
+        # ops' torch.compile baselines compiled by a worker with this GPU alone (the others
+        # then compile theirs beside correctness runs: client._baselines_access): an op's
+        # event is set once they are; unset, a worker compiles them now; an op absent, none
+        # has (or the one that began went before it was done)
+        self.baselines: dict[str, asyncio.Event] = {}
+
+    def baselines_compiled(self) -> set[str]:
+        """The ops whose baselines a worker compiled with this GPU alone."""
+        return {key for key, done in self.baselines.items() if done.is_set()}
 
     @property
     def holders(self) -> tuple[int, bool]:

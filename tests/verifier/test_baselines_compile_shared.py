@@ -65,7 +65,7 @@ async def test_the_first_compiles_alone_the_others_beside_each_other():
     try:
         assert "error" not in await first.prepare("rmsnorm", "cuda")
         assert arb.log == [(0, True)]
-        assert arb.baselines_compiled == {"rmsnorm"}
+        assert arb.baselines_compiled() == {"rmsnorm"}
         answers = await asyncio.gather(*(c.prepare("rmsnorm", "cuda") for c in others))
     finally:
         await asyncio.gather(*(c.close() for c in (first, *others)))
@@ -86,8 +86,7 @@ async def test_another_op_asks_for_the_gpu_alone_and_a_compile_under_way_is_wait
     finally:
         await asyncio.gather(a.close(), b.close(), c.close())
     assert arb.log == [(0, True)] * 3 + [(1, False)]
-    assert arb.baselines_compiled == {"rmsnorm", "softmax", "attention"}
-    assert arb.baselines_compiling == {}
+    assert set(arb.baselines) == arb.baselines_compiled() == {"rmsnorm", "softmax", "attention"}
 
 
 async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
@@ -96,7 +95,7 @@ async def test_a_compile_that_did_not_finish_leaves_the_next_alone():
     (next_one,) = clients(arb, 1)
     try:
         assert "error" in await crashing.prepare("rmsnorm", "cuda")
-        assert arb.baselines_compiled == set()
+        assert arb.baselines == {}  # nothing compiled, nothing under way
         await next_one.prepare("rmsnorm", "cuda")
     finally:
         await asyncio.gather(crashing.close(), next_one.close())
@@ -119,4 +118,4 @@ async def test_one_waiting_for_a_compile_whose_worker_dies_compiles_alone():
     assert "error" in answers[0] and all("error" not in a for a in answers[1:])
     # the crashed first, then one of the two waiting alone, then the other beside
     assert arb.log == [(0, True), (0, True), (1, False)]
-    assert arb.baselines_compiled == {"rmsnorm"} and arb.baselines_compiling == {}
+    assert set(arb.baselines) == arb.baselines_compiled() == {"rmsnorm"}
