@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import hashlib
 import signal
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +26,14 @@ from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter, Gpu
 from kernelladder.verifier.local_transport import KEPT_NOTE, LocalTransport
 from kernelladder.verifier.local_transport import within as _within
 from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
-from kernelladder.verifier.verdict import FAIL, Feedback, GateResult, Verdict, fault_verdict
+from kernelladder.verifier.verdict import (
+    FAIL,
+    Feedback,
+    GateResult,
+    Verdict,
+    fault_verdict,
+    source_hash,
+)
 
 ProgressFn = Callable[[str, str], None]
 DEFAULT_TIMEOUT_S = 300.0
@@ -463,7 +469,7 @@ class WorkerClient:
         transport = self._transport
         assert transport is not None
         source = str(req.get("source") or "")
-        digest = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
+        digest = source_hash(source)
         op, device = _op_label(req.get("op")), str(req.get("device") or "cpu")
         req_id = uuid.uuid4().hex
         message = {"type": "verify", "id": req_id, **req}

@@ -44,10 +44,17 @@ from kernelladder.verifier.options import (
     ProgressFn,
     StageFn,
     VerifyOptions,
-    source_hash,
 )
 from kernelladder.verifier.speed_gate import PAIRED_ROUNDS
-from kernelladder.verifier.verdict import FAIL, GATES, SKIPPED, Feedback, GateResult, Verdict
+from kernelladder.verifier.verdict import (
+    FAIL,
+    GATES,
+    SKIPPED,
+    Feedback,
+    GateResult,
+    Verdict,
+    source_hash,
+)
 
 # what callers import from here
 __all__ = [

@@ -15,7 +15,7 @@ import torch
 
 from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape
 from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.options import source_hash
+from kernelladder.verifier.verdict import source_hash
 
 # A pipelined verification's cached reference and baseline times are taken again after
 # this many seconds or uses (a serial one times the reference each time, the baselines once).

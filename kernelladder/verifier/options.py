@@ -4,7 +4,6 @@ once (VerifyOptions), the Outcome, and the callbacks a worker hands a verificati
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +98,3 @@ def _early_stop_option(value: Any) -> dict[str, Any] | None:
 class Outcome:
     verdict: Verdict
     recycle: bool = False
-
-
-def source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()

@@ -6,6 +6,7 @@ app; it imports nothing but the standard library.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -287,3 +288,9 @@ def fault_verdict(
         feedback=Feedback(expected="the candidate returns", saw=detail, fence=fence),
         elapsed_s=elapsed_s,
     )
+
+
+def source_hash(source: str) -> str:
+    """The sha256 a verdict names its candidate's source by (the client checks a worker's
+    verdict against its own; lone surrogates hashed as they are)."""
+    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
