@@ -3,7 +3,8 @@
 The real API cannot be reached from the build machines (and needs a key), so the tests
 point the real anthropic SDK at this server with `base_url`. It speaks just enough of
 POST /v1/messages: each request takes the next scripted response (status, headers,
-JSON body) in order, and every request is recorded (path, headers, JSON body) so a test
+JSON body) in order (GET /v1/models, which a proposer asks once before a run, lists one
+model), and every request is recorded (path, headers, JSON body) so a test
 can check what the proposer sent. Standard library only; runs in a daemon thread.
 """
 
@@ -36,23 +37,27 @@ class Recorded:
 
 
 def message(
-    text: str, *, model: str = "claude-sonnet-5-5", tokens_in: int = 1000, tokens_out: int = 500
+    text: str,
+    *,
+    model: str = "claude-sonnet-5-5",
+    tokens_in: int = 1000,
+    tokens_out: int = 500,
+    usage: bool = True,
 ) -> Scripted:
-    """A successful Messages API reply holding `text`."""
-    return Scripted(
-        200,
-        {
-            "id": "msg_test",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
-        },
-        {"request-id": "req_test"},
-    )
+    """A successful Messages API reply holding `text` ("": no content block at all;
+    usage=False: no usage, as a stand-in server may send)."""
+    body: dict[str, Any] = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}] if text else [],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+    }
+    if usage:
+        body["usage"] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+    return Scripted(200, body, {"request-id": "req_test"})
 
 
 def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None) -> Scripted:
@@ -63,6 +68,10 @@ def error(status: int, kind: str, text: str, headers: dict[str, str] | None = No
 
 
 class FakeMessagesServer(ScriptedJsonServer):
+    def __init__(self, responses: list[Scripted] | None = None, *, default: Scripted | None = None):
+        super().__init__(responses)
+        self.default = default  # what every request gets once the script is used up
+
     @property
     def base_url(self) -> str:
         return self.address
@@ -71,8 +80,13 @@ class FakeMessagesServer(ScriptedJsonServer):
         recorded = Recorded(path, headers, body)
         with self._lock:
             self.requests.append(recorded)
+            if method == "GET" and path.split("?")[0] == "/v1/models":
+                data = [{"id": "claude-sonnet-5-5", "type": "model", "display_name": "Sonnet"}]
+                return Scripted(200, {"data": data, "has_more": False})
             if method != "POST" or path.split("?")[0] != "/v1/messages":
                 return error(404, "not_found_error", f"no route {path}")
             if self.responses:
                 return self.responses.popleft()
+            if self.default is not None:
+                return self.default
         return error(500, "api_error", "the fake server has no scripted response left")

@@ -31,30 +31,51 @@ class Recorded:
 
 
 def completion(
-    text: str, *, model: str = "served-model", tokens_in: int = 1000, tokens_out: int = 500
+    text: str | None,
+    *,
+    model: str = "served-model",
+    tokens_in: int = 1000,
+    tokens_out: int = 500,
+    usage: bool = True,
+    choices: bool = True,
+    delay_s: float = 0.0,
 ) -> Scripted:
-    """A successful chat completion holding `text`, with its usage."""
+    """A successful chat completion holding `text` (None: `content: null`), with its usage
+    (usage=False: none, as some servers send; choices=False: an empty `choices` list)."""
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ]
+        if choices
+        else [],
+    }
+    if usage:
+        body["usage"] = {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        }
+    return Scripted(200, body, {"x-request-id": "req_test"}, delay_s=delay_s)
+
+
+def html_page() -> Scripted:
+    """What a wrong base URL often answers: a web page with status 200."""
+    page = b"<!doctype html><html><head><title>Welcome</title></head><body>hi</body></html>"
+    return Scripted(200, {}, raw=page, content_type="text/html; charset=utf-8")
+
+
+def malformed_json() -> Scripted:
+    """A reply that says it is JSON and is not (a proxy cut it short, a broken server)."""
     return Scripted(
-        200,
-        {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": 1_700_000_000,
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": tokens_in,
-                "completion_tokens": tokens_out,
-                "total_tokens": tokens_in + tokens_out,
-            },
-        },
-        {"x-request-id": "req_test"},
+        200, {}, raw=b'{"id": "chatcmpl-test", "choices": [', content_type="application/json"
     )
 
 
@@ -76,11 +97,13 @@ class FakeOpenAIServer(ScriptedJsonServer):
         prefix: str = "",
         models: tuple[str, ...] = ("served-model",),
         default: Scripted | None = None,
+        models_reply: Scripted | None = None,
     ):
         super().__init__(responses)
         self.prefix = prefix.rstrip("/")
         self.models = models
         self.default = default
+        self.models_reply = models_reply  # what GET /models gets instead of the list
 
     @property
     def base_url(self) -> str:
@@ -96,6 +119,8 @@ class FakeOpenAIServer(ScriptedJsonServer):
         with self._lock:
             self.requests.append(Recorded(method, path, headers, body))
             if method == "GET" and route == f"{self.prefix}/models":
+                if self.models_reply is not None:
+                    return self.models_reply
                 data = [{"id": m, "object": "model", "owned_by": "test"} for m in self.models]
                 return Scripted(200, {"object": "list", "data": data})
             if method == "POST" and route == f"{self.prefix}/chat/completions":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,9 @@ class Scripted:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # sent as is instead of the JSON body (an HTML page, bad JSON)
+    content_type: str = "application/json"
+    delay_s: float = 0.0  # wait this long before answering (a slow server)
 
 
 class ScriptedJsonServer:
@@ -69,14 +73,19 @@ class ScriptedJsonServer:
                     body = {"_raw": raw.decode(errors="replace")}
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 reply = server.answer(method, self.path, headers, body)
-                data = json.dumps(reply.body).encode()
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", reply.content_type)
                 self.send_header("content-length", str(len(data)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up first (a request timeout, on purpose)
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 self._answer("GET")

@@ -45,6 +45,23 @@ def usd(x: float | None) -> str:
     return "—" if x is None else f"${x:.2f}"
 
 
+def tokens(n: int | float | None) -> str:
+    """A token count short enough for a header: 7,400 · 74.2k · 1.23M."""
+    if n is None:
+        return "—"
+    n = int(n)
+    if n < 10_000:
+        return f"{n:,}"
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1e6:.2f}M"
+
+
+def tokens_shown(used: int, budget: Any) -> bool:
+    """Tokens are shown beside the cost once a model spent some, or a budget bounds them."""
+    return bool(used) or bool(budget)
+
+
 def attempt_mark(a: v.AttemptView) -> str:
     if a.state == v.ATTEMPT_JUDGED:
         return MARKS.get(a.verdict_kind or "", "✗")

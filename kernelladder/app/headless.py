@@ -60,6 +60,25 @@ def run_status(state: RunState) -> str:
     return "running" if state.started_ts is not None else "starting"
 
 
+def _tokens_part(state: RunState) -> str:
+    """ "  tokens 7,400/50,000" beside the cost, once a model spent some or a budget
+    bounds them (an unpriced model's cost stays $0.00)."""
+    used = state.tokens_in + state.tokens_out
+    budget = state.setting("budget_tokens")
+    if not (used or budget):
+        return ""
+    return f"  tokens {used:,}" + (f"/{budget:,}" if budget else "")
+
+
+def spent_text(state: RunState) -> str:
+    """What the run's model calls cost, for its last line: "tokens 7,400, cost $0.00"
+    ("" when no model was asked)."""
+    used = state.tokens_in + state.tokens_out
+    if not (used or state.cost_usd):
+        return ""
+    return f"tokens {used:,} ({state.tokens_in:,} in, {state.tokens_out:,} out), cost ${state.cost_usd:.2f}"
+
+
 def render_state(
     state: RunState, *, now: float | None = None, notices_from: int = 0, recorded: bool = False
 ) -> Group:
@@ -76,7 +95,7 @@ def render_state(
         f"{run_status(state)}  elapsed {_clock(state.elapsed_at(now))}"
         f"  attempts {state.attempts_used}/{state.setting('max_attempts', '-')}"
         f"  passed {state.passed}  best {_best_in_header(state)}"
-        f"  cost ${state.cost_usd:.2f}"
+        f"  cost ${state.cost_usd:.2f}{_tokens_part(state)}"
     )
     branches = Table(title="branches", expand=True, title_justify="left")
     for col in ("id", "strategy", "status", "attempts", "passed", "best"):
@@ -178,7 +197,10 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
             best = f"best {standing}"
         elif e.best_vs_best is not None:
             best += f" ({e.best_vs_best:.2f}x vs best)"
-        return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}"
+        spent = spent_text(state)
+        return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}" + (
+            f"; {spent}" if spent else ""
+        )
     return None
 
 

@@ -32,6 +32,7 @@ from kernelladder.cli.common import (
 from kernelladder.engine.options import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, VERIFY_MODES
 
 EXIT_OK, EXIT_FAILURE = 0, 1
+MODEL_PROPOSERS = ("api", "openai", "code")  # the proposers that ask a model over a network
 
 # flag dest -> RunOptions field, for the options a resume may change
 _RESUMABLE = {
@@ -51,6 +52,7 @@ _RESUMABLE = {
     "workers_per_gpu": "workers_per_gpu",
     "no_early_stop": "early_stop",
     "base_url": "base_url",
+    "request_timeout": "request_timeout_s",
     "keep_workers": "keep_workers_s",
 }
 # flag dest -> RunOptions field, fixed for the life of a run
@@ -270,6 +272,14 @@ def add_openai_arguments(p: argparse.ArgumentParser) -> None:
         help="openai: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM "
         "(default: OPENAI_BASE_URL, else OpenAI's; key from OPENAI_API_KEY)",
     )
+    p.add_argument(
+        "--request-timeout",
+        type=_positive(float),
+        default=None,
+        metavar="S",
+        help="api/openai/code: seconds one request to the model may take before it is "
+        "retried (default 300; code: 900)",
+    )
     for side in ("in", "out"):
         p.add_argument(
             f"--price-{side}",
@@ -392,6 +402,8 @@ def _check_priced_budget(given: dict[str, Any]) -> None:
         raise UsageError(f"{' and '.join(flags)}: only with --proposer openai")
     if len(priced) == 1:
         raise UsageError("give both --price-in and --price-out (USD per million tokens)")
+    if given.get("request_timeout_s") is not None and given.get("proposer") not in MODEL_PROPOSERS:
+        raise UsageError("--request-timeout: only with --proposer api, openai or code")
     if given.get("proposer") != "openai" or given.get("budget_usd") is None:
         return
     from kernelladder.engine.proposers.openai_chat import price_of

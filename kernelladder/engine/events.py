@@ -270,6 +270,12 @@ class ProposalFailed(Event):
     branch_id: str
     error: str  # one line
     retryable: bool = False
+    # what a reply that was paid for and then rejected cost (no code block, no text):
+    # counted against the budgets as a proposal's are
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
 
 
 @_register

@@ -24,6 +24,9 @@ class RunOptions:
     base_url: str | None = None  # openai: the server (None: the SDK's default, OpenAI)
     price_in: float | None = None  # openai: USD per million input tokens (None: its table)
     price_out: float | None = None  # openai: USD per million output tokens
+    # api/openai/code: seconds one request to the model may take (None: the proposer's
+    # default, api.DEFAULT_REQUEST_TIMEOUT_S; code: its own)
+    request_timeout_s: float | None = None
     target: float | None = None  # stop a branch (and the run) once this speedup is reached
     # what the target is a speedup over: "best" (the fastest library baseline per shape,
     # geomean) or "reference" (the op's reference)

@@ -158,12 +158,27 @@ class RunnerBase:
 
 
 class ProposerError(Exception):
-    """A proposer could not produce a candidate; the message is one line for a person."""
+    """A proposer could not produce a candidate; the message is one line for a person.
+    A reply that was paid for and then rejected (no code block, no text) carries what it
+    spent, which the engine counts against the budgets like any proposal's."""
 
     def __init__(self, message: str, *, retryable: bool = False, fatal: bool = False):
         super().__init__(message)
         self.retryable = retryable
         self.fatal = fatal  # e.g. no API key: stop asking this proposer
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost_usd = 0.0
+        self.model: str | None = None
+        self.notice: str | None = None  # said once in the run's log (e.g. tokens estimated)
+
+    def spent(self, *, tokens_in: int, tokens_out: int, cost_usd: float, model: str | None,
+              notice: str | None = None) -> ProposerError:  # fmt: skip
+        """This error, with what its reply cost (returned, to raise in one line)."""
+        self.tokens_in, self.tokens_out, self.cost_usd = tokens_in, tokens_out, cost_usd
+        self.model = model
+        self.notice = notice
+        return self
 
 
 class ProposerExhausted(Exception):
@@ -221,6 +236,7 @@ class Proposal:
     cost_usd: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. search parameters
     base_attempt: int | None = SHOWN_PARENT
+    notice: str | None = None  # said once in the run's log (e.g. "tokens estimated: ...")
 
 
 @runtime_checkable

@@ -137,6 +137,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._run_called = False
         self._closed = False
         self._stop_detail = ""
+        self._said: set[str] = set()  # proposers' notes already in this session's log
         self._early_runner_error: Exception | None = None  # see runner_start_failed
         self._cancel_inflight = False
         self._run_cancelled = False  # run() itself was cancelled: end without re-measuring
@@ -706,7 +707,10 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
                 return False
             except ProposerError as exc:
-                return await self._proposal_failed(bid, one_line(exc), exc.retryable, exc.fatal)
+                self._say_once(getattr(exc, "notice", None))
+                return await self._proposal_failed(
+                    bid, one_line(exc), exc.retryable, exc.fatal, spent=exc
+                )
             except Exception as exc:
                 line = f"{type(exc).__name__}: {one_line(exc)}"
                 return await self._proposal_failed(bid, line, False, False)
@@ -720,8 +724,22 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 return await self._proposal_failed(
                     bid, "the proposer returned no source", False, False
                 )
+            self._say_once(getattr(proposal, "notice", None))
             if self.state.branches[bid].closed or self.state.stopping:
-                return False  # pruned or stopped meanwhile: the proposal is dropped unnumbered
+                # pruned or stopped meanwhile: the proposal is dropped unnumbered, what it
+                # cost counted all the same
+                if proposal.tokens_in or proposal.tokens_out or proposal.cost_usd:
+                    self._emit(
+                        ev.ProposalFailed(
+                            branch_id=bid,
+                            error="the reply came after its branch closed: dropped",
+                            model=proposal.model,
+                            tokens_in=int(proposal.tokens_in or 0),
+                            tokens_out=int(proposal.tokens_out or 0),
+                            cost_usd=float(proposal.cost_usd or 0.0),
+                        )
+                    )
+                return False
             n = max(self._next_number, self.state.next_attempt)
             self._next_number = n + 1
             self._sources[n] = proposal.source
@@ -760,8 +778,27 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         await self._verify(bid, n, proposal.source)
         return True
 
-    async def _proposal_failed(self, bid: str, line: str, retryable: bool, fatal: bool) -> bool:
-        self._emit(ev.ProposalFailed(branch_id=bid, error=line, retryable=retryable))
+    def _say_once(self, notice: str | None) -> None:
+        """A proposer's note (e.g. "tokens estimated"), once a session in the log."""
+        if notice and notice not in self._said:
+            self._said.add(notice)
+            self._emit(ev.Notice(level="warning", message=one_line(notice)))
+
+    async def _proposal_failed(
+        self, bid: str, line: str, retryable: bool, fatal: bool, spent: Any = None
+    ) -> bool:
+        self._emit(
+            ev.ProposalFailed(
+                branch_id=bid,
+                error=line,
+                retryable=retryable,
+                # a reply rejected after it was paid for: its tokens count against budgets
+                model=getattr(spent, "model", None),
+                tokens_in=int(getattr(spent, "tokens_in", 0) or 0),
+                tokens_out=int(getattr(spent, "tokens_out", 0) or 0),
+                cost_usd=float(getattr(spent, "cost_usd", 0.0) or 0.0),
+            )
+        )
         level = "error" if fatal else "warning"
         self._emit(ev.Notice(level=level, message=f"{bid}: proposer: {line}", branch_id=bid))
         if fatal:

@@ -40,6 +40,8 @@ def _default_proposer(options: RunOptions) -> Proposer:
     for name in ("base_url", "price_in", "price_out"):  # the openai proposer's
         if getattr(options, name, None) is not None:
             cfg[name] = getattr(options, name)
+    if options.request_timeout_s is not None:  # the model proposers' (api, openai, code)
+        cfg["timeout_s"] = options.request_timeout_s
     return get_proposer(options.proposer, **cfg)
 
 
@@ -103,6 +105,7 @@ RESUMABLE_OPTIONS = (
     "verify", "workers_per_gpu", "early_stop",  # how this session verifies
     "keep_workers_s",  # how long its workers are kept warm after it
     "base_url",  # an OpenAI-compatible server may have moved
+    "request_timeout_s",  # or be slower today
 )  # fmt: skip
 
 

@@ -202,10 +202,16 @@ def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
 
 def _proposal_failed(s: RunState, e: ev.ProposalFailed) -> None:
     s.proposal_failures += 1
+    s.cost_usd += e.cost_usd  # a rejected reply was paid for all the same
+    s.tokens_in += e.tokens_in
+    s.tokens_out += e.tokens_out
     b = s.branches.get(e.branch_id)
     if b is not None:
         b.requesting = False
         b.proposal_failures += 1
+        b.cost_usd += e.cost_usd
+        b.tokens_in += e.tokens_in
+        b.tokens_out += e.tokens_out
 
 
 def _gate_raised(s: RunState, e: ev.GateRaised) -> None:

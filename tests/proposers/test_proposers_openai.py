@@ -167,14 +167,14 @@ def test_openai_itself_needs_a_key_a_local_server_does_not(server, monkeypatch):
         get_proposer("openai", model="gpt-5").check_ready()
     server.script(completion(GOOD))
     p, _ = proposer(server)
-    p.check_ready()
+    p.check_ready()  # asks the server once (GET /models), with the same key
     run(p)
-    assert server.requests[0].headers["authorization"] == "Bearer not-needed"
+    assert [r.headers["authorization"] for r in server.requests] == ["Bearer not-needed"] * 2
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     server.script(completion(GOOD))
     p, _ = proposer(server)
     run(p)
-    assert server.requests[1].headers["authorization"] == "Bearer sk-from-env"
+    assert server.chats[1].headers["authorization"] == "Bearer sk-from-env"
 
 
 def test_list_models_and_doctor_list_the_servers_models(server):

@@ -128,6 +128,11 @@ def status_line(view: v.RunView, elapsed: float | None, width: int | None = None
     attempts = f"{view.attempts_used}" + (f"/{max_attempts}" if max_attempts else "")
     time_used = fmt.duration(elapsed) + (f"/{fmt.duration(time_limit)}" if time_limit else "")
     cost = fmt.usd(view.cost_usd) + (f"/{fmt.usd(budget_usd)}" if budget_usd else "")
+    budget_tokens = settings.get("budget_tokens")
+    used = view.tokens_in + view.tokens_out
+    if fmt.tokens_shown(used, budget_tokens):  # an unpriced model is bounded by tokens
+        bound = f"/{fmt.tokens(budget_tokens)}" if budget_tokens else ""
+        cost += f" · {fmt.tokens(used)}{bound} tok"
     floor = over_reference = Content("")
     if view.best_attempt is None:
         best = Content.styled("none yet", "$text-muted")

@@ -79,24 +79,20 @@ class CodeProposer(ProposerBase):
                 f"claude -p gave no JSON result (exit {rc}): {first[:200]}", retryable=True
             )
         text = str(data.get("result") or "")
-        if rc != 0 or data.get("is_error") or data.get("subtype", "success") != "success":
-            why = " ".join(text.split())[:200] or data.get("subtype") or f"exit {rc}"
-            raise ProposerError(f"claude -p failed: {why}", retryable=True)
         model = self.model or _model_of(data)
         usage = data.get("usage") or {}
         estimate = cost_of(model, usage)
         cost = data.get("total_cost_usd")
         cost_usd = float(cost) if isinstance(cost, (int, float)) else estimate.usd
+        spent = {"tokens_in": estimate.tokens_in, "tokens_out": estimate.tokens_out}
+        if rc != 0 or data.get("is_error") or data.get("subtype", "success") != "success":
+            why = " ".join(text.split())[:200] or data.get("subtype") or f"exit {rc}"
+            error = ProposerError(f"claude -p failed: {why}", retryable=True)
+            raise error.spent(**spent, cost_usd=cost_usd, model=model)
         try:
             extracted = extract_reply(text, ctx.op)
         except ProposerError as exc:
-            exc.tokens_in, exc.tokens_out, exc.cost_usd = (
-                estimate.tokens_in,
-                estimate.tokens_out,
-                cost_usd,
-            )
-            exc.model = model
-            raise
+            raise exc.spent(**spent, cost_usd=cost_usd, model=model) from None
         meta: dict[str, Any] = {
             "session_id": data.get("session_id"),
             "num_turns": data.get("num_turns"),

@@ -43,6 +43,7 @@ class Extracted:
         tokens_out: int,
         cost_usd: float,
         meta: dict[str, Any],
+        notice: str | None = None,
     ) -> Proposal:
         """The reply as a Proposal (the api, openai and code proposers' one way to make
         it): made from the parent the model was shown."""
@@ -58,6 +59,7 @@ class Extracted:
             cost_usd=cost_usd,
             meta=meta,
             base_attempt=ctx.parent_attempt,
+            notice=notice,
         )
 
 

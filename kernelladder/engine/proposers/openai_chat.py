@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.engine.proposers.api import ApiProposer
+from kernelladder.engine.proposers.api import ApiProposer, _connection_reason, _times
 from kernelladder.engine.proposers.api import _message as _api_message
 from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.prompt import build_prompt
@@ -139,10 +139,28 @@ class OpenAIChatProposer(ApiProposer):
         return NO_KEY_PLACEHOLDER
 
     def check_ready(self) -> None:
-        """No key for OpenAI itself: one fatal line before the run starts."""
+        """No key for OpenAI itself, or a server that cannot be reached, rejects the key
+        or is not an API (check_server): one fatal line before the run starts."""
         self._key()
         if not self.model and self.is_openai:
             raise ProposerError("--proposer openai needs --model NAME (e.g. gpt-5)", fatal=True)
+        self.check_server()
+
+    CHECK_PATH = "/models"  # under the base URL
+    BASE_URL_HINT = "is --base-url right? (most servers: http://HOST:PORT/v1)"
+
+    def _sync_client(self, timeout_s: float) -> Any:
+        import openai
+
+        return openai.OpenAI(
+            api_key=self._key(),
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self._timeout(timeout_s),
+        )
+
+    def _usage_of(self, tokens_in: int, tokens_out: int) -> Any:
+        return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}
 
     def cost_known(self) -> bool:
         """Whether a call's cost can be priced (the table or --price-in/--price-out)."""
@@ -153,7 +171,10 @@ class OpenAIChatProposer(ApiProposer):
             import openai
 
             self._client = openai.AsyncOpenAI(
-                api_key=self._key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+                api_key=self._key(),
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self._timeout(self.timeout_s),
             )
         return self._client
 
@@ -167,18 +188,25 @@ class OpenAIChatProposer(ApiProposer):
             self.model = await self._only_model(client)
         system, user = build_prompt(ctx)
         response, retries = await self._create(client, system, user)
+        if isinstance(response, str):  # 200 with a web page: a wrong base URL
+            raise ProposerError(self._a_page(response), fatal=True)
         choices = getattr(response, "choices", None) or ()
         choice = choices[0] if choices else None
-        text = (getattr(getattr(choice, "message", None), "content", None) or "") if choice else ""
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
         model = getattr(response, "model", None) or self.model
-        cost = chat_cost(model, getattr(response, "usage", None), self.price_in, self.price_out)
+        usage, note = self._estimated(getattr(response, "usage", None), system, user, text)
+        cost = chat_cost(model, usage, self.price_in, self.price_out)
+        spent = {"tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out, "cost_usd": cost.usd}
+        if not text.strip():
+            error = ProposerError(self._no_text(model, choice, message), retryable=True)
+            raise self._failed(error.spent(**spent, model=model, notice=note))
+        self._answered()
         try:
             extracted = extract_reply(text, ctx.op)
         except ProposerError as exc:
-            # the tokens were spent all the same: the engine may count them
-            exc.tokens_in, exc.tokens_out, exc.cost_usd = cost.tokens_in, cost.tokens_out, cost.usd
-            exc.model = model
-            raise
+            # the tokens were spent all the same: the engine counts them
+            raise exc.spent(**spent, model=model, notice=note) from None
         meta: dict[str, Any] = {
             "retries": retries,
             "finish_reason": getattr(choice, "finish_reason", None),
@@ -187,6 +215,8 @@ class OpenAIChatProposer(ApiProposer):
         }
         if cost.note:
             meta["cost_note"] = cost.note
+        if note:
+            meta["tokens_estimated"] = True
         return extracted.proposal(
             ctx,
             model=model,
@@ -194,6 +224,20 @@ class OpenAIChatProposer(ApiProposer):
             tokens_out=cost.tokens_out,
             cost_usd=cost.usd,
             meta=meta,
+            notice=note,
+        )
+
+    def _no_text(self, model: str, choice: Any, message: Any) -> str:
+        """Why a reply has no text to read a candidate from, naming the server."""
+        if choice is None:
+            return f"{self._where()} answered with no choices (an empty `choices` list) for model {model}"
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            return f"{self._where()}: model {model} refused: {' '.join(str(refusal).split())[:160]}"
+        finish = getattr(choice, "finish_reason", None)
+        return (
+            f"{self._where()} answered with no text for model {model} (content null, "
+            f"finish_reason {finish})"
         )
 
     async def _only_model(self, client: Any) -> str:
@@ -237,7 +281,7 @@ class OpenAIChatProposer(ApiProposer):
         return _message(exc)
 
     def _refusal(self, status: int, reason: str) -> str:
-        where, model = self._where(), self.model
+        where, model = self._where(), self.model or "(the server's)"
         if status == 401:
             return (
                 f"{where} rejected the key (401) for model {model}: check OPENAI_API_KEY ({reason})"
@@ -252,7 +296,7 @@ class OpenAIChatProposer(ApiProposer):
         return f"{where} said {status} for model {model}: {reason}"
 
     def _gave_up(self, attempts: int, what: str) -> str:
-        return f"{self._where()} failed {attempts} times for model {self.model}; last: {what}"
+        return f"{self._where()} failed {_times(attempts)} for model {self.model}; last: {what}"
 
 
 async def _model_names(client: Any) -> list[str]:
@@ -280,6 +324,7 @@ async def list_models(
             f"{proposer._where()} said {exc.status_code} to GET /models: {_message(exc)}"
         ) from None
     except openai.APIConnectionError as exc:
-        raise ProposerError(f"cannot reach {proposer._where()}: {_message(exc)}") from None
+        why = _connection_reason(exc, timeout_s)
+        raise ProposerError(f"cannot reach {proposer._where()}: {why}") from None
     finally:
         await client.close()
