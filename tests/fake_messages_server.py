@@ -76,6 +76,11 @@ class FakeMessagesServer(ScriptedJsonServer):
     def base_url(self) -> str:
         return self.address
 
+    @property
+    def messages(self) -> list[Recorded]:
+        """The requests for a reply (POST /v1/messages), without the check before a run."""
+        return [r for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+
     def answer(self, method: str, path: str, headers: dict[str, str], body: Any) -> Scripted:
         recorded = Recorded(path, headers, body)
         with self._lock:

@@ -38,9 +38,18 @@ def chromium_path() -> str | None:
 class Chromium:
     """One headless browser with one page; `async with Chromium(profile_dir) as browser`."""
 
-    def __init__(self, profile_dir: Path, *, width: int = 1600, height: int = 1000):
+    def __init__(
+        self,
+        profile_dir: Path,
+        *,
+        width: int = 1600,
+        height: int = 1000,
+        host_rules: str | None = None,
+    ):
         self.profile_dir = profile_dir
         self.size = (width, height)
+        # e.g. "MAP evil.test 127.0.0.1": a name resolved as a DNS rebinding would
+        self.host_rules = host_rules
         self.process: subprocess.Popen[bytes] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -62,7 +71,9 @@ class Chromium:
                 "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
                 "--disable-background-networking", "--remote-debugging-port=0",
                 f"--user-data-dir={self.profile_dir}",
-                f"--window-size={self.size[0]},{self.size[1]}", "about:blank",
+                f"--window-size={self.size[0]},{self.size[1]}",
+                *([f"--host-resolver-rules={self.host_rules}"] if self.host_rules else []),
+                "about:blank",
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -143,11 +154,27 @@ class Chromium:
                 raise AssertionError(f"{text!r} not on the page in {timeout}s; last: {tail!r}")
             await asyncio.sleep(0.2)
 
+    async def evaluate(self, expression: str) -> Any:
+        result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
     async def body_text(self) -> str:
-        result = await self.send(
-            "Runtime.evaluate", expression="document.body.innerText", returnByValue=True
-        )
-        return str(result.get("result", {}).get("value", ""))
+        return str(await self.evaluate("document.body ? document.body.innerText : ''") or "")
+
+    async def wait_for_body(self, text: str, *, timeout: float = 60) -> str:
+        """The page's own text (not the terminal's) once it holds `text`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            body = await self.body_text()
+            if text in body:
+                return body
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not in the page in {timeout}s; it says {body!r}")
+            await asyncio.sleep(0.2)
+
+    async def cookies(self) -> list[dict[str, Any]]:
+        """Every cookie the browser holds, of any site."""
+        return list((await self.send("Network.getAllCookies")).get("cookies", []))
 
     async def press(self, key: str) -> None:
         """One key typed into the terminal (xterm.js listens on its hidden textarea)."""

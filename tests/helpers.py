@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -563,3 +564,120 @@ class RecordingArbiter(GpuArbiter):
     def _take(self, mode: str) -> None:
         super()._take(mode)
         self.log.append(self.holders)
+
+
+# --- the web view's tests: `kernelladder serve` as a process ---------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`kernelladder serve ...` in its own process group (its per-page apps with it);
+    its output (stdout and stderr) in `log`."""
+
+    def __init__(self, *args: str, log: Path):
+        import os
+
+        self.log = log
+        self.out = open(log, "wb")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kernelladder", "serve", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def url(self, timeout: float = 180) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"open (http://\S+)", self.output)
+            if found:
+                return found.group(1)
+            assert self.process.poll() is None, self.output[-2000:]
+            time.sleep(0.1)
+        raise AssertionError(f"serve printed no URL in {timeout}s")
+
+    def stop(self) -> None:
+        """Ctrl-C, as a person presses it in the terminal: SIGINT to the whole group."""
+        import os
+        import signal
+
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # an app a page left behind
+        except ProcessLookupError:
+            pass
+        self.out.close()
+
+
+def http_status(url: str, headers: dict[str, str] | None = None, data: bytes | None = None):
+    """(status, body) of one request."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def stop_owner(run_dir: Path) -> None:
+    """Stop the process that owns a live run (one started in the background), if any."""
+    import os
+    import signal
+
+    from kernelladder.engine.control import live_owner
+
+    try:
+        pid = live_owner(run_dir).pid
+    except Exception:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+def websocket_status(url: str, headers: dict[str, str]) -> int:
+    """The status a websocket upgrade gets (101: opened)."""
+    import base64
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = "" if "Host" in headers else f"Host: {parts.netloc}\r\n"
+    request = (
+        f"GET {parts.path} HTTP/1.1\r\n{host}Upgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n"
+        + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        + "\r\n"
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as s:
+        s.sendall(request.encode())
+        status = s.recv(4096).split(b"\r\n", 1)[0]
+    return int(status.split()[1])

@@ -98,9 +98,12 @@ class KernelLadderApp(App[int]):
         batch_interval: float | None = None,
         read_only: bool = False,
         log_ending: str = "",
+        opening_note: str = "",
     ) -> None:
         super().__init__()
         self.read_only = read_only  # watch only (kernelladder serve --read-only): no steering
+        self.opening_note = opening_note  # said first (a page of a run that is not running)
+        self.in_browser = False  # drawn in a browser page (kernelladder serve), set on mount
         if (run is None) == (events is None):
             raise ValueError("give either a live run or the events of a saved run")
         for project_theme in PROJECT_THEMES:
@@ -159,7 +162,10 @@ class KernelLadderApp(App[int]):
         # What exists now (imports, the DOM) lives as long as the app: keep the garbage
         # collector's full passes off it, or they stall the screen under a busy run.
         gc.freeze()
+        self.in_browser = self.is_web
         self.push_screen(self.main)
+        if self.opening_note:
+            self.notify(self.opening_note, title="not running", severity="warning", timeout=30)
         if self.bridge is not None:
             self._start_bridge(self.bridge)
         else:
@@ -234,8 +240,11 @@ class KernelLadderApp(App[int]):
     def on_events_arrived(self, message: EventsArrived) -> None:
         try:
             self.fold.apply_all(message.events)
-            if message.finished or any(isinstance(e, ev.RunReopened) for e in message.events):
+            reopened = any(isinstance(e, ev.RunReopened) for e in message.events)
+            if message.finished or reopened:
                 self.resuming = False
+            if reopened and self.bridge is not None and getattr(self.bridge.run, "attached", 0):
+                self.main.set_attached(owner_line(self.bridge.run))  # the new session's
             self._show_live()
             self._notify_events(message.events)
             if message.finished:
@@ -266,7 +275,14 @@ class KernelLadderApp(App[int]):
         notes: list[tuple[str, str, str]] = []  # (message, title, severity)
         # a run that ends on an error repeats that error's Notice as its detail: one toast
         ending = {e.detail for e in events if isinstance(e, ev.RunFinished) and e.detail}
-        for e in events:
+        # an earlier session's end, with the next session in the same batch (an app
+        # attached to a resumed run): not news
+        last_reopened = max(
+            (i for i, e in enumerate(events) if isinstance(e, ev.RunReopened)), default=-1
+        )
+        for i, e in enumerate(events):
+            if isinstance(e, ev.RunFinished) and i < last_reopened:
+                continue
             if isinstance(e, ev.Notice) and e.level == "error" and e.message in ending:
                 continue
             if isinstance(e, ev.Notice):
@@ -320,7 +336,13 @@ class KernelLadderApp(App[int]):
                 waiting.discard(gate)  # one line a gate, however often it was noted
                 gates.append((title, move))
         notes = [n for n in held if n[2] != GATE_NOTE]
-        if len(gates) == 1:
+        if gates and (self.read_only or self.bridge is None):
+            # a read-only page or a replay decides nothing: the gates are only named
+            names = ", ".join(title.split()[1] for title, _ in gates)
+            notes.insert(
+                0, ("; ".join(m for _, m in gates), f"waiting at gate {names}", "information")
+            )
+        elif len(gates) == 1:
             title, move = gates[0]
             notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))
         elif gates:
@@ -453,7 +475,11 @@ class KernelLadderApp(App[int]):
         except ValueError:
             pass  # already stopping or stopped
         deadline = time.monotonic() + QUIT_WAIT_S
-        while not bridge.finished and time.monotonic() < deadline:
+        # an attached app's tail goes on past the end (a resume may follow): the end is
+        # when it has read the run's RunFinished
+        while not (bridge.finished or getattr(bridge.run, "finished_seen", False)):
+            if time.monotonic() > deadline:
+                break
             await asyncio.sleep(0.05)
         self.exit(0)
 

@@ -3,8 +3,10 @@
 `kernelladder-tui --attach RUN_DIR` watches and steers a live run without owning it:
 events come from tailing RUN_DIR/events.jsonl (every event is there before anyone is
 told of it), steering commands go over the run's control channel (engine/control.py),
-and leaving (detaching) stops nothing. Any number of apps may attach at once. Nothing
-here imports textual.
+and leaving (detaching) stops nothing. Any number of apps may attach at once. A log may
+hold several sessions of one run (stopped, then resumed): the tail goes on past a
+session's RunFinished, and a new session (RunReopened) is followed, its commands sent to
+its own process. Nothing here imports textual.
 """
 
 from __future__ import annotations
@@ -49,11 +51,14 @@ class AttachedRun:
         self.client = ControlClient(self.owner.control)
         self.poll_s = poll_s
         self._queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()
-        self.finished_seen = False
+        self._stale_clients: list[ControlClient] = []  # earlier sessions' channels
+        self.finished_seen = False  # the newest session in the log has finished
 
     # --- the bridge's side ---------------------------------------------------------
     async def run(self) -> None:
-        """Tail the log until the run finishes (RunFinished) or its process is gone."""
+        """Tail the log for as long as the app watches: past the end of a session (a run
+        that finished may be resumed into the same log, and is followed), until the
+        run's process is gone without finishing its log (RunGone) or the app leaves."""
         path = self.run_dir / EVENTS_FILE
         offset = 0
         partial = b""
@@ -73,9 +78,10 @@ class AttachedRun:
                     self._queue.put_nowait(event)
                     if isinstance(event, ev.RunFinished):
                         self.finished_seen = True
-                if self.finished_seen:
-                    return
-                if not chunk and not alive:
+                    elif isinstance(event, ev.RunReopened):
+                        self.finished_seen = False  # a new session: its owner steers now
+                        self._new_owner()
+                if not chunk and not alive and not self.finished_seen:
                     raise RunGone(
                         f"the run's process ended without finishing its log (killed?); "
                         f"continue it with --resume {self.run_dir}"
@@ -84,6 +90,29 @@ class AttachedRun:
         finally:
             self._queue.put_nowait(None)
             await self.client.close()
+
+    def _new_owner(self) -> None:
+        """The process of the newest session, if it serves its channel (it does before
+        it logs RunReopened); else the next command asks again (_current_client)."""
+        with contextlib.suppress(AttachError):
+            owner = live_owner(self.run_dir)
+            if owner != self.owner:  # (the socket's path is the run's: the same again)
+                self.owner = owner
+                self._stale_clients.append(self.client)
+                self.client = ControlClient(owner.control)
+
+    async def _current_client(self) -> ControlClient:
+        """The channel of the process that owns the run now; ValueError when none does."""
+        try:
+            owner = live_owner(self.run_dir)
+        except AttachError:
+            raise ValueError("the run is not running now: there is nothing to steer") from None
+        if owner != self.owner:
+            self._new_owner()
+        for stale in self._stale_clients:
+            await stale.close()
+        self._stale_clients.clear()
+        return self.client
 
     async def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[ev.Event]:
         while True:
@@ -96,7 +125,8 @@ class AttachedRun:
     async def _send(self, command: str, *args: object) -> object:
         if self.read_only:
             raise ValueError("this is a read-only view: steering is off")
-        return await self.client.send(command, *args)
+        client = await self._current_client()
+        return await client.send(command, *args)
 
     async def prune(self, branch_id: str) -> None:
         await self._send("prune", branch_id)

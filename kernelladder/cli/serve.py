@@ -1,36 +1,34 @@
 """`kernelladder serve RUN_DIR|OP`: the app in a browser (textual-serve).
 
-Every browser connection gets its own `kernelladder-tui --attach RUN_DIR` (textual-serve
-runs the command per websocket), so any number of people watch one run and leaving a page
-stops nothing. Given an OP (with the options of `kernelladder optimize`) it starts the
-run in the background first, as `kernelladder-tui --detach` does.
+Every browser connection gets its own `kernelladder-tui --attach RUN_DIR --or-replay`
+(textual-serve runs the command per websocket), so any number of people watch one run
+and leaving a page stops nothing; a page follows the run into a resumed session, and a
+page of a run that is not running replays it. Given an OP (with the options of
+`kernelladder optimize`) it starts the run in the background first, as
+`kernelladder-tui --detach` does, once the port is known to be free.
 
-Whoever reaches the page can steer the run, so the server binds to 127.0.0.1 unless told
-otherwise, and on an address other machines can reach it requires a token: the printed
-URL carries it (?token=...), the page then keeps it in a cookie for its websocket, and a
-request without it is refused (403). A loopback address (127.0.0.0/8, ::1, localhost)
-reaches only this machine and needs none unless --token-always. `--read-only` serves
-the app with its steering keys off, for sharing.
+Whoever reaches the page can steer the run; app/web_server.py keeps the door (docs/
+WEB.md): the server binds to 127.0.0.1 unless told otherwise, answers only to the names
+it was bound to or told (--public-url), and requires a token on an address others may
+reach, behind a proxy (--public-url, or a request that came through one) and with
+--token-always. The printed URL carries the token after `#`; the page keeps it itself.
+`--read-only` serves the app with its steering keys off, for sharing.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hmac
-import ipaddress
+import os
 import secrets
 import shlex
-import socket
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kernelladder.cli import ArgumentParser, UsageError
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
-TOKEN_PARAM = "token"
-REFUSED = "kernelladder serve: a token is required; open the URL the serve command printed\n"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -46,7 +44,10 @@ def add_parser(subparsers: Any) -> None:
     for action in p._actions:
         if action.dest == "op":
             action.metavar = "RUN_DIR|OP"
-            action.help = "a live run's directory, or an op (or problem file) to start a run of"
+            action.help = (
+                "a run's directory (live: steered; not running: replayed), or an op (or "
+                "problem file) to start a run of"
+            )
     p.set_defaults(func=run)
 
 
@@ -71,7 +72,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--public-url",
         default=None,
         metavar="URL",
-        help="the URL browsers reach the server at, when a proxy stands in front",
+        help="the URL browsers reach the server at, when a proxy stands in front: the "
+        "server answers to its name, and the token is required (docs/WEB.md)",
     )
 
 
@@ -85,37 +87,21 @@ def _port(text: str) -> int:
     return value
 
 
-def is_loopback(host: str) -> bool:
-    """Only this machine reaches the address: 127.0.0.0/8, ::1 or the name localhost."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: whatever it resolves to, others may reach it
+def needs_token(host: str, always: bool = False, public_url: str | None = None) -> bool:
+    """Whether every request needs the token: an address other machines may reach, a
+    public URL (a proxy stands in front), or --token-always. On loopback without one,
+    only a request that came through a proxy needs it (web_server.Door.token_reason)."""
+    from kernelladder.app.web_server import is_loopback
 
-
-def needs_token(host: str, always: bool = False) -> bool:
-    return always or not is_loopback(host)
-
-
-def browse_url(host: str, port: int, token: str | None, public_url: str | None = None) -> str:
-    """The URL to open (the token in it when one is required)."""
-    if public_url:
-        base = public_url.rstrip("/")
-    else:
-        shown = host
-        if host in ("0.0.0.0", "::", ""):
-            shown = socket.gethostname()  # every address: name the machine
-        elif ":" in host:
-            shown = f"[{host}]"
-        base = f"http://{shown}:{port}"
-    return f"{base}/" + (f"?{TOKEN_PARAM}={token}" if token else "")
+    return always or not is_loopback(host) or bool(public_url)
 
 
 def attach_command(run_dir: Path, *, read_only: bool, theme: str | None = None) -> str:
     """The shell command textual-serve starts for each browser connection."""
-    words = [sys.executable, "-m", "kernelladder.cli.tui", "--attach", str(run_dir.resolve())]
+    words = [
+        sys.executable, "-m", "kernelladder.cli.tui", "--attach", str(run_dir.resolve()),
+        "--or-replay",  # a run that is not running (yet, or any more): its replay
+    ]  # fmt: skip
     if read_only:
         words.append("--read-only")
     if theme:
@@ -177,144 +163,81 @@ def _start_run(args: argparse.Namespace) -> Path:
     return run_dir
 
 
-def _live_run_dir(args: argparse.Namespace) -> Path:
+def _run_dir(args: argparse.Namespace) -> Path:
+    """The run to serve: RUN_DIR as given (live: attached; not running: replayed), or
+    one started here in the background."""
     from kernelladder.engine.control import AttachError, live_owner
+    from kernelladder.engine.log import read_log
 
     run_dir = _run_dir_given(args)
     if run_dir is None:
         if not args.op and args.resume is None:
-            raise UsageError("serve needs RUN_DIR (a live run) or an OP to start one")
+            raise UsageError("serve needs RUN_DIR (a run) or an OP to start one")
         return _start_run(args)
     if args.resume is not None:
         raise UsageError(f"{run_dir} is a run directory: give it alone, or --resume it")
     try:
         live_owner(run_dir)
-    except AttachError as exc:
-        # a saved run is replayed in the terminal app; --resume continues it here as well
-        why = str(exc).replace("watch it with --replay", "watch it with kernelladder-tui --replay")
-        raise UsageError(why) from None
+    except AttachError:
+        events = read_log(run_dir).events
+        ended = next((e for e in reversed(events) if e.kind == "run_finished"), None)
+        why = f"it finished: {ended.reason}" if ended is not None else "no process owns its log"
+        print(
+            f"kernelladder serve: the run in {run_dir} is not running ({why}); its pages "
+            f"replay it (--resume {run_dir} continues it)",
+            file=sys.stderr,
+        )
     return run_dir
 
 
-# --- the server ----------------------------------------------------------------------------
-
-
-async def _listening(host: str, port: int, wait_s: float = 5.0) -> bool:
-    """Wait (at most wait_s) until host:port takes a connection; a wildcard address is
-    tried on this machine's loopback."""
-    target = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while loop.time() < deadline:
-        try:
-            _, writer = await asyncio.open_connection(target, port)
-        except OSError:
-            await asyncio.sleep(0.02)
-            continue
-        writer.close()
-        return True
-    return False
-
-
-def make_server(
-    command: str,
-    *,
-    host: str,
-    port: int,
-    token: str | None,
-    title: str,
-    public_url: str | None = None,
-) -> Any:
-    """textual-serve's Server with a token check in front of every route (when a token is
-    given) and a same-origin check on its websocket (always: another site's page must
-    not reach a run through the browser of someone who has it open)."""
-    from aiohttp import web
-    from textual_serve.server import Server
-
-    cookie = f"kernelladder_serve_{port}"
-
-    def token_ok(request: web.Request) -> str | None:
-        """The valid token the request carried (query or cookie), else None."""
-        for given in (request.query.get(TOKEN_PARAM), request.cookies.get(cookie)):
-            if given and token and hmac.compare_digest(given.encode(), token.encode()):
-                return given
+def _check_public_url(url: str | None) -> str | None:
+    if url is None:
         return None
-
-    @web.middleware
-    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        origin = request.headers.get("Origin")
-        if origin and request.path == "/ws" and origin.split("://", 1)[-1] != request.host:
-            return web.Response(status=403, text="kernelladder serve: another site's page\n")
-        if token is None:
-            return await handler(request)
-        if token_ok(request) is None:
-            return web.Response(status=403, text=REFUSED)
-        response = await handler(request)
-        if request.query.get(TOKEN_PARAM):  # the page's websocket and files carry it on
-            response.set_cookie(cookie, token, httponly=True, samesite="Strict", path="/")
-        return response
-
-    class GuardedServer(Server):
-        async def _make_app(self) -> web.Application:
-            app = await super()._make_app()
-            app.middlewares.append(guard)
-            return app
-
-        async def handle_index(self, request: web.Request) -> Any:
-            # the page's files and websocket at the address the browser used
-            if public_url is None:
-                self.public_url = f"{request.scheme}://{request.host}"
-            return await super().handle_index(request)
-
-        async def on_startup(self, app: web.Application) -> None:
-            # aiohttp's startup comes before the socket is bound: the URL is printed once
-            # the port takes connections (a URL opened at once was refused otherwise)
-            self._announced = asyncio.ensure_future(self._announce())
-
-        async def _announce(self) -> None:
-            await _listening(host, port)
-            print(
-                f"kernelladder serve: open {browse_url(host, port, token, public_url)}",
-                flush=True,
-            )
-            if token is not None:
-                print(
-                    "kernelladder serve: whoever has this URL can steer the run; Ctrl-C stops "
-                    "serving (the run goes on)",
-                    flush=True,
-                )
-
-    return GuardedServer(command, host=host, port=port, title=title, public_url=public_url or None)
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--public-url {url!r}: give the URL browsers open, http(s)://HOST[:PORT]/"
+        )
+    return url.strip()
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import textual_serve  # noqa: F401
+        from kernelladder.app.web_server import Door, WebServer, bind
     except ModuleNotFoundError:
         raise UsageError(
             "kernelladder serve needs textual-serve: pip install textual-serve"
         ) from None
     if not args.host.strip():
         raise UsageError("--host is empty")
-    run_dir = _live_run_dir(args)
-    token = secrets.token_urlsafe(24) if needs_token(args.host, args.token_always) else None
-    server = make_server(
-        attach_command(run_dir, read_only=args.read_only),
-        host=args.host,
-        port=args.port,
-        token=token,
-        title=f"KernelLadder: {run_dir.name}" + (" (read-only)" if args.read_only else ""),
-        public_url=args.public_url,
-    )
-    try:
-        server.serve()
+    public_url = _check_public_url(args.public_url)
+    try:  # the port before anything starts: a taken one leaves no run behind
+        sock = bind(args.host, args.port)
     except OSError as exc:  # the port is taken, or the address is not this machine's
-        raise UsageError(
-            f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}"
-        ) from None
+        # (create_server's own words add the address again; a name lookup's are fine)
+        why = os.strerror(exc.errno) if (exc.errno or 0) > 0 else (exc.strerror or str(exc))
+        raise UsageError(f"cannot serve on {args.host}:{args.port}: {why}") from None
+    try:
+        run_dir = _run_dir(args)
+    except BaseException:
+        sock.close()
+        raise
+    door = Door(
+        host=args.host, port=args.port, token=secrets.token_urlsafe(24),
+        token_always=args.token_always, public_url=public_url,
+    )  # fmt: skip
+    server = WebServer(
+        attach_command(run_dir, read_only=args.read_only),
+        door=door,
+        title=f"KernelLadder: {run_dir.name}" + (" (read-only)" if args.read_only else ""),
+    )
+    server.serve_on(sock)
+    from kernelladder.engine.log import writer_active
+
+    going = "; the run goes on" if writer_active(run_dir) else ""
     print(
-        f"kernelladder serve: stopped serving; the run goes on. Attach again: "
-        f"kernelladder serve {run_dir}",
+        f"kernelladder serve: stopped serving{going}. Serve it again: "
+        f"kernelladder serve {shlex.quote(str(run_dir))}",
         file=sys.stderr,
     )
     return 0

@@ -5,6 +5,7 @@ kernelladder-tui --replay RUN_DIR [--speed N] [--end]
 kernelladder-tui --headless ...        # the same without the app
 kernelladder-tui --attach RUN_DIR      # watch and steer a run another process owns
 kernelladder-tui --attach RUN_DIR --read-only   # watch only
+kernelladder-tui --attach RUN_DIR --or-replay   # a run that is not running: its replay
 kernelladder-tui rmsnorm --detach      # start the run in the background, then attach
 """
 
@@ -74,6 +75,12 @@ def build_parser() -> ArgumentParser:
         help="with --attach: watch only, the steering keys off (kernelladder serve --read-only)",
     )
     view.add_argument(
+        "--or-replay",
+        action="store_true",
+        help="with --attach: a run that is not running is replayed (at its end, steering "
+        "off) instead of refused, and a page says why (kernelladder serve's pages)",
+    )
+    view.add_argument(
         "--detach",
         action="store_true",
         help="start the run as a background `kernelladder optimize` and attach to it",
@@ -127,6 +134,23 @@ def _load(run_dir: Path) -> list:
     # a damaged log, or one with no event (the app would wait for a run that is not
     # coming): one line, as `kernelladder replay` says it
     return read_run_log(run_dir).events
+
+
+def not_running_note(run_dir: Path, events: list) -> str:
+    """What a page of a run that is not running says first: why, and that it replays."""
+    from kernelladder.engine import events as ev
+
+    ended = next(
+        (e for e in reversed(events) if isinstance(e, (ev.RunFinished, ev.RunReopened))), None
+    )
+    if isinstance(ended, ev.RunFinished):
+        why = f"it finished: {ended.reason}" + (f" ({ended.detail})" if ended.detail else "")
+    else:
+        why = _log_ending(run_dir) or "its process is gone"
+    return (
+        f"The run is not running ({why}). This is its replay, steering off; "
+        f"`kernelladder serve --resume {run_dir}` continues it."
+    )
 
 
 def _log_ending(run_dir: Path) -> str:
@@ -202,7 +226,12 @@ def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
                     "--attach RUN_DIR watches a running run: give no op, --resume, "
                     "--replay, --headless or --detach with it"
                 )
-            return AttachedRun(args.attach, read_only=args.read_only)
+            try:
+                return AttachedRun(args.attach, read_only=args.read_only)
+            except AttachError:
+                if args.or_replay and (Path(args.attach) / "events.jsonl").is_file():
+                    return None  # replayed instead (_main)
+                raise
         if args.headless:
             raise UsageError("--detach starts the app; --headless has none (use nohup or tmux)")
         if not args.op and args.resume is None:
@@ -235,6 +264,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         raise UsageError(f"{' and '.join(paced)}: only with --replay RUN_DIR")
     if args.read_only and args.attach is None:
         raise UsageError("--read-only watches a run: give it with --attach RUN_DIR")
+    if args.or_replay and args.attach is None:
+        raise UsageError("--or-replay: only with --attach RUN_DIR")
     if paced and args.headless:
         raise UsageError(f"{' and '.join(paced)}: not with --headless, which prints the whole run")
     attached = None
@@ -247,6 +278,13 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
 
     if attached is not None:
         kwargs = {"run": attached, "read_only": args.read_only}
+    elif args.attach is not None:  # --or-replay: the run is not running
+        run_dir = Path(args.attach)
+        events = _load(run_dir)
+        kwargs = {
+            "events": events, "run_dir": run_dir, "at_end": True,
+            "log_ending": _log_ending(run_dir), "opening_note": not_running_note(run_dir, events),
+        }  # fmt: skip
     elif args.replay:
         run_dir = Path(args.replay)
         kwargs: dict[str, Any] = {
@@ -269,7 +307,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     result = app.run()
-    if attached is not None and not attached.finished_seen:
+    if attached is not None and not attached.finished_seen and not app.in_browser:
+        # (a page's terminal is the serve command's: leaving a page is not news there)
         print(f"{PROG}: detached; the run goes on. Attach again: {PROG} --attach "
               f"{attached.run_dir}", file=sys.stderr)  # fmt: skip
     if app.return_code not in (None, 0):

@@ -17,12 +17,13 @@ import sys
 import pytest
 from helpers import ScriptedRunner, move, scripted_op, until
 
+from kernelladder.app import view as v
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.attach import AttachedRun, AttachError
 from kernelladder.app.modals.leave_run import LeaveRunScreen
 from kernelladder.engine import events as ev
 from kernelladder.engine.control import OWNER_FILE, live_owner, read_owner
-from kernelladder.engine.engine import create_run
+from kernelladder.engine.engine import create_run, resume_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import ProposerBase
@@ -84,7 +85,11 @@ async def test_two_attached_apps_see_every_event_and_each_command_applies_once(t
         await first.approve("g7")
     await first.stop()
     await asyncio.wait_for(task, 10)
-    await asyncio.wait_for(asyncio.gather(*tails), 10)
+    # a tail goes on past the run's end (a resume may follow): leaving ends it
+    await until(lambda: first.finished_seen and second.finished_seen, what="both at the end")
+    for tail in tails:
+        tail.cancel()
+    await asyncio.gather(*tails, return_exceptions=True)
     seen = [[e async for e in a.subscribe()] for a in (first, second)]
     logged = read_events(run.run_dir)
     assert seen[0] == seen[1] == logged  # both saw every event, in order
@@ -224,3 +229,37 @@ async def test_the_header_says_the_app_is_attached_to_another_process(tmp_path):
         await until(lambda: app.main.view.state == "finished", what="the end on screen")
         await pilot.pause(0.1)
         assert "attached to" not in app.main.screen_state()["header"]
+
+
+async def test_an_attached_app_follows_the_newest_session_of_a_resumed_run(tmp_path):
+    # a log may hold several sessions: stopped, then resumed (here in this process, the
+    # engine's doubles again); the app shows the new session and steers its owner
+    run = owned_run(tmp_path)
+    task = await started(run)
+    app = KernelLadderApp(run=AttachedRun(run.run_dir, poll_s=0.02), frozen=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.view.attempts, what="attempts on screen")
+        await run.stop()
+        await asyncio.wait_for(task, 10)
+        await until(lambda: app.main.view.state == v.RUN_FINISHED, what="the first end")
+        assert "attached to" not in app.main.screen_state()["header"]
+        again = resume_run(run.run_dir, runner=ScriptedRunner(), proposer=TwoMovesProposer())
+        second = await started(again)
+        await until(lambda: app.main.view.state == v.RUN_RUNNING, what="the new session")
+        owner = read_owner(run.run_dir)
+        await until(
+            lambda: f"attached to pid {owner.pid}" in app.main.screen_state()["header"],
+            what="the new owner in the header",
+            pilot=pilot,
+        )
+        await pilot.press("p")  # steers the new session's process
+        await until(lambda: of_kind(run.run_dir, ev.RunPaused), what="RunPaused")
+        reopened = of_kind(run.run_dir, ev.RunReopened)[0].seq
+        assert of_kind(run.run_dir, ev.RunPaused)[0].seq > reopened
+        await until(lambda: app.main.view.state == v.RUN_PAUSED, what="paused on screen")
+        await pilot.press("q")  # a live session again: quitting asks
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, LeaveRunScreen)
+        await pilot.press("d")
+    await again.stop()
+    await asyncio.wait_for(second, 10)

@@ -1,6 +1,7 @@
 """A read-only app (what `kernelladder serve --read-only` gives each page): the steering
-keys and export (a file written where the app runs) do nothing but say why, the palette refuses them too, and quitting asks nothing and
-sends no stop. The real engine with the steering tests' doubles (tests/helpers.py: live_app)."""
+keys and export (a file written where the app runs) do nothing but say why, the palette
+refuses them too, a gate that waits is named but no one is asked to decide it, and
+quitting asks nothing and sends no stop. The real engine with the steering tests' doubles (tests/helpers.py: live_app)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ async def test_a_read_only_app_sends_no_steering_and_says_why(tmp_path):
     app.read_only = True
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot, app, run)
-        for key in ("p", "b", "a", "v", "s", "t", "x", "e"):
+        await pilot.pause(0.1)
+        # a gate waits: the page names it and asks no one to decide it
+        notes = [f"{n.title} {n.message}" for n in app._notifications]
+        assert any("waiting at gate g1" in n for n in notes), notes
+        assert not any("press g" in n or "decide" in n for n in notes), notes
+        title = str(app.main.query_one("#gates .gates-title").render())
+        assert "read-only" in title and "approve" not in title and "veto" not in title, title
+        for key in ("p", "b", "a", "v", "g", "enter", "s", "t", "x", "e"):
             await pilot.press(key)
             await pilot.pause(0.05)
         assert app.commands_sent == [] and app.screen is app.main  # no dialog opened

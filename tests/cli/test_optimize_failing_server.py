@@ -100,7 +100,7 @@ def test_replies_without_code_count_their_tokens_against_the_budget(tmp_path, pr
             "--proposer", proposer, "--budget-tokens", "5000", "--branches", "1",
             "--run-dir", str(tmp_path / "run"), *args, env=env,
         )  # fmt: skip
-        calls = [r for r in server.requests if r.path.endswith(("/completions", "/messages"))]
+        calls = server.chats if proposer == "openai" else server.messages
     assert out.returncode == 0, out.stderr[-3000:]
     # 3,700 tokens, then 7,400 >= 5,000: the budget stops the run after the second reply
     assert len(calls) == 2

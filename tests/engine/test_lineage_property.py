@@ -243,7 +243,7 @@ def test_api_replies_are_recorded_from_the_parent_they_were_shown(tmp_path):
         optimize(run_dir, "rmsnorm", "--proposer", "api", "--branches", "1",
                  "--max-attempts", str(len(REPLIES)),
                  env={"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-test"})  # fmt: skip
-        prompts = [r.prompt for r in server.requests]
+        prompts = [r.prompt for r in server.messages]
     _model_run_checks(run_dir, prompts)
 
 

@@ -104,6 +104,12 @@ class MainScreen(Screen):
         self._before_seq: int | None = None
         self._bindings_key: tuple | None = None
 
+    def set_attached(self, owner: str) -> None:
+        """Another process owns the run now (a new session of it): the header says so."""
+        self.attached = owner
+        if self.is_mounted:
+            self.query_one(RunHeader).set_attached(owner)
+
     # --- layout ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
@@ -123,7 +129,8 @@ class MainScreen(Screen):
                 yield SpeedupChart(id="speedup-chart")
                 yield Label("selected attempt", id="attempt-title")
                 yield AttemptPanel(self.files, self.logs, id="attempt-panel")
-        yield GatesPanel(clock=self.clock, replay=self.replay, id="gates")
+        read_only = bool(getattr(self.app, "read_only", False))
+        yield GatesPanel(clock=self.clock, replay=self.replay, read_only=read_only, id="gates")
         if self.replay:
             yield ReplayBar(id="replay-bar")
         yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)

@@ -57,10 +57,13 @@ class GatesPanel(Vertical):
             super().__init__()
             self.gate_id = gate_id
 
-    def __init__(self, *, clock: Callable[[], float], replay: bool = False, **kwargs) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float], replay: bool = False, read_only: bool = False, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self._clock = clock
         self._replay = replay
+        self._read_only = read_only  # a watcher's page: it names the gates, decides none
         self._view: v.RunView = v.EMPTY_VIEW
         self._gates: tuple[v.GateView, ...] = ()
         self._title = Label("no pending gates", classes="gates-title")
@@ -128,6 +131,8 @@ class GatesPanel(Vertical):
         gates = f"{n} pending gate{'s' if n > 1 else ''}"
         if self._replay:
             self._title.update(f"{gates} at this point of the replay")
+        elif self._read_only:
+            self._title.update(f"{gates}: waiting for a decision (this view is read-only)")
         else:
             self._title.update(f"{gates}: a approve · v veto · enter or g for the prompt")
         now = self.now()

@@ -44,6 +44,10 @@ class RunHeader(Widget):
         # The elapsed time ticks even when no event arrives.
         self.set_interval(1.0, self.refresh, name="header-clock")
 
+    def set_attached(self, owner: str) -> None:
+        self._attached = owner
+        self.refresh()
+
     def show(self, view: v.RunView) -> None:
         if view is not self._view:
             self._view = view
