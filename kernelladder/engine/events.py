@@ -277,6 +277,21 @@ class ProposalFailed(Event):
     tokens_out: int = 0
     cost_usd: float = 0.0
 
+    @classmethod
+    def of(
+        cls, branch_id: str, error: str, spent: Any = None, *, retryable: bool = False
+    ) -> ProposalFailed:
+        """The event, with what `spent` (a ProposerError or a dropped Proposal) cost."""
+        return cls(
+            branch_id=branch_id,
+            error=error,
+            retryable=retryable,
+            model=getattr(spent, "model", None),
+            tokens_in=int(getattr(spent, "tokens_in", 0) or 0),
+            tokens_out=int(getattr(spent, "tokens_out", 0) or 0),
+            cost_usd=float(getattr(spent, "cost_usd", 0.0) or 0.0),
+        )
+
 
 @_register
 @dataclass(frozen=True, kw_only=True)

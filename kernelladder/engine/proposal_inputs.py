@@ -1,14 +1,21 @@
 """What a proposer is told (ProposalContext): the parent's source and verdict, the
 branch's history and dead ends, the hints, the profile and the machine. Sources and
-verdicts are read from the run directory once and kept. A part of Run (run.py)."""
+verdicts are read from the run directory once and kept. And what comes back that is not
+a candidate: a failure (what its reply cost counted), a note said once. A part of Run
+(run.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from kernelladder.engine import events as ev
+from kernelladder.engine.lines import one_line
 from kernelladder.engine.log import read_attempt_source, read_attempt_verdict
 from kernelladder.engine.op_info import START_ATTEMPT
 from kernelladder.engine.protocols import ProposalContext
+
+PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
 
 
 class ProposalInputs:
@@ -80,3 +87,33 @@ class ProposalInputs:
                 keys = ("gpu", "cc", "sms", "rates", "triton", "torch", "cuda")
                 return {k: env[k] for k in keys if k in env}
         return None
+
+    # --- what comes back that is not a candidate ---------------------------------------
+
+    def _say_once(self, notice: str | None) -> None:
+        """A proposer's note (e.g. "tokens estimated"), once a session in the log."""
+        if notice and notice not in self._said:
+            self._said.add(notice)
+            self._emit(ev.Notice(level="warning", message=one_line(notice)))
+
+    async def _proposal_failed(
+        self, bid: str, line: str, retryable: bool, fatal: bool, spent: Any = None
+    ) -> bool:
+        self._say_once(getattr(spent, "notice", None))
+        # a reply rejected after it was paid for: its tokens count against the budgets
+        self._emit(ev.ProposalFailed.of(bid, line, spent, retryable=retryable))
+        level = "error" if fatal else "warning"
+        self._emit(ev.Notice(level=level, message=f"{bid}: proposer: {line}", branch_id=bid))
+        if fatal:
+            self._request_stop(ev.RULE_ERROR, by="engine", detail=f"proposer: {line}")
+            return False
+        failures = self.state.branches[bid].proposal_failures
+        if failures >= PROPOSAL_FAILURE_LIMIT:
+            detail = f"{failures} proposals in a row failed; last: {line}"
+            self._emit(
+                ev.BranchExhausted(branch_id=bid, rule=ev.RULE_REPEATED_FAILURE, detail=detail)
+            )
+            return False
+        if retryable:
+            await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
+        return True

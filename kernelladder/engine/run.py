@@ -69,7 +69,6 @@ from kernelladder.engine.verification import (
 )
 
 RETRY_BACKOFF_S = 1.0
-PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
 GATE_POLICIES = ("ask", "approve", "veto")
 
 
@@ -707,9 +706,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
                 return False
             except ProposerError as exc:
-                self._say_once(getattr(exc, "notice", None))
                 return await self._proposal_failed(
-                    bid, one_line(exc), exc.retryable, exc.fatal, spent=exc
+                    bid, one_line(exc), exc.retryable, exc.fatal, exc
                 )
             except Exception as exc:
                 line = f"{type(exc).__name__}: {one_line(exc)}"
@@ -726,19 +724,9 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
             self._say_once(getattr(proposal, "notice", None))
             if self.state.branches[bid].closed or self.state.stopping:
-                # pruned or stopped meanwhile: the proposal is dropped unnumbered, what it
-                # cost counted all the same
+                # pruned or stopped meanwhile: dropped unnumbered, what it cost counted
                 if proposal.tokens_in or proposal.tokens_out or proposal.cost_usd:
-                    self._emit(
-                        ev.ProposalFailed(
-                            branch_id=bid,
-                            error="the reply came after its branch closed: dropped",
-                            model=proposal.model,
-                            tokens_in=int(proposal.tokens_in or 0),
-                            tokens_out=int(proposal.tokens_out or 0),
-                            cost_usd=float(proposal.cost_usd or 0.0),
-                        )
-                    )
+                    self._emit(ev.ProposalFailed.of(bid, "dropped: its branch closed", proposal))
                 return False
             n = max(self._next_number, self.state.next_attempt)
             self._next_number = n + 1
@@ -776,43 +764,6 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         if not await self._ready(bid):
             return False  # the attempt stays numbered and unverified; a resume verifies it
         await self._verify(bid, n, proposal.source)
-        return True
-
-    def _say_once(self, notice: str | None) -> None:
-        """A proposer's note (e.g. "tokens estimated"), once a session in the log."""
-        if notice and notice not in self._said:
-            self._said.add(notice)
-            self._emit(ev.Notice(level="warning", message=one_line(notice)))
-
-    async def _proposal_failed(
-        self, bid: str, line: str, retryable: bool, fatal: bool, spent: Any = None
-    ) -> bool:
-        self._emit(
-            ev.ProposalFailed(
-                branch_id=bid,
-                error=line,
-                retryable=retryable,
-                # a reply rejected after it was paid for: its tokens count against budgets
-                model=getattr(spent, "model", None),
-                tokens_in=int(getattr(spent, "tokens_in", 0) or 0),
-                tokens_out=int(getattr(spent, "tokens_out", 0) or 0),
-                cost_usd=float(getattr(spent, "cost_usd", 0.0) or 0.0),
-            )
-        )
-        level = "error" if fatal else "warning"
-        self._emit(ev.Notice(level=level, message=f"{bid}: proposer: {line}", branch_id=bid))
-        if fatal:
-            self._request_stop(ev.RULE_ERROR, by="engine", detail=f"proposer: {line}")
-            return False
-        failures = self.state.branches[bid].proposal_failures
-        if failures >= PROPOSAL_FAILURE_LIMIT:
-            detail = f"{failures} proposals in a row failed; last: {line}"
-            self._emit(
-                ev.BranchExhausted(branch_id=bid, rule=ev.RULE_REPEATED_FAILURE, detail=detail)
-            )
-            return False
-        if retryable:
-            await asyncio.sleep(min(self.retry_backoff_s * 2.0**failures, 30.0))
         return True
 
 
