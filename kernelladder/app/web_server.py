@@ -267,22 +267,23 @@ class WebServer(Server):
         response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
         return response
 
-    def _refusal(self, request: web.BaseRequest) -> str | None:
-        """Why this page may not open the app (its Origin, its token); None: it may."""
+    def _refusal(self, request: web.BaseRequest) -> tuple[str, str] | None:
+        """(what, why) this page may not open the app (its Origin, its token): `what` for
+        the terminal, `why` for the page; None: it may."""
         why = self.door.origin_refusal(request.headers.get("Origin"), request.headers["Host"])
         if why:
-            return why
+            return ("another page's request" if request.headers.get("Origin") else "no Origin"), why
         reason = self.door.token_reason(request)
         if reason is None:
             return None
         given = _given_token(request)
         if not given:
-            return (
+            return "no token", (
                 f"A token is required here ({reason}): open the URL `kernelladder serve` "
                 "printed, which ends in #token=…"
             )
         if not self.door.token_ok(given):
-            return (
+            return "a wrong token", (
                 "The token is not this server's (each start makes a new one): open the URL "
                 "`kernelladder serve` printed last."
             )
@@ -290,10 +291,10 @@ class WebServer(Server):
 
     async def handle_session(self, request: web.Request) -> web.Response:
         """The page asks before it opens the app, and again once its session ended."""
-        why = self._refusal(request)
-        if why:
-            self._said_refused(request, why.split(":")[0].split(" (")[0])
-            return web.json_response({"ok": False, "why": why}, status=403)
+        refused = self._refusal(request)
+        if refused:
+            self._said_refused(request, refused[0])
+            return web.json_response({"ok": False, "why": refused[1]}, status=403)
         try:
             page = str((await request.json()).get("page") or "")[:64]
         except Exception:
@@ -305,13 +306,13 @@ class WebServer(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         page = request.match_info["page"][:64]
-        why = self._refusal(request)
-        if why is None and request.headers.get("Upgrade", "").lower() != "websocket":
-            why = NO_UPGRADE
-        if why:
-            self._note_ended(page, why)
-            self._said_refused(request, why.split(":")[0].split(" (")[0])
-            return web.Response(status=403, text=why + "\n")
+        refused = self._refusal(request)
+        if refused is None and request.headers.get("Upgrade", "").lower() != "websocket":
+            refused = "no websocket upgrade", NO_UPGRADE
+        if refused:
+            self._note_ended(page, refused[1])
+            self._said_refused(request, refused[0])
+            return web.Response(status=403, text=refused[1] + "\n")
         websocket = web.WebSocketResponse(heartbeat=15, protocols=(APP_PROTOCOL,))
         errors = self._errors / f"{page or 'page'}-{time.monotonic_ns()}.err"
         service = AppService(

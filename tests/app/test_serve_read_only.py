@@ -22,6 +22,9 @@ async def test_a_read_only_app_sends_no_steering_and_says_why(tmp_path):
         assert not any("press g" in n or "decide" in n for n in notes), notes
         title = str(app.main.query_one("#gates .gates-title").render())
         assert "read-only" in title and "approve" not in title and "veto" not in title, title
+        table = app.main.query_one("#gates DataTable")
+        cells = [str(c) for row in range(table.row_count) for c in table.get_row_at(row)]
+        assert "waits for a decision" in cells and "waits for you" not in cells, cells
         for key in ("p", "b", "a", "v", "g", "enter", "s", "t", "x", "e"):
             await pilot.press(key)
             await pilot.pause(0.05)

@@ -15,10 +15,12 @@ from kernelladder.app import view as v
 UNDO_STYLES = {"high": "bold $error", "medium": "$warning", "low": "$success"}
 
 
-def countdown(gate: v.GateView, now: float, after_policy: str) -> str:
-    """'veto in 42s' when a timeout applies, else who decides."""
+def countdown(gate: v.GateView, now: float, after_policy: str, *, watcher: bool = False) -> str:
+    """'veto in 42s' when a timeout applies, else who decides (a watcher is not asked)."""
     if gate.timeout_s is None:
-        return "waits for you" if gate.policy == "ask" else gate.policy
+        if gate.policy != "ask":
+            return gate.policy
+        return "waits for a decision" if watcher else "waits for you"
     left = max(0, int(round(gate.raised_ts + gate.timeout_s - now)))
     action = gate.policy if gate.policy in ("approve", "veto") else after_policy
     return f"{action} in {left}s"
@@ -142,7 +144,7 @@ class GatesPanel(Vertical):
                 g.branch_id,
                 f"#{g.attempt}",
                 Content.styled(g.undo_cost, UNDO_STYLES.get(g.undo_cost, "")),
-                countdown(g, now, self._after_policy()),
+                countdown(g, now, self._after_policy(), watcher=self._read_only),
                 g.move,
                 g.reason,
                 key=g.gate_id,
@@ -156,7 +158,9 @@ class GatesPanel(Vertical):
         for g in self._gates:
             if g.timeout_s is not None:
                 self._table.update_cell(
-                    g.gate_id, "countdown", countdown(g, now, self._after_policy())
+                    g.gate_id,
+                    "countdown",
+                    countdown(g, now, self._after_policy(), watcher=self._read_only),
                 )
 
     def select_gate(self, gate_id: str) -> None:
