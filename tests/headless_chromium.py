@@ -59,11 +59,11 @@ class Chromium:
         self._reader: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Chromium:
-        import aiohttp
 
         path = chromium_path()
         assert path, "chromium is not installed (./dev/test installs it)"
         self.profile_dir.mkdir(parents=True, exist_ok=True)
+        (self.profile_dir / "DevToolsActivePort").unlink(missing_ok=True)  # a last run's
         self.process = subprocess.Popen(
             [
                 path, "--headless=new", "--no-sandbox",  # as root, Chromium needs no-sandbox
@@ -80,6 +80,17 @@ class Chromium:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
+        try:
+            await self._connect()
+        except BaseException:
+            await self.__aexit__()  # no browser left behind
+            raise
+        return self
+
+    async def _connect(self) -> None:
+        import aiohttp
+
+        assert self.process is not None
         port_file = self.profile_dir / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -95,7 +106,6 @@ class Chromium:
         self._reader = asyncio.create_task(self._read())
         await self.send("Network.enable")
         await self.send("Page.enable")
-        return self
 
     async def __aexit__(self, *exc: Any) -> None:
         if self._reader is not None:

@@ -582,8 +582,6 @@ class Served:
     its output (stdout and stderr) in `log`."""
 
     def __init__(self, *args: str, log: Path):
-        import os
-
         self.log = log
         self.out = open(log, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
@@ -611,7 +609,6 @@ class Served:
 
     def stop(self) -> None:
         """Ctrl-C, as a person presses it in the terminal: SIGINT to the whole group."""
-        import os
         import signal
 
         if self.process.poll() is None:
@@ -643,22 +640,20 @@ def http_status(url: str, headers: dict[str, str] | None = None, data: bytes | N
 
 def stop_owner(run_dir: Path) -> None:
     """Stop the process that owns a live run (one started in the background), if any."""
-    import os
     import signal
 
     from kernelladder.engine.control import live_owner
+    from kernelladder.engine.log import writer_active
 
     try:
         pid = live_owner(run_dir).pid
     except Exception:
         return
+
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
+    # the log's lock, not the pid: a child of this process stays a zombie until reaped
+    while writer_active(run_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 

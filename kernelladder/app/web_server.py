@@ -117,7 +117,7 @@ class Door:
             names.add("localhost")
         elif _ip(bound) is None:
             names.add(bound)
-        self._addresses = {bound} if _ip(bound) is not None else set()
+        self._addresses = {bound} if _ip(bound) is not None else _addresses_of(bound)
         if self.public_url:
             names.add(host_name(urlsplit(self.public_url).netloc))
         self.names = frozenset(n for n in names if n)
@@ -193,6 +193,16 @@ class Door:
 
     def token_ok(self, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def _addresses_of(name: str) -> set[str]:
+    """The addresses a bound host name resolves to (they reach the server as it does)."""
+    if not name or name in ("0.0.0.0", "::") or is_loopback(name):
+        return set()
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
+    except OSError:
+        return set()
 
 
 def _given_token(request: web.BaseRequest) -> str | None:
@@ -387,7 +397,13 @@ class WebServer(Server):
                 await asyncio.wait_for(service.stop(), 5)
         for service in services:
             process = getattr(service, "_process", None)
-            if process is not None and process.returncode is None:
+            if process is None:
+                continue
+            # waited for first: kill() polls, and a poll that reaps a process Ctrl-C has
+            # just ended leaves asyncio's child watcher warning of an unknown child
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(process.wait()), 3)
+            if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 with contextlib.suppress(Exception):
