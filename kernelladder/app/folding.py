@@ -180,7 +180,10 @@ def log_line(event: ev.Event, started_ts: float | None) -> tuple[int, str] | Non
     """(attempt, line) for events that belong in an attempt's live log."""
     t = _stamp(event, started_ts)
     if isinstance(event, ev.ProposalReceived):
-        cost = f", ${event.cost_usd:.4f}" if event.cost_usd else ""
+        tokens = event.tokens_in + event.tokens_out
+        cost = (f", {tokens:,} tokens" if tokens else "") + (
+            f", ${event.cost_usd:.4f}" if event.cost_usd else ""
+        )
         return event.attempt, (
             f"{t}proposed by {event.proposer}{'/' + event.model if event.model else ''}: "
             f"{event.move} (undo {event.undo_cost}: {event.undo_reason}{cost})"

@@ -102,6 +102,17 @@ def test_a_rejected_key_or_a_web_page_stops_the_run_before_it_starts():
         )
 
 
+def test_doctor_says_a_web_page_is_not_an_api():
+    from kernelladder.engine.proposers.openai_chat import list_models
+
+    page = pytest.raises(ProposerError, match="answered with a page, not the API's JSON")
+    with FakeOpenAIServer(models_reply=html_page()) as s, page:
+        asyncio.run(list_models(s.base_url))
+    broken = pytest.raises(ProposerError, match="a reply that is not valid JSON")
+    with FakeOpenAIServer(prefix="/v1", models_reply=malformed_json()) as s, broken:
+        asyncio.run(list_models(s.base_url))
+
+
 def test_a_server_that_answers_errors_at_the_start_is_there():
     # 429/5xx at the start: it is reachable, its failures are counted as the run goes
     with FakeOpenAIServer(prefix="/v1", models_reply=error(503, "warming up")) as s:

@@ -12,6 +12,7 @@ known: counted as 0 with a note, never guessed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -299,9 +300,18 @@ class OpenAIChatProposer(ApiProposer):
         return f"{self._where()} failed {_times(attempts)} for model {self.model}; last: {what}"
 
 
+class NotAnApi(ValueError):
+    """The server answered GET /models with a web page (the text), not the API's JSON."""
+
+
 async def _model_names(client: Any) -> list[str]:
-    page = await client.models.list()
-    return sorted(str(m.id) for m in getattr(page, "data", None) or ())
+    """The ids GET /models lists (read as plain JSON: a web page or another shape is
+    said as such, where the SDK's page type would fail on it)."""
+    answer = await client.get("/models", cast_to=object)
+    if isinstance(answer, str):
+        raise NotAnApi(answer)
+    data = answer.get("data") if isinstance(answer, dict) else None
+    return sorted(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
 
 
 async def list_models(
@@ -326,5 +336,9 @@ async def list_models(
     except openai.APIConnectionError as exc:
         why = _connection_reason(exc, timeout_s)
         raise ProposerError(f"cannot reach {proposer._where()}: {why}") from None
+    except NotAnApi as exc:
+        raise ProposerError(proposer._a_page(str(exc))) from None
+    except json.JSONDecodeError as exc:
+        raise ProposerError(proposer._not_json(exc)) from None
     finally:
         await client.close()
