@@ -727,7 +727,8 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             self._sources[n] = proposal.source
             source_hash = self.log.write_source(n, proposal.source)
             parent = self._gates.parent_of(bid, shown, proposal)
-            cost, reason = self._gates.undo_cost(bid, parent, proposal)
+            recorded = self.proposer.replays_recorded_undo
+            cost, reason = self._gates.undo_cost(bid, parent, proposal, recorded)
             self._reserved -= 1
             reserved = False
             self._emit(

@@ -257,7 +257,7 @@ def test_avoid_family_and_prefer_family():
         )
     )  # fmt: skip
     assert change.meta["family"] == "beta" and change.meta["from_family"] == "alpha"
-    assert change.undo_cost == "high" and "(the hints prefer beta)" in change.undo_reason
+    assert change.meta["line_why"] == "the hints prefer beta"  # the gate's reason says it
 
 
 def _proposal_event(n: int, branch: str, move: str, family: str, parent=None, **meta: Any):
