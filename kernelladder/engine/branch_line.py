@@ -4,7 +4,8 @@ families_left). One set of rules for every proposer:
 
 - a move whose family is not the line's changes the line (a high undo cost: gating.py);
 - a branch does not change its line to a family another live branch's line holds (or
-  waits at a gate to take), nor back to a family it left, nor to one vetoed on it;
+  waits at a gate to take), nor back to a family it left, nor to one vetoed on it; a
+  proposal that another branch's change overtook while it was written is asked again;
 - a move a person approved begins a line there: the branch builds on it (BranchState.head);
 - a line that goes the stagnation limit without a gain ends the branch (rules.py), and
   the exit's detail says which families were closed to it.
@@ -14,6 +15,7 @@ Pure functions; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -59,6 +61,23 @@ def line_change(state: RunState, branch_id: str, family: str | None) -> tuple[st
     if not family or b.line_family is None or family == b.line_family:
         return None
     return b.line_family, family
+
+
+def taken_meanwhile(
+    state: RunState, branch_id: str, family: str | None, asked: Mapping[str, str]
+) -> str | None:
+    """Why a proposal's change of line into `family` is stale: the family was open when
+    the proposer was asked (`asked`: the context's closed families) and another branch
+    has taken it since (its line, or a gate it waits at). None when it is not."""
+    if line_change(state, branch_id, family) is None or family in asked:
+        return None
+    closed = closed_families(state, branch_id)
+    if family not in closed:
+        return None
+    return (
+        f"{branch_id}'s proposal changes its line to {family}, closed to it since it was "
+        f"asked ({closed[family]})"
+    )
 
 
 def closed_text(closed: dict[str, str]) -> str:

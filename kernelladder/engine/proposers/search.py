@@ -8,18 +8,26 @@ attempts being kernels verified already. The next proposal is the first point un
 in the run nearest (in grid steps) to the branch's best verified point: single-parameter
 moves first (the last improving move repeated first, the parameters the feedback points
 at next), then pairs, then farther rings. When a family's grid is used up it moves to
-the next family (a high-undo-cost move), and when every family is used up it raises
-ProposerExhausted. A branch that changes to a family another branch has walked enters
-it at the run's best point of that family, and its parent is then that attempt (the
-source is derived from it). On the CPU there are no speed numbers: the base stays the
-first verified point and the rings around it are walked in a fixed order.
+the next family open to the branch, and when none is left it raises ProposerExhausted.
+A branch that changes to a family another branch has walked enters it at the run's best
+point of that family, and its parent is then that attempt (the source is derived from
+it). On the CPU there are no speed numbers: the base stays the first verified point of
+the branch's line and the rings around it are walked in a fixed order.
+
+The branch works in the family of its line as the engine's fold says (ctx.line_family),
+and changes only to a family open to it: not one another live branch works in or waits
+at a gate to take, not one it left (ctx.closed_families; engine/branch_line.py), unless
+the person prefers it. Its undo class rates a move against the attempt it is made from;
+a change of family is rated high by the engine (engine/gating.py), with the why the
+search gives in meta["line_why"].
 
 Steering it obeys (read from the context each time, so a resume keeps it): a family the
 person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
 directives (engine/directives.py) prefer or avoid families and fix, avoid or try
 parameter values. A branch that stagnates for half its stagnation limit is offered a
 change of family (a high undo-cost move a person weighs at a gate) before it runs out;
-on the CPU, where nothing is judged faster, after half that many attempts in one family.
+on the CPU, where only a line's first passing kernel is a gain, that is half that many
+attempts after it.
 """
 
 from __future__ import annotations
