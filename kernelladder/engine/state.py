@@ -282,13 +282,17 @@ def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
 
 
 def vetoed_family_change(s: RunState, a: AttemptState) -> str | None:
-    """The family an attempt moved away from, when it changed its parent's family."""
+    """The family an attempt moved away from, when it changed its branch's line (or,
+    before the branch had one, its parent's family)."""
     if not a.family:
         return None
     declared = a.meta.get("from_family") if isinstance(a.meta, dict) else None
+    b = s.branches.get(a.branch_id)
     parent = s.attempts.get(a.parent) if a.parent is not None else None
-    before = declared or (parent.family if parent is not None else None)
-    return str(before) if before and before != a.family else None
+    for before in (declared, b.line_family if b is not None else None, parent and parent.family):
+        if before and before != a.family:
+            return str(before)
+    return None
 
 
 def bare_move(move: str) -> str:

@@ -19,6 +19,7 @@ from kernelladder.engine.engine import create_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.proposers.search import SearchProposer
+from kernelladder.engine.state import fold
 
 
 async def test_the_approved_move_is_the_base_the_branch_builds_on(tmp_path):
@@ -96,3 +97,38 @@ async def test_a_spent_line_ends_its_branch_with_the_families_closed_to_it(tmp_p
             f"judge one faster) in its {b.line_family} line{closed}"
         )
     assert len(exits[0].detail.split("'s line)")) == 3  # the first names both others
+
+
+def test_a_vetoed_change_of_line_closes_the_family_whatever_it_was_made_from():
+    """A move into beta made from b2's attempt of beta changes nothing against its parent's
+    family, but it changes b1's line: vetoed, it closes beta on b1 (not just that step)."""
+
+    def received(n, bid, family, parent=None, undo="medium"):
+        return ev.ProposalReceived(
+            branch_id=bid, attempt=n, parent_attempt=parent, source_hash=f"h{n}",
+            strategy="s", move=f"step {n}", undo_cost=undo, undo_reason="r", proposer="p",
+            family=family, meta={"family": family},
+        )  # fmt: skip
+
+    state = fold(
+        [
+            ev.BranchOpened(branch_id="b1", strategy="alpha"),
+            ev.BranchOpened(branch_id="b2", strategy="beta"),
+            received(1, "b1", "alpha"),
+            received(2, "b2", "beta"),
+            received(3, "b1", "beta", parent=2, undo="high"),
+            ev.GateRaised(
+                gate_id="g1",
+                branch_id="b1",
+                attempt=3,
+                move="step 3",
+                undo_cost="high",
+                reason="r",
+                policy="ask",
+            ),  # fmt: skip
+            ev.GateResolved(gate_id="g1", decision="veto", by="user"),
+        ]
+    )
+    b1 = state.branches["b1"]
+    assert b1.vetoed_families == ["beta"] and b1.vetoed_moves == []
+    assert b1.line_family == "alpha" and b1.families_left == {}
