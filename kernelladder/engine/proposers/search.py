@@ -390,17 +390,18 @@ def _settled_family(
     memory: BranchMemory, families: Sequence[Family], steer: Steering
 ) -> str | None:
     """The branch's family, moved off one the person closed (vetoed here or avoided): to
-    the family of its latest trial that was not vetoed, else a preferred one, else the
-    first open one; None when every family is closed."""
+    the family of its latest trial that was not vetoed (and is not another branch's or
+    one it left), else a preferred one, else the first open one; None when every family
+    is closed."""
     if memory.family is not None and memory.family not in steer.closed:
         return memory.family
     open_names = [f.name for f in families if f.name not in steer.closed]
+    free = [n for n in open_names if n not in steer.taken]
     for trial in sorted(memory.trials.values(), key=lambda t: -t.order):
-        if trial.status != VETOED and trial.family in open_names:
+        if trial.status != VETOED and trial.family in free:
             return trial.family
     if steer.preferred:
         return steer.preferred[0]
-    free = [n for n in open_names if n not in steer.taken]
     return (free or open_names or [None])[0]
 
 
