@@ -25,6 +25,7 @@ from typing import Any
 from kernelladder.engine import commands
 from kernelladder.engine import events as ev
 from kernelladder.engine.best_confirmation import BestConfirmation
+from kernelladder.engine.branch_line import taken_meanwhile
 from kernelladder.engine.channels import Broadcaster, Subscription
 from kernelladder.engine.control import ControlServer
 from kernelladder.engine.gate_keeper import GateKeeper
@@ -722,12 +723,18 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 )
             if self.state.branches[bid].closed or self.state.stopping:
                 return False  # pruned or stopped meanwhile: the proposal is dropped unnumbered
+            stale = taken_meanwhile(self.state, bid, _family(proposal), ctx.closed_families)
+            if stale is not None and not self.proposer.replays_recorded_undo:
+                # dropped unnumbered; the next context names the family as closed
+                self._emit(ev.Notice(level="info", message=f"{stale}; asked again", branch_id=bid))
+                return True
             n = max(self._next_number, self.state.next_attempt)
             self._next_number = n + 1
             self._sources[n] = proposal.source
             source_hash = self.log.write_source(n, proposal.source)
             parent = self._gates.parent_of(bid, shown, proposal)
-            cost, reason = self._gates.undo_cost(bid, parent, proposal)
+            recorded = self.proposer.replays_recorded_undo
+            cost, reason = self._gates.undo_cost(bid, parent, proposal, recorded)
             self._reserved -= 1
             reserved = False
             self._emit(
