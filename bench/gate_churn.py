@@ -140,4 +140,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    try:
+        raise SystemExit(main(sys.argv[1:]))
+    except BrokenPipeError:  # piped into head: the reader has what it wanted
+        sys.stderr.close()
+        raise SystemExit(0) from None
