@@ -185,6 +185,14 @@ def run_deploy(
             model, ids, new_tokens, calls, make_cache=placement.make_cache, dtype=dtype
         )
         result["check"] = check
+        if check["status"] == "not-run":  # every call fell back: the kernel never ran
+            why = "; ".join(f"{f['why']} ({f['calls']} calls)" for f in check["calls"]["fallbacks"])
+            result["placement"]["where"] = (
+                f"not used by this model: the kernel never ran, every call took the model's "
+                f"own code ({why or 'no call came'})"
+            )
+            result["speed_note"] = "not measured: the kernel never ran in this model"
+            return _finish(result, NOT_USED, started)
         status = MATCH if check["status"] == MATCH else MISMATCH
         if device != "cuda":
             result["speed_note"] = (

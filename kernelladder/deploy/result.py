@@ -38,8 +38,8 @@ def _heads(m: dict[str, Any]) -> str:
     heads, kv, d = m.get("heads"), m.get("kv_heads"), m.get("head_dim")
     if not heads:
         return ""
-    kv_part = f" / {kv} KV" if kv and kv != heads else ""
-    return f"{heads}{kv_part} heads of {d}" if d else f"{heads}{kv_part} heads"
+    kv_part = f" ({kv} KV)" if kv and kv != heads else ""
+    return f"{heads} heads{kv_part} of {d}" if d else f"{heads} heads{kv_part}"
 
 
 def workload_text(result: dict[str, Any]) -> str:
@@ -167,7 +167,7 @@ def check_lines(check: dict[str, Any]) -> list[str]:
         text = (
             f"  greedy tokens: {tokens['equal']} of {tokens['total']} equal "
             f"({tokens['steps']} steps x {tokens['rows']} rows, each step fed the unpatched "
-            f"run's tokens); the first {tokens['first_equal_steps']} steps equal in every row"
+            f"run's tokens); {_first_equal(tokens)}"
         )
         lines.append(text)
         if tokens.get("near_tie_count"):
@@ -189,6 +189,40 @@ def check_lines(check: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _first_equal(tokens: dict[str, Any]) -> str:
+    k, steps = tokens.get("first_equal_steps", 0), tokens.get("steps", 0)
+    if k >= steps:
+        return "every step equal in every row"
+    return f"the first {k} step{'s' if k != 1 else ''} equal in every row"
+
+
+SPEED_COLUMNS = (
+    ("prefill ms", "prefill_ms", "{:.3f}"),
+    ("tok/s", "prefill_tok_s", "{:,.0f}"),
+    ("noise", "prefill_noise", "{:.1%}"),
+    ("decode ms/token", "decode_ms_per_token", "{:.3f}"),
+    ("tok/s", "decode_tok_s", "{:,.0f}"),
+    ("noise", "decode_noise", "{:.1%}"),
+)
+
+
+def speed_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The timing rows as aligned columns (two spaces between, whatever the widths)."""
+    cells = [["", *(title for title, _, _ in SPEED_COLUMNS)]]
+    notes = []
+    for row in rows:
+        if not row.get("measured"):
+            notes.append(f"{row['variant']}: not measured: {row.get('why', '')}")
+            continue
+        cells.append([row["variant"], *(f.format(row[key]) for _, key, f in SPEED_COLUMNS)])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    out = []
+    for r in cells:
+        rest = "".join("  " + c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))
+        out.append(r[0].ljust(widths[0]) + rest)
+    return out + notes
+
+
 def speed_lines(result: dict[str, Any]) -> list[str]:
     speed = result.get("speed")
     if not speed:
@@ -199,17 +233,7 @@ def speed_lines(result: dict[str, Any]) -> list[str]:
         f"median over the rounds; prefill {w.get('batch')} x {w.get('prompt')} tokens, decode "
         f"{speed['decode_steps']} steps x {w.get('batch')} rows"
     ]
-    head = f"  {'':26}{'prefill ms':>11}{'tok/s':>11}{'noise':>7}{'decode ms/tok':>15}{'tok/s':>10}{'noise':>7}"
-    lines.append(head)
-    for row in speed.get("rows") or []:
-        if not row.get("measured"):
-            lines.append(f"  {row['variant']:<26}not measured: {row.get('why', '')}")
-            continue
-        lines.append(
-            f"  {row['variant']:<26}{row['prefill_ms']:>11.3f}{row['prefill_tok_s']:>11.0f}"
-            f"{row['prefill_noise']:>7.1%}{row['decode_ms_per_token']:>15.3f}"
-            f"{row['decode_tok_s']:>10.0f}{row['decode_noise']:>7.1%}"
-        )
+    lines += [f"  {line}" for line in speed_table(speed.get("rows") or [])]
     for c in speed.get("comparisons") or []:
         lines.append(
             f"  {c['patched']} vs unpatched, {c['phase']}: {c['speedup']:.3f}x, {c['standing']} "

@@ -20,9 +20,28 @@ from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
 
 TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile", "tab-deploy")
-DIFF_LONG, DIFF_SHORT = "Diff vs parent", "Diff"
-# the tab row's cells with the long diff label (each tab: its label and a cell either side)
-TABS_CELLS = sum(len(t) + 2 for t in ("Log", "Verdict", "Source", DIFF_LONG, "Profile", "Deploy"))
+DIFF_LONG = "Diff vs parent"
+# each tab's label, long and short: a narrow pane shortens them in this order until the
+# row fits (each tab takes its label and a cell either side)
+LABELS = {
+    "tab-log": ("Log", "Log"),
+    "tab-verdict": ("Verdict", "Verdict"),
+    "tab-source": ("Source", "Src"),
+    "tab-diff": (DIFF_LONG, "Diff"),
+    "tab-profile": ("Profile", "Profile"),
+    "tab-deploy": ("Deploy", "Deploy"),
+}
+SHORTENED_FIRST = ("tab-diff", "tab-source")
+
+
+def tab_labels(width: int) -> dict[str, str]:
+    """The labels that fit a pane `width` cells wide, as long as they can be."""
+    labels = {tab: long for tab, (long, _) in LABELS.items()}
+    for tab in SHORTENED_FIRST:
+        if sum(len(label) + 2 for label in labels.values()) <= width:
+            break
+        labels[tab] = LABELS[tab][1]
+    return labels
 
 
 class AttemptPanel(Vertical):
@@ -59,7 +78,7 @@ class AttemptPanel(Vertical):
                 yield AttemptLog(id="attempt-log")
             with TabPane("Verdict", id="tab-verdict"):
                 yield VerdictView(id="verdict-view")
-            with TabPane("Source", id="tab-source"):
+            with TabPane(LABELS["tab-source"][0], id="tab-source"):
                 yield SourceView(id="source-view")
             with TabPane(DIFF_LONG, id="tab-diff"):
                 yield DiffView(id="diff-view")
@@ -69,12 +88,13 @@ class AttemptPanel(Vertical):
                 yield DeployView(id="deploy-view")
 
     def on_resize(self) -> None:
-        """A narrow pane (80 columns) names the diff tab short, so every tab shows whole:
+        """A narrow pane (80 columns) names tabs short, so every tab shows whole:
         "Profile" was cut to "Profi"."""
-        label = DIFF_LONG if self.size.width >= TABS_CELLS else DIFF_SHORT
-        tab = self.query_one(TabbedContent).get_tab("tab-diff")
-        if str(tab.label) != label:
-            tab.label = label
+        contents = self.query_one(TabbedContent)
+        for tab_id, label in tab_labels(self.size.width).items():
+            tab = contents.get_tab(tab_id)
+            if str(tab.label) != label:
+                tab.label = label
 
     @property
     def active(self) -> str:
