@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_deploy_json_and_one_attempt_and_no_record(tmp_path, capsys):
 
 def test_a_kernel_file_that_does_not_match_exits_1(tmp_path, capsys):
     wrong = tmp_path / "wrong.py"
-    wrong.write_text(open(RMSNORM).read().replace("y = (x * inv) * w", "y = x * inv"))
+    wrong.write_text(Path(RMSNORM).read_text().replace("y = (x * inv) * w", "y = x * inv"))
     code = main(["deploy", "--kernel", str(wrong), "--op", "rmsnorm", "--json", *FAST])
     result = json.loads(capsys.readouterr().out)
     assert code == 1 and result["status"] == "mismatch"
