@@ -129,9 +129,8 @@ def test_the_timing_protocol_times_four_variants_in_rotating_rounds():
     ]  # fmt: skip
     for row in rows.values():
         assert row["measured"] and len(row["prefill_samples_ms"]) == 3
-        assert row["decode_tok_s"] == pytest.approx(
-            1 * 2 / (row["decode_ms_per_token"] * 2 / 1e3), rel=1e-3
-        )
+        # batch 1: one token per decode step (the figures are rounded when kept)
+        assert row["decode_tok_s"] == pytest.approx(1e3 / row["decode_ms_per_token"], rel=1e-2)
     assert [(c["patched"], c["phase"]) for c in speed["comparisons"]] == [
         ("patched eager", "prefill"), ("patched eager", "decode"),
         ("patched torch.compile", "prefill"), ("patched torch.compile", "decode"),

@@ -541,6 +541,7 @@ class MainScreen(Screen):
         if self.files.source(attempt.number) is None:
             self.notify(f"The source of #{attempt.number} is not saved yet.", severity="warning")
             return
+        self.query_one(StrategyTree).follow = False  # the tab stays on the deployed attempt
         self.query_one(AttemptPanel).active = "tab-deploy"
         self.post_message(DeployRequested(attempt.number))
 
