@@ -11,8 +11,10 @@ unpatched eager, unpatched torch.compile, patched eager and patched torch.compil
 Prints each deploy's result, then one table (prefill and decode per variant, the patched
 runs against the unpatched ones) with the GPU, the versions and the date; writes every
 result to $OUT/deploy_table.json when OUT is set. Nothing is recorded into the runs
-unless --record is given. Needs a GPU, torch, triton and transformers (the deploy extra);
-without a GPU the deploys check on a tiny config and say speed is not measured.
+unless --record is given. Needs a GPU, torch, triton and transformers 5 or newer (the
+deploy extra; a box that cannot reach a registry: `python3 -m pip show transformers`
+there, and carry newer wheels with those of its requirements the box lacks); without a
+GPU the deploys check on a tiny config and say speed is not measured.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def table(results: list[dict]) -> list[str]:
         m = first.get("model") or {}
         w = first.get("workload") or {}
         out.append(
-            f"{m.get('name')}-shaped, {m.get('layers')} layers, batch {w.get('batch')}, prompt "
+            f"{m.get('name')}-shaped{' (tiny)' if m.get('tiny') else ''}, {m.get('layers')} layers, batch {w.get('batch')}, prompt "
             f"{w.get('prompt')}, {w.get('new_tokens')} new tokens, {m.get('dtype')}; "
             f"{first.get('gpu') or first.get('device')}; torch {v.get('torch')}, triton "
             f"{v.get('triton')}, transformers {v.get('transformers')}, CUDA {v.get('cuda')}; "

@@ -205,6 +205,8 @@ def run_deploy(
         else:
             from kernelladder.deploy.speed import DEFAULT_ROUNDS, time_variants
 
+            result["run_live"] = _run_live(kernel.run_dir)
+
             result["speed"] = time_variants(
                 model, ids, new_tokens, calls, make_cache=placement.make_cache,
                 rounds=request.rounds or DEFAULT_ROUNDS, on_progress=say,
@@ -226,6 +228,15 @@ def _finish(result: dict[str, Any], status: str, started: float, error: str = ""
     result["elapsed_s"] = round(time.time() - started, 3)
     result["summary"] = summary_line(result)
     return result
+
+
+def _run_live(run_dir: str | None) -> bool:
+    """Whether the kernel's run is live now: its verifications may share the GPU."""
+    if not run_dir:
+        return False
+    from kernelladder.engine.log import writer_active
+
+    return writer_active(run_dir)
 
 
 def _device(asked: str | None) -> str:

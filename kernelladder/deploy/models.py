@@ -22,6 +22,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_MODEL = "llama-3-8b"
 INSTALL_HINT = "pip install -e '.[deploy]' (or: pip install transformers)"
 MISSING_TRANSFORMERS = f"kernelladder deploy needs the transformers library: {INSTALL_HINT}"
+OLDEST_TRANSFORMERS = 5  # its attention and cache interfaces as deploy uses them
 
 # A tiny config keeps the architecture (its layer kinds, GQA ratio, biases, eps, RoPE)
 # and shrinks the sizes so Triton's interpreter runs it on the CPU in seconds.
@@ -185,6 +186,12 @@ def import_transformers() -> Any:
         import transformers
     except ImportError:
         raise TransformersMissing() from None
+    major = str(getattr(transformers, "__version__", "0")).split(".")[0]
+    if not major.isdigit() or int(major) < OLDEST_TRANSFORMERS:
+        raise DeployError(
+            f"kernelladder deploy needs transformers {OLDEST_TRANSFORMERS}.0 or newer, this is "
+            f"{transformers.__version__}: {INSTALL_HINT}"
+        )
     transformers.logging.set_verbosity_error()
     return transformers
 

@@ -233,6 +233,8 @@ def speed_lines(result: dict[str, Any]) -> list[str]:
         f"median over the rounds; prefill {w.get('batch')} x {w.get('prompt')} tokens, decode "
         f"{speed['decode_steps']} steps x {w.get('batch')} rows"
     ]
+    if result.get("run_live"):
+        lines.append("  timed while the run was live: its verifications may have shared the GPU")
     lines += [f"  {line}" for line in speed_table(speed.get("rows") or [])]
     for c in speed.get("comparisons") or []:
         lines.append(

@@ -116,3 +116,20 @@ def test_a_missing_transformers_says_how_to_install_the_extra_in_one_line():
         "kernelladder: error: kernelladder deploy needs the transformers library: "
         "pip install -e '.[deploy]' (or: pip install transformers)"
     ]
+
+
+def test_a_transformers_older_than_5_says_so_in_one_line():
+    # an old install stood in for by a module object carrying only its version
+    script = (
+        "import sys, types\n"
+        "sys.modules['transformers'] = types.SimpleNamespace(__version__='4.57.1')\n"
+        "from kernelladder.cli import main\n"
+        f"sys.exit(main(['deploy', '--kernel', {RMSNORM!r}, '--op', 'rmsnorm']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "needs transformers 5.0 or newer, this is 4.57.1" in lines[0]

@@ -157,3 +157,24 @@ def test_a_kernel_that_does_not_load_is_an_error_result(tmp_path):
     result = deploy(broken, "rmsnorm")
     assert result["status"] == "error" and exit_code(result) == 1
     assert result["error"].startswith("the kernel did not load: syntax error")
+
+
+def test_a_workspace_run_finds_the_hook_beside_the_workspace_it_was_started_on(tmp_path):
+    import json
+    import shutil
+
+    from kernelladder.deploy.kernel_source import from_run
+
+    run = tmp_path / "run"
+    shutil.copytree(EXAMPLES / "h200-own-kernel-run", run)
+    workspace = tmp_path / "own-kernel"
+    shutil.copytree(EXAMPLES / "own-kernel", workspace)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["op"]["kind"] == "workspace"
+    assert from_run(str(run)).hook_path is None  # as recorded: examples/own-kernel, no hook
+    (workspace / "deploy.py").write_text("def sites(model):\n    return []\n")
+    meta["options"]["op"] = str(workspace)
+    (run / "meta.json").write_text(json.dumps(meta))
+    kernel = from_run(str(run))
+    assert kernel.hook_path == str(workspace / "deploy.py")
+    assert (kernel.op, kernel.op_kind, kernel.attempt) == ("own-kernel", "workspace", 14)
