@@ -136,7 +136,7 @@ def run_deploy(
         "speed_note": "",
     }
     from kernelladder.deploy.kernel_source import load_hook, load_kernel
-    from kernelladder.deploy.placement import HookError, place
+    from kernelladder.deploy.placement import HookError, place, unpatched_twin
     from kernelladder.verifier.candidate import LoadFailure
 
     say(f"loading the kernel ({kernel.label})")
@@ -160,6 +160,7 @@ def run_deploy(
         from kernelladder.deploy.calls import KernelCalls
 
         calls = KernelCalls()
+        weights = dict(model.state_dict())  # as built: the float32 twin loads them
         try:
             placement = place(
                 kernel.op if kernel.op_kind == "builtin" else kernel.op_kind,
@@ -180,10 +181,23 @@ def run_deploy(
         ids = token_ids(batch, prompt, int(config["vocab_size"]), request.seed, device)
         from kernelladder.deploy.check import run_check
 
+        op_name = kernel.op if kernel.op_kind == "builtin" else kernel.op_kind
+
+        def float32_twin() -> tuple[Any, Any]:
+            say("checking: the unpatched model in float32, for its own rounding error")
+            twin = build_model(config, dtype=torch.float32, device=device, seed=request.seed)
+            twin.load_state_dict(weights)
+            make = unpatched_twin(
+                op_name, loaded.call, twin, hook=hook, align_eps=not request.keep_model_eps
+            )
+            return twin, make
+
         say("checking: the unpatched model, then the patched one on the same prompt")
         check = run_check(
-            model, ids, new_tokens, calls, make_cache=placement.make_cache, dtype=dtype
-        )
+            model, ids, new_tokens, calls, make_cache=placement.make_cache, dtype=dtype,
+            float32_twin=float32_twin,
+        )  # fmt: skip
+        weights.clear()  # the snapshot of the weights is not needed any more
         result["check"] = check
         if check["status"] == "not-run":  # every call fell back: the kernel never ran
             why = "; ".join(f"{f['why']} ({f['calls']} calls)" for f in check["calls"]["fallbacks"])

@@ -96,6 +96,18 @@ def place(
     )  # fmt: skip
 
 
+def unpatched_twin(
+    op: str, kernel: Callable[..., Any], model: Any, *, hook: Any = None, align_eps: bool = True
+) -> Callable[[], Any] | None:
+    """Make another copy of the model (the check's float32 run) compute what the unpatched
+    model computes: the same eps, the same int8 cache or W8A8 linears, never the kernel.
+    Returns its cache maker (None: the model's own). Attention and a hook's modules need
+    nothing: unpatched, they are the model's own code."""
+    if hook is not None or op not in ("rmsnorm", "kv_quant", "int8_matmul"):
+        return None
+    return place(op, kernel, model, KernelCalls(), align_eps=align_eps).make_cache
+
+
 # --- rmsnorm ------------------------------------------------------------------------------
 
 

@@ -65,6 +65,21 @@ def test_the_logits_tolerance_is_stated_per_dtype_against_the_logits_rms():
     assert not compare_runs(ref, nan, torch.float32)["logits"]["within"]
 
 
+def test_a_half_precision_model_may_move_its_logits_by_three_times_its_own_error():
+    """bf16 rounding moves a wide model's logits more than a fixed share of their RMS:
+    the bound grows to 3x the unpatched model's error against its float32 run."""
+    ref = trace([[1.0, -1.0, 1.0, -1.0]])  # RMS 1: the fixed bf16 bound is 0.1
+    moved = trace([[1.25, -1.0, 1.0, -1.0]])
+    assert not compare_runs(ref, moved, torch.bfloat16)["logits"]["within"]
+    logits = compare_runs(ref, moved, torch.bfloat16, own_error=0.09)["logits"]
+    assert logits["within"] and logits["allowed"] == pytest.approx(0.27)
+    assert (
+        "3 x the unpatched model's own error against its float32 run (0.09)" in logits["tolerance"]
+    )
+    small = compare_runs(ref, moved, torch.bfloat16, own_error=0.01)["logits"]
+    assert small["allowed"] == pytest.approx(0.1) and not small["within"]  # the floor stays
+
+
 def test_every_shipped_config_has_a_tiny_form_that_keeps_its_architecture():
     assert {"llama-3-8b", "qwen3-8b", "qwen2.5-7b", "gpt2"} <= set(model_names())
     llama = tiny_config(model_choice("llama-3-8b").config)
