@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         result = _finite(run_deploy(kernel, request, on_progress=progress))
     except DeployError as exc:
         raise UsageError(str(exc)) from None
+    except (RuntimeError, MemoryError, OSError) as exc:  # the machine, not the input: no result
+        text = " ".join(str(exc).split())[:300]
+        print(f"kernelladder: error: deploy failed: {type(exc).__name__}: {text}", file=sys.stderr)
+        return 1
     finally:
         if progress is _progress:
             sys.stderr.write("\r\033[K")

@@ -157,7 +157,7 @@ def run_deploy(
         )
         model = build_model(config, dtype=dtype, device=device, seed=request.seed)
         result["model"]["parameters"] = sum(p.numel() for p in model.parameters())
-        from kernelladder.deploy.calls import KernelCalls
+        from kernelladder.deploy.calls import KernelCalls, KernelFailed
 
         calls = KernelCalls()
         weights = dict(model.state_dict())  # as built: the float32 twin loads them
@@ -221,10 +221,15 @@ def run_deploy(
 
             result["run_live"] = _run_live(kernel.run_dir)
 
-            result["speed"] = time_variants(
-                model, ids, new_tokens, calls, make_cache=placement.make_cache,
-                rounds=request.rounds or DEFAULT_ROUNDS, on_progress=say,
-            )  # fmt: skip
+            try:
+                result["speed"] = time_variants(
+                    model, ids, new_tokens, calls, make_cache=placement.make_cache,
+                    rounds=request.rounds or DEFAULT_ROUNDS, on_progress=say,
+                )  # fmt: skip
+            except KernelFailed:
+                failure = calls.failure.saw if calls.failure is not None else "the kernel raised"
+                result["speed_note"] = f"not measured: while timed, {failure}"
+                return _finish(result, MISMATCH, started)
         return _finish(result, status, started)
     finally:
         if loaded is not None:

@@ -69,6 +69,8 @@ def summary_line(result: dict[str, Any]) -> str:
     failure = check.get("failure")
     if failure:
         word += f" (first at {failure.get('site')}, {failure.get('phase')})"
+    elif status == MISMATCH and check.get("status") == MATCH:  # the check held, timing did not
+        word += f" ({result.get('speed_note', '')})"
     elif status == MISMATCH:
         word += f" ({_why_mismatch(check)})"
     speed = result.get("speed")
