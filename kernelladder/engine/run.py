@@ -302,6 +302,14 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
             cancel = True
         self._request_stop(rule, by="user", cancel=cancel, detail=detail)
 
+    async def record_deploy(self, fields: dict[str, Any]) -> int:
+        """A deploy of one of the run's kernels (`kernelladder deploy` while the run is
+        live), recorded beside the run; returns the event's seq. Not steering: it changes
+        nothing of the run's course (engine/control.py RECORD_COMMANDS)."""
+        if not self._started or self._closed:
+            raise ValueError("the run's log is not open here")
+        return self._emit(commands.deploy_event(self.state, fields)).seq
+
     # --- events ---------------------------------------------------------------------
     def _emit(self, event: ev.Event) -> ev.Event:
         stored = self.log.append(event)

@@ -493,6 +493,21 @@ def closest_to_holding(s: RunState) -> int | None:
     return max(s.confirmations.values(), key=key)["attempt"]
 
 
+def _deploy_checked(s: RunState, e: ev.DeployChecked) -> None:
+    s.deploys.append({
+        "seq": e.seq, "ts": e.ts, "attempt": e.attempt, "op": e.op, "model": e.model,
+        "status": e.status, "summary": e.summary, "result": dict(e.result),
+    })  # fmt: skip
+
+
+def latest_deploys(s: RunState) -> dict[int | None, dict[str, Any]]:
+    """The last deploy of each attempt (None: kernels from files)."""
+    out: dict[int | None, dict[str, Any]] = {}
+    for d in s.deploys:
+        out[d["attempt"]] = d
+    return out
+
+
 _HANDLERS: dict[type[ev.Event], Any] = {
     ev.RunStarted: _run_started,
     ev.RunReopened: _run_reopened,
@@ -521,6 +536,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.BestImproved: _best_improved,
     ev.BestConfirmed: _best_confirmed,
     ev.ProfileReady: _profile_ready,
+    ev.DeployChecked: _deploy_checked,
 }
 
 
@@ -532,7 +548,7 @@ def apply(state: RunState, event: ev.Event) -> RunState:
         handler(state, event)
     state.seq = event.seq
     state.events += 1
-    if event.ts > state.last_ts:
+    if event.ts > state.last_ts and not event.beside_the_run:
         state.last_ts = event.ts
     return state
 

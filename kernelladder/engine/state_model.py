@@ -232,6 +232,8 @@ class RunState:
     retries: int = 0
     # Nsight Compute profiles: attempt -> ProfileReady (status, reason, summary, report)
     profiles: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # kernels put into a model (DeployChecked), in the order recorded
+    deploys: list[dict[str, Any]] = field(default_factory=list)
 
     def setting(self, name: str, default: Any = None) -> Any:
         value = self.settings.get(name, default)
