@@ -8,8 +8,7 @@ risky moves, verifying through the runner and recording every fact as an event.
 Every state change goes through `_emit`: the event is appended to the log (fsync'd),
 folded into `self.state` with the same fold replay uses, then offered to subscribers.
 Steering commands (RunControl) check that state (commands.py), emit their events and
-wake whatever waits. Parts by job: verification.py, proposal_inputs.py, profiling.py,
-best_confirmation.py; setup.py builds runs."""
+wake whatever waits."""
 
 from __future__ import annotations
 
@@ -171,16 +170,14 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         return self.state.device or self.options.device or "cpu"
 
     def runner_start_failed(self, error: Exception) -> None:
-        """The runner was started before run() (the app does so to ask about an unknown
-        SSH host key) and failed: run() records this error as its own runner start
-        failure instead of connecting a second time."""
+        """The runner started before run() (to ask about an SSH host key) failed: run()
+        records this as its runner's start failure instead of connecting again."""
         if self._run_called:
             raise RuntimeError("the runner's start failure must be handed over before run()")
         self._early_runner_error = error
 
     def subscribe(self, maxsize: int = 10_000, from_seq: int = 0) -> Subscription:
-        """Every event from `from_seq` (default: the whole log) in order, then live ones,
-        until the run finishes. Never blocks the engine; never loses an event."""
+        """Every event from `from_seq` in order, then live ones, until the run finishes."""
         return self._bus.subscribe(maxsize=maxsize, from_seq=from_seq)
 
     async def wait_finished(self) -> RunState:
@@ -220,8 +217,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         return self.state
 
     async def _open_control(self) -> None:
-        """Serve the control channel (engine/control.py) so apps can attach; a run that
-        cannot serve one goes on and says so."""
+        """Serve the control channel so apps can attach; without one the run goes on."""
         server = None
         try:
             server = ControlServer(self, self.run_dir)
@@ -303,9 +299,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         self._request_stop(rule, by="user", cancel=cancel, detail=detail)
 
     async def record_deploy(self, fields: dict[str, Any]) -> int:
-        """A deploy of one of the run's kernels (`kernelladder deploy` while the run is
-        live), recorded beside the run; returns the event's seq. Not steering: it changes
-        nothing of the run's course (engine/control.py RECORD_COMMANDS)."""
+        """A live run's deploy recorded beside it (not steering); returns the event's seq."""
         if not self._started or self._closed:
             raise ValueError("the run's log is not open here")
         return self._emit(commands.deploy_event(self.state, fields)).seq
