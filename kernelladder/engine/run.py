@@ -99,8 +99,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         if options.gate_timeout_policy not in ("approve", "veto"):
             raise ValueError("gate timeout policy must be approve or veto")
         self.options = options
-        # the policy in force for this session only (never saved): options.gate, or an
-        # unattended one when no one can answer an ask-gate (options.unattended_gate_policy)
+        # this session's policy (never saved): options.gate, or an unattended one
         self.gate_policy: str = gate_policy or options.gate
         self.run_dir = Path(run_dir)
         self.op = op
