@@ -66,6 +66,17 @@ PROBE_CONFIG_S = 90.0  # one point: compile at two head dims, check and time fou
 HOPPER = ("flash-wgmma", "flash-ring", "flash-persistent")
 
 
+def _json_point(text: str) -> dict:
+    """A --points value: one JSON object (a shell that split it gives one clear line)."""
+    try:
+        point = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r} ({exc.msg})") from None
+    if not isinstance(point, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
+    return point
+
+
 def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, dict]]:
     """(family, params): every family's start, then the Hopper families' warp-specialised
     points, then (full) their other notable points; `only`: these families' alone."""
@@ -377,7 +388,7 @@ def head_to_head(
     # and the --points of the first named family (else flash-wgmma), each over its start
     first_family = args.families[0] if args.families else HOPPER[0]
     for over in args.points or []:
-        point = (first_family, {**families[first_family].start, **json.loads(over)})
+        point = (first_family, {**families[first_family].start, **over})
         todo += [point] if point not in todo else []
     for n, (name, params) in enumerate(todo, start=9001):
         label = _label(name, params)
@@ -417,6 +428,7 @@ def main() -> int:
         "--points",
         nargs="+",
         default=None,
+        type=_json_point,
         metavar="JSON",
         help="also these points of the first --families F (else flash-wgmma) head to head, "
         'each its start with the JSON\'s parameters over it (e.g. \'{"EPILOGUE": "tma"}\')',

@@ -14,7 +14,7 @@ options changed: with the MemoryWorkloadAnalysis section it collected until 2026
 each replay pass), without the raw page's metrics, and SpeedOfLight, LaunchStats and
 Occupancy alone; with ncu's
 replay passes as its log counts them. (`--clock-control none`, which the verifier now
-passes, was measured against ncu's default base clocks on 2026-12-03: RESULTS.md.) Writes profile_cost.json under --out (default $OUT,
+passes, was measured against ncu's default base clocks on 2026-12-03: docs/results/2026-12-03.md.) Writes profile_cost.json under --out (default $OUT,
 else ./profile-cost-out) and prints a table last. Needs a GPU and ncu.
 """
 

@@ -23,7 +23,7 @@ for the matmul's space: run it with bench/detached.sh.
 
 Tune runs use --profile off and --no-confirm (both cost GPU time the bench does not
 have; without the profile the tuner's first moves are not steered by it); a tune run has
-no stagnation stop by default (since 2ba2b7c; the runs of RESULTS.md were given
+no stagnation stop by default (since 2ba2b7c; the runs of docs/results/ were given
 --stagnation 40, the same within 40 attempts). Logs, sweep records and run directories
 go under $OUT (a temporary directory when unset); the table is printed last. Needs a
 CUDA GPU, torch and triton.

@@ -1,7 +1,8 @@
 """What the tests share, in one place (no test module imports another):
 
-- the engine's test doubles for its two seams: ScriptedRunner, ScriptedProposer,
-  HeldProposer (scripted moves, then it waits so a branch stays open for steering);
+- the engine's test doubles for its two seams: ScriptedRunner, ConstantSpeedRunner (every
+  candidate passes at 1.0x on a "GPU": no gain ever), ScriptedProposer, HeldProposer
+  (scripted moves, then it waits so a branch stays open for steering);
 - a scripted run: make_run, scripted_op; for the app, live_app, ready, logged, asking;
 - for the CLI: usage_line (exit 2, one line), saved_run, insert_line;
 - ROOT, EXAMPLES, CHEATS, DATA; and one `until` to wait on a condition (pilot=pilot in
@@ -97,6 +98,23 @@ def verdict_for(source: str, device: str) -> Verdict:
         verdict="fail", kind="fail", gate=gate, gates=gates, op="scripted", device=device,
         source_hash="", feedback=Feedback(expected="1.0", saw=detail, fence="the fence"),
     )  # fmt: skip
+
+
+class ConstantSpeedRunner(RunnerBase):
+    """Verifier double (no GPU here): every candidate passes at 1.0x (no gain, ever)."""
+
+    name = "constant"
+    slots = 1
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": "cuda", "gpu": "Scripted GPU", "slots": 1, "host": "local"}
+
+    async def verify(self, request, on_progress=None, on_slot=None):
+        return verdict_for("# outcome: pass 1.0", "cuda")
 
 
 class ScriptedRunner(RunnerBase):

@@ -1,8 +1,9 @@
-"""The layer rule, proven in fresh interpreters: app -> engine -> verifier -> ops.
+"""The layer rule, proven in fresh interpreters: app -> deploy -> engine -> verifier -> ops.
 
 ops and verifier run alone on a GPU box with only torch + triton: they never import
-rich, textual, networkx, anthropic, asyncssh or the engine/app layers. The engine never
-imports textual or the app.
+rich, textual, networkx, anthropic, asyncssh or the engine/deploy/app layers. The engine
+never imports textual, the app or deploy; deploy (a kernel inside a model) never imports
+textual, the app or the CLI, and transformers only when it builds a model.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ VERIFIER_FORBIDDEN = (
     "anthropic",
     "asyncssh",
     "kernelladder.engine",
+    "kernelladder.deploy",
     "kernelladder.app",
     "kernelladder.cli",
 )
@@ -45,7 +47,8 @@ VERIFIER_FORBIDDEN = (
 LAYERS = {
     "kernelladder.ops": VERIFIER_FORBIDDEN,
     "kernelladder.verifier": VERIFIER_FORBIDDEN,
-    "kernelladder.engine": BELOW_APP,
+    "kernelladder.engine": (*BELOW_APP, "kernelladder.deploy"),
+    "kernelladder.deploy": (*BELOW_APP, "kernelladder.cli", "transformers"),
 }
 
 

@@ -1,5 +1,6 @@
 """The repository a newcomer opens: a README read in one sitting, links that lead
-somewhere, package files kept by job (under 800 lines each), no run data in bench/."""
+somewhere (to a file, and to a heading where they name one), package files kept by job
+(under 800 lines each), no run data in bench/."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ README_MAX_LINES = 250
 README_MAX_LINE_CHARS = 400
 FILE_MAX_LINES = 800
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+REFERENCE = re.compile(r"^\[[^\]]+\]:[ \t]*([^#\s]+)(#\S*)?", re.MULTILINE)
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
 
 def test_readme_is_read_in_one_sitting():
@@ -28,16 +31,53 @@ def test_readme_links_the_reference_pages():
         assert f"]({page}" in text, page
 
 
-def test_relative_links_in_the_docs_lead_to_files():
+def _doc_pages() -> list[Path]:
     pages = [ROOT / "README.md", ROOT / "REMOTE_SETUP.md", ROOT / "RESULTS.md"]
     pages += sorted((ROOT / "docs").glob("*.md"))
-    broken = []
-    for page in pages:
-        for target, _anchor in LINK.findall(page.read_text()):
-            if "://" in target or target.startswith("mailto:"):
-                continue
-            if not (page.parent / target).exists():
-                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    pages += sorted((ROOT / "docs" / "results").glob("*.md"))
+    return pages
+
+
+def _relative_links(page: Path) -> list[tuple[str, str]]:
+    """(target, #anchor or "") of each inline and reference-style link that is not a URL."""
+    text = page.read_text()
+    links = LINK.findall(text) + REFERENCE.findall(text)
+    return [(t, a) for t, a in links if "://" not in t and not t.startswith("mailto:")]
+
+
+def _heading_ids(page: Path) -> set[str]:
+    """The ids GitHub gives a page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated id numbered from -1."""
+    seen: dict[str, int] = {}
+    ids = set()
+    for heading in HEADING.findall(page.read_text()):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        ids.add(slug if count == 0 else f"{slug}-{count}")
+    return ids
+
+
+def test_relative_links_in_the_docs_lead_to_files():
+    broken = [
+        f"{page.relative_to(ROOT)} -> {target}"
+        for page in _doc_pages()
+        for target, _anchor in _relative_links(page)
+        if not (page.parent / target).exists()
+    ]
+    assert not broken
+
+
+def test_anchors_in_the_docs_name_a_heading_of_their_page():
+    broken = [
+        f"{page.relative_to(ROOT)} -> {target}{anchor}"
+        for page in _doc_pages()
+        for target, anchor in _relative_links(page)
+        if anchor
+        and target.endswith(".md")
+        and (page.parent / target).exists()
+        and anchor[1:] not in _heading_ids(page.parent / target)
+    ]
     assert not broken
 
 

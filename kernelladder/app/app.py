@@ -24,8 +24,12 @@ from kernelladder.app import view as v
 from kernelladder.app.actions import app_bindings
 from kernelladder.app.bridge import EngineBridge, SteerableRun
 from kernelladder.app.commands import SteeringCommands
+from kernelladder.app.deploys import DeployBoard, run_deploy_process
 from kernelladder.app.folding import RunFold
 from kernelladder.app.messages import (
+    DeployFinished,
+    DeployProgress,
+    DeployRequested,
     EventsArrived,
     HostKeyQuestion,
     ReplaySeekRequested,
@@ -147,7 +151,9 @@ class KernelLadderApp(App[int]):
         else:
             self.player = ReplayController(events or (), speed=speed)
         logs = self.player.timeline.logs if self.player else self.fold.logs
+        self.deploys = DeployBoard()  # deploys started here (the d key)
         self.main = MainScreen(
+            deploys=self.deploys,
             replay=self.replay_mode,
             files=self.files,
             logs=logs,
@@ -409,8 +415,59 @@ class KernelLadderApp(App[int]):
             if worker.group == "engine":
                 self.run_over = True
                 self.main.bindings_may_change()
+            if worker.group == "deploy":  # its DeployFinished never comes
+                for n in list(self.deploys.running):
+                    self.deploys.running.pop(n)
+                    self.deploys.failed[n] = line
+                self.main.refresh_deploys()
         elif event.state == WorkerState.SUCCESS and worker.group == "engine":
             self.run_over = True
+
+    # --- deploying an attempt's kernel into a model -------------------------------------
+
+    def on_deploy_requested(self, message: DeployRequested) -> None:
+        n = message.attempt
+        if self.deploys.running:
+            busy = ", ".join(f"#{a}" for a in self.deploys.running)
+            self.notify(f"A deploy is running ({busy}): one at a time.", severity="warning")
+            return
+        run_dir = self.files.run_dir
+        if run_dir is None:
+            return
+        self.deploys.failed.pop(n, None)
+        self.deploys.running[n] = "starting kernelladder deploy (torch, transformers load)"
+        self.main.refresh_deploys()
+        self.notify(f"Deploying #{n} into a model: the Deploy tab follows it.")
+
+        async def deploy() -> None:
+            try:
+                record, error = await run_deploy_process(
+                    run_dir, n, lambda line: self.post_message(DeployProgress(n, line))
+                )
+            except OSError as exc:
+                record, error = None, f"cannot start kernelladder deploy: {exc}"
+            self.post_message(DeployFinished(n, record, error))
+
+        self.run_worker(deploy(), group="deploy", description=f"deploy #{n}", exit_on_error=False)
+
+    def on_deploy_progress(self, message: DeployProgress) -> None:
+        if message.attempt in self.deploys.running:
+            self.deploys.running[message.attempt] = message.line
+            self.main.refresh_deploys()
+
+    def on_deploy_finished(self, message: DeployFinished) -> None:
+        n = message.attempt
+        self.deploys.running.pop(n, None)
+        if message.record is None:
+            self.deploys.failed[n] = message.error
+            self.notify(message.error, title=f"deploy of #{n} failed", severity="error", timeout=15)
+        else:
+            self.deploys.done.setdefault(n, []).append(message.record)
+            status = message.record.get("status")
+            severity = "information" if status == "match" else "warning"
+            self.notify(str(message.record.get("summary", "")), title=f"deploy of #{n}: {status}",
+                        severity=severity, timeout=10)  # fmt: skip
+        self.main.refresh_deploys()
 
     # --- quitting ---------------------------------------------------------------------
 

@@ -108,7 +108,16 @@ def build_view(s: RunState) -> RunView:
         gates=gates,
         hints=s.hints,
         profiles=dict(s.profiles),
+        deploys=_deploys(s),
     )
+
+
+def _deploys(s: RunState) -> dict[int, tuple[dict, ...]]:
+    out: dict[int, list[dict]] = {}
+    for d in s.deploys:
+        if d["attempt"] is not None:
+            out.setdefault(d["attempt"], []).append(d)
+    return {n: tuple(ds) for n, ds in out.items()}
 
 
 def _confirmed(s: RunState, attempt: int | None) -> str:

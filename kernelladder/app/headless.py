@@ -137,6 +137,8 @@ def render_state(
                 f"({g.undo_cost}: {g.reason})"
             )
         )
+    for line in deploy_lines(state):
+        parts.append(Text(line, style="green" if "the patched model matches" in line else "yellow"))
     for notice in [n for n in state.notices if n.seq >= notices_from][-3:]:
         style = {"error": "red", "warning": "yellow"}.get(notice.level, "")
         label = notice.level
@@ -144,6 +146,14 @@ def render_state(
             label += f" (recorded at {duration(notice.ts - state.started_ts)})"
         parts.append(Text(f"{label}: {notice.message}", style=style))
     return Group(*parts)
+
+
+def deploy_lines(state: RunState) -> list[str]:
+    """The last deploy of each attempt into each model, one line each."""
+    latest: dict[tuple, dict] = {}
+    for d in state.deploys:
+        latest[(d["attempt"], d["model"])] = d
+    return [f"deploy (event #{d['seq']}): {d['summary']}" for d in latest.values()]
 
 
 def event_line(event: ev.Event, state: RunState) -> str | None:
@@ -186,6 +196,8 @@ def event_line(event: ev.Event, state: RunState) -> str | None:
         return f"#{e.attempt} cancelled: {e.reason}"
     if isinstance(e, ev.Notice):
         return f"{e.level}: {e.message}"
+    if isinstance(e, ev.DeployChecked):
+        return f"deploy: {e.summary}"
     if isinstance(e, ev.StopRequested):
         return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
     if isinstance(e, ev.RunFinished):

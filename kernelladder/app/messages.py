@@ -63,3 +63,31 @@ class ReplaySpeedRequested(Message):
     def __init__(self, *, faster: bool) -> None:
         super().__init__()
         self.faster = faster
+
+
+class DeployRequested(Message):
+    """The main screen asks the app to deploy an attempt's kernel into a model (the app
+    runs `kernelladder deploy` in a worker)."""
+
+    def __init__(self, attempt: int) -> None:
+        super().__init__()
+        self.attempt = attempt
+
+
+class DeployProgress(Message):
+    """A deploy's progress line, from its worker."""
+
+    def __init__(self, attempt: int, line: str) -> None:
+        super().__init__()
+        self.attempt = attempt
+        self.line = line
+
+
+class DeployFinished(Message):
+    """A deploy ended: its record (app/deploys.py), or why it failed."""
+
+    def __init__(self, attempt: int, record: dict[str, Any] | None, error: str = "") -> None:
+        super().__init__()
+        self.attempt = attempt
+        self.record = record
+        self.error = error

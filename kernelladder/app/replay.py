@@ -30,7 +30,8 @@ def log_ending(run_dir: str | Path) -> str:
     """What a replay says at the end of a log that holds no RunFinished ("" when it does):
     the run was killed mid-line, it goes on in another process, or it stopped unrecorded."""
     read = read_log(run_dir)
-    if read.events and isinstance(read.events[-1], RunFinished):
+    course = [e for e in read.events if not e.beside_the_run]  # a deploy after the end
+    if course and isinstance(course[-1], RunFinished):
         return ""
     if read.torn:
         return TORN_ENDING

@@ -143,6 +143,8 @@ class RunView:
     gates: tuple[GateView, ...] = ()  # pending, oldest first
     hints: str = ""  # global hints
     profiles: dict[int, dict[str, Any]] = field(default_factory=dict)  # attempt -> profile
+    # attempt -> its deploys into models (DeployChecked: seq, model, status, summary, result)
+    deploys: dict[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)
 
     def branch(self, branch_id: str | None) -> BranchView | None:
         for b in self.branches:

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "ops": "ops",
     "optimize": "optimize",
     "replay": "replay",
+    "deploy": "deploy",
     "doctor": "doctor",
     "serve": "serve",
 }

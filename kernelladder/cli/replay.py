@@ -127,6 +127,20 @@ async def reverify(run_dir: str, state: Any, device: str | None, timeout_s: floa
     return report
 
 
+def deploy_report(state: Any) -> list[str]:
+    """Each attempt's last deploy into each model, in full (kernelladder deploy)."""
+    from kernelladder.deploy.result import result_lines
+
+    latest: dict[tuple, dict] = {}
+    for d in state.deploys:
+        latest[(d["attempt"], d["model"])] = d
+    lines: list[str] = []
+    for d in latest.values():
+        lines.append(f"deploy recorded as event #{d['seq']}: {d['status']}")
+        lines += [f"  {line}" for line in result_lines(d["result"])]
+    return lines
+
+
 def _check_reverify_options(args: argparse.Namespace) -> None:
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         # a zero or negative limit turned every saved pass into a "fail at timeout" change
@@ -169,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     console.print(render_state(state, recorded=True))
     for line in end_of_run_lines(args.run_dir, state):
+        console.print(line, markup=False)
+    for line in deploy_report(state):
         console.print(line, markup=False)
     if not state.finished and writer_active(args.run_dir):
         console.print("[yellow]the run is still running (another process is writing its log)[/]")

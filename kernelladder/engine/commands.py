@@ -174,3 +174,29 @@ def gates_a_stop_resolves(state: RunState) -> list[ev.Event]:
         ev.GateResolved(gate_id=gid, decision="veto", by=STOPPED_BY, note="run stopped")
         for gid in state.pending_gates
     ]
+
+
+DEPLOY_STATUSES = ("match", "mismatch", "not-used", "error")  # deploy/result.py's
+
+
+def deploy_event(state: RunState, fields: Any) -> ev.DeployChecked:
+    """A deploy's result, recorded beside the run (`kernelladder deploy` sends it to a live
+    run's engine): {"attempt", "op", "model", "status", "summary", "result"}."""
+    if not isinstance(fields, dict) or not isinstance(fields.get("result"), dict):
+        raise ValueError("a deploy is recorded as {attempt, op, model, status, summary, result}")
+    attempt = fields.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or attempt not in state.attempts):
+        raise ValueError(f"no attempt #{attempt} in this run")
+    status = fields.get("status")
+    if status not in DEPLOY_STATUSES:
+        raise ValueError(
+            f"a deploy's status is one of {', '.join(DEPLOY_STATUSES)}, not {status!r}"
+        )
+    return ev.DeployChecked(
+        attempt=attempt,
+        op=str(fields.get("op") or ""),
+        model=str(fields.get("model") or ""),
+        status=status,
+        summary=one_line(str(fields.get("summary") or "")),
+        result=dict(fields["result"]),
+    )

@@ -43,6 +43,13 @@ STEERING_COMMANDS = frozenset(
 )
 
 
+# What a process beside the run may record through the channel: facts about the run's
+# kernels that change nothing of its course (Run.record_deploy). Not steering: a watcher's
+# keys never send them.
+RECORD_COMMANDS = frozenset({"record_deploy"})
+SERVED_COMMANDS = STEERING_COMMANDS | RECORD_COMMANDS
+
+
 class AttachError(Exception):
     """A run cannot be attached to; the message is one line for a person."""
 
@@ -172,7 +179,7 @@ class ControlServer:
                 raise TypeError("args must be a list")
         except (ValueError, KeyError, TypeError) as exc:
             return {"ok": False, "error": f"bad request: {exc}"}
-        if command not in STEERING_COMMANDS:
+        if command not in SERVED_COMMANDS:
             return {"ok": False, "error": f"unknown command {command!r}"}
         try:
             result = await getattr(self.control, command)(*args)
@@ -197,7 +204,7 @@ class ControlClient:
         self._lock: asyncio.Lock | None = None
 
     async def send(self, command: str, *args: Any) -> Any:
-        if command not in STEERING_COMMANDS:
+        if command not in SERVED_COMMANDS:
             raise ValueError(f"unknown command {command!r}")
         if self._lock is None:
             self._lock = asyncio.Lock()

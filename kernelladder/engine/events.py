@@ -36,6 +36,9 @@ RULE_ERROR = "error"
 @dataclass(frozen=True, kw_only=True)
 class Event:
     kind: ClassVar[str] = "event"
+    # recorded beside the run, not part of its course (a deploy after the end): the run's
+    # elapsed time and "did the log reach RunFinished" leave it out
+    beside_the_run: ClassVar[bool] = False
     seq: int = -1  # assigned by the log when appended; 0-based, gap-free
     ts: float = 0.0  # unix time, assigned by the log when appended
     schema_version: int = SCHEMA_VERSION
@@ -434,3 +437,23 @@ class ProfileReady(Event):
     gpu_s: float | None = None  # the GPU held to itself while ncu replayed the call
     wall_s: float | None = None  # the whole profile, ncu's start to its summary
     shared_s: float | None = None  # the GPU held beside correctness runs (the warm-up)
+
+
+# --- after the search ---------------------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class DeployChecked(Event):
+    """A kernel of the run put into a real model (`kernelladder deploy`, the app's Deploy
+    key): checked against the model without it and, on a GPU, timed. `result` is the
+    deploy's whole result (kernelladder/deploy/result.py; its own schema_version)."""
+
+    kind: ClassVar[str] = "deploy_checked"
+    beside_the_run: ClassVar[bool] = True
+    attempt: int | None = None  # None: a kernel from a file
+    op: str = ""
+    model: str = ""  # the model config's name, e.g. "llama-3-8b"
+    status: str = ""  # "match" | "mismatch" | "not-used" | "error"
+    summary: str = ""  # one line
+    result: dict[str, Any] = field(default_factory=dict)

@@ -9,11 +9,13 @@ Speed and "gain" (documented once, used by the fold and by the engine alike):
   slower nowhere, or vs best > ref * (1 + max(noise, 0.01)), noise being the larger of
   the two attempts' (standing_rank.is_gain). Logs without standings use the speedup over
   the reference the same way (is_gain below). Any better pass becomes the branch's best;
-  only a gain resets stagnation.
+  only a gain resets stagnation. Once a person approved a move on the branch, its line
+  begins there (branch_line.py): the reference is that line's best, its first pass a gain.
 - Without speed (the CPU interpreter) nothing can be faster. "Best" is the first
-  passing attempt (of the branch, of the run), and a gain is a pass whose source has
-  not passed before in this run (a new verified variant); stagnation counts attempts
-  since the last new verified variant. The target rule never fires on the CPU.
+  passing attempt (of the branch, of the run), and a line gains once, by its first
+  passing kernel (the branch's first, or the first after an approved move); stagnation
+  counts the attempts after it, so a spent line ends its branch as on a GPU. The target
+  rule never fires on the CPU.
 """
 
 from __future__ import annotations

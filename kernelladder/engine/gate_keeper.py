@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from kernelladder.engine import events as ev
-from kernelladder.engine.gating import assess_undo, proposal_base
+from kernelladder.engine.gating import proposal_base, recorded_undo, undo_of
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import Proposal
@@ -55,29 +55,15 @@ class GateKeeper:
         )
         return shown
 
-    def undo_cost(self, bid: str, parent: int | None, proposal: Proposal) -> tuple[str, str]:
-        """The move's (undo cost, reason) against its true parent (gating.assess_undo)."""
-        s = self._state
-        b = s.branches[bid]
-        parent_family = s.attempts[parent].family if parent in s.attempts else None
-        # the branch's own attempts and every attempt its best and its origin came from
-        lineage: set[int] = set(b.attempts)
-        for node in (b.head, b.from_attempt):
-            seen: set[int] = set()
-            while node is not None and node not in seen:
-                seen.add(node)
-                lineage.add(node)
-                node = s.attempts[node].parent if node in s.attempts else None
-        return assess_undo(
-            undo_cost=proposal.undo_cost,
-            undo_reason=proposal.undo_reason,
-            source=proposal.source,
-            meta=dict(proposal.meta or {}),
-            parent_family=parent_family,
-            branch_holds_best=s.best_attempt is not None and s.best_attempt in b.attempts,
-            branch_lineage=lineage,
-            parent=parent,
-        )
+    def undo_cost(
+        self, bid: str, parent: int | None, proposal: Proposal, recorded: bool = False
+    ) -> tuple[str, str]:
+        """The move's (undo cost, reason): against its true parent, and whether it changes
+        its branch's line (gating.undo_of, the one rule for every proposer); `recorded`:
+        the proposal carries a saved run's final rating (a replay), which is kept."""
+        if recorded:
+            return recorded_undo(proposal)
+        return undo_of(self._state, bid, parent, proposal)
 
     def raise_gate(self, bid: str, n: int, move: str, cost: str, reason: str) -> str:
         """Raise a gate for attempt n; an unattended policy decides it at once. Returns

@@ -1,24 +1,35 @@
-"""Undo cost of a proposed move: the proposer's own class, escalated by the engine.
+"""Undo cost of a proposed move, defined once for every proposer that writes moves
+(search, tune, api, code, openai): from the move against its true parent, plus whether
+the branch changes its line. A replay keeps the final rating its saved run recorded
+(that run's rating by this rule), so it asks the gates the saved run asked.
 
-The engine raises a move to "high" (it then waits at a gate) when it
-- touches the fence: the source reaches for things a kernel never needs and a cheat
-  does (side streams, threads, ctypes, the environment, sys.modules, monkeypatching);
-- changes the algorithm family against its parent (Proposal.meta["family"]);
-- abandons the best lineage: the proposal asks to restart from the starting candidate
-  (meta["restart"]) or is made from an attempt off its branch's lineage while that branch
-  holds the run's best.
-Every test reads the proposal's true parent: the attempt its source was derived from
-(proposal_base), not the branch's best.
+- Against the parent (the attempt the source was derived from, proposal_base): the
+  proposer's own class (low / medium / high, with its reason), escalated to high when
+  the source touches the fence (side streams, threads, ctypes, the environment,
+  sys.modules, monkeypatching) or changes the algorithm family of that parent.
+- The line (branch_line.py): high when the move's family is not the family of its
+  branch's line (a family change, whichever attempt it was made from), or when it starts
+  again from the op's starting candidate while the line holds a verified kernel.
+
+Anything else is not hard to undo: a step from another branch's attempt of the same
+family, or a tuner's move of launch parameters, keeps the proposer's class whichever
+branch holds the run's best. The reason names the rule: "b1's line changes: ..." and/or
+"against #12: ...".
 Pure functions; no I/O.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from kernelladder.engine.branch_line import closed_families, line_change
 from kernelladder.engine.events import UNDO_HIGH, UNDO_LOW, UNDO_MEDIUM
 from kernelladder.engine.protocols import Proposal
+
+if TYPE_CHECKING:
+    from kernelladder.engine.state_model import RunState
 
 UNDO_CLASSES = (UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH)
 
@@ -73,33 +84,88 @@ def assess_undo(
     undo_cost: str,
     undo_reason: str,
     source: str,
-    meta: dict[str, Any],
+    family: str | None,
+    parent: int | None,
     parent_family: str | None,
-    branch_holds_best: bool,
-    branch_lineage: set[int],
-    parent: int | None = None,
+    branch_id: str,
+    line: tuple[str, str] | None = None,
+    entered_from: str | None = None,
+    closed: Mapping[str, str] | None = None,
+    line_why: str = "",
+    restarts: bool = False,
 ) -> tuple[str, str]:
-    """The move's final (undo_cost, reason): the proposer's class unless the engine
-    escalates it to high; the reason says which rule escalated it."""
+    """The move's final (undo_cost, reason). `line`: (from, to) when the move changes its
+    branch's line; `entered_from`: the branch whose attempt of the new family it was made
+    from; `closed`: the families closed to the branch, with why; `restarts`: it starts
+    again from the op's starting candidate while its line holds a verified kernel."""
     cost = undo_cost if undo_cost in UNDO_CLASSES else UNDO_MEDIUM
     reasons: list[str] = []
-    concerns = fence_concerns(source)
-    if concerns:
-        reasons.append("touches the fence: " + ", ".join(concerns))
-    family = meta.get("family")
-    family_reason = ""
-    if family and parent_family and family != parent_family:
-        family_reason = f"changes algorithm family {parent_family} -> {family}"
-        reasons.append(family_reason)
-    if branch_holds_best:
-        if meta.get("restart"):
-            reasons.append("abandons the best lineage (restarts from the starting candidate)")
-        elif parent is not None and parent not in branch_lineage:
-            reasons.append(f"abandons the best lineage (starts from attempt {parent})")
-    if reasons and cost == UNDO_HIGH and undo_reason:
-        # the proposer called its move high itself, and says why (a family change, and
-        # why: stagnation; the point it goes on from): its words first, then the engine's
-        reasons = [undo_reason] + [r for r in reasons if r != family_reason]
+    if line is not None:
+        left, to = line
+        text = f"{branch_id}'s line changes: {left} -> {to}"
+        if line_why:
+            text += f" ({line_why})"
+        if entered_from is not None and parent is not None:
+            text += f", entered at #{parent} of {entered_from}"
+        if closed and to in closed:
+            text += f"; {to} is closed to it ({closed[to]})"
+        reasons.append(text)
+    elif restarts:
+        reasons.append(f"{branch_id} leaves its line: starts again from the starting candidate")
+    against: list[str] = fence_concerns(source)
+    if against:
+        against = ["touches the fence: " + ", ".join(against)]
+    if (
+        family
+        and parent_family
+        and family != parent_family
+        and (line is None or line[0] != parent_family)
+    ):  # the line's change already says it when the parent is of the line's family
+        against.append(f"changes algorithm family {parent_family} -> {family}")
+    if cost == UNDO_HIGH:
+        against.append(f"rated high by the proposer: {undo_reason or 'no reason given'}")
+    if against:
+        where = f"#{parent}" if parent is not None else "the starting candidate"
+        reasons.append(f"against {where}: " + ", ".join(against))
     if reasons:
         return UNDO_HIGH, "; ".join(reasons)
     return cost, undo_reason
+
+
+def undo_of(
+    state: RunState, branch_id: str, parent: int | None, proposal: Proposal
+) -> tuple[str, str]:
+    """The move's (undo cost, reason) on its branch, read from the folded state."""
+    meta = dict(proposal.meta or {})
+    family = meta.get("family")
+    family = str(family) if family else None
+    b = state.branches[branch_id]
+    parent_attempt = state.attempts.get(parent) if parent is not None else None
+    parent_family = parent_attempt.family if parent_attempt is not None else None
+    line = line_change(state, branch_id, family)
+    entered_from = None
+    if line is not None and parent_attempt is not None and parent_family == family:
+        entered_from = parent_attempt.branch_id if parent_attempt.branch_id != branch_id else None
+    verified = b.best_attempt is not None or b.line_best is not None
+    why = meta.get("line_why")
+    return assess_undo(
+        undo_cost=proposal.undo_cost,
+        undo_reason=proposal.undo_reason,
+        source=proposal.source,
+        family=family,
+        parent=parent,
+        parent_family=parent_family,
+        branch_id=branch_id,
+        line=line,
+        entered_from=entered_from,
+        closed=closed_families(state, branch_id) if line is not None else None,
+        line_why=str(why) if why else "",
+        restarts=bool(meta.get("restart")) or (parent is None and verified),
+    )
+
+
+def recorded_undo(proposal: Proposal) -> tuple[str, str]:
+    """A replayed proposal's rating: the final one its saved run recorded (already rated
+    by this rule there), so a replay asks the gates the saved run asked."""
+    cost = proposal.undo_cost if proposal.undo_cost in UNDO_CLASSES else UNDO_MEDIUM
+    return cost, proposal.undo_reason

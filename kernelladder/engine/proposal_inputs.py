@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from kernelladder.engine import events as ev
+from kernelladder.engine.branch_line import closed_families
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.log import read_attempt_source, read_attempt_verdict
 from kernelladder.engine.op_info import START_ATTEMPT
@@ -70,6 +71,8 @@ class ProposalInputs:
             stagnation_limit=s.setting("stagnation"),
             profile=self._profile_of(parent if parent is not None else START_ATTEMPT),
             hardware=self._hardware(),
+            line_family=b.line_family,
+            closed_families=closed_families(s, bid),
         )
 
     def _profile_of(self, n: int) -> dict[str, Any] | None:

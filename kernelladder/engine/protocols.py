@@ -7,7 +7,7 @@ engine.py (the run itself implements RunControl).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -205,6 +205,10 @@ class ProposalContext:
     stagnation_limit: int | None = None  # the stagnation exit rule (None: off)
     profile: dict[str, Any] | None = None  # Nsight Compute summary of the parent, if taken
     hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
+    # the branch's line (engine/branch_line.py): the family it works in, and the families
+    # it may not change to, with why (another live branch's line, one it left, a veto)
+    line_family: str | None = None
+    closed_families: Mapping[str, str] = field(default_factory=dict)
 
 
 class _ShownParent:
@@ -244,6 +248,9 @@ class Proposer(Protocol):
     """Every member is required; ProposerBase gives the optional hooks their defaults."""
 
     name: str  # "search" | "api" | "code" | "replay"
+    # its proposals carry the undo cost a saved run recorded for them (replay): the engine
+    # keeps that rating instead of rating the move on this run's lines (gating.py)
+    replays_recorded_undo: bool
 
     def strategies(self, op: dict[str, Any], k: int) -> list[str]:
         """Labels for the K branches opened at the start of a run."""
@@ -273,6 +280,7 @@ class ProposerBase:
     its own, leaves nothing over. A proposer subclasses this and overrides what applies."""
 
     name: str = "proposer"
+    replays_recorded_undo: bool = False
 
     def check_ready(self) -> None:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kernelladder.engine import standing_rank
+from kernelladder.engine.branch_line import spent_detail
 from kernelladder.engine.events import (
     RULE_ALL_BRANCHES_DONE,
     RULE_BUDGET_TIME,
@@ -61,8 +62,15 @@ def branch_exit(state: RunState, branch: BranchState) -> tuple[str, str] | None:
         return RULE_TARGET, hit
     limit = state.setting("stagnation")
     if limit and branch.stagnation >= limit:
-        what = "gain beyond noise" if state.speed_measured else "new passing variant"
-        return RULE_STAGNATION, f"{branch.stagnation} attempts without a {what}"
+        if state.speed_measured:
+            spent = f"{branch.stagnation} attempts without a gain beyond noise"
+        else:  # a line gains once there, by its first passing kernel (state.py)
+            spent = (
+                f"{branch.stagnation} attempts after its line's first passing kernel "
+                "(no speed is measured to judge one faster)"
+            )
+        where = spent_detail(state, branch.id)
+        return RULE_STAGNATION, f"{spent} {where}" if where else spent
     for signature, count in branch.failure_counts.items():
         if count >= REPEATED_FAILURE_LIMIT:
             return RULE_REPEATED_FAILURE, f"{count}x {signature}"

@@ -8,8 +8,7 @@ risky moves, verifying through the runner and recording every fact as an event.
 Every state change goes through `_emit`: the event is appended to the log (fsync'd),
 folded into `self.state` with the same fold replay uses, then offered to subscribers.
 Steering commands (RunControl) check that state (commands.py), emit their events and
-wake whatever waits. Parts by job: verification.py, proposal_inputs.py, profiling.py,
-best_confirmation.py; setup.py builds runs."""
+wake whatever waits."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ from typing import Any
 from kernelladder.engine import commands
 from kernelladder.engine import events as ev
 from kernelladder.engine.best_confirmation import BestConfirmation
+from kernelladder.engine.branch_line import taken_meanwhile
 from kernelladder.engine.channels import Broadcaster, Subscription
 from kernelladder.engine.control import ControlServer
 from kernelladder.engine.gate_keeper import GateKeeper
@@ -98,8 +98,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         if options.gate_timeout_policy not in ("approve", "veto"):
             raise ValueError("gate timeout policy must be approve or veto")
         self.options = options
-        # the policy in force for this session only (never saved): options.gate, or an
-        # unattended one when no one can answer an ask-gate (options.unattended_gate_policy)
+        # this session's policy (never saved): options.gate, or an unattended one
         self.gate_policy: str = gate_policy or options.gate
         self.run_dir = Path(run_dir)
         self.op = op
@@ -170,16 +169,14 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         return self.state.device or self.options.device or "cpu"
 
     def runner_start_failed(self, error: Exception) -> None:
-        """The runner was started before run() (the app does so to ask about an unknown
-        SSH host key) and failed: run() records this error as its own runner start
-        failure instead of connecting a second time."""
+        """The runner started before run() (to ask about an SSH host key) failed: run()
+        records this as its runner's start failure instead of connecting again."""
         if self._run_called:
             raise RuntimeError("the runner's start failure must be handed over before run()")
         self._early_runner_error = error
 
     def subscribe(self, maxsize: int = 10_000, from_seq: int = 0) -> Subscription:
-        """Every event from `from_seq` (default: the whole log) in order, then live ones,
-        until the run finishes. Never blocks the engine; never loses an event."""
+        """Every event from `from_seq` in order, then live ones, until the run finishes."""
         return self._bus.subscribe(maxsize=maxsize, from_seq=from_seq)
 
     async def wait_finished(self) -> RunState:
@@ -219,8 +216,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
         return self.state
 
     async def _open_control(self) -> None:
-        """Serve the control channel (engine/control.py) so apps can attach; a run that
-        cannot serve one goes on and says so."""
+        """Serve the control channel so apps can attach; without one the run goes on."""
         server = None
         try:
             server = ControlServer(self, self.run_dir)
@@ -300,6 +296,12 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 raise ValueError("the run is already stopping")
             cancel = True
         self._request_stop(rule, by="user", cancel=cancel, detail=detail)
+
+    async def record_deploy(self, fields: dict[str, Any]) -> int:
+        """A live run's deploy recorded beside it (not steering); returns the event's seq."""
+        if not self._started or self._closed:
+            raise ValueError("the run's log is not open here")
+        return self._emit(commands.deploy_event(self.state, fields)).seq
 
     # --- events ---------------------------------------------------------------------
     def _emit(self, event: ev.Event) -> ev.Event:
@@ -728,12 +730,18 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
                 if proposal.tokens_in or proposal.tokens_out or proposal.cost_usd:
                     self._emit(ev.ProposalFailed.of(bid, "dropped: its branch closed", proposal))
                 return False
+            stale = taken_meanwhile(self.state, bid, _family(proposal), ctx.closed_families)
+            if stale is not None and not self.proposer.replays_recorded_undo:
+                # dropped unnumbered; the next context names the family as closed
+                self._emit(ev.Notice(level="info", message=f"{stale}; asked again", branch_id=bid))
+                return True
             n = max(self._next_number, self.state.next_attempt)
             self._next_number = n + 1
             self._sources[n] = proposal.source
             source_hash = self.log.write_source(n, proposal.source)
             parent = self._gates.parent_of(bid, shown, proposal)
-            cost, reason = self._gates.undo_cost(bid, parent, proposal)
+            recorded = self.proposer.replays_recorded_undo
+            cost, reason = self._gates.undo_cost(bid, parent, proposal, recorded)
             self._reserved -= 1
             reserved = False
             self._emit(

@@ -187,6 +187,8 @@ def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
     )
     s.attempts[e.attempt] = a
     s.attempts_used += 1
+    if e.undo_cost != ev.UNDO_HIGH:  # not gated: its family is the branch's line from now
+        _admit(s, a, approved=False)
     s.cost_usd += e.cost_usd
     s.tokens_in += e.tokens_in
     s.tokens_out += e.tokens_out
@@ -246,11 +248,30 @@ def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
     if e.decision == "approve":
         a.status = PROPOSED
         a.approved = True
+        _admit(s, a, approved=True)
     else:
         a.status = VETOED
         if b is not None and e.by != "stop":  # a stop's veto is no verdict on the move
             b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
             _bind_veto(s, b, a)
+
+
+def _admit(s: RunState, a: AttemptState, approved: bool) -> None:
+    """An attempt its branch goes on with (not gated, or approved at its gate): a family
+    other than the branch's line's changes the line (the family left is remembered); an
+    approved move begins a line at that attempt, the base the branch builds on."""
+    b = s.branches.get(a.branch_id)
+    if b is None:
+        return
+    changed = bool(a.family and b.line_family is not None and a.family != b.line_family)
+    if changed:
+        b.families_left.setdefault(str(b.line_family), a.number)
+        b.families_left.pop(str(a.family), None)
+    if a.family:
+        b.line_family = a.family
+    if approved or changed:
+        b.line_start = a.number
+        b.line_best = None
 
 
 def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
@@ -267,13 +288,17 @@ def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
 
 
 def vetoed_family_change(s: RunState, a: AttemptState) -> str | None:
-    """The family an attempt moved away from, when it changed its parent's family."""
+    """The family an attempt moved away from, when it changed its branch's line (or,
+    before the branch had one, its parent's family)."""
     if not a.family:
         return None
     declared = a.meta.get("from_family") if isinstance(a.meta, dict) else None
+    b = s.branches.get(a.branch_id)
     parent = s.attempts.get(a.parent) if a.parent is not None else None
-    before = declared or (parent.family if parent is not None else None)
-    return str(before) if before and before != a.family else None
+    for before in (declared, b.line_family if b is not None else None, parent and parent.family):
+        if before and before != a.family:
+            return str(before)
+    return None
 
 
 def bare_move(move: str) -> str:
@@ -351,20 +376,39 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     if e.verdict == "pass":
         s.passed += 1
         b.passes += 1
+        in_line = b.line_start is not None and e.attempt >= b.line_start
+        line_best = s.attempts.get(b.line_best) if in_line and b.line_best is not None else None
         if a.early_stop is not None:
             gain = False  # stopped early: clearly slower than the branch's best
         elif a.source_hash and a.source_hash in s.passed_sources:
             gain = False  # a kernel that passed before, measured again: no gain
+        elif in_line and line_best is None:
+            gain = True  # the first kernel of a line a person approved
+            b.line_best = e.attempt
         elif s.speed_measured and a.vs_best is not None:
-            gain = standing_rank.is_gain(branch_reference(s, b), standing_rank.merit_of(a))
+            merit = standing_rank.merit_of(a)
+            ref = (
+                standing_rank.merit_of(line_best)
+                if line_best is not None
+                else branch_reference(s, b)
+            )
+            gain = standing_rank.is_gain(ref, merit)
+            if line_best is not None and standing_rank.better(merit, ref):
+                b.line_best = e.attempt
         elif s.speed_measured:  # a log without standings: the speedup over the reference
-            if b.best_speedup is not None and b.best_speedup >= (b.baseline_speedup or 0.0):
+            if line_best is not None:
+                ref, ref_noise = line_best.speedup, line_best.noise
+            elif b.best_speedup is not None and b.best_speedup >= (b.baseline_speedup or 0.0):
                 ref, ref_noise = b.best_speedup, b.best_noise
             else:
                 ref, ref_noise = b.baseline_speedup, b.baseline_noise
             gain = gains.is_gain(ref, e.speedup, e.noise, ref_noise)
+            if line_best is not None and (e.speedup or 0.0) > (ref or 0.0):
+                b.line_best = e.attempt
         else:
-            gain = a.source_hash not in s.passed_sources
+            # no speed (the CPU interpreter): no kernel is judged better than another, so
+            # a line gains once, by its first passing kernel; the rest count to its end
+            gain = not in_line and b.best_attempt is None
         s.passed_sources.add(a.source_hash)
         b.stagnation = 0 if gain else b.stagnation + 1
     else:
@@ -455,6 +499,21 @@ def closest_to_holding(s: RunState) -> int | None:
     return max(s.confirmations.values(), key=key)["attempt"]
 
 
+def _deploy_checked(s: RunState, e: ev.DeployChecked) -> None:
+    s.deploys.append({
+        "seq": e.seq, "ts": e.ts, "attempt": e.attempt, "op": e.op, "model": e.model,
+        "status": e.status, "summary": e.summary, "result": dict(e.result),
+    })  # fmt: skip
+
+
+def latest_deploys(s: RunState) -> dict[int | None, dict[str, Any]]:
+    """The last deploy of each attempt (None: kernels from files)."""
+    out: dict[int | None, dict[str, Any]] = {}
+    for d in s.deploys:
+        out[d["attempt"]] = d
+    return out
+
+
 _HANDLERS: dict[type[ev.Event], Any] = {
     ev.RunStarted: _run_started,
     ev.RunReopened: _run_reopened,
@@ -483,6 +542,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.BestImproved: _best_improved,
     ev.BestConfirmed: _best_confirmed,
     ev.ProfileReady: _profile_ready,
+    ev.DeployChecked: _deploy_checked,
 }
 
 
@@ -494,7 +554,7 @@ def apply(state: RunState, event: ev.Event) -> RunState:
         handler(state, event)
     state.seq = event.seq
     state.events += 1
-    if event.ts > state.last_ts:
+    if event.ts > state.last_ts and not event.beside_the_run:
         state.last_ts = event.ts
     return state
 

@@ -140,6 +140,13 @@ class BranchState:
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    # its line (engine/branch_line.py): the family it works in, the attempt a person's
+    # approval began it at (None: where the branch began), that line's best, and each
+    # family it left with the attempt that left it
+    line_family: str | None = None
+    line_start: int | None = None
+    line_best: int | None = None
+    families_left: dict[str, int] = field(default_factory=dict)
 
     @property
     def closed(self) -> bool:
@@ -159,7 +166,11 @@ class BranchState:
 
     @property
     def head(self) -> int | None:
-        """The attempt its next proposal starts from: its best, else where it began."""
+        """The attempt its next proposal starts from: the best of the line a person
+        approved (else the approved attempt itself); without one, its best, else where it
+        began."""
+        if self.line_start is not None:
+            return self.line_best if self.line_best is not None else self.line_start
         return self.best_attempt if self.best_attempt is not None else self.from_attempt
 
 
@@ -221,6 +232,8 @@ class RunState:
     retries: int = 0
     # Nsight Compute profiles: attempt -> ProfileReady (status, reason, summary, report)
     profiles: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # kernels put into a model (DeployChecked), in the order recorded
+    deploys: list[dict[str, Any]] = field(default_factory=list)
 
     def setting(self, name: str, default: Any = None) -> Any:
         value = self.settings.get(name, default)

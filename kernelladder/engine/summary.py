@@ -137,4 +137,10 @@ def summarize(state: RunState) -> dict[str, Any]:
                 "vs_best": _round(c["vs_best"]),
                 "detail": c["detail"],
             }
+    # kernels put into a model (DeployChecked): only in logs that record one
+    if state.deploys:
+        out["deploys"] = [
+            {k: d[k] for k in ("seq", "attempt", "op", "model", "status", "summary", "result")}
+            for d in state.deploys
+        ]
     return out

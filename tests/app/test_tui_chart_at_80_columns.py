@@ -33,9 +33,9 @@ async def test_at_80x24_every_tab_shows_and_the_chart_spreads_its_points():
         await pilot.pause(0.5)
         tabs = app.main.query_one("#attempt-tabs")
         labels = [str(tab.label) for tab in tabs.query("Tab")]
-        assert labels[-1] == "Profile", labels
-        profile = [tab for tab in tabs.query("Tab") if str(tab.label) == "Profile"][0]
-        assert profile.region.right <= app.main.query_one("#attempt-panel").region.right
+        assert labels[-2:] == ["Profile", "Deploy"], labels
+        last = [tab for tab in tabs.query("Tab") if str(tab.label) == "Deploy"][0]
+        assert last.region.right <= app.main.query_one("#attempt-panel").region.right
         chart = app.main.screen_state()["chart"]
         plot = [line for line in chart[1:] if "┤" in line or "│" in line]
         with_points = [line for line in plot if POINT in line]

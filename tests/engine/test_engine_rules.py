@@ -32,34 +32,15 @@ def test_fence_concerns_and_escalation():
     assert fence_concerns("s = torch.cuda.Stream()") == ["uses a CUDA side stream"]
     assert "monkeypatches a module" in fence_concerns("torch.allclose = lambda *a: True")
     assert "touches sys.modules" in fence_concerns("import sys\nsys.modules['x'] = 1")
-    common = dict(parent_family=None, branch_holds_best=False, branch_lineage=set())
-    assert assess_undo(undo_cost="low", undo_reason="a param", source="x=1", meta={}, **common) == (
+    common = dict(family=None, parent=1, parent_family=None, branch_id="b1")
+    assert assess_undo(undo_cost="low", undo_reason="a param", source="x=1", **common) == (
         "low", "a param",
     )  # fmt: skip
-    cost, why = assess_undo(
-        undo_cost="medium", undo_reason="", source="x", meta={"restart": True},
-        parent_family=None, branch_holds_best=True, branch_lineage={1},
-    )  # fmt: skip
-    assert cost == "high" and "abandons the best lineage" in why
-    cost, why = assess_undo(
-        undo_cost="low", undo_reason="", source="x", meta={},
-        parent_family=None, branch_holds_best=True, branch_lineage={1, 2}, parent=7,
-    )  # fmt: skip
-    assert cost == "high" and "attempt 7" in why
-    assert assess_undo(undo_cost="bogus", undo_reason="r", source="", meta={}, **common)[0] == (
-        "medium"
-    )
-    # a move the proposer called high itself keeps its reason beside the engine's
-    cost, why = assess_undo(
-        undo_cost="high", undo_reason="changes algorithm family from a to b, going on from #2",
-        source="x", meta={"family": "b"}, parent_family="b", branch_holds_best=True,
-        branch_lineage={1}, parent=2,
-    )  # fmt: skip
-    assert cost == "high"
-    assert why == (
-        "changes algorithm family from a to b, going on from #2; "
-        "abandons the best lineage (starts from attempt 2)"
-    )
+    cost, why = assess_undo(undo_cost="low", undo_reason="", source="import threading", **common)
+    assert (cost, why) == ("high", "against #1: touches the fence: uses threads")
+    cost, why = assess_undo(undo_cost="medium", undo_reason="", source="x", restarts=True, **common)
+    assert cost == "high" and why == "b1 leaves its line: starts again from the starting candidate"
+    assert assess_undo(undo_cost="bogus", undo_reason="r", source="", **common)[0] == "medium"
 
 
 def _events():

@@ -69,7 +69,8 @@ async def test_stagnation_counts_gains_beyond_noise(tmp_path):
     assert len(b.attempts) == 6
 
 
-async def test_stagnation_on_cpu_counts_attempts_without_a_new_pass(tmp_path):
+async def test_stagnation_on_cpu_counts_attempts_after_the_lines_first_pass(tmp_path):
+    # no speed: no kernel is judged better, so only the line's first pass is a gain
     moves = [move("pass"), move("fail correctness a"), move("pass")]
     moves += [move("fail load b"), move("fail fence c"), move("fail speed d")]
     run, _, _ = make_run(tmp_path, moves, stagnation=3, device="cpu")
@@ -77,7 +78,8 @@ async def test_stagnation_on_cpu_counts_attempts_without_a_new_pass(tmp_path):
     assert not state.speed_measured
     assert state.best_attempt == 1 and state.best_speedup is None
     b = state.branches["b1"]
-    assert b.rule == ev.RULE_STAGNATION and len(b.attempts) == 6
+    assert b.rule == ev.RULE_STAGNATION and len(b.attempts) == 4
+    assert b.detail.startswith("3 attempts after its line's first passing kernel")
 
 
 async def test_target_reached_stops_the_run(tmp_path):

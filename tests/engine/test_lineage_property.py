@@ -11,7 +11,8 @@ needs an account). For each proposal the log records:
 - a move that, applied to the parent, gives the proposal's source (search: the source
   regenerated from the parent's recorded parameters with the move's steps);
 - a gate exactly for the moves that are high-undo against that parent (a family change
-  against the parent's family, a fence concern, or the proposer's own "high").
+  against the parent's family, a fence concern, or the proposer's own "high") or that
+  change their branch's line (a family other than the line's, whatever the parent).
 """
 
 from __future__ import annotations
@@ -108,14 +109,17 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
     families = {f.name: f for f in catalog()["rmsnorm"]}
     seen = proposals(log)
     by_number = {p["attempt"]: p for p in seen}
-    stepped_off_the_shown_parent = entered_elsewhere = 0
+    entered_elsewhere = 0
+    line: dict[str, str] = {}  # each branch's line's family so far (every gate approved)
     for p in seen:
         meta = p["meta"]
         assert p["parent_attempt"] == meta["base_attempt"], p["move"]
         family = families[meta["family"]]
         assert family.render(meta["params"]) == source(search_run, p["attempt"], "rmsnorm")
         parent_header = parse_header(source(search_run, p["parent_attempt"], "rmsnorm"))
-        p["proposed_undo"] = "low"  # the search calls only its family switches high
+        p["proposed_undo"] = "low"  # the search calls no move high: the engine rates
+        p["line_change"] = p["branch_id"] in line and line[p["branch_id"]] != meta["family"]
+        line[p["branch_id"]] = meta["family"]
         head = p["move"].split(": ", 1)[0]
         if p["move"].startswith("rewrite as "):
             # a rewrite into the branch's family replaces the parent it was shown
@@ -128,7 +132,7 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
             assert by_number[p["parent_attempt"]]["branch_id"] != p["branch_id"]
             moved = _moved(family, parent_header["params"], p["move"].split(": ", 1)[1])
             assert moved == meta["params"], p["move"]
-            p["proposed_undo"] = "high"
+            assert p["line_change"] and f"entered at #{p['parent_attempt']}" in p["undo_reason"]
             entered_elsewhere += 1
         elif p["move"].startswith("family "):
             # a family switch is made from an attempt of the family it leaves
@@ -139,14 +143,14 @@ def test_search_steps_are_recorded_from_their_base_and_gated_only_for_family_cha
             assert parent_header is not None and parent_header["family"] == meta["family"]
             moved = _moved(family, parent_header["params"], p["move"].split(" (from #")[0])
             assert moved == meta["params"], p["move"]
-            stepped_off_the_shown_parent += p["parent_attempt"] != p["shown"]
         p["fence"] = fence_concerns(source(search_run, p["attempt"], "rmsnorm"))
-        expected = high_against_parent(p, by_number)
+        expected = high_against_parent(p, by_number) or p["line_change"]
         assert p["gated"] == expected, (p["attempt"], p["move"], p["undo_reason"])
         assert (p["undo_cost"] == "high") == expected, (p["attempt"], p["move"])
-    # the run stepped from attempts other than the branch's best, the case that was wrong,
-    # and a branch went on in a family from another branch's point of it
-    assert stepped_off_the_shown_parent >= 2
+        if p["line_change"]:
+            assert f"{p['branch_id']}'s line changes: " in p["undo_reason"], p["undo_reason"]
+    # a branch went on in a family from another branch's point of it: a move made from an
+    # attempt other than the one its branch was shown, the case that was wrong
     assert entered_elsewhere >= 1
     # no kernel was verified twice
     sources = [source(search_run, p["attempt"], "rmsnorm") for p in seen]

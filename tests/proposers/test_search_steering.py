@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helpers import until, verdict_for
+from helpers import ConstantSpeedRunner, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.engine import create_run, resume_run
 from kernelladder.engine.log import read_events
 from kernelladder.engine.options import RunOptions
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.protocols import ProposalContext, RunnerBase
+from kernelladder.engine.protocols import ProposalContext
 from kernelladder.engine.state import fold
 from kernelladder.ops.registry import get_op
 
@@ -121,23 +121,6 @@ def test_a_vetoed_step_is_not_proposed_again_from_the_folded_state():
 def test_a_vetoed_family_is_left_even_when_the_branch_label_names_it():
     p = asyncio.run(SearchProposer().propose(_ctx(vetoed_families=("multi-row",))))
     assert p.meta["family"] != "multi-row"
-
-
-class ConstantSpeedRunner(RunnerBase):
-    """Verifier double (no GPU here): every candidate passes at 1.0x (no gain, ever)."""
-
-    name = "constant"
-    slots = 1
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    def describe(self) -> dict[str, Any]:
-        return {"device": "cuda", "gpu": "Scripted GPU", "slots": 1, "host": "local"}
-
-    async def verify(self, request, on_progress=None, on_slot=None):
-        return verdict_for("# outcome: pass 1.0", "cuda")
 
 
 async def test_a_stagnating_branch_is_offered_a_family_change_at_a_gate(tmp_path):
@@ -257,7 +240,7 @@ def test_avoid_family_and_prefer_family():
         )
     )  # fmt: skip
     assert change.meta["family"] == "beta" and change.meta["from_family"] == "alpha"
-    assert change.undo_cost == "high" and "(the hints prefer beta)" in change.undo_reason
+    assert change.meta["line_why"] == "the hints prefer beta"  # the gate's reason says it
 
 
 def _proposal_event(n: int, branch: str, move: str, family: str, parent=None, **meta: Any):
@@ -306,9 +289,9 @@ def test_vetoes_fold_into_branch_state_and_a_branch_opened_by_hand_starts_open()
 
 
 async def test_a_default_cpu_run_meets_a_family_change_gate(tmp_path):
-    """Without speed every new passing variant is a gain, so a branch never stagnates;
-    the search still offers another family after half the stagnation limit of attempts
-    in one family, so a person running `kernelladder-tui rmsnorm` on the CPU meets a gate."""
+    """Without speed only a line's first passing kernel is a gain; the search offers
+    another family after half the stagnation limit of attempts beyond it, so a person
+    running `kernelladder-tui rmsnorm` on the CPU meets a gate."""
     run = create_run(_options(tmp_path, max_attempts=10, stagnation=8, gate="veto"))
     state = await asyncio.wait_for(run.run(), 300)
     raised = [e for e in read_events(run.run_dir) if isinstance(e, ev.GateRaised)]

@@ -115,7 +115,7 @@ def test_doctor_recalibrate_drops_the_kept_rates_and_says_why_none_were_measured
 
 def test_rates_kept_the_old_way_one_median_each_are_measured_again(cache_dir):
     # version 1 files hold rates of one median each, which read a matmul 10-15 % slow when
-    # the GPU had just been busy (RESULTS.md, 2026-12-06 night): not used, measured again
+    # the GPU had just been busy (docs/results/2026-12-06.md, night): not used, measured again
     assert calibration.write_rates(H200, RATES, now=NOW)
     assert calibration.read_rates(H200, now=NOW) == RATES
     path = cache_dir / calibration.FILE_NAME

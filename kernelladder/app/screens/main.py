@@ -26,8 +26,10 @@ from kernelladder.app.actions import (
     navigation_bindings,
     screen_bindings,
 )
+from kernelladder.app.deploys import DeployBoard
 from kernelladder.app.folding import AttemptLogs
 from kernelladder.app.messages import (
+    DeployRequested,
     ReplaySeekRequested,
     ReplaySpeedRequested,
     ReplayToggled,
@@ -90,8 +92,10 @@ class MainScreen(Screen):
         clock: Callable[[], float],
         starting: str = "",
         attached: str = "",
+        deploys: DeployBoard | None = None,
     ) -> None:
         super().__init__()
+        self.deploys = deploys if deploys is not None else DeployBoard()
         self.replay = replay
         self.attached = attached  # "pid 4242 on gpu-box": another process owns the run
         self.starting = starting  # the header's line until the run's first event
@@ -128,7 +132,7 @@ class MainScreen(Screen):
             with Vertical(id="right"):
                 yield SpeedupChart(id="speedup-chart")
                 yield Label("selected attempt", id="attempt-title")
-                yield AttemptPanel(self.files, self.logs, id="attempt-panel")
+                yield AttemptPanel(self.files, self.logs, self.deploys, id="attempt-panel")
         read_only = bool(getattr(self.app, "read_only", False))
         yield GatesPanel(clock=self.clock, replay=self.replay, read_only=read_only, id="gates")
         if self.replay:
@@ -253,8 +257,8 @@ class MainScreen(Screen):
         self.post_message(SteerRequested(command, args, on_done))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "export_best" and getattr(self.kl_app, "read_only", False):
-            return None  # it writes a file where the app runs: not a viewer's to do
+        if action in ("export_best", "deploy_attempt") and getattr(self.kl_app, "read_only", False):
+            return None  # it writes files where the app runs: not a viewer's to do
         if isinstance(self.focused, Input) and action in TYPED_OVER:
             return False  # typing a filter: G and home are letters, not replay jumps
         # p offers Pause or Resume, whichever applies (a finished run shows Pause, dimmed)
@@ -527,6 +531,32 @@ class MainScreen(Screen):
             ),
             done,
         )
+
+    def action_deploy_attempt(self) -> None:
+        if getattr(self.kl_app, "read_only", False):
+            self.notify("This is a read-only view: deploy is off.", severity="warning")
+            return
+        attempt = self.view.attempts.get(
+            -1 if self.selected_attempt is None else self.selected_attempt
+        )
+        if attempt is None:
+            self.notify("Select an attempt to deploy.", severity="warning")
+            return
+        if self.files.run_dir is None:
+            self.notify("This run has no directory to deploy from.", severity="warning")
+            return
+        if self.files.source(attempt.number) is None:
+            self.notify(f"The source of #{attempt.number} is not saved yet.", severity="warning")
+            return
+        self.query_one(StrategyTree).follow = False  # the tab stays on the deployed attempt
+        self.query_one(AttemptPanel).active = "tab-deploy"
+        self.post_message(DeployRequested(attempt.number))
+
+    def refresh_deploys(self) -> None:
+        """The Deploy tab, after a deploy moved on (the app's worker)."""
+        panel = self.query_one(AttemptPanel)
+        if panel.active == "tab-deploy":
+            panel.refresh_deploys()
 
     def action_follow_newest(self) -> None:
         tree = self.query_one(StrategyTree)

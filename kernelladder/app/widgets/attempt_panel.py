@@ -1,4 +1,4 @@
-"""The selected attempt: live log, verdict, source, diff and profile, one tab each.
+"""The selected attempt: live log, verdict, source, diff, profile and deploys, one tab each.
 
 Only the active tab is brought up to date; the others catch up when they are shown.
 """
@@ -9,18 +9,39 @@ from textual.containers import Vertical
 from textual.widgets import TabbedContent, TabPane
 
 from kernelladder.app import view as v
+from kernelladder.app.deploys import DeployBoard
 from kernelladder.app.folding import AttemptLogs
 from kernelladder.app.run_files import RunFiles, starting_candidate
 from kernelladder.app.widgets.attempt_log import AttemptLog
+from kernelladder.app.widgets.deploy_view import DeployView
 from kernelladder.app.widgets.diff_view import DiffView
 from kernelladder.app.widgets.profile_view import ProfileView
 from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
 
-TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile")
-DIFF_LONG, DIFF_SHORT = "Diff vs parent", "Diff"
-# the tab row's cells with the long diff label (each tab: its label and a cell either side)
-TABS_CELLS = sum(len(t) + 2 for t in ("Log", "Verdict", "Source", DIFF_LONG, "Profile"))
+TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile", "tab-deploy")
+DIFF_LONG = "Diff vs parent"
+# each tab's label, long and short: a narrow pane shortens them in this order until the
+# row fits (each tab takes its label and a cell either side)
+LABELS = {
+    "tab-log": ("Log", "Log"),
+    "tab-verdict": ("Verdict", "Verdict"),
+    "tab-source": ("Source", "Src"),
+    "tab-diff": (DIFF_LONG, "Diff"),
+    "tab-profile": ("Profile", "Profile"),
+    "tab-deploy": ("Deploy", "Deploy"),
+}
+SHORTENED_FIRST = ("tab-diff", "tab-source")
+
+
+def tab_labels(width: int) -> dict[str, str]:
+    """The labels that fit a pane `width` cells wide, as long as they can be."""
+    labels = {tab: long for tab, (long, _) in LABELS.items()}
+    for tab in SHORTENED_FIRST:
+        if sum(len(label) + 2 for label in labels.values()) <= width:
+            break
+        labels[tab] = LABELS[tab][1]
+    return labels
 
 
 class AttemptPanel(Vertical):
@@ -40,10 +61,13 @@ class AttemptPanel(Vertical):
     }
     """
 
-    def __init__(self, files: RunFiles, logs: AttemptLogs, **kwargs) -> None:
+    def __init__(
+        self, files: RunFiles, logs: AttemptLogs, deploys: DeployBoard | None = None, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self.files = files
         self.logs = logs
+        self.deploys = deploys if deploys is not None else DeployBoard()
         self.attempt: int | None = None
         self._view: v.RunView = v.EMPTY_VIEW
         self._before_seq: int | None = None
@@ -54,20 +78,23 @@ class AttemptPanel(Vertical):
                 yield AttemptLog(id="attempt-log")
             with TabPane("Verdict", id="tab-verdict"):
                 yield VerdictView(id="verdict-view")
-            with TabPane("Source", id="tab-source"):
+            with TabPane(LABELS["tab-source"][0], id="tab-source"):
                 yield SourceView(id="source-view")
             with TabPane(DIFF_LONG, id="tab-diff"):
                 yield DiffView(id="diff-view")
             with TabPane("Profile", id="tab-profile"):
                 yield ProfileView(id="profile-view")
+            with TabPane("Deploy", id="tab-deploy"):
+                yield DeployView(id="deploy-view")
 
     def on_resize(self) -> None:
-        """A narrow pane (80 columns) names the diff tab short, so every tab shows whole:
+        """A narrow pane (80 columns) names tabs short, so every tab shows whole:
         "Profile" was cut to "Profi"."""
-        label = DIFF_LONG if self.size.width >= TABS_CELLS else DIFF_SHORT
-        tab = self.query_one(TabbedContent).get_tab("tab-diff")
-        if str(tab.label) != label:
-            tab.label = label
+        contents = self.query_one(TabbedContent)
+        for tab_id, label in tab_labels(self.size.width).items():
+            tab = contents.get_tab(tab_id)
+            if str(tab.label) != label:
+                tab.label = label
 
     @property
     def active(self) -> str:
@@ -117,6 +144,8 @@ class AttemptPanel(Vertical):
             profile = self._view.profiles.get(n) if n is not None else None
             profiling = attempt is not None and attempt.stage == "profile"
             self.query_one(ProfileView).show(n, profile, profiling)
+        elif tab == "tab-deploy":
+            self.refresh_deploys()
         elif tab == "tab-diff":
             if attempt is None:
                 self.query_one(DiffView).show(None, None, None, "")
@@ -128,3 +157,14 @@ class AttemptPanel(Vertical):
                 parent_source = starting_candidate(self._view.op)
                 parent_name = f"starting candidate ({self._view.op})"
             self.query_one(DiffView).show(n, self.files.source(n), parent_source, parent_name)
+
+    def refresh_deploys(self) -> None:
+        """The Deploy tab brought up to the view and the app's running deploys."""
+        n = self.attempt
+        if n is None:
+            self.query_one(DeployView).show(None, ())
+            return
+        records = self.deploys.records(n, self._view.deploys.get(n, ()))
+        self.query_one(DeployView).show(
+            n, records, self.deploys.running.get(n), self.deploys.failed.get(n)
+        )

@@ -69,6 +69,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 class ReplayProposer(ProposerBase):
     name = NAME
+    replays_recorded_undo = True  # the saved run's final rating, its gates asked again
 
     def __init__(self, *, run_dir: str | None = None, replay_from: str | None = None, **_: Any):
         where = run_dir or replay_from

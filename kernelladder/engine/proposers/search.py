@@ -8,18 +8,26 @@ attempts being kernels verified already. The next proposal is the first point un
 in the run nearest (in grid steps) to the branch's best verified point: single-parameter
 moves first (the last improving move repeated first, the parameters the feedback points
 at next), then pairs, then farther rings. When a family's grid is used up it moves to
-the next family (a high-undo-cost move), and when every family is used up it raises
-ProposerExhausted. A branch that changes to a family another branch has walked enters
-it at the run's best point of that family, and its parent is then that attempt (the
-source is derived from it). On the CPU there are no speed numbers: the base stays the
-first verified point and the rings around it are walked in a fixed order.
+the next family open to the branch, and when none is left it raises ProposerExhausted.
+A branch that changes to a family another branch has walked enters it at the run's best
+point of that family, and its parent is then that attempt (the source is derived from
+it). On the CPU there are no speed numbers: the base stays the first verified point of
+the branch's line and the rings around it are walked in a fixed order.
+
+The branch works in the family of its line as the engine's fold says (ctx.line_family),
+and changes only to a family open to it: not one another live branch works in or waits
+at a gate to take, not one it left (ctx.closed_families; engine/branch_line.py), unless
+the person prefers it. Its undo class rates a move against the attempt it is made from;
+a change of family is rated high by the engine (engine/gating.py), with the why the
+search gives in meta["line_why"].
 
 Steering it obeys (read from the context each time, so a resume keeps it): a family the
 person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
 directives (engine/directives.py) prefer or avoid families and fix, avoid or try
 parameter values. A branch that stagnates for half its stagnation limit is offered a
 change of family (a high undo-cost move a person weighs at a gate) before it runs out;
-on the CPU, where nothing is judged faster, after half that many attempts in one family.
+on the CPU, where only a line's first passing kernel is a gain, that is half that many
+attempts after it.
 """
 
 from __future__ import annotations
@@ -122,6 +130,8 @@ class SearchProposer(ProposerBase):
         memory.low_occupancy = low_occupancy(getattr(ctx, "profile", None))
         label_family, rotation = _resolve_label(ctx.strategy, by_name)
         steer = steering(ctx, families)
+        if ctx.line_family in by_name:
+            memory.family = ctx.line_family  # the engine's fold says which line it is on
         if memory.family is None:
             memory.family = label_family or (parent.family if parent else None) or families[0].name
         memory.family = _settled_family(memory, families, steer)
@@ -380,17 +390,19 @@ def _settled_family(
     memory: BranchMemory, families: Sequence[Family], steer: Steering
 ) -> str | None:
     """The branch's family, moved off one the person closed (vetoed here or avoided): to
-    the family of its latest trial that was not vetoed, else a preferred one, else the
-    first open one; None when every family is closed."""
+    the family of its latest trial that was not vetoed (and is not another branch's or
+    one it left), else a preferred one, else the first open one; None when every family
+    is closed."""
     if memory.family is not None and memory.family not in steer.closed:
         return memory.family
     open_names = [f.name for f in families if f.name not in steer.closed]
+    free = [n for n in open_names if n not in steer.taken]
     for trial in sorted(memory.trials.values(), key=lambda t: -t.order):
-        if trial.status != VETOED and trial.family in open_names:
+        if trial.status != VETOED and trial.family in free:
             return trial.family
     if steer.preferred:
         return steer.preferred[0]
-    return open_names[0] if open_names else None
+    return (free or open_names or [None])[0]
 
 
 def _family_order(
@@ -398,13 +410,14 @@ def _family_order(
 ) -> list[str]:
     """Families in the order the next step is looked for: a preferred family before the
     branch's own (a move there is a family change), others only when the own one is used
-    up; a stagnated branch looks at every other family first."""
+    up; a stagnated branch looks at every other family first. A family another live
+    branch's line holds, or one this branch left, is looked at only when preferred."""
     if not cross_family:
         return [current]
     open_names = [f.name for f in families if f.name not in steer.closed]
     others = [n for n in open_names if n != current]
     preferred = [n for n in steer.preferred if n in others]
-    rest = [n for n in others if n not in preferred]
+    rest = [n for n in others if n not in preferred and n not in steer.taken]
     if steer.stagnated is not None:
         return preferred + rest + [current]
     if current in steer.preferred:
@@ -446,6 +459,8 @@ def _next_step(
                 )
             elif name in steer.preferred:
                 why = f"the hints prefer {name}"
+            else:
+                why = f"every point of {current} in reach was tried"
             step = Step(
                 step.family, step.params, step.base, step.moved, switched_from=current, why=why
             )
@@ -636,52 +651,31 @@ def _proposal(
     op = str(ctx.op.get("name"))
     key = config_key(op, family.name, step.params)
     base = step.base
+    # the class of the move against the attempt it is made from; a change of family is
+    # the engine's to rate (gating.py: against the parent, and the branch's line)
     if step.switched_from is not None and _entered_elsewhere(memory, step):
         # the family's start was verified on another branch: go on from its best point
         # (numbered: _numbered made a point not numbered yet a rewrite)
         assert base is not None
-        where = f"#{base.attempt}"
-        move = f"family {step.switched_from} -> {family.name} from {where}: " + _describe(
-            base.params, step.params
+        move = f"family {step.switched_from} -> {family.name} from #{base.attempt}: " + (
+            _describe(base.params, step.params)
         )
-        undo, reason = (
-            "high",
-            f"changes algorithm family from {step.switched_from} to {family.name}, going on "
-            f"from {where}, the run's best point of {family.name} on another branch"
-            + (f" ({step.why})" if step.why else ""),
-        )
-    elif step.switched_from is not None:
-        move = f"family {step.switched_from} -> {family.name}: {family.summary}"
-        undo, reason = (
-            "high",
-            f"changes algorithm family from {step.switched_from} to {family.name}"
-            + (f" ({step.why})" if step.why else ""),
-        )
+        undo, reason = _step_class(family, step, base)
+    elif step.switched_from is not None or (
+        base is None and parent is not None and parent.family != family.name
+    ):
+        left = step.switched_from or (parent.family if parent is not None else "")
+        move = f"family {left} -> {family.name}: {family.summary}"
+        undo, reason = "medium", f"rewrite into the {family.name} family"
     elif base is None:
-        if parent is not None and parent.family != family.name:
-            move = f"family {parent.family} -> {family.name}: {family.summary}"
-            undo, reason = "high", f"changes algorithm family from {parent.family} to {family.name}"
-        else:
-            move = f"rewrite as {family.name}: {family.summary}"
-            undo = "medium"
-            reason = (
-                f"structural rewrite of the parent into the {family.name} family of this branch"
-            )
+        move = f"rewrite as {family.name}: {family.summary}"
+        undo = "medium"
+        reason = f"structural rewrite of the parent into the {family.name} family of this branch"
     else:
         move = _describe(base.params, step.params)
         if base.attempt is not None and base.attempt != ctx.parent_attempt:
             move += f" (from #{base.attempt})"
-        structural = [name for name, _ in step.moved if family.param(name).structural]
-        if base.status != PASS:
-            undo = "medium"
-            reason = f"{family.name}: a change of an attempt that did not pass ({base.status})"
-        elif structural:
-            undo = "medium"
-            reason = f"structural rewrite within {family.name}: {', '.join(structural)}"
-        else:
-            undo = "low"
-            where = f"#{base.attempt}" if base.attempt is not None else "the branch's best"
-            reason = f"parameter change of verified attempt {where} ({family.name})"
+        undo, reason = _step_class(family, step, base)
     memory.add(
         Trial(
             key,
@@ -707,6 +701,18 @@ def _proposal(
             "op": op,
             "base_attempt": made_from,
             "from_family": step.switched_from,
+            **({"line_why": step.why} if step.switched_from and step.why else {}),
         },
         base_attempt=made_from,
     )
+
+
+def _step_class(family: Family, step: Step, base: Trial) -> tuple[str, str]:
+    """(undo cost, reason) of grid steps from a base trial."""
+    structural = [name for name, _ in step.moved if family.param(name).structural]
+    if base.status != PASS:
+        return "medium", f"{family.name}: a change of an attempt that did not pass ({base.status})"
+    if structural:
+        return "medium", f"structural rewrite within {family.name}: {', '.join(structural)}"
+    where = f"#{base.attempt}" if base.attempt is not None else "the branch's best"
+    return "low", f"parameter change of verified attempt {where} ({family.name})"

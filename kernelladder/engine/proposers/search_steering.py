@@ -1,6 +1,7 @@
 """What the person has said to the search about a branch, read afresh from each proposal's
 context (so a resume keeps it): the families vetoed there, the hint directives
-(engine/directives.py), and whether the branch is due a change of family.
+(engine/directives.py), the families its line may not change to (engine/branch_line.py),
+and whether the branch is due a change of family.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class Steering:
     tries: tuple[tuple[str, str], ...] = ()
     stagnated: int | None = None  # attempts without a gain, when a family change is due
     measured: bool = True  # speed is measured (a GPU): "stagnated" counts attempts without a gain
+    # families the branch's line may not change to (another live branch's line, one it
+    # left): only a family the person prefers goes there
+    taken: frozenset[str] = frozenset()
 
 
 def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
@@ -56,21 +60,20 @@ def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
         tries=d.tries,
         stagnated=_stagnated(ctx),
         measured=str(ctx.device or "").startswith("cuda"),
+        taken=frozenset(ctx.closed_families) - closed,
     )
 
 
 def _stagnated(ctx: ProposalContext) -> int | None:
     """The branch's attempts without a gain when it has gone half its stagnation limit
     without one, and as long again since its last family change was offered. Without
-    speed (the CPU interpreter) no attempt is judged faster, so every new passing variant
-    counts as a gain and a branch would never stagnate: there the attempts in one family
-    since the last family change are counted instead, so a person meets the gate too."""
+    speed (the CPU interpreter) a line gains once, by its first passing kernel (the fold's
+    rule), so there this counts the attempts of its line after that one."""
     limit = ctx.stagnation_limit
     if not limit or limit < 2:
         return None
     threshold = max(1, limit // 2)
-    measured = str(ctx.device or "").startswith("cuda")
-    if measured and ctx.stagnation < threshold:
+    if ctx.stagnation < threshold:
         return None
     since = 0
     for entry in ctx.history:
@@ -83,4 +86,4 @@ def _stagnated(ctx: ProposalContext) -> int | None:
             since += 1
     if since < threshold:
         return None
-    return ctx.stagnation if measured else since
+    return ctx.stagnation
