@@ -320,6 +320,9 @@ class KernelLadderApp(App[int]):
                 waiting.discard(gate)  # one line a gate, however often it was noted
                 gates.append((title, move))
         notes = [n for n in held if n[2] != GATE_NOTE]
+        if gates:  # what a, v, g and enter act on when no gated attempt is selected
+            self.main.named_gates = tuple(title.split()[1] for title, _ in gates)
+            self.main.bindings_may_change()
         if len(gates) == 1:
             title, move = gates[0]
             notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))

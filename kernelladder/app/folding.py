@@ -39,6 +39,7 @@ def build_view(s: RunState) -> RunView:
             best_attempt=b.best_attempt,
             best_speedup=b.best_speedup,
             hints=b.hints,
+            paused=b.paused and not b.closed,
             is_best=best is not None and best.branch_id == b.id,
             run_paused=s.paused and not (s.finished or s.stopping),
         )

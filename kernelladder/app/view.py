@@ -79,6 +79,7 @@ class BranchView:
     best_attempt: int | None = None
     best_speedup: float | None = None
     hints: str = ""
+    paused: bool = False  # paused by the person (a branch waiting at a gate may be too)
     run_paused: bool = False  # the whole run is paused: a running branch waits with it
     is_best: bool = False  # holds the run's best attempt
 
