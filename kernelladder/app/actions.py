@@ -130,16 +130,22 @@ ACTIONS: tuple[Action, ...] = (
            palette=(11, "Open branch from selected attempt", "A new line of attack from here"),
            footer_drop=3),
     Action("steer.target", "t", "change_target", "Target", "Change the target speedup",
-           palette=(12, "Change target speedup", "Branches stop once they reach it")),
+           palette=(12, "Change target speedup", "Branches stop once they reach it"),
+           footer_drop=10),
     Action("steer.stop", "s", "stop_run", "Stop",
            "Stop the run: in-flight attempts finish, the log is closed (asks first)",
-           palette=(13, "Stop run", "Finish in-flight attempts and end the run")),
+           palette=(13, "Stop run", "Finish in-flight attempts and end the run"),
+           footer_drop=11),
     Action("view.export", "e", "export_best", "Export", "Write the best passing kernel to a file",
-           palette=(14, "Export best kernel", "Write the best passing source to a file")),
+           palette=(14, "Export best kernel", "Write the best passing source to a file"),
+           footer_drop=9),
     Action("view.filter", "slash", "filter_tree", "Filter",
            "Filter the strategy graph: only lines holding the text (escape clears)",
            show=False, key_display="/",
            palette=(15, "Filter strategy graph", "Only attempts whose line holds the text")),
+    # the filter kept (enter), focus back in the graph: escape still clears it
+    Action("view.clear_filter", "escape", "clear_filter", "Clear filter",
+           "Clear the strategy graph's filter", show=False),
     Action("view.follow", "f", "follow_newest", "Follow", "Keep the newest attempt selected",
            show=False,
            palette=(16, "Follow newest attempt", "Keep the newest attempt selected")),
@@ -163,7 +169,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("app.quit", "q", "quit", "Quit", _QUIT_TIP,
            palette=(26, "Quit", "Asks whether to stop a running run, or detach")),
     # ctrl+c as in most terminal apps: the same question as q (a focused editor copies)
-    Action("app.quit_ctrl", "ctrl+q,ctrl+c", "quit", "Quit", _QUIT_TIP, show=False,
+    # ... and pressed again while it asks, the answer: quit
+    Action("app.quit_ctrl", "ctrl+q,ctrl+c", "quit(True)", "Quit", _QUIT_TIP, show=False,
            key_display="^q/^c"),
     Action("app.palette", "ctrl+p", "command_palette", "Commands", "Every action by name",
            show=False),
@@ -210,8 +217,8 @@ def palette_actions() -> tuple[Action, ...]:
 
 def footer_drop_order() -> tuple[str, ...]:
     """On a narrow terminal the footer leaves keys out in this order (after the disabled
-    ones) until its row fits; keys not listed (Target, Stop, Export, Help, Quit) always
-    stay; the help screen lists them all."""
+    ones) until its row fits; keys not listed (Help, Quit) always stay, and the palette's
+    key goes before they would not fit; the help screen lists them all."""
     dropped = [a for a in ACTIONS if a.footer_drop is not None]
     return tuple(a.id for a in sorted(dropped, key=lambda a: a.footer_drop))  # type: ignore[arg-type, return-value]
 

@@ -60,6 +60,8 @@ class AttemptView:
     # where it is now: "baselines" | "compile" | "correct" | "time" | "profile" | ""
     stage: str = ""
     vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
+    # its timing stopped early, not faster than this attempt: coarse times, never a best
+    early_stop: int | None = None
 
     @property
     def passed(self) -> bool:

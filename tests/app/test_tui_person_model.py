@@ -400,9 +400,7 @@ class PersonModel(RuleBasedStateMachine):
             assert not decided, f"no gate was selected or named, yet {decided} was decided"
             await self._settle(pilot)
             return
-        await until(
-            lambda: self._new_person_events(before), f"{expected} decided", 5, pilot=pilot
-        )
+        await until(lambda: self._new_person_events(before), f"{expected} decided", 5, pilot=pilot)
         await self._settle(pilot)
         got = [(e.kind, e.gate_id, e.decision) for e in self._new_person_events(before)]
         assert got == [("gate_resolved", expected, decision)], (
@@ -439,7 +437,9 @@ class PersonModel(RuleBasedStateMachine):
             before_text = view.hints if scope == "global" else view.branch(branch).hints
             before = len(log_of(self.run))
             await pilot.press("h" if scope == "global" else "H")
-            await until(lambda: isinstance(self.app.screen, HintsEditor), "the editor", 3, pilot=pilot)
+            await until(
+                lambda: isinstance(self.app.screen, HintsEditor), "the editor", 3, pilot=pilot
+            )
             area = self.app.screen.query_one("#hints-text")
             area.text = ""  # ctrl+a, delete
             await pilot.press(*_typed(text))
@@ -528,7 +528,9 @@ class PersonModel(RuleBasedStateMachine):
             }  # fmt: skip
             before = len(log_of(self.run))
             await pilot.press("x")
-            await until(lambda: isinstance(self.app.screen, ConfirmScreen), "confirm", 3, pilot=pilot)
+            await until(
+                lambda: isinstance(self.app.screen, ConfirmScreen), "confirm", 3, pilot=pilot
+            )
             await pilot.press("y")
             await until(lambda: self._new_person_events(before), "pruned", 5, pilot=pilot)
             await self._settle(pilot)
@@ -593,7 +595,9 @@ class PersonModel(RuleBasedStateMachine):
                 return
             before = len(log_of(self.run))
             await pilot.press("s")
-            await until(lambda: isinstance(self.app.screen, ConfirmScreen), "confirm", 3, pilot=pilot)
+            await until(
+                lambda: isinstance(self.app.screen, ConfirmScreen), "confirm", 3, pilot=pilot
+            )
             await pilot.press("y")
             await until(lambda: self.run.state.finished, "the run finished", QUIET_S, pilot=pilot)
             await self._settle(pilot)
@@ -702,7 +706,9 @@ class PersonModel(RuleBasedStateMachine):
                 if n < a.number and n in s.attempts
             ]
             was = {parent.family if parent else None, line[-1] if line else None}
-            assert m.group(2) == a.family, f"{g.gate_id}: {g.reason!r} but #{a.number} is {a.family}"
+            assert m.group(2) == a.family, (
+                f"{g.gate_id}: {g.reason!r} but #{a.number} is {a.family}"
+            )
             assert m.group(1) in was, f"{g.gate_id}: {g.reason!r}; parent/line was {was}"
 
 

@@ -127,8 +127,7 @@ class HintsEditor(ModalScreen[str | None]):
             report = self.query_one("#hints-directives", Static)
             report.update(
                 f"Not applied: {why.removeprefix('not understood: ')} is not understood. "
-                "Correct it or remove it (a sentence is free text).\n"
-                + self.directive_report(text)
+                "Correct it or remove it (a sentence is free text).\n" + self.directive_report(text)
             )
             report.add_class("-refused")
             return

@@ -53,6 +53,7 @@ FOOTER_DROP_ORDER = footer_drop_order()
 # prompt (g, enter), MainScreen.gate_in_question
 DECIDE, OPEN = "decide", "open"
 APPROVE, VETO = "approve", "veto"
+NARROW_BELOW = 80  # columns: the graph and the attempt share the width (the stylesheet)
 CLOSED = (v.BRANCH_EXHAUSTED, v.BRANCH_PRUNED, v.BRANCH_STOPPED)
 # priority keys a focused filter must still receive as text
 TYPED_OVER = frozenset(("replay_end", "replay_start"))
@@ -80,6 +81,7 @@ class TreeFilter(Input):
 
     def action_clear_filter(self) -> None:
         self.value = ""
+        self.remove_class("-shown")
         self.screen.query_one(StrategyTree).focus()
 
 
@@ -135,6 +137,12 @@ class MainScreen(Screen):
         if self.replay:
             yield ReplayBar(id="replay-bar")
         yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width < NARROW_BELOW, "-narrow")
+
+    def on_screen_suspend(self) -> None:
+        self.kl_app.hold_visible_notes()  # a dialog opens: no toast draws over it
 
     def on_screen_resume(self) -> None:
         self.kl_app.show_held_notes()  # the run's notices that waited for a dialog to close
@@ -260,6 +268,12 @@ class MainScreen(Screen):
         tree_filter.add_class("-shown")
         tree_filter.focus()
 
+    def action_clear_filter(self) -> None:
+        for tree_filter in self.query(TreeFilter):
+            tree_filter.value = ""  # Input.Changed clears the tree's filter and its title
+            tree_filter.remove_class("-shown")
+        self.query_one(StrategyTree).focus()
+
     @on(GatesPanel.GateChosen)
     def _gate_chosen(self, event: GatesPanel.GateChosen) -> None:
         self.action_open_gate(event.gate_id)
@@ -285,6 +299,8 @@ class MainScreen(Screen):
             return None  # it writes a file where the app runs: not a viewer's to do
         if isinstance(self.focused, Input) and action in TYPED_OVER:
             return False  # typing a filter: G and home are letters, not replay jumps
+        if action == "clear_filter":
+            return bool(self.query_one(StrategyTree).filter_text)
         # p offers Pause or Resume, whichever applies (a finished run shows Pause, dimmed)
         if action == "resume_run" and self.view.state != v.RUN_PAUSED:
             return False
@@ -381,7 +397,9 @@ class MainScreen(Screen):
             self.notify("Select a branch in the strategy graph first.", severity="warning")
         return branch
 
-    def gate_in_question(self, key: str, gate_id: str | None = None) -> tuple[v.GateView | None, str]:
+    def gate_in_question(
+        self, key: str, gate_id: str | None = None
+    ) -> tuple[v.GateView | None, str]:
         """Which gate a gate key acts on: the one answer for a, v, g, enter, their palette
         entries and the gates table. (gate, "") or (None, why not).
 

@@ -4,7 +4,7 @@ Textual's Footer lays every shown binding out in a row and lets the row run off 
 screen under the docked command-palette key: at 80 columns Target, Stop, Export, Help
 and Quit were gone and a cut-off "e" showed after "^p Commands". This footer leaves
 keys out until the row fits: first the ones that do not apply now (disabled), then the
-enabled ones in the order the screen gives; the rest stay. Every key left out is still
+enabled ones in the order the screen gives, then the palette's key; Help and Quit stay. Every key left out is still
 in the help screen (?) and the command palette.
 """
 
@@ -88,7 +88,11 @@ class KeyFooter(Footer):
             for binding, enabled, _ in first.values()
         }
         room = width - (PALETTE_CELLS if palette else 0)
-        kept = {item.binding_id for item in fit_footer(list(items.values()), room, self.drop_order)}
+        fitted = fit_footer(list(items.values()), room, self.drop_order)
+        if palette and sum(item.cells for item in fitted) > room:
+            palette = False  # Help and Quit before "^p Commands" (ctrl+p still opens it)
+            fitted = fit_footer(list(items.values()), width, self.drop_order)
+        kept = {item.binding_id for item in fitted}
         for binding, enabled, tooltip in first.values():
             if (binding.id or binding.action) not in kept:
                 continue
