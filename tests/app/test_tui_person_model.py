@@ -387,6 +387,7 @@ class PersonModel(RuleBasedStateMachine):
             assert self.app.screen.gate.gate_id == expected, (
                 f"{key} opened {self.app.screen.gate.gate_id}; the person meant {expected}"
             )
+            await drawn_inside(self.app, pilot)
             await pilot.press(then)
             decision = {"ctrl+a": "approve", "ctrl+v": "veto"}.get(then)
             await self._check_decision(pilot, before, expected if decision else None, decision)
@@ -619,23 +620,7 @@ class PersonModel(RuleBasedStateMachine):
     @invariant()
     def nothing_is_drawn_outside_the_terminal(self) -> None:
         async def job(pilot):
-            await pilot.pause(0.02)
-            screen = self.app.screen
-            whole = Region(0, 0, *self.app.size)
-            for button in screen.query(Button):
-                if button.display and button.region.area:
-                    assert whole.contains_region(button.region), (
-                        f"{type(screen).__name__}'s button {button.label} at {button.region} "
-                        f"is outside the {self.app.size} terminal"
-                    )
-            focused = screen.focused
-            if isinstance(focused, Button):
-                assert focused.region.area and whole.contains_region(focused.region), (
-                    f"the focus is on a button off the screen: {focused.label}"
-                )
-            if isinstance(screen, GatePrompt):
-                for widget in screen.query("#approve, #veto"):
-                    assert widget.region.area, f"the gate prompt's {widget.id} is not shown"
+            await drawn_inside(self.app, pilot)
 
         self.do(job)
 
@@ -710,6 +695,28 @@ class PersonModel(RuleBasedStateMachine):
                 f"{g.gate_id}: {g.reason!r} but #{a.number} is {a.family}"
             )
             assert m.group(1) in was, f"{g.gate_id}: {g.reason!r}; parent/line was {was}"
+
+
+async def drawn_inside(app: KernelLadderApp, pilot) -> None:
+    """Every button of the screen on top, the focused widget and a gate prompt's
+    decisions are inside the terminal (tab must never land on a button off it)."""
+    await pilot.pause(0.05)
+    screen = app.screen
+    whole = Region(0, 0, *app.size)
+    for button in screen.query(Button):
+        if button.display:
+            assert button.region.area and whole.contains_region(button.region), (
+                f"{type(screen).__name__}'s button {button.label} at {button.region} is off "
+                f"the {app.size} terminal"
+            )
+    focused = screen.focused
+    if focused is not None and focused.display:
+        assert focused.region.area and whole.contains_region(focused.region), (
+            f"the focus is on {focused!r} at {focused.region}, off the {app.size} terminal"
+        )
+    if isinstance(screen, GatePrompt):
+        keys = screen.query_one("#gate-keys")
+        assert keys.region.area and whole.contains_region(keys.region), "the prompt's keys"
 
 
 def _typed(text: str) -> list[str]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label
 
+from kernelladder.app.modals.dialog import BODY, Dialog
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(Dialog[bool]):
     DEFAULT_CSS = """
     ConfirmScreen {
         align: center middle;
@@ -69,7 +70,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.title_text, classes="confirm-title")
-            yield Label(self.body)
+            with VerticalScroll(classes=BODY):
+                yield Label(self.body)
             yield Label(self.keys_line(), classes="confirm-keys", id="confirm-keys")
             with Horizontal():
                 yield Button(self.no, id="no")

@@ -10,15 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
 from kernelladder.app import view as v
+from kernelladder.app.modals.dialog import BODY, Dialog
 from kernelladder.app.widgets.gates_panel import UNDO_STYLES, countdown
 
 
@@ -35,14 +34,12 @@ BUTTONS = {  # id -> (label, label on a narrow terminal)
     "veto": ("Veto (ctrl+v)", "Veto"),
     "approve": ("Approve (ctrl+a)", "Approve"),
 }
-NARROW_BELOW = 64  # columns
-TIGHT_BELOW = 26  # rows: below this the dialog drops its blank rows and its tall field
 EMPTY_NOTE_LINE = (
     "Type a note first to veto with enter (ctrl+v vetoes without one, ctrl+a approves)."
 )
 
 
-class GatePrompt(ModalScreen[GateDecision | None]):
+class GatePrompt(Dialog[GateDecision | None]):
     DEFAULT_CSS = """
     GatePrompt {
         align: center middle;
@@ -55,13 +52,6 @@ class GatePrompt(ModalScreen[GateDecision | None]):
         border: thick $warning 80%;
         background: $panel;
         padding: 1 2;
-    }
-    GatePrompt #gate-info {
-        height: auto;
-        scrollbar-size-vertical: 1;
-    }
-    GatePrompt #gate-info > Label {
-        width: 1fr;  /* a long move or reason wraps, never cut */
     }
     GatePrompt Vertical > Label {
         width: 1fr;
@@ -91,22 +81,6 @@ class GatePrompt(ModalScreen[GateDecision | None]):
     GatePrompt Button {
         margin-left: 2;
     }
-    /* a short terminal: no blank rows, one-row field and buttons; the move and reason
-       scroll, the note, the keys and the buttons always show */
-    GatePrompt.-tight > Vertical {
-        padding: 0 1;
-    }
-    GatePrompt.-tight .gate-title, GatePrompt.-tight .gate-countdown,
-    GatePrompt.-tight Input, GatePrompt.-tight Horizontal {
-        margin: 0;
-    }
-    GatePrompt.-tight Button {
-        margin-left: 1;
-    }
-    GatePrompt.-narrow Button {
-        min-width: 0;
-        width: auto;
-    }
     """
     BINDINGS = [
         Binding("escape", "dismiss_prompt", "Later", id="gate.later"),
@@ -125,7 +99,7 @@ class GatePrompt(ModalScreen[GateDecision | None]):
     def compose(self) -> ComposeResult:
         g = self.gate
         with Vertical():
-            with VerticalScroll(id="gate-info", can_focus=False):
+            with VerticalScroll(id="gate-info", classes=BODY):  # a long move or reason scrolls
                 yield Label(
                     f"Gate {g.gate_id}: branch {g.branch_id} wants to try attempt #{g.attempt}",
                     classes="gate-title",
@@ -152,29 +126,12 @@ class GatePrompt(ModalScreen[GateDecision | None]):
         if getattr(self.app, "frozen", False):
             note.cursor_blink = False
         note.focus()  # never a button: enter on a focused Approve approved by accident
-        self._fit(*self.app.size)
         if self.gate.timeout_s is not None:
             self.set_interval(1.0, self._tick)
 
-    def on_resize(self, event: events.Resize) -> None:
-        self._fit(event.size.width, event.size.height)
-
-    def _fit(self, width: int, height: int) -> None:
-        """The note, its keys and the buttons keep their rows; the move and the reason
-        get what is left (and scroll)."""
-        tight = height < TIGHT_BELOW
-        self.set_class(tight, "-tight")
-        narrow = width < NARROW_BELOW  # the keys are in the line above: the labels shorten
-        self.set_class(narrow, "-narrow")
-        for widget in (self.query_one(Input), *self.query(Button)):
-            widget.compact = tight
-        for button in self.query(Button):
+    def narrowed(self, narrow: bool) -> None:
+        for button in self.query(Button):  # the keys are in the line above the buttons
             button.label = BUTTONS[button.id or ""][1 if narrow else 0]
-        inner = max(10, min(84, width) - 2 - (2 if tight else 4))
-        keys = -(-len(KEYS_LINE) // inner)  # the keys' line wraps on a narrow terminal
-        # border 2, padding, the note (with its margin), the keys, the buttons (margin)
-        fixed = 2 + 1 + keys + 1 if tight else 2 + 2 + 4 + keys + 4
-        self.query_one("#gate-info").styles.max_height = max(1, height - fixed)
 
     def _countdown(self) -> str:
         return f"decides: {countdown(self.gate, self.now(), self.after_policy)}"

@@ -10,15 +10,15 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static, TextArea
 
+from kernelladder.app.modals.dialog import Dialog
 from kernelladder.engine.directives import SYNTAX, directive_lines
 from kernelladder.engine.hints import op_vocabulary, read_hints, refusal
 from kernelladder.engine.proposers.search import NAME as SEARCH
 
 
-class HintsEditor(ModalScreen[str | None]):
+class HintsEditor(Dialog[str | None]):
     DEFAULT_CSS = """
     HintsEditor {
         align: center middle;
@@ -53,6 +53,12 @@ class HintsEditor(ModalScreen[str | None]):
     }
     HintsEditor #hints-directives.-refused {
         color: $warning;
+    }
+    HintsEditor.-tight .hints-help {
+        display: none;  /* ctrl+s and escape are on the buttons */
+    }
+    HintsEditor.-tight #hints-directives {
+        max-height: 3;
     }
     HintsEditor Horizontal {
         height: auto;

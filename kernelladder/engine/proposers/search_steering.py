@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kernelladder.engine.directives import Directives
 from kernelladder.engine.hints import read_hints, vocabulary_of
