@@ -26,7 +26,8 @@ header's and tree's numbers equal `kernelladder replay --json` of the same log; 
 footer keeps q and offers only keys that act now; nothing is drawn outside the terminal.
 
 In CI: PERSON_EXAMPLES sequences of at most PERSON_STEPS steps, derandomized (the same
-sequences each run); KL_PERSON_EXAMPLES raises it for a longer hunt. The shrunk
+sequences each run), not shrunk (CI=1; shrinking a failure took minutes here);
+KL_PERSON_EXAMPLES and KL_PERSON_STEPS raise them for a longer hunt. The shrunk
 sequences it found on the app before the fixes are the regression tests at the end.
 """
 
@@ -43,8 +44,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from helpers import ScriptedRunner, until
-from hypothesis import HealthCheck, settings
+from helpers import cpu_search_app, until
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -65,11 +66,7 @@ from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
 from kernelladder.engine.log import read_events
-from kernelladder.engine.op_info import load_op_info
-from kernelladder.engine.options import RunOptions
-from kernelladder.engine.proposers.search import SearchProposer
 from kernelladder.engine.state import apply, new_state
 from kernelladder.engine.summary import summarize
 
@@ -83,21 +80,6 @@ QUIET_S = 10.0  # how long a step may wait for the run to settle
 VALID_LINES = ("fix ROWS=4", "avoid ROWS=8", "try EPT=8", "keep the rows short")
 REJECTED_LINES = ("fix ROWS=3", "avoid no-such-family", "fix NOPE=1", "try ROWS=banana")
 FAMILIES = ("multi-row", "one-row-per-program", "two-pass")
-
-
-def person_app(run_dir: str) -> tuple[KernelLadderApp, Any]:
-    """The default CPU run of rmsnorm (three branches, gates asked), its verdicts scripted."""
-    options = RunOptions(
-        op="rmsnorm", proposer="search", branches=3, gate="ask", device="cpu",
-        run_dir=run_dir, max_attempts=60,
-    )  # fmt: skip
-    run = create_run(
-        options,
-        runner=ScriptedRunner(device="cpu"),
-        proposer=SearchProposer(),
-        op=load_op_info("rmsnorm"),
-    )
-    return KernelLadderApp(run=run, frozen=True, batch_interval=0.02), run
 
 
 class AppInThread:
@@ -219,7 +201,7 @@ class PersonModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = tempfile.mkdtemp(prefix="kl-person-")
-        self.app, self.run = person_app(os.path.join(self.tmp, "run"))
+        self.app, self.run = cpu_search_app(self.tmp)
         self.driver = AppInThread(self.app, START_SIZE)
         self.named: list[str] = []  # the gates the last announcing toast named
         self.toasts_seen: set[str] = set()
@@ -685,10 +667,10 @@ class PersonModel(RuleBasedStateMachine):
             if m is None or not a.family:
                 continue
             parent = s.attempts.get(a.parent) if a.parent is not None else None
-            line = [
+            line = [  # the families the branch ran before it (a vetoed move never ran)
                 s.attempts[n].family
                 for n in s.branches[a.branch_id].attempts
-                if n < a.number and n in s.attempts
+                if n < a.number and n in s.attempts and s.attempts[n].status != "vetoed"
             ]
             was = {parent.family if parent else None, line[-1] if line else None}
             assert m.group(2) == a.family, (
@@ -737,5 +719,70 @@ def test_the_app_does_what_the_person_pressed():
             database=None,
             suppress_health_check=list(HealthCheck),
             print_blob=True,
+            # CI reports the failing sequence as found (shrinking one took minutes here)
+            phases=[p for p in Phase if p != Phase.shrink or not os.environ.get("CI")],
         ),
     )
+
+
+# --- the sequences it shrank to on the app before the fixes (each failed there) -----------
+
+
+def replay_steps(*steps: Callable[[PersonModel], None]) -> None:
+    """One shrunk sequence, step by step, with the invariants after each (as Hypothesis
+    runs it)."""
+    model = PersonModel()
+    try:
+        model.start()
+        for step in steps:
+            check_invariants(model)
+            step(model)
+        check_invariants(model)
+    finally:
+        model.teardown()
+
+
+def check_invariants(model: PersonModel) -> None:
+    model.every_gates_reason_holds_against_its_true_parent()
+    model.nothing_is_drawn_outside_the_terminal()
+    model.the_footer_keeps_quit_and_offers_keys_that_act()
+    model.the_numbers_on_screen_are_the_logs()
+
+
+def test_a_with_the_newest_gated_attempt_selected_approves_its_gate():
+    """Before: #15 (gate g3) was selected, and `a` approved g1."""
+    replay_steps(lambda m: m.decide_at_once(key="a"))
+
+
+def test_g_opens_the_selected_attempts_gate_after_a_pause():
+    """Before: `g` opened g1's prompt with #15 (g3) selected."""
+    replay_steps(
+        lambda m: m.pause_or_resume_the_run(),
+        lambda m: m.open_the_gate(key="g", then="ctrl+v"),
+    )
+
+
+def test_a_branch_hint_the_editor_rejects_changes_nothing():
+    """Before: `try ROWS=banana` (ROWS takes 1, 2, 4, 8, 16) was applied all the same."""
+    replay_steps(lambda m: m.edit_hints(lines=["try ROWS=banana"], scope="branch"))
+
+
+def test_a_from_the_gates_table_says_which_gate_it_approved():
+    """Before: the gate was decided without a toast naming it."""
+    replay_steps(lambda m: m.tab_to_the_gates_table(), lambda m: m.decide_at_once(key="a"))
+
+
+def test_a_with_no_gate_selected_or_named_decides_nothing():
+    """Before: after a prune (the selection on the pruned branch's last attempt, the
+    notification's three gates no longer one) `a` approved g1."""
+    replay_steps(lambda m: m.prune_the_selected_branch(), lambda m: m.decide_at_once(key="a"))
+
+
+def test_a_cpu_run_takes_no_target():
+    """Before: t accepted 1.5 on a run that measures no speed."""
+    replay_steps(lambda m: m.change_the_target(text="1.5"))
+
+
+def test_b_on_a_gated_branch_offers_resume_once_it_paused_it():
+    """Before: the footer kept `b Pause br.` on the paused branch waiting at its gate."""
+    replay_steps(lambda m: m.pause_or_resume_a_branch())
