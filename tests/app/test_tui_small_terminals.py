@@ -283,3 +283,39 @@ async def test_the_replays_last_attempt_is_in_view_at_80x24():
         line = node.line
         top = tree.scroll_offset.y
         assert top <= line < top + tree.scrollable_content_region.height, (line, top)
+
+
+async def test_at_40x12_the_footer_keeps_help_and_quit():
+    """Before: Target, Stop, Export, Help and Quit were never left out, so at 40 columns
+    the row ran off the screen and `q Quit` was gone."""
+    app = KernelLadderApp(run=ScriptedRun(demo_script(attempts=2)), frozen=True,
+                          batch_interval=0.02)  # fmt: skip
+    async with app.run_test(size=(40, 12)) as pilot:
+        await until(lambda: app.main.view.attempts_judged >= 2, "verdicts", pilot=pilot)
+        keys = await settled_footer(pilot, app)
+        for key in ("q", "question_mark"):
+            assert key in keys and Region(0, 0, 40, 12).contains_region(keys[key][2]), keys
+
+
+async def test_at_60x20_the_attempt_pane_keeps_more_than_the_graph():
+    """Before: the graph kept 36 columns and left the selected attempt 24."""
+    app = replay_app(CPU_RUN)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settle(app, pilot)
+        left = app.main.query_one("#left").size.width
+        right = app.main.query_one("#right").size.width
+        assert right >= 30 and left < right, (left, right)
+
+
+async def test_at_80x24_the_graph_keeps_the_lineage_of_a_move():
+    """Before: the line was cut at the pane's edge: `ROWS 4->8 (from #1…`, losing which
+    attempt the move was made from; the lineage now comes before the move."""
+    app = replay_app(EXAMPLES / "h100-softmax-search")
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        tree = app.main.query_one(StrategyTree)
+        width = tree.scrollable_content_region.width - tree.guide_depth
+        lines = [line for line in app.main.screen_state()["tree"] if "from #" in line]
+        assert lines
+        for line in lines:
+            assert line.strip().index("from #") + len("from #NN") <= width, line

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from textual import events
+from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input
@@ -46,6 +47,10 @@ class Dialog(ModalScreen[T]):
         margin-left: 1;
     }
     """
+
+    # ctrl+c is the app's quit everywhere (a focused field still copies with it): over the
+    # quit question it answers it (KernelLadderApp.action_quit)
+    BINDINGS = [Binding("ctrl+c", "app.quit(True)", "Quit", show=False, id="dialog.quit")]
 
     def on_mount(self) -> None:
         self._lay_out(self.app.size.width, self.app.size.height)

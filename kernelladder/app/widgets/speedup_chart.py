@@ -21,6 +21,7 @@ from textual.widget import Widget
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.verifier.verdict import PRACTICAL_MARGIN
 
 REDRAW_EVERY_S = 0.5
 BRANCH_COLOURS = 6
@@ -286,14 +287,22 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
 
     base = data.baseline
     baseline_at = row_of(base) if base is not None else None
-    on_it = [p.speedup for p in data.points if row_of(p.speedup) == baseline_at]
-    # on a plot of a few rows 0.89 and 1.04 both rounded onto the 1.00 row: when points
-    # of both sides of the baseline share its row, each goes to its own side
-    split = base is not None and any(x < base for x in on_it) and any(x > base for x in on_it)
+
+    def beyond(s: float) -> bool:  # off the baseline by more than a tie
+        return bool(base) and abs(s / base - 1) > PRACTICAL_MARGIN  # type: ignore[operator]
+
+    # on a plot of a few rows 0.89 and 1.04 both rounded onto the 1.00 row: when values
+    # of both sides of the baseline share its row, each is drawn on its own side
+    shared = [p.speedup for p in data.points if row_of(p.speedup) == baseline_at]
+    split = (
+        base is not None
+        and any(x < base and beyond(x) for x in shared)
+        and any(x > base and beyond(x) for x in shared)
+    )
 
     def point_row(s: float) -> int:
         r = row_of(s)
-        if split and r == baseline_at and s != base:
+        if split and r == baseline_at and beyond(s):
             r = min(plot_h - 1, r + 1) if s < base else max(0, r - 1)  # type: ignore[operator]
         return r
 

@@ -321,10 +321,10 @@ class StrategyTree(Tree[NodeRef]):
                 (f"#{a.number}", "id"),
                 " ",
                 (result, style),
+                (origin, "muted"),
                 " ",
                 *[(m, _MARK_PARTS[m]) for m in marks],
                 (over, "muted"),
-                (origin, "muted"),
                 "  ",
                 (move, "muted"),
             )
