@@ -37,7 +37,8 @@ async def test_a_rejected_line_is_not_applied_and_no_gate_is_vetoed(tmp_path):
         await pilot.pause(0.3)
         assert app.screen is editor  # still open, saying why
         report = str(editor.query_one("#hints-directives", Static).render())
-        assert report.startswith("Not applied: fix ROWS=3 (ROWS takes one of 1, 2, 4, 8, 16)")
+        assert report.startswith("Not applied: correct or remove what is not understood")
+        assert "not understood: fix ROWS=3 (ROWS takes one of 1, 2, 4, 8, 16)" in report
         await pilot.press("escape")
         await pilot.pause(0.3)
         assert person_events(run) == [] and len(app.main.view.gates) == 3

@@ -396,7 +396,8 @@ async def test_hints_editor_shows_which_lines_are_directives(tmp_path):
         await pilot.press("ctrl+s")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HintsEditor) and not logged(run, ev.HintEdited)
-        assert str(report.render()).startswith("Not applied: fix EPT (fix takes PARAM=VALUE)")
+        assert str(report.render()).startswith("Not applied: correct or remove what is not")
+        assert "not understood: fix EPT (fix takes PARAM=VALUE)" in str(report.render())
         app.screen.query_one("#hints-text").text = "prefer two-pass\ngo wide"
         await pilot.press("ctrl+s")
         await until(lambda: logged(run, ev.HintEdited), "HintEdited in the log", pilot=pilot)

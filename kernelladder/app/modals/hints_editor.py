@@ -128,12 +128,11 @@ class HintsEditor(Dialog[str | None]):
 
     def action_save(self) -> None:
         text = self.query_one(TextArea).text
-        why = refusal(text, self.vocabulary)
-        if why is not None:  # nothing is sent: the line would have no effect anywhere
+        if refusal(text, self.vocabulary) is not None:  # it would have no effect anywhere
             report = self.query_one("#hints-directives", Static)
             report.update(
-                f"Not applied: {why.removeprefix('not understood: ')} is not understood. "
-                "Correct it or remove it (a sentence is free text).\n" + self.directive_report(text)
+                "Not applied: correct or remove what is not understood (a sentence is "
+                "free text).\n" + self.directive_report(text)
             )
             report.add_class("-refused")
             return

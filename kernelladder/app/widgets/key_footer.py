@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 PALETTE_CELLS = 13  # the docked "^p Commands" key with its border and a blank after it
+PALETTE_FROM = 80  # columns: a narrower footer leaves the palette's key out
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,11 @@ class KeyFooter(Footer):
                 first.setdefault(binding.action, (binding, enabled, tooltip))
         width = self.app.size.width
         self._fitted_width = width
-        palette = self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE
+        # under 80 columns the keys that steer come before "^p Commands" (ctrl+p still
+        # opens the palette; the help screen says so)
+        palette = (
+            self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and width >= PALETTE_FROM
+        )
         items = {
             binding.id or binding.action: FooterItem(
                 binding.id or binding.action,
