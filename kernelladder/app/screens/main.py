@@ -140,6 +140,10 @@ class MainScreen(Screen):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < NARROW_BELOW, "-narrow")
+        # toasts stack under the header and stop above the footer (at 40x12 three of
+        # them ran over it, Quit with it); more than fit scroll
+        for rack in self.query("#textual-toastrack"):
+            rack.styles.max_height = max(3, event.size.height - 3)
 
     def on_screen_suspend(self) -> None:
         self.kl_app.hold_visible_notes()  # a dialog opens: no toast draws over it
