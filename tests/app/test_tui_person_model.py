@@ -617,6 +617,12 @@ class PersonModel(RuleBasedStateMachine):
             keys = {k.key: k for k in self.app.main.query(FooterKey).results()}
             whole = Region(0, 0, *self.app.size)
             assert "q" in keys and keys["q"].region.area, f"q Quit is off the footer: {keys}"
+            covered = [
+                k
+                for k in keys.values()
+                if k is not keys["q"] and k.region.overlaps(keys["q"].region)
+            ]
+            assert not covered, f"{covered} drawn over q Quit"
             for key in keys.values():
                 if key.region.area:
                     assert whole.contains_region(key.region), f"{key.key} drawn off the screen"

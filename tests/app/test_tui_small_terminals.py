@@ -285,16 +285,19 @@ async def test_the_replays_last_attempt_is_in_view_at_80x24():
         assert top <= line < top + tree.scrollable_content_region.height, (line, top)
 
 
-async def test_at_40x12_the_footer_keeps_help_and_quit():
+async def test_at_40x12_the_footer_keeps_help_and_quit(tmp_path):
     """Before: Target, Stop, Export, Help and Quit were never left out, so at 40 columns
-    the row ran off the screen and `q Quit` was gone."""
-    app = KernelLadderApp(run=ScriptedRun(demo_script(attempts=2)), frozen=True,
-                          batch_interval=0.02)  # fmt: skip
+    the docked `^p Commands` key was drawn over `q Quit`."""
+    from helpers import live_app, ready
+
+    app, run = live_app(tmp_path)  # a live run: every steering key acts
     async with app.run_test(size=(40, 12)) as pilot:
-        await until(lambda: app.main.view.attempts_judged >= 2, "verdicts", pilot=pilot)
+        await ready(pilot, app, run)
         keys = await settled_footer(pilot, app)
         for key in ("q", "question_mark"):
             assert key in keys and Region(0, 0, 40, 12).contains_region(keys[key][2]), keys
+            others = [region for k, (_, _, region) in keys.items() if k != key]
+            assert not any(keys[key][2].overlaps(r) for r in others), keys  # ^p drew over q
 
 
 async def test_at_60x20_the_attempt_pane_keeps_more_than_the_graph():
