@@ -179,7 +179,8 @@ def log_of(run: Any) -> list[ev.Event]:
 
 def settled(app: KernelLadderApp, run: Any) -> bool:
     """Nothing runs, nothing is asked of the proposer, and the screen shows the whole
-    log: every open branch waits at a gate or is paused, or the run is paused or over."""
+    log: every open branch waits at a gate or is paused, or the run is paused, out of
+    attempts or over."""
     s = run.state
     if app.fold.state.seq != s.seq or app._held_notes and app.screen is app.main:
         return False
@@ -189,6 +190,9 @@ def settled(app: KernelLadderApp, run: Any) -> bool:
         return False
     if s.paused or s.stopping:
         return not s.stopping
+    if s.attempts_used >= int(s.settings.get("max_attempts") or 1 << 30):
+        # the budget is spent: nothing new is asked for, gates may still wait
+        return not any(b.requesting for b in s.branches.values())
     return all(b.closed or b.paused or b.pending_gate for b in s.branches.values())
 
 
@@ -731,7 +735,8 @@ def test_the_app_does_what_the_person_pressed():
     )
 
 
-# --- the sequences it shrank to on the app before the fixes (each failed there) -----------
+# --- the sequences it shrank to on the app before the fixes (each failed there: eight
+# distinct failures at f8a6fe1, and a branch's rejected hint from an earlier version) ---
 
 
 def replay_steps(*steps: Callable[[PersonModel], None]) -> None:
@@ -760,12 +765,20 @@ def test_a_with_the_newest_gated_attempt_selected_approves_its_gate():
     replay_steps(lambda m: m.decide_at_once(key="a"))
 
 
-def test_g_opens_the_selected_attempts_gate_after_a_pause():
+def test_g_opens_the_selected_attempts_gate():
     """Before: `g` opened g1's prompt with #15 (g3) selected."""
-    replay_steps(
-        lambda m: m.pause_or_resume_the_run(),
-        lambda m: m.open_the_gate(key="g", then="ctrl+v"),
-    )
+    replay_steps(lambda m: m.open_the_gate(key="g", then="ctrl+a"))
+
+
+def test_enter_on_a_gated_attempts_line_opens_its_gate():
+    """Before: enter on the gated line #15 did nothing."""
+    replay_steps(lambda m: m.open_the_gate(key="enter", then="ctrl+a"))
+
+
+def test_a_global_hint_the_editor_rejects_vetoes_no_gate():
+    """Before: `fix ROWS=3` (ROWS takes 1, 2, 4, 8, 16) was recorded, and the engine,
+    reading it without the op's vocabulary, vetoed g2 and g3 by "hints" with it."""
+    replay_steps(lambda m: m.edit_hints(lines=["fix ROWS=3"], scope="global"))
 
 
 def test_a_branch_hint_the_editor_rejects_changes_nothing():
