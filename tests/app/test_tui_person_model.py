@@ -630,6 +630,15 @@ class PersonModel(RuleBasedStateMachine):
             for key in keys.values():
                 if key.region.area:
                     assert whole.contains_region(key.region), f"{key.key} drawn off the screen"
+            self._read_toasts()
+            for key in ("a", "v"):  # offered (not dimmed) exactly when there is a gate to act on
+                if key in keys and self.steering_on():
+                    offered = not keys[key].has_class("-disabled")
+                    meant = self.expected_gate(key)
+                    assert offered == (meant is not None), (
+                        f"{key} is {'offered' if offered else 'dimmed'}; the gate in question is "
+                        f"{meant}"
+                    )
             b = keys.get("b")
             branch = self.app.main.view.branch(selected_branch(self.app))
             if b is not None and not b.has_class("-disabled") and branch is not None:
