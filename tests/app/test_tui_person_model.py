@@ -691,6 +691,9 @@ class PersonModel(RuleBasedStateMachine):
                 for n in s.branches[a.branch_id].attempts
                 if n < a.number and n in s.attempts and s.attempts[n].status != "vetoed"
             ]
+            origin = s.attempts.get(s.branches[a.branch_id].from_attempt or -1)
+            if not line and origin is not None:  # a branch opened from an attempt: its line
+                line = [origin.family]
             was = {parent.family if parent else None, line[-1] if line else None}
             assert m.group(2) == a.family, (
                 f"{g.gate_id}: {g.reason!r} but #{a.number} is {a.family}"
