@@ -3,7 +3,8 @@
 - the engine's test doubles for its two seams: ScriptedRunner, ConstantSpeedRunner (every
   candidate passes at 1.0x on a "GPU": no gain ever), ScriptedProposer, HeldProposer
   (scripted moves, then it waits so a branch stays open for steering);
-- a scripted run: make_run, scripted_op; for the app, live_app, ready, logged, asking;
+- a scripted run: make_run, scripted_op; for the app, live_app, cpu_search_app (the real
+  search on rmsnorm, verdicts scripted), ready, logged, asking;
 - for the CLI: usage_line (exit 2, one line), saved_run, insert_line;
 - ROOT, EXAMPLES, CHEATS, DATA; and one `until` to wait on a condition (pilot=pilot in
   the app's tests, so the screen goes on drawing meanwhile).
@@ -366,6 +367,28 @@ def live_app(tmp_path: Path, *, gate: str = "ask") -> tuple[Any, Any]:
                      op=scripted_op())  # fmt: skip
     app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
     return app, run
+
+
+def cpu_search_app(tmp_path: Path | str, **options: Any) -> tuple[Any, Any]:
+    """The default CPU run of rmsnorm in the app: the real `search` proposer (its gates,
+    families and parameters are a CPU run's), three branches, gates asked; its verdicts
+    from the ScriptedRunner (every candidate passes at once with no speed, as the CPU
+    interpreter's do, without the interpreter's seconds per candidate)."""
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.engine.engine import create_run
+    from kernelladder.engine.op_info import load_op_info
+    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine.proposers.search import SearchProposer
+
+    settings = {"branches": 3, "gate": "ask", "device": "cpu", "max_attempts": 60, **options}
+    opts = RunOptions(
+        op="rmsnorm", proposer="search", run_dir=str(Path(tmp_path) / "run"), **settings
+    )
+    run = create_run(
+        opts, runner=ScriptedRunner(device="cpu"), proposer=SearchProposer(),
+        op=load_op_info("rmsnorm"),
+    )  # fmt: skip
+    return KernelLadderApp(run=run, frozen=True, batch_interval=0.02), run
 
 
 def logged(run, kind: type) -> list:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.notifications import Notification, Notify
 from textual.worker import Worker, WorkerState
 
 from kernelladder.app import view as v
@@ -51,6 +52,7 @@ from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 PLAYBACK_TICK_S = 0.1
 NOTICES_PER_BATCH = 3  # toasts per batch; the rest are counted in one more toast
 GATE_NOTE = "gate"  # a held note's severity slot: a gate that waits (merged when shown)
+QUIT_ID = "quit-question"  # the stop-and-quit dialog (ctrl+c again answers it)
 QUIT_WAIT_S = 30.0  # after a stop, how long quitting waits for the log to be closed
 
 
@@ -131,6 +133,10 @@ class KernelLadderApp(App[int]):
         self.player: ReplayController | None = None
         self._trust_answers: list[concurrent.futures.Future[bool]] = []
         self._held_notes: list[tuple[str, str, str]] = []  # (message, title, severity)
+        # the toast that announces the gates waiting, and its gates (title, move): a new
+        # gate replaces it with one naming all of them
+        self._gate_toast: Notification | None = None
+        self._gate_toast_gates: list[tuple[str, str]] = []
         self._at_end = at_end
         self.log_ending = log_ending  # a replay's log that never finished: why (replay.py)
         self._last_tick = time.monotonic()
@@ -324,13 +330,42 @@ class KernelLadderApp(App[int]):
         self._held_notes.extend(notes)
         self.show_held_notes()
 
+    def hold_visible_notes(self) -> None:
+        """A dialog opens (MainScreen is covered): the toasts on screen would draw over
+        it, so they wait with the run's notices until it closes; the gates the last
+        announcement named are announced again then, with any newer ones, if they still
+        wait."""
+        visible = [n for n in self._notifications if n is not self._gate_toast]
+        again: list[tuple[str, str, str]] = []
+        shown = self._gate_toast
+        if shown is not None and shown in self._notifications:
+            again = [(move, title, GATE_NOTE) for title, move in self._gate_toast_gates]
+        self._gate_toast = None
+        self.clear_notifications()
+        self._held_notes[:0] = again + [(str(n.message), n.title, n.severity) for n in visible]
+
+    def _toast(self, message: str, title: str, severity: str) -> Notification:
+        notification = Notification(message, title, severity, self.NOTIFICATION_TIMEOUT)  # type: ignore[arg-type]
+        self.post_message(Notify(notification))
+        return notification
+
     def show_held_notes(self) -> None:
         """The run's notices as toasts, once no dialog is open: a toast drawn over a
         dialog hides its buttons, so while one is open they wait (MainScreen calls this
-        again when it is back on top). Gates that wait for the person are one toast."""
+        again when it is back on top). Gates that wait for the person are one toast: a
+        new gate while an announcement is on screen replaces it with one naming both."""
         if not self._held_notes or self.screen is not self.main:
             return
         held, self._held_notes = self._held_notes, []
+        shown = self._gate_toast
+        if (
+            any(n[2] == GATE_NOTE for n in held)
+            and shown is not None
+            and shown in self._notifications
+        ):
+            held[:0] = [(move, title, GATE_NOTE) for title, move in self._gate_toast_gates]
+            self._unnotify(shown)
+            self._gate_toast = None
         # only gates still waiting: an attached app's first batch holds the run's whole
         # history, and a gate may be decided while a dialog was open
         view = self.live_view() if self.bridge is not None else self.main.view
@@ -342,30 +377,36 @@ class KernelLadderApp(App[int]):
                 waiting.discard(gate)  # one line a gate, however often it was noted
                 gates.append((title, move))
         notes = [n for n in held if n[2] != GATE_NOTE]
+        if gates:  # what a, v, g and enter act on when no gated attempt is selected
+            self.main.named_gates = tuple(title.split()[1] for title, _ in gates)
+            self.main.bindings_may_change()
         if gates and (self.read_only or self.bridge is None):
             # a read-only page or a replay decides nothing: the gates are only named
             names = ", ".join(title.split()[1] for title, _ in gates)
-            notes.insert(
-                0, ("; ".join(m for _, m in gates), f"waiting at gate {names}", "information")
+            announcement = (
+                "; ".join(m for _, m in gates),
+                f"waiting at gate {names}",
+                "information",
             )
         elif len(gates) == 1:
             title, move = gates[0]
-            notes.insert(0, (f"{move} — press g to decide", f"{title} waits for you", "warning"))
+            announcement = (f"{move} — press g to decide", f"{title} waits for you", "warning")
         elif gates:
             names = ", ".join(title.split()[1] for title, _ in gates)
-            notes.insert(
-                0,
-                (
-                    "; ".join(move for _, move in gates) + " — press g to decide each",
-                    f"{len(gates)} gates wait for you: {names}",
-                    "warning",
-                ),
+            announcement = (
+                "; ".join(move for _, move in gates) + " — press g to decide each",
+                f"{len(gates)} gates wait for you: {names}",
+                "warning",
             )
-        for message, title, severity in notes[:NOTICES_PER_BATCH]:
+        if gates:
+            self._gate_toast = self._toast(*announcement)
+            self._gate_toast_gates = [(title.removesuffix(" still"), m) for title, m in gates]
+        for message, title, severity in notes[: NOTICES_PER_BATCH - bool(gates)]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
-        if len(notes) > NOTICES_PER_BATCH:
+        if len(notes) > NOTICES_PER_BATCH - bool(gates):
             self.notify(
-                f"{len(notes) - NOTICES_PER_BATCH} more notices in the log", severity="information"
+                f"{len(notes) - NOTICES_PER_BATCH + bool(gates)} more notices in the log",
+                severity="information",
             )
 
     # --- steering ---------------------------------------------------------------------
@@ -471,7 +512,17 @@ class KernelLadderApp(App[int]):
 
     # --- quitting ---------------------------------------------------------------------
 
-    async def action_quit(self) -> None:
+    async def action_quit(self, again_confirms: bool = False) -> None:
+        """q, ctrl+q or ctrl+c: asks whether to stop a running run (or to detach from
+        one another process owns); ctrl+c pressed again while it asks says yes (detach,
+        for an attached run: that leaves it running)."""
+        question = self.screen
+        if again_confirms and isinstance(question, ConfirmScreen) and question.id == QUIT_ID:
+            question.dismiss(True)
+            return
+        if again_confirms and isinstance(question, LeaveRunScreen):
+            question.dismiss(DETACH)
+            return
         if self.bridge is None or self.run_over or self.main.view.state == v.RUN_FINISHED:
             self.exit(0)
             return
@@ -496,9 +547,14 @@ class KernelLadderApp(App[int]):
             ConfirmScreen(
                 "Stop the run and quit?",
                 "The run is still going. Quitting stops it: in-flight attempts finish "
-                "and are recorded, and the log is complete either way.",
+                "and are recorded, and the log is complete either way"
+                + (
+                    f" (in {self.files.run_dir}/; --resume goes on)." if self.files.run_dir else "."
+                ),
+                id=QUIT_ID,
                 yes="Stop and quit",
                 no="Keep watching",
+                keys="ctrl+c again: stop and quit",
             ),
             answer,
         )

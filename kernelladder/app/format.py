@@ -105,6 +105,8 @@ def branch_status(b: v.BranchView) -> str:
         return "best, paused with the run" if b.is_best else "paused with the run"
     if b.state == v.BRANCH_EXHAUSTED:
         return f"exhausted: {b.rule}" if b.rule else "exhausted"
+    if b.state == v.BRANCH_GATED and b.paused:  # the gate waits; after it, the branch too
+        return "paused, waiting at gate"
     if b.is_best and b.state == v.BRANCH_RUNNING:
         return "best, running"
     return BRANCH_WORDS.get(b.state, b.state)

@@ -76,7 +76,9 @@ async def take(run_dir: Path, out: Path, theme: str | None = None) -> list[Path]
         await pilot.press("escape")
         view = app.main.view
         hints = "\n".join(["prefer two-pass", "fix EPT=8", view.hints or "keep rows short"])
-        app.push_screen(HintsEditor("global", hints, op=view.op, proposer=view.proposer))
+        app.push_screen(
+            HintsEditor("global", hints, op=view.op, op_kind=view.op_kind, proposer=view.proposer)
+        )
         await settle(app, pilot)
         shot("hints")
         await pilot.press("escape")

@@ -60,6 +60,8 @@ class AttemptView:
     # where it is now: "baselines" | "compile" | "correct" | "time" | "profile" | ""
     stage: str = ""
     vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
+    # its timing stopped early, not faster than this attempt: coarse times, never a best
+    early_stop: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -79,6 +81,7 @@ class BranchView:
     best_attempt: int | None = None
     best_speedup: float | None = None
     hints: str = ""
+    paused: bool = False  # paused by the person (a branch waiting at a gate may be too)
     run_paused: bool = False  # the whole run is paused: a running branch waits with it
     is_best: bool = False  # holds the run's best attempt
 

@@ -324,6 +324,16 @@ def _read_hints(path: str | None) -> str | None:
         raise UsageError(f"cannot read hints file {path}: {exc.strerror or exc}") from None
 
 
+def _checked_hints(text: str | None, path: str, op: str) -> str | None:
+    """Hints with a line not understood (the op's vocabulary) are refused, as the app's
+    editor refuses them: such a line would have no effect anywhere."""
+    from kernelladder.engine.hints import op_vocabulary, refusal
+
+    if text is not None and (why := refusal(text, op_vocabulary(op))):
+        raise UsageError(f"hints file {path}: {why}")
+    return text
+
+
 def _remote(args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
     return remote_requested(args), remote_options(args)
 
@@ -339,13 +349,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
         value = getattr(args, dest, None)
         if value is not None:
             given[name] = value
-    hints = _read_hints(args.hints)
+    hints = _checked_hints(_read_hints(args.hints), args.hints, args.op)
     if hints is None and Path(args.op).is_dir():  # a workspace's HINTS.md
-        hints = (
-            _read_hints(str(Path(args.op) / "HINTS.md"))
-            if (Path(args.op) / "HINTS.md").is_file()
-            else None
-        )
+        path = str(Path(args.op) / "HINTS.md")
+        hints = _checked_hints(_read_hints(path), path, args.op) if Path(path).is_file() else None
     if hints is not None:
         given["hints"] = hints
     if args.replay_from and given.setdefault("proposer", "replay") != "replay":
@@ -436,7 +443,7 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
         for dest, name in _RESUMABLE.items()
         if getattr(args, dest, None) is not None
     }
-    hints = _read_hints(args.hints)
+    hints = _checked_hints(_read_hints(args.hints), args.hints, str(recorded.get("op") or ""))
     if hints is not None:
         overrides["hints"] = hints
 

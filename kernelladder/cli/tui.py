@@ -178,6 +178,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def where_the_run_is(run_dir: Path, state: Any) -> str:
+    """What quitting a live run prints: where its log is, how it ended, and the commands
+    that replay, summarize and resume it."""
+    if state.finished:
+        how = f"finished: {state.finish_reason}"
+    elif state.started_ts is not None:
+        how = "not finished (the app was closed before the run ended)"
+    else:
+        how = "not started"
+    return "\n".join(
+        [
+            f"{PROG}: the run is in {run_dir}/ ({how})",
+            f"  replay it:  {PROG} --replay {run_dir}",
+            f"  summary:    kernelladder replay {run_dir}",
+            f"  resume it:  {PROG} --resume {run_dir}",
+        ]
+    )
+
+
 def _check_theme(name: str | None) -> None:
     """The themes the app offers: Textual's own and the project's (the app checks again)."""
     if name is None:
@@ -311,6 +330,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         # (a page's terminal is the serve command's: leaving a page is not news there)
         print(f"{PROG}: detached; the run goes on. Attach again: {PROG} --attach "
               f"{attached.run_dir}", file=sys.stderr)  # fmt: skip
+    elif not args.replay and getattr(kwargs.get("run"), "run_dir", None) is not None:
+        print(where_the_run_is(Path(kwargs["run"].run_dir), app.fold.state), file=sys.stderr)
     if app.return_code not in (None, 0):
         return int(app.return_code)
     return int(result or 0)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine import events as ev
-from kernelladder.engine.directives import AVOID, FIX, Directives, matches, parse_directives
+from kernelladder.engine import hints
+from kernelladder.engine.directives import AVOID, FIX, Directives, matches
 from kernelladder.engine.lines import one_line
+from kernelladder.engine.rules import attempts_left
 from kernelladder.engine.state import BranchState, GateState, RunState
 
 # the stop reasons a stop command may name; any other text is a user stop with that detail
@@ -63,11 +65,21 @@ def pruned_subtree(state: RunState, branch_id: str) -> list[str]:
     return [x for x in state.subtree_branches(branch_id) if not state.branches[x].closed]
 
 
+def hint_vocabulary(state: RunState) -> hints.HintVocabulary:
+    return hints.op_vocabulary(state.op, state.op_kind)
+
+
 def hint_event(state: RunState, text: str, branch_id: str | None) -> ev.Event:
+    """The edit, unless a line is not understood with the op's vocabulary (then nothing
+    is recorded: such a line has no effect anywhere) or the text is what it was."""
     if not isinstance(text, str):
         raise ValueError("hints must be text")
-    if branch_id is not None:
-        branch_of(state, branch_id)
+    before = state.hints if branch_id is None else branch_of(state, branch_id).hints
+    why = hints.refusal(text, hint_vocabulary(state))
+    if why is not None:
+        raise ValueError(f"hints not applied: {why}")
+    if text == before:
+        raise ValueError("the hints are unchanged")
     return ev.HintEdited(text=text, branch_id=branch_id, by="user")
 
 
@@ -109,6 +121,11 @@ def open_branch_event(state: RunState, from_attempt: int, strategy: str | None) 
     """A new branch from an attempt; its label is `strategy`, else the attempt's own."""
     if state.stopping:
         raise ValueError("the run is stopping")
+    if attempts_left(state) == 0:
+        raise ValueError(
+            f"no attempt is left of the run's {state.setting('max_attempts')}: "
+            "a new branch could never run"
+        )
     a = state.attempts.get(from_attempt) if isinstance(from_attempt, int) else None
     if a is None:
         raise ValueError(f"no attempt {from_attempt}")
@@ -117,7 +134,9 @@ def open_branch_event(state: RunState, from_attempt: int, strategy: str | None) 
     return ev.BranchOpened(branch_id=bid, strategy=label, from_attempt=from_attempt, by="user")
 
 
-def target_event(target: float | None) -> ev.Event:
+def target_event(state: RunState, target: float | None) -> ev.Event:
+    if target is not None and not state.speed_measured:
+        raise ValueError("this run measures no speed (no GPU): a target could never be reached")
     if target is not None:
         try:
             target = float(target)
@@ -135,18 +154,21 @@ def stop_rule(reason: str) -> tuple[str, str]:
     return rule, detail
 
 
-def gates_the_hints_avoid(state: RunState) -> list[ev.Event]:
-    """After the hints changed: each pending gate whose move the hints now avoid (its
-    family, a PARAM=VALUE it sets, or a value other than one the hints fix), vetoed with
-    that hint line as the note. A move the hints prefer, or do not name, stays for the
-    person."""
+def gates_the_hints_avoid(state: RunState, branch_id: str | None) -> list[ev.Event]:
+    """After the hints of `branch_id` (None: the global hints) changed: each pending gate
+    of that scope whose move the hints now avoid (its family, a PARAM=VALUE it sets, or a
+    value other than one the hints fix), vetoed with that hint line as the note. A
+    branch's hints touch only its own gates; a move the hints prefer, or do not name,
+    stays for the person."""
     out: list[ev.Event] = []
+    vocabulary = hint_vocabulary(state)
     for gid in state.pending_gates:
         g = state.gates[gid]
         a = state.attempts.get(g.attempt)
-        if a is None:
+        if a is None or (branch_id is not None and g.branch_id != branch_id):
             continue
-        line = avoided_by(parse_directives(state.hints_for(g.branch_id)), a.family, a.meta)
+        directives = hints.read_hints(state.hints_for(g.branch_id), vocabulary)
+        line = avoided_by(directives, a.family, a.meta)
         if line is not None:
             out.append(ev.GateResolved(gate_id=gid, decision="veto", by="hints", note=line))
     return out

@@ -247,7 +247,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
     async def edit_hints(self, text: str, branch_id: str | None = None) -> None:
         self._check_live()
         self._emit(commands.hint_event(self.state, text, branch_id))
-        for resolved in commands.gates_the_hints_avoid(self.state):
+        for resolved in commands.gates_the_hints_avoid(self.state, branch_id):
             self._emit(resolved)
 
     async def approve(self, gate_id: str) -> None:
@@ -275,7 +275,7 @@ class Run(AttemptVerification, ProposalInputs, BestConfirmation, Profiling):
 
     async def set_target(self, target: float | None) -> None:
         self._check_live()
-        self._emit(commands.target_event(target))
+        self._emit(commands.target_event(self.state, target))
 
     async def stop(self, reason: str = "user", cancel: bool = False) -> None:
         """Stop cleanly: proposals and gate waits are dropped, verifications finish and

@@ -261,6 +261,7 @@ class WorkspaceSpec(OpSpec):
             ) from None
         if expected is None:
             return len(outs)
+        self._check_reference_repeats(where, shape, device, expected)
         if len(outs) != len(expected):
             raise OpLoadError(
                 f"{where}: {KERNEL_FILE} returns {len(outs)} output(s), the reference {len(expected)}"
@@ -280,6 +281,40 @@ class WorkspaceSpec(OpSpec):
                 f"{m.count} of {m.total} elements out of tolerance)"
             )
         return len(outs)
+
+    def _check_reference_repeats(
+        self, where: str, shape: Any, device: str, first: tuple[Any, ...]
+    ) -> None:
+        """The reference run again on the same inputs must give the same outputs (within
+        the op's tolerance): one that is not a function of its inputs (dropout left on, a
+        model in train mode, an unseeded random op) is the reference's fault, and every
+        kernel would be blamed for it."""
+        inputs = self.make_inputs(shape, 0, device)
+        try:
+            again = _as_tuple(self.reference_hp(inputs))
+        except Exception as exc:
+            raise OpLoadError(
+                f"{where}: {REFERENCE_FILE} failed when run again on the first inputs: "
+                f"{_common.error_line(exc, 300)}"
+            ) from None
+        shapes = [tuple(t.shape) for t in first] == [tuple(t.shape) for t in again]
+        m = (
+            self.compare(again, first, inputs, shape)
+            if shapes and len(again) == len(first)
+            else None
+        )
+        if not shapes or len(again) != len(first) or m is not None:
+            diff = (
+                f"{m.output} off by {m.error:.3g} at {list(m.index)}, {m.count} of {m.total} "
+                "elements"
+                if m is not None
+                else "different outputs"
+            )
+            raise OpLoadError(
+                f"{where}: {REFERENCE_FILE} is not a function of its inputs: run twice on the "
+                f"first inputs ({shape.label}) it gave {diff} (dropout left on, a model in "
+                f"train mode, an unseeded random op?); {KERNEL_FILE} was not checked"
+            )
 
     # --- models / entry points -------------------------------------------------------------
     def init_inputs(self) -> list[Any]:

@@ -106,3 +106,49 @@ def test_a_long_title_is_cut_in_its_middle_and_keeps_the_key_that_switches_the_s
     rows = draw(ChartData(points=[], last_attempt=0, target=None, band=None, title=title,
                           measured=True), 70, 10)  # fmt: skip
     assert "".join(t for t, _ in rows[0]).endswith("F: floor")
+
+
+def test_the_floor_charts_axis_is_in_percent_as_its_title():
+    """Before: the floor series read 1.04× 1.00× 0.98× under a title in %."""
+    points = tuple(ChartPoint(n, 0, 0.9 + n / 100) for n in range(1, 8))
+    data = ChartData(points=points, last_attempt=7, target=None, band=None, title="floor",
+                     measured=True, series="floor", baseline=1.0)  # fmt: skip
+    ticks = ["".join(t for t, _ in row)[:8] for row in draw(data, 60, 10)[1:-2]]
+    labelled = [t for t in ticks if "┤" in t]
+    assert labelled and all(t.strip().endswith("%┤") for t in labelled), ticks
+    assert "   100%┤" in labelled
+
+
+def test_a_point_above_and_a_point_below_the_baseline_never_share_its_row():
+    """Before: on a 3-row plot 0.89× and 1.04× were both drawn on the 1.00× row."""
+    points = (ChartPoint(1, 0, 0.89), ChartPoint(2, 1, 1.04), ChartPoint(3, 0, 1.5),
+              ChartPoint(4, 1, 0.45))  # fmt: skip
+    data = ChartData(points=points, last_attempt=4, target=None, band=None, title="t",
+                     measured=True, series="vs best", baseline=1.0)  # fmt: skip
+    rows = draw(data, 40, 6)  # title, 3 plot rows, the axis and its numbers
+    plot = ["".join(text for text, _ in row) for row in rows[1:-2]]
+    baseline = next(i for i, line in enumerate(plot) if "1.00×" in line)
+    above = [i for i, line in enumerate(plot) if POINT in line[8:] and i < baseline]
+    below = [i for i, line in enumerate(plot) if POINT in line[8:] and i > baseline]
+    assert POINT not in plot[baseline][8:], "\n".join(plot)
+    assert above and below, "\n".join(plot)
+
+
+async def test_a_replay_before_the_runs_first_event_does_not_say_no_gpu():
+    """Before: a replay at event 0 said "speed not measured (no GPU)" of an H100 run."""
+    from helpers import EXAMPLES
+
+    from kernelladder.app.app import KernelLadderApp
+    from kernelladder.app.replay import load_events
+
+    run_dir = EXAMPLES / "h100-softmax-search"
+    app = KernelLadderApp(events=load_events(run_dir), run_dir=run_dir, frozen=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        await pilot.press("p", "home")
+        await pilot.pause(0.3)
+        assert app.player.position == 0
+        shown = "\n".join(app.main.screen_state()["chart"])
+        trends = str(app.main.query_one(".trends-note").render())
+        assert "no GPU" not in shown + trends, shown + trends
+        assert "the run has not started at this point" in shown

@@ -75,3 +75,53 @@ async def test_a_replay_footer_shows_its_speed_keys_at_80_columns():
         assert keys["plus"][:2] == ("Faster", True), keys
         assert keys["minus"][:2] == ("Slower", True), keys
         assert all(region.right <= 80 for _, _, region in footer_keys(app).values())
+
+
+async def test_escape_clears_a_filter_kept_with_enter():
+    """Before: enter kept the filter and gave the graph the focus, and escape then did
+    nothing, though the help says escape clears it."""
+    app = replay_app(CPU_RUN)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        everything = tree_text(app)
+        await pilot.press("slash", *"EPT", "enter")
+        await until(lambda: tree_text(app) != everything, "the filtered graph", pilot=pilot)
+        assert app.focused is app.main.query_one("#strategy-tree")
+        await pilot.press("escape")
+        await until(lambda: tree_text(app) == everything, "the whole graph again", pilot=pilot)
+        assert str(app.main.query_one("#strategy-title").render()) == "strategy graph"
+
+
+async def test_the_prune_and_stop_questions_say_their_keys(tmp_path):
+    """Before: the x and s confirm dialogs showed two buttons and no key hint."""
+    from helpers import live_app, ready
+
+    from kernelladder.app.modals.confirm import ConfirmScreen
+
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, run)
+        for key, answer in (("x", "y: prune · n or esc: cancel"), ("s", "y: stop run")):
+            await pilot.press(key)
+            await until(lambda: isinstance(app.screen, ConfirmScreen), "the question", pilot=pilot)
+            assert str(app.screen.query_one("#confirm-keys").render()).startswith(answer)
+            await pilot.press("n")
+            await pilot.pause(0.1)
+
+
+async def test_ctrl_c_pressed_again_while_quitting_asks_stops_and_quits(tmp_path):
+    """Before: the second ctrl+c opened the same question again over the first."""
+    from helpers import live_app, logged, ready
+
+    from kernelladder.app.modals.confirm import ConfirmScreen
+    from kernelladder.engine import events as ev
+
+    app, run = live_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, run)
+        await pilot.press("ctrl+c")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), "the question", pilot=pilot)
+        assert "ctrl+c again: stop and quit" in str(app.screen.query_one("#confirm-keys").render())
+        await pilot.press("ctrl+c")
+        await until(lambda: logged(run, ev.StopRequested), "the stop", pilot=pilot)
+        await until(lambda: not app.is_running, "the app quit", 15, pilot=pilot)

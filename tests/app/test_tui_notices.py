@@ -45,9 +45,13 @@ async def test_notices_wait_for_an_open_dialog_and_gates_are_one_toast(tmp_path)
         proposer.hold.set()
         await until(lambda: len(app.fold.view().gates) == 2, "two gates", pilot=pilot)
         await pilot.pause(0.2)
-        assert toasts(app) == shown_before, toasts(app)  # nothing new over the dialog
+        # no toast over the dialog: neither the new ones nor those shown before it opened
+        assert toasts(app) == [], toasts(app)
         await pilot.press("escape")
-        await until(lambda: toasts(app) != shown_before, "toasts once it closed", pilot=pilot)
+        await until(
+            lambda: len(toasts(app)) > len(shown_before), "toasts once it closed", pilot=pilot
+        )
+        assert set(shown_before) <= set(toasts(app))  # what it covered is shown again
         gates = [t for t in toasts(app) if "gate" in t]
         assert len(gates) == 1, toasts(app)
         assert "2 gates wait for you: g1, g2" in gates[0] and "press g" in gates[0]
@@ -74,3 +78,38 @@ async def test_an_attached_app_announces_only_the_gates_still_waiting(tmp_path):
         assert gates == ["gate g2 waits for you: persistent — press g to decide"], toasts(app)
     await run.stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_gates_raised_apart_are_one_announcement_naming_all_that_wait(tmp_path):
+    """Before: gates raised half a second apart gave a toast each."""
+    import asyncio
+
+    from helpers import HeldProposer
+
+    class Apart(HeldProposer):
+        async def propose(self, ctx):
+            if ctx.branch_id == "b2":
+                await asyncio.sleep(0.5)
+            return await super().propose(ctx)
+
+    proposer = Apart(
+        {"b1": [move("pass 1.4", "two-pass", undo="high")],
+         "b2": [move("pass 1.2", "persistent", undo="high")]}
+    )  # fmt: skip
+    options = RunOptions(
+        op="scripted", proposer="scripted", branches=2, gate="ask", device="cuda",
+        run_dir=str(tmp_path / "run"), max_attempts=20, stagnation=20,
+    )  # fmt: skip
+    run = create_run(options, runner=ScriptedRunner(), proposer=proposer, op=scripted_op())
+    app = KernelLadderApp(run=run, frozen=True, batch_interval=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.view.gate("g1") is not None, "g1", pilot=pilot)
+        await pilot.pause(0.1)
+        assert [t for t in toasts(app) if "gate" in t] == [
+            "gate g1 waits for you: two-pass — press g to decide"
+        ]
+        await until(lambda: app.main.view.gate("g2") is not None, "g2", pilot=pilot)
+        await pilot.pause(0.2)
+        gates = [t for t in toasts(app) if "gate" in t]
+        assert len(gates) == 1 and gates[0].startswith("2 gates wait for you: g1, g2"), gates
+        assert app.main.named_gates == ("g1", "g2")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import H200_RUNS, ROOT, replay_app, settled_footer, until
+from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.widgets import Button, Label, Static
 
@@ -69,12 +70,13 @@ def modal_screens(app: KernelLadderApp) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("size", [SMALL, LARGE])
+@pytest.mark.parametrize("size", [SMALL, LARGE, (60, 20), (40, 12)])
 async def test_every_dialog_fits_the_terminal_and_wraps_its_text(size):
     """Before: a dialog's text was one Label of its own width, cut at the border (the quit
     question lost 'attempts finish and are recorded...'), and dialogs wider than 80
     columns (gate 84, hints 90, trust 96, help 110) ran off the screen with their
-    Approve / Apply / Trust buttons."""
+    Approve / Apply / Trust buttons; at 60x20 and 40x12 the gate prompt's buttons and
+    keys were below the screen's edge (tab landed on buttons no one could see)."""
     app = replay_app(CPU_RUN)
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
@@ -87,13 +89,20 @@ async def test_every_dialog_fits_the_terminal_and_wraps_its_text(size):
             dialog = app.screen.children[0]  # the dialog box (the help's one scrolls)
             assert screen_box.contains_region(dialog.region), (name, dialog.region)
             inside = dialog.content_region
-            for widget in app.screen.query(Label).results():
+            scrolls = isinstance(dialog, VerticalScroll)  # the help: its whole text scrolls
+            for widget in [] if scrolls else app.screen.query(Label).results():
+                if not widget.display:  # left out on a short terminal (the hints' help)
+                    continue
+                body = next((a for a in widget.ancestors if a.has_class("dialog-body")), None)
+                if body is not None:  # a long text scrolls inside its part of the dialog
+                    assert inside.contains_region(body.region), (name, body.region)
+                    continue
                 assert inside.contains_region(widget.region), (name, str(widget.render()))
             for button in app.screen.query(Button).results():
                 assert inside.contains_region(button.region), (name, str(button.label))
             if name == "confirm":  # the long body wraps onto more lines
                 body = app.screen.query(Label)[1]
-                assert body.region.height >= 2
+                assert body.size.height >= 2
             app.pop_screen()
             await settle(app, pilot)
 
@@ -274,3 +283,42 @@ async def test_the_replays_last_attempt_is_in_view_at_80x24():
         line = node.line
         top = tree.scroll_offset.y
         assert top <= line < top + tree.scrollable_content_region.height, (line, top)
+
+
+async def test_at_40x12_the_footer_keeps_help_and_quit(tmp_path):
+    """Before: Target, Stop, Export, Help and Quit were never left out, so at 40 columns
+    the docked `^p Commands` key was drawn over `q Quit`."""
+    from helpers import live_app, ready
+
+    app, run = live_app(tmp_path)  # a live run: every steering key acts
+    async with app.run_test(size=(40, 12)) as pilot:
+        await ready(pilot, app, run)
+        keys = await settled_footer(pilot, app)
+        for key in ("q", "question_mark"):
+            assert key in keys and Region(0, 0, 40, 12).contains_region(keys[key][2]), keys
+            others = [region for k, (_, _, region) in keys.items() if k != key]
+            assert not any(keys[key][2].overlaps(r) for r in others), keys  # ^p drew over q
+
+
+async def test_at_60x20_the_attempt_pane_keeps_more_than_the_graph():
+    """Before: the graph kept 36 columns and left the selected attempt 24."""
+    app = replay_app(CPU_RUN)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settle(app, pilot)
+        left = app.main.query_one("#left").size.width
+        right = app.main.query_one("#right").size.width
+        assert right >= 30 and left < right, (left, right)
+
+
+async def test_at_80x24_the_graph_keeps_the_lineage_of_a_move():
+    """Before: the line was cut at the pane's edge: `ROWS 4->8 (from #1…`, losing which
+    attempt the move was made from; the lineage now comes before the move."""
+    app = replay_app(EXAMPLES / "h100-softmax-search")
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(app, pilot)
+        tree = app.main.query_one(StrategyTree)
+        width = tree.scrollable_content_region.width - tree.guide_depth
+        lines = [line for line in app.main.screen_state()["tree"] if "from #" in line]
+        assert lines
+        for line in lines:
+            assert line.strip().index("from #") + len("from #NN") <= width, line

@@ -392,9 +392,16 @@ async def test_hints_editor_shows_which_lines_are_directives(tmp_path):
         assert "not understood: fix EPT (fix takes PARAM=VALUE)" in shown
         assert "free text: 1 line" in shown
         assert "reads only directives" not in shown  # this run's proposer is not the search
+        # a line not understood has no effect anywhere: the editor does not apply it
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HintsEditor) and not logged(run, ev.HintEdited)
+        assert str(report.render()).startswith("Not applied: correct or remove what is not")
+        assert "not understood: fix EPT (fix takes PARAM=VALUE)" in str(report.render())
+        app.screen.query_one("#hints-text").text = "prefer two-pass\ngo wide"
         await pilot.press("ctrl+s")
         await until(lambda: logged(run, ev.HintEdited), "HintEdited in the log", pilot=pilot)
-        assert logged(run, ev.HintEdited)[0].text == "prefer two-pass\nfix EPT\ngo wide"
+        assert logged(run, ev.HintEdited)[0].text == "prefer two-pass\ngo wide"
 
 
 def test_hints_editor_tells_a_search_run_that_free_text_is_not_read():

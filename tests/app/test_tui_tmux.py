@@ -74,3 +74,27 @@ def test_live_cpu_run_in_a_real_terminal(tmp_path):
         term.close()
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     assert '"kind":"run_finished"' in lines[-1]  # the log is complete
+
+
+@pytest.mark.slow
+def test_quitting_a_live_run_says_where_it_is_and_how_to_replay_and_resume_it(tmp_path):
+    """Before: quitting printed nothing; a run without --run-dir went to runs/<id> and
+    neither the terminal nor the stop dialog named it."""
+    term = Terminal(
+        f"sh -c '{_script()} rmsnorm --device cpu --max-attempts 2 --branches 1 --gate veto; "
+        "sleep 60'",
+        tmp_path,
+    )
+    try:
+        term.wait_for("finished", timeout=180)
+        term.keys("q")
+        screen = term.wait_for("resume it:", timeout=30)
+        run_dir = next(line for line in screen.splitlines() if "the run is in runs/" in line)
+        run_dir = run_dir.split("the run is in ", 1)[1].split("/ (", 1)[0]
+        assert "finished: max-attempts" in screen, screen
+        assert f"kernelladder-tui --replay {run_dir}" in screen
+        assert f"kernelladder replay {run_dir}" in screen
+        assert f"kernelladder-tui --resume {run_dir}" in screen
+        assert (tmp_path / run_dir / "events.jsonl").is_file()
+    finally:
+        term.close()

@@ -55,3 +55,15 @@ def test_the_lists_name_real_fields():
     assert not (set(RENAMED) | set(NOT_SHOWN)) - state_fields
     assert set(RENAMED.values()) <= view_fields
     assert not set(NOT_SHOWN) & view_fields
+
+
+def test_a_paused_branch_waiting_at_a_gate_says_both():
+    """Before: `b` on a branch waiting at a gate paused it, and its line still read only
+    "waiting at gate" (the footer kept `b Pause br.`)."""
+    from kernelladder.app import format as fmt
+    from kernelladder.app import view as v
+
+    gated = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED)
+    assert fmt.branch_status(gated) == "waiting at gate"
+    paused = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED, paused=True)
+    assert fmt.branch_status(paused) == "paused, waiting at gate"

@@ -89,6 +89,22 @@ def test_binary_or_special_hints_files_are_one_line(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_hints_file_with_a_line_the_op_does_not_understand_is_one_line(capsys, tmp_path):
+    """The app's editor refuses such a line, and so does the CLI: it would have no effect
+    anywhere (the engine reads hints with the op's vocabulary)."""
+    hints = tmp_path / "hints.txt"
+    hints.write_text("keep the rows short\nfix ROWS=3\n", encoding="utf-8")
+    run_dir = str(tmp_path / "r")
+    line = usage_line(capsys, "optimize", "rmsnorm", "--run-dir", run_dir, "--hints", str(hints))
+    assert line.endswith(
+        f"hints file {hints}: not understood: fix ROWS=3 (ROWS takes one of 1, 2, 4, 8, 16)"
+    ), line
+    saved = saved_run(tmp_path)  # a resumed rmsnorm run reads new hints the same way
+    line = usage_line(capsys, "optimize", "--resume", str(saved), "--hints", str(hints))
+    assert "not understood: fix ROWS=3" in line
+    assert not (tmp_path / "r").exists()
+
+
 # --- damaged or mistaken run directories -------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from kernelladder.engine.directives import (
     directive_lines,
     parse_directives,
 )
-from kernelladder.engine.proposers.search_steering import directive_vocabulary
+from kernelladder.engine.hints import op_vocabulary, read_hints
 
 
 def test_each_verb_is_understood_case_insensitively_and_free_text_is_kept_apart():
@@ -45,11 +45,9 @@ def test_a_sentence_that_starts_with_a_verb_is_free_text():
 
 
 def test_names_and_values_are_checked_against_the_ops_vocabulary():
-    families, params = directive_vocabulary("rmsnorm")
-    d = parse_directives(
+    d = read_hints(
         "prefer Two-Pass\nprefer warp-shuffle\nfix EPT=7\nfix CONST_N=false\nfix NOPE=1",
-        families=families,
-        params=params,
+        op_vocabulary("rmsnorm"),
     )
     assert d.preferred_families == ("two-pass",)  # spelled as the op spells it
     assert d.fixed == {"CONST_N": "False"}

@@ -85,15 +85,33 @@ def test_open_branch_takes_the_next_id_and_the_attempt_label_when_none_is_given(
 
 
 def test_a_target_must_be_a_positive_number_and_a_stop_names_its_rule():
-    assert commands.target_event("1.5") == ev.TargetChanged(target=1.5, by="user")
-    assert commands.target_event(None) == ev.TargetChanged(target=None, by="user")
+    gpu = replace(_state(), speed_measured=True)
+    assert commands.target_event(gpu, "1.5") == ev.TargetChanged(target=1.5, by="user")
+    assert commands.target_event(gpu, None) == ev.TargetChanged(target=None, by="user")
     with pytest.raises(ValueError, match="the target must be a number"):
-        commands.target_event("fast")
+        commands.target_event(gpu, "fast")
     with pytest.raises(ValueError, match="the target must be a positive speedup"):
-        commands.target_event(0)
+        commands.target_event(gpu, 0)
     assert commands.stop_rule("user") == (ev.RULE_USER_STOP, "")
     assert commands.stop_rule(ev.RULE_BUDGET_TIME) == (ev.RULE_BUDGET_TIME, "")
     assert commands.stop_rule("going home") == (ev.RULE_USER_STOP, "going home")
+
+
+def test_a_run_that_measures_no_speed_takes_no_target_and_clears_one():
+    """A CPU run: a target there could never be reached (nothing is timed)."""
+    cpu = _state()
+    assert not cpu.speed_measured
+    with pytest.raises(ValueError, match="measures no speed"):
+        commands.target_event(cpu, 1.5)
+    assert commands.target_event(cpu, None) == ev.TargetChanged(target=None, by="user")
+
+
+def test_no_branch_is_opened_once_the_attempts_are_spent():
+    """Before: `o` after the budget was spent opened a branch that could never run."""
+    spent = _state()
+    spent.settings["max_attempts"] = 1  # #1 took the only attempt number
+    with pytest.raises(ValueError, match="no attempt is left of the run's 1"):
+        commands.open_branch_event(spent, 1, None)
 
 
 def test_nothing_is_steered_before_the_start_or_after_the_end():

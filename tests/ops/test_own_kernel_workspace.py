@@ -200,6 +200,17 @@ def test_kernel_that_does_not_match_the_reference(tmp_path):
     assert "output0 off by" in line
 
 
+def test_a_reference_that_is_not_a_function_of_its_inputs_is_blamed_not_the_kernel(tmp_path):
+    """Before: dropout left on in reference.py stopped the run with "kernel.py does not
+    match the reference on the first inputs"; the reference now runs twice first."""
+    dropout = WHOLE_ROW_REFERENCE.replace(
+        "    return x", "    x = torch.nn.functional.dropout(x, 0.5)\n    return x"
+    )
+    line = _bad(tmp_path, _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, dropout))
+    assert "reference.py is not a function of its inputs: run twice on the first inputs" in line
+    assert "kernel.py was not checked" in line and "does not match" not in line
+
+
 def test_reference_that_fails_to_run(tmp_path):
     broken = "def reference(x):\n    raise RuntimeError('reference exploded')\n"
     line = _bad(tmp_path, _workspace(tmp_path / "ws", WHOLE_ROW_KERNEL, WHOLE_ROW_INPUTS, broken))

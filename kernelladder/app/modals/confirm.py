@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label
 
+from kernelladder.app.modals.dialog import BODY, Dialog
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(Dialog[bool]):
     DEFAULT_CSS = """
     ConfirmScreen {
         align: center middle;
@@ -30,6 +31,10 @@ class ConfirmScreen(ModalScreen[bool]):
         text-style: bold;
         margin-bottom: 1;
     }
+    ConfirmScreen .confirm-keys {
+        color: $text-muted;
+        margin-top: 1;
+    }
     ConfirmScreen Horizontal {
         height: auto;
         margin-top: 1;
@@ -45,20 +50,36 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n", "answer(False)", "No", id="confirm.no", show=False),
     ]
 
-    def __init__(self, title: str, body: str, *, yes: str = "Yes", no: str = "Cancel") -> None:
-        super().__init__()
+    def __init__(
+        self,
+        title: str,
+        body: str,
+        *,
+        yes: str = "Yes",
+        no: str = "Cancel",
+        keys: str = "",
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
         self.title_text = title
         self.body = body
         self.yes = yes
         self.no = no
+        self.more_keys = keys  # a key of the caller's own that answers too
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.title_text, classes="confirm-title")
-            yield Label(self.body)
+            with VerticalScroll(classes=BODY):
+                yield Label(self.body)
+            yield Label(self.keys_line(), classes="confirm-keys", id="confirm-keys")
             with Horizontal():
                 yield Button(self.no, id="no")
                 yield Button(self.yes, id="yes", variant="warning")
+
+    def keys_line(self) -> str:
+        line = f"y: {self.yes.lower()} · n or esc: {self.no.lower()}"
+        return f"{line} · {self.more_keys}" if self.more_keys else line
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
 from kernelladder.app import view as v
+from kernelladder.app.modals.dialog import BODY, Dialog
 from kernelladder.app.widgets.gates_panel import UNDO_STYLES, countdown
 
 
@@ -29,12 +29,17 @@ class GateDecision:
 
 
 KEYS_LINE = "enter: veto with this note · ctrl+v: veto · ctrl+a: approve · esc: later"
+BUTTONS = {  # id -> (label, label on a narrow terminal)
+    "later": ("Later (esc)", "Later"),
+    "veto": ("Veto (ctrl+v)", "Veto"),
+    "approve": ("Approve (ctrl+a)", "Approve"),
+}
 EMPTY_NOTE_LINE = (
     "Type a note first to veto with enter (ctrl+v vetoes without one, ctrl+a approves)."
 )
 
 
-class GatePrompt(ModalScreen[GateDecision | None]):
+class GatePrompt(Dialog[GateDecision | None]):
     DEFAULT_CSS = """
     GatePrompt {
         align: center middle;
@@ -49,7 +54,7 @@ class GatePrompt(ModalScreen[GateDecision | None]):
         padding: 1 2;
     }
     GatePrompt Vertical > Label {
-        width: 1fr;  /* a long move or reason wraps, never cut */
+        width: 1fr;
     }
     GatePrompt .gate-title {
         text-style: bold;
@@ -94,26 +99,27 @@ class GatePrompt(ModalScreen[GateDecision | None]):
     def compose(self) -> ComposeResult:
         g = self.gate
         with Vertical():
-            yield Label(
-                f"Gate {g.gate_id}: branch {g.branch_id} wants to try attempt #{g.attempt}",
-                classes="gate-title",
-            )
-            yield Label(Content.assemble(("move    ", "$text-muted"), (g.move, "bold")))
-            yield Label(
-                Content.assemble(
-                    ("undo    ", "$text-muted"),
-                    (g.undo_cost, UNDO_STYLES.get(g.undo_cost, "")),
-                    f" — {g.reason}",
+            with VerticalScroll(id="gate-info", classes=BODY):  # a long move or reason scrolls
+                yield Label(
+                    f"Gate {g.gate_id}: branch {g.branch_id} wants to try attempt #{g.attempt}",
+                    classes="gate-title",
                 )
-            )
-            yield Label(Content.assemble(("policy  ", "$text-muted"), g.policy))
-            yield Label(self._countdown(), classes="gate-countdown", id="gate-countdown")
+                yield Label(Content.assemble(("move    ", "$text-muted"), (g.move, "bold")))
+                yield Label(
+                    Content.assemble(
+                        ("undo    ", "$text-muted"),
+                        (g.undo_cost, UNDO_STYLES.get(g.undo_cost, "")),
+                        f" — {g.reason}",
+                    )
+                )
+                yield Label(Content.assemble(("policy  ", "$text-muted"), g.policy))
+                yield Label(self._countdown(), classes="gate-countdown", id="gate-countdown")
             yield Input(placeholder="why veto? (the proposer sees this note)", id="gate-note")
             yield Label(KEYS_LINE, classes="gate-keys", id="gate-keys")
             with Horizontal():
-                yield Button("Later (esc)", id="later")
-                yield Button("Veto (ctrl+v)", id="veto", variant="error")
-                yield Button("Approve (ctrl+a)", id="approve", variant="success")
+                yield Button(BUTTONS["later"][0], id="later")
+                yield Button(BUTTONS["veto"][0], id="veto", variant="error")
+                yield Button(BUTTONS["approve"][0], id="approve", variant="success")
 
     def on_mount(self) -> None:
         note = self.query_one(Input)
@@ -122,6 +128,10 @@ class GatePrompt(ModalScreen[GateDecision | None]):
         note.focus()  # never a button: enter on a focused Approve approved by accident
         if self.gate.timeout_s is not None:
             self.set_interval(1.0, self._tick)
+
+    def narrowed(self, narrow: bool) -> None:
+        for button in self.query(Button):  # the keys are in the line above the buttons
+            button.label = BUTTONS[button.id or ""][1 if narrow else 0]
 
     def _countdown(self) -> str:
         return f"decides: {countdown(self.gate, self.now(), self.after_policy)}"

@@ -12,8 +12,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Label, Static
+
+from kernelladder.app.modals.dialog import Dialog
 
 
 def key_label(binding: Binding) -> str:
@@ -23,7 +24,7 @@ def key_label(binding: Binding) -> str:
     return ", ".join(names.get(k.strip(), k.strip()) for k in binding.key.split(","))
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     DEFAULT_CSS = """
     HelpScreen {
         align: center middle;

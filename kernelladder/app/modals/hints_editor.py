@@ -1,22 +1,24 @@
 """The hints editor: what the person wants the next proposals to try or avoid, for the
 whole run or for one branch. Dismissed with the new text, or None when cancelled. Below
 the text it shows, as the person types, which lines are directives the search obeys
-(engine/directives.py) and which are not understood."""
+(engine/directives.py) and which are not understood, read by the engine's one reader
+of hints (engine/hints.py) with the op's vocabulary. Text with a line not understood is
+not applied (it would have no effect anywhere), and unchanged text sends nothing."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static, TextArea
 
-from kernelladder.engine.directives import SYNTAX, directive_lines, parse_directives
+from kernelladder.app.modals.dialog import Dialog
+from kernelladder.engine.directives import SYNTAX, directive_lines
+from kernelladder.engine.hints import op_vocabulary, read_hints, refusal
 from kernelladder.engine.proposers.search import NAME as SEARCH
-from kernelladder.engine.proposers.search_steering import directive_vocabulary
 
 
-class HintsEditor(ModalScreen[str | None]):
+class HintsEditor(Dialog[str | None]):
     DEFAULT_CSS = """
     HintsEditor {
         align: center middle;
@@ -49,6 +51,15 @@ class HintsEditor(ModalScreen[str | None]):
         color: $text-muted;
         margin-top: 1;
     }
+    HintsEditor #hints-directives.-refused {
+        color: $warning;
+    }
+    HintsEditor.-tight .hints-help {
+        display: none;  /* ctrl+s and escape are on the buttons */
+    }
+    HintsEditor.-tight #hints-directives {
+        max-height: 3;
+    }
     HintsEditor Horizontal {
         height: auto;
         margin-top: 1;
@@ -63,19 +74,20 @@ class HintsEditor(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="hints.cancel"),
     ]
 
-    def __init__(self, scope: str, text: str, *, op: str = "", proposer: str = "") -> None:
+    def __init__(
+        self, scope: str, text: str, *, op: str = "", op_kind: str = "builtin", proposer: str = ""
+    ) -> None:
         super().__init__()
         self.scope = scope  # "global" or a branch id
         self.text = text
         self.op = op
         self.proposer = proposer
+        self.vocabulary = op_vocabulary(op, op_kind)
 
     def directive_report(self, text: str) -> str:
         """What the hints say to the search: directives understood, lines not."""
-        families, params = directive_vocabulary(self.op)
-        known = {"families": families, "params": params} if families else {}
         lines = directive_lines(
-            parse_directives(text, **known), reads_only_directives=self.proposer == SEARCH
+            read_hints(text, self.vocabulary), reads_only_directives=self.proposer == SEARCH
         )
         return "\n".join(lines) if lines else f"directives: {SYNTAX}"
 
@@ -98,12 +110,14 @@ class HintsEditor(ModalScreen[str | None]):
         editor = self.query_one(TextArea)
         if getattr(self.app, "frozen", False):
             editor.cursor_blink = False
+        # typing goes after what is there (at the start it ran into the first directive)
+        editor.move_cursor(editor.document.end)
         editor.focus()
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
-        self.query_one("#hints-directives", Static).update(
-            self.directive_report(event.text_area.text)
-        )
+        report = self.query_one("#hints-directives", Static)
+        report.remove_class("-refused")
+        report.update(self.directive_report(event.text_area.text))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -113,7 +127,20 @@ class HintsEditor(ModalScreen[str | None]):
             self.action_cancel()
 
     def action_save(self) -> None:
-        self.dismiss(self.query_one(TextArea).text)
+        text = self.query_one(TextArea).text
+        if refusal(text, self.vocabulary) is not None:  # it would have no effect anywhere
+            report = self.query_one("#hints-directives", Static)
+            report.update(
+                "Not applied: correct or remove what is not understood (a sentence is "
+                "free text).\n" + self.directive_report(text)
+            )
+            report.add_class("-refused")
+            return
+        if text == self.text:
+            self.app.notify("The hints are unchanged: nothing was sent.", timeout=3)
+            self.dismiss(None)
+            return
+        self.dismiss(text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

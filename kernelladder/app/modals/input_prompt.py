@@ -8,13 +8,14 @@ from collections.abc import Callable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label
+
+from kernelladder.app.modals.dialog import Dialog
 
 Check = Callable[[str], str | None]  # returns an error line, or None when the text is fine
 
 
-class InputPrompt(ModalScreen[str | None]):
+class InputPrompt(Dialog[str | None]):
     DEFAULT_CSS = """
     InputPrompt {
         align: center middle;

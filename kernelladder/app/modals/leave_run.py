@@ -7,14 +7,15 @@ import shlex
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label
+
+from kernelladder.app.modals.dialog import BODY, Dialog
 
 DETACH, STOP = "detach", "stop"
 
 
-class LeaveRunScreen(ModalScreen[str | None]):
+class LeaveRunScreen(Dialog[str | None]):
     DEFAULT_CSS = """
     LeaveRunScreen {
         align: center middle;
@@ -58,12 +59,13 @@ class LeaveRunScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Leave the run?", classes="leave-title")
-            yield Label(
-                f"The run belongs to another process ({self.owner}). Detach (d) leaves it "
-                "running: attach again with kernelladder-tui --attach "
-                f"{shlex.quote(self.run_dir)}. Stop and "
-                "quit (s) stops it: in-flight attempts finish and are recorded."
-            )
+            with VerticalScroll(classes=BODY):
+                yield Label(
+                    f"The run belongs to another process ({self.owner}). Detach (d) leaves it "
+                    "running: attach again with kernelladder-tui --attach "
+                    f"{shlex.quote(self.run_dir)}. Stop and "
+                    "quit (s) stops it: in-flight attempts finish and are recorded."
+                )
             with Horizontal():
                 yield Button("Keep watching", id="cancel")
                 yield Button("Stop and quit", id=STOP, variant="warning")

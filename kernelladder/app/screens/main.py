@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Label
+from textual.widgets import Input, Label, Tree
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
@@ -51,6 +51,12 @@ from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 
 FOOTER_DROP_ORDER = footer_drop_order()
+# what a gate key does with the gate in question: decide it at once (a, v) or open its
+# prompt (g, enter), MainScreen.gate_in_question
+DECIDE, OPEN = "decide", "open"
+APPROVE, VETO = "approve", "veto"
+NARROW_BELOW = 80  # columns: the graph and the attempt share the width (the stylesheet)
+CLOSED = (v.BRANCH_EXHAUSTED, v.BRANCH_PRUNED, v.BRANCH_STOPPED)
 # priority keys a focused filter must still receive as text
 TYPED_OVER = frozenset(("replay_end", "replay_start"))
 
@@ -77,6 +83,7 @@ class TreeFilter(Input):
 
     def action_clear_filter(self) -> None:
         self.value = ""
+        self.remove_class("-shown")
         self.screen.query_one(StrategyTree).focus()
 
 
@@ -107,6 +114,9 @@ class MainScreen(Screen):
         self.selected_attempt: int | None = None
         self._before_seq: int | None = None
         self._bindings_key: tuple | None = None
+        # the gates the last notification named as waiting (app.show_held_notes): what
+        # a, v, g and enter act on when the selection is no gated attempt
+        self.named_gates: tuple[str, ...] = ()
 
     def set_attached(self, owner: str) -> None:
         """Another process owns the run now (a new session of it): the header says so."""
@@ -138,6 +148,16 @@ class MainScreen(Screen):
         if self.replay:
             yield ReplayBar(id="replay-bar")
         yield KeyFooter(compact=True, drop_order=FOOTER_DROP_ORDER)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width < NARROW_BELOW, "-narrow")
+        # toasts stack under the header and stop above the footer (at 40x12 three of
+        # them ran over it, Quit with it); more than fit scroll
+        for rack in self.query("#textual-toastrack"):
+            rack.styles.max_height = max(3, event.size.height - 3)
+
+    def on_screen_suspend(self) -> None:
+        self.kl_app.hold_visible_notes()  # a dialog opens: no toast draws over it
 
     def on_screen_resume(self) -> None:
         self.kl_app.show_held_notes()  # the run's notices that waited for a dialog to close
@@ -182,7 +202,16 @@ class MainScreen(Screen):
     def bindings_may_change(self) -> None:
         """Refresh the footer only when what check_action depends on changed: a footer
         refresh rebuilds its keys, far too costly to do for every batch."""
-        key = (self.view.state, self.kl_app.run_over)
+        decides, opens = self.gate_in_question(DECIDE)[0], self.gate_in_question(OPEN)[0]
+        branch = self.view.branch(self.selected_branch)
+        key = (
+            self.view.state,
+            self.kl_app.run_over,
+            decides and decides.gate_id,
+            opens and opens.gate_id,
+            branch and (branch.branch_id, branch.paused, branch.state),
+            self.attempts_left(),
+        )
         if key != self._bindings_key:
             self._bindings_key = key
             self.refresh_bindings()
@@ -208,6 +237,20 @@ class MainScreen(Screen):
             branch = self.view.branch(event.branch_id)
             self.selected_attempt = branch.attempts[-1] if branch and branch.attempts else None
         self._show_attempt()
+        self.bindings_may_change()
+
+    @on(Tree.NodeSelected, "#strategy-tree")
+    def _tree_line_opened(self, event: Tree.NodeSelected) -> None:
+        """enter on an attempt's line: its gate's prompt (enter on a branch folds it)."""
+        ref = event.node.data
+        if ref is not None and ref.attempt is not None:
+            self.action_open_gate()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.bindings_may_change()  # the gates table's row or the tree's line is what keys act on
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        self.bindings_may_change()
 
     @on(Input.Changed, "#tree-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -240,9 +283,19 @@ class MainScreen(Screen):
         tree_filter.add_class("-shown")
         tree_filter.focus()
 
+    def action_clear_filter(self) -> None:
+        for tree_filter in self.query(TreeFilter):
+            tree_filter.value = ""  # Input.Changed clears the tree's filter and its title
+            tree_filter.remove_class("-shown")
+        self.query_one(StrategyTree).focus()
+
     @on(GatesPanel.GateChosen)
     def _gate_chosen(self, event: GatesPanel.GateChosen) -> None:
         self.action_open_gate(event.gate_id)
+
+    @on(GatesPanel.RowMoved)
+    def _gate_row_moved(self, event: GatesPanel.RowMoved) -> None:
+        self.bindings_may_change()
 
     # --- action availability ----------------------------------------------------------
 
@@ -261,16 +314,29 @@ class MainScreen(Screen):
             return None  # it writes files where the app runs: not a viewer's to do
         if isinstance(self.focused, Input) and action in TYPED_OVER:
             return False  # typing a filter: G and home are letters, not replay jumps
+        if action == "clear_filter":
+            return bool(self.query_one(StrategyTree).filter_text)
         # p offers Pause or Resume, whichever applies (a finished run shows Pause, dimmed)
         if action == "resume_run" and self.view.state != v.RUN_PAUSED:
             return False
         if action == "pause_run" and self.view.state == v.RUN_PAUSED:
             return False
+        # b likewise: Pause br. or Resume br., as the selected branch is
+        branch = self.view.branch(self.selected_branch)
+        if action == "resume_branch" and not (branch is not None and branch.paused):
+            return False
+        if action == "pause_branch" and branch is not None and branch.paused:
+            return False
         if action in STEERING_ACTIONS:
-            return None if self.steering_refusal() else True
+            return None if self.steering_refusal() or self.refusal(action) else True
         if action in REPLAY_ACTIONS:
             return self.replay
         return True
+
+    def attempts_left(self) -> int | None:
+        """Attempt numbers the run may still hand out (None: no limit, or not known)."""
+        limit = (self.view.settings or {}).get("max_attempts")
+        return max(0, int(limit) - self.view.attempts_used) if limit else None
 
     def steering_refusal(self) -> str | None:
         """Why steering cannot be done now, or None when it can."""
@@ -282,24 +348,51 @@ class MainScreen(Screen):
             return "The run has finished: there is nothing left to steer."
         return None
 
+    def refusal(self, action: str) -> str | None:
+        """Why one steering action does nothing now (the rest of the run may be steered),
+        or None when it acts."""
+        name = action.split("(", 1)[0]
+        if name in ("approve_gate", "veto_gate"):
+            return self.gate_in_question(DECIDE)[1] or None
+        if name == "open_gate":
+            return self.gate_in_question(OPEN)[1] or None
+        if name == "open_branch" and self.attempts_left() == 0:
+            return "No attempt is left in the run's budget: a new branch could never run."
+        if name == "change_target" and not self.view.speed_measured:
+            return (
+                "This run measures no speed (no GPU): a target could never be reached. "
+                "Set one on a GPU run (--target)."
+            )
+        if name in ("pause_branch", "resume_branch", "prune_branch", "edit_branch_hints"):
+            branch = self.view.branch(self.selected_branch)
+            if branch is None:
+                return "Select a branch in the strategy graph first."
+            if name == "pause_branch" and branch.paused:
+                return f"Branch {branch.branch_id} is paused (b resumes it)."
+            if name == "resume_branch" and not branch.paused:
+                return f"Branch {branch.branch_id} is not paused."
+            if name in ("pause_branch", "prune_branch") and branch.state in CLOSED:
+                return f"Branch {branch.branch_id} is {branch.state}: it will not run again."
+        return None
+
     def on_key(self, event: events.Key) -> None:
-        """A steering key that no longer applies (shown dimmed in the footer) says why,
+        """A steering key that does not apply now (shown dimmed in the footer) says why,
         once, where it did nothing silently."""
-        why = self.steering_refusal()
-        if why is None:
-            return
         active = self.active_bindings.get(event.key)
         if active is None or active.enabled:
             return
-        if active.binding.action.split("(", 1)[0] in STEERING_ACTIONS:
-            event.stop()
-            self.notify(why, severity="warning", timeout=3)
+        name = active.binding.action.split("(", 1)[0]
+        if name in STEERING_ACTIONS:
+            why = self.steering_refusal() or self.refusal(name)
+            if why:
+                event.stop()
+                self.notify(why, severity="warning", timeout=3)
 
     def palette_refusal(self, action: str) -> str | None:
         """Why a palette command cannot be done now (the palette says it beside the
         command, and again when it is chosen), or None when it can."""
         name = action.split("(", 1)[0]
-        if name in STEERING_ACTIONS and (why := self.steering_refusal()):
+        if name in STEERING_ACTIONS and (why := self.steering_refusal() or self.refusal(name)):
             return why
         if name in REPLAY_ACTIONS and not self.replay:
             return "Only a replay has play, step and jump."
@@ -319,12 +412,62 @@ class MainScreen(Screen):
             self.notify("Select a branch in the strategy graph first.", severity="warning")
         return branch
 
-    def _need_gate(self, gate_id: str | None = None) -> v.GateView | None:
-        gate_id = gate_id or self.query_one(GatesPanel).selected_gate
-        gate = self.view.gate(gate_id)
+    def gate_in_question(
+        self, key: str, gate_id: str | None = None
+    ) -> tuple[v.GateView | None, str]:
+        """Which gate a gate key acts on: the one answer for a, v, g, enter, their palette
+        entries and the gates table. (gate, "") or (None, why not).
+
+        A gate chosen by its row (`gate_id`), or the highlighted row while the gates
+        table has the focus; else the gate of the selected attempt; else the gate the
+        last notification named. A notification that named several: g (OPEN) opens the
+        first still waiting, a and v (DECIDE) decide only when one of them still waits."""
+        gates = self.view.gates
+        if not gates:
+            return None, "No gate waits for you."
+        panel = self.query_one(GatesPanel)
+        if gate_id is None and panel.has_focus_within:
+            gate_id = panel.selected_gate
+        if gate_id is not None:
+            gate = self.view.gate(gate_id)
+            return (gate, "") if gate is not None else (None, f"Gate {gate_id} no longer waits.")
+        for gate in gates:
+            if gate.attempt == self.selected_attempt:
+                return gate, ""
+        named = [g for gid in self.named_gates if (g := self.view.gate(gid)) is not None]
+        if named and (key == OPEN or len(named) == 1):
+            return named[0], ""
+        waiting = ", ".join(g.gate_id for g in (named or gates))
+        if named:
+            return None, (
+                f"{len(named)} gates wait ({waiting}): select one in the strategy graph or "
+                "the gates table, or press g to decide each."
+            )
+        return None, (
+            f"The selected attempt waits at no gate. Select a gated attempt (?) in the "
+            f"strategy graph or a row of the gates table: waiting {waiting}."
+        )
+
+    def _gate_or_say(self, key: str, gate_id: str | None = None) -> v.GateView | None:
+        gate, why = self.gate_in_question(key, gate_id)
         if gate is None:
-            self.notify("No pending gate.", severity="warning")
+            self.notify(why, severity="warning")
         return gate
+
+    def _decide(self, gate: v.GateView, decision: str, note: str = "") -> None:
+        """Send the decision; once the engine took it, a toast names the gate decided."""
+        word = "approved" if decision == APPROVE else "vetoed"
+        said = f"{gate.gate_id} {word}: #{gate.attempt} {gate.move}"
+        if note:
+            said += f" (note: {note})"
+
+        def done(_: Any) -> None:
+            self.notify(said, title=f"branch {gate.branch_id}", timeout=4)
+
+        if decision == APPROVE:
+            self._steer("approve", gate.gate_id, on_done=done)
+        else:
+            self._steer("veto", gate.gate_id, note, on_done=done)
 
     def action_prune_branch(self) -> None:
         branch = self._need_branch()
@@ -371,33 +514,29 @@ class MainScreen(Screen):
         )
 
     def _hint_vocabulary(self) -> dict[str, str]:
-        return {"op": self.view.op, "proposer": self.view.proposer}
+        return {"op": self.view.op, "op_kind": self.view.op_kind, "proposer": self.view.proposer}
 
     def action_approve_gate(self) -> None:
-        gate = self._need_gate()
+        gate = self._gate_or_say(DECIDE)
         if gate is not None:
-            self._steer("approve", gate.gate_id)
+            self._decide(gate, APPROVE)
 
     def action_veto_gate(self) -> None:
-        gate = self._need_gate()
+        gate = self._gate_or_say(DECIDE)
         if gate is not None:
-            self._steer("veto", gate.gate_id, "vetoed from the gates panel")
+            self._decide(gate, VETO, "vetoed from the gates panel")
 
     def action_open_gate(self, gate_id: str | None = None) -> None:
         if why := self.steering_refusal():
             self.notify(why, severity="warning")
             return
-        gate = self._need_gate(gate_id)
+        gate = self._gate_or_say(OPEN, gate_id)
         if gate is None:
             return
 
         def decided(decision: GateDecision | None) -> None:
-            if decision is None:
-                return
-            if decision.decision == "approve":
-                self._steer("approve", decision.gate_id)
-            else:
-                self._steer("veto", decision.gate_id, decision.note)
+            if decision is not None:
+                self._decide(gate, decision.decision, decision.note)
 
         after = str((self.view.settings or {}).get("gate_timeout_policy", "veto"))
         self.app.push_screen(
@@ -416,16 +555,28 @@ class MainScreen(Screen):
             return
         self._steer("resume", None)
 
-    def action_toggle_branch_pause(self) -> None:
+    def action_pause_branch(self) -> None:
         branch = self._need_branch()
         if branch is None:
             return
-        if branch.state == v.BRANCH_PAUSED:
-            self._steer("resume", branch.branch_id)
-        else:
-            self._steer("pause", branch.branch_id)
+        if why := self.refusal("pause_branch"):
+            self.notify(why, severity="warning")
+            return
+        self._steer("pause", branch.branch_id)
+
+    def action_resume_branch(self) -> None:
+        branch = self._need_branch()
+        if branch is None:
+            return
+        if why := self.refusal("resume_branch"):
+            self.notify(why, severity="warning")
+            return
+        self._steer("resume", branch.branch_id)
 
     def action_open_branch(self) -> None:
+        if why := self.refusal("open_branch"):
+            self.notify(why, severity="warning")
+            return
         attempt = self.view.attempts.get(
             -1 if self.selected_attempt is None else self.selected_attempt
         )
@@ -455,6 +606,10 @@ class MainScreen(Screen):
         )
 
     def action_change_target(self) -> None:
+        if why := self.refusal("change_target"):
+            self.notify(why, severity="warning")
+            return
+
         def done(text: str | None) -> None:
             if text is None:
                 return

@@ -22,6 +22,8 @@ def short_label(text: str, width: int) -> str:
 def trends_heading(view: v.RunView) -> str:
     """What the sparklines show: vs best (the figure of merit) where the log records it,
     else the speedup over the reference, said as such."""
+    if not view.op:  # a replay before the run's first event: nothing is known yet
+        return ""
     if not view.speed_measured:
         return "speed not measured (no GPU)"
     if any(a.vs_best is not None for a in view.attempts.values()):

@@ -59,6 +59,9 @@ class GatesPanel(Vertical):
             super().__init__()
             self.gate_id = gate_id
 
+    class RowMoved(Message):
+        """The highlighted row changed: what a and v act on while the table has focus."""
+
     def __init__(
         self, *, clock: Callable[[], float], replay: bool = False, read_only: bool = False, **kwargs
     ) -> None:
@@ -167,6 +170,10 @@ class GatesPanel(Vertical):
         ids = [g.gate_id for g in self._gates]
         if gate_id in ids:
             self._table.move_cursor(row=ids.index(gate_id), animate=False)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.post_message(self.RowMoved())
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

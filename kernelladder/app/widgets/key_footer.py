@@ -4,7 +4,7 @@ Textual's Footer lays every shown binding out in a row and lets the row run off 
 screen under the docked command-palette key: at 80 columns Target, Stop, Export, Help
 and Quit were gone and a cut-off "e" showed after "^p Commands". This footer leaves
 keys out until the row fits: first the ones that do not apply now (disabled), then the
-enabled ones in the order the screen gives; the rest stay. Every key left out is still
+enabled ones in the order the screen gives, then the palette's key; Help and Quit stay. Every key left out is still
 in the help screen (?) and the command palette.
 """
 
@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 PALETTE_CELLS = 13  # the docked "^p Commands" key with its border and a blank after it
+PALETTE_FROM = 80  # columns: a narrower footer leaves the palette's key out
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,11 @@ class KeyFooter(Footer):
                 first.setdefault(binding.action, (binding, enabled, tooltip))
         width = self.app.size.width
         self._fitted_width = width
-        palette = self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE
+        # under 80 columns the keys that steer come before "^p Commands" (ctrl+p still
+        # opens the palette; the help screen says so)
+        palette = (
+            self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and width >= PALETTE_FROM
+        )
         items = {
             binding.id or binding.action: FooterItem(
                 binding.id or binding.action,
@@ -88,7 +93,11 @@ class KeyFooter(Footer):
             for binding, enabled, _ in first.values()
         }
         room = width - (PALETTE_CELLS if palette else 0)
-        kept = {item.binding_id for item in fit_footer(list(items.values()), room, self.drop_order)}
+        fitted = fit_footer(list(items.values()), room, self.drop_order)
+        if palette and sum(item.cells for item in fitted) > room:
+            palette = False  # Help and Quit before "^p Commands" (ctrl+p still opens it)
+            fitted = fit_footer(list(items.values()), width, self.drop_order)
+        kept = {item.binding_id for item in fitted}
         for binding, enabled, tooltip in first.values():
             if (binding.id or binding.action) not in kept:
                 continue

@@ -21,6 +21,7 @@ from textual.widget import Widget
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.verifier.verdict import PRACTICAL_MARGIN
 
 REDRAW_EVERY_S = 0.5
 BRANCH_COLOURS = 6
@@ -50,6 +51,7 @@ class ChartData:
     measured: bool
     series: str = SERIES_REFERENCE
     baseline: float | None = None  # a line drawn at this value, labelled "the baseline to beat"
+    started: bool = True  # a replay before the run's first event knows nothing of the GPU
 
 
 def _value(a: v.AttemptView, series: str) -> float | None:
@@ -107,6 +109,7 @@ def chart_data(view: v.RunView, series: str = SERIES_VS_BEST) -> ChartData:
         measured=view.speed_measured,
         series=series,
         baseline=1.0,
+        started=bool(view.op),
     )
 
 
@@ -136,6 +139,7 @@ def _reference_chart(view: v.RunView) -> ChartData:
         band=band,
         title=title,
         measured=view.speed_measured,
+        started=bool(view.op),
     )
 
 
@@ -264,11 +268,12 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
     plot_h = height - 3  # title above, axis and attempt numbers below
     plot_w = width - GUTTER - 1
     if not data.measured or not data.points or plot_h < 2 or plot_w < 4:
-        note = (
-            "speed not measured (no GPU): the chart fills in when a GPU verifies"
-            if not data.measured
-            else "no passing attempt with a speed yet"
-        )
+        if not data.started:
+            note = "the run has not started at this point"
+        elif not data.measured:
+            note = "speed not measured (no GPU): the chart fills in when a GPU verifies"
+        else:
+            note = "no passing attempt with a speed yet"
         at = max(0, plot_h // 2)
         for i in range(height - 1):
             rows.append([(note.center(width)[:width], "note")] if i == at else [])
@@ -279,6 +284,27 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
 
     def row_of(s: float) -> int:
         return round((hi - s) / (hi - lo) * (plot_h - 1))
+
+    base = data.baseline
+    baseline_at = row_of(base) if base is not None else None
+
+    def beyond(s: float) -> bool:  # off the baseline by more than a tie
+        return bool(base) and abs(s / base - 1) > PRACTICAL_MARGIN  # type: ignore[operator]
+
+    # on a plot of a few rows 0.89 and 1.04 both rounded onto the 1.00 row: when values
+    # of both sides of the baseline share its row, each is drawn on its own side
+    shared = [p.speedup for p in data.points if row_of(p.speedup) == baseline_at]
+    split = (
+        base is not None
+        and any(x < base and beyond(x) for x in shared)
+        and any(x > base and beyond(x) for x in shared)
+    )
+
+    def point_row(s: float) -> int:
+        r = row_of(s)
+        if split and r == baseline_at and beyond(s):
+            r = min(plot_h - 1, r + 1) if s < base else max(0, r - 1)  # type: ignore[operator]
+        return r
 
     def col_of(n: int) -> int:
         return round((n - 1) / (last - 1) * (plot_w - 1))
@@ -308,10 +334,10 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         for p in by_col.get(c, ()):
             best[p.branch] = max(best.get(p.branch, p.speedup), p.speedup)
         for branch, s in best.items():
-            grid[row_of(s)][c] = (BEST, f"branch-{branch}")
+            grid[point_row(s)][c] = (BEST, f"branch-{branch}")
     for c, ps in by_col.items():
         for p in ps:
-            grid[row_of(p.speedup)][c] = (POINT, f"branch-{p.branch}")
+            grid[point_row(p.speedup)][c] = (POINT, f"branch-{p.branch}")
     if baseline_row is not None:
         label = " the baseline to beat " if data.series == SERIES_VS_BEST else " the floor "
         _label_line(grid, baseline_row, label)
@@ -321,8 +347,12 @@ def draw(data: ChartData | None, width: int, height: int) -> list[list[tuple[str
         ticks[row_of(data.baseline)] = data.baseline
     if data.target is not None and lo <= data.target <= hi:
         ticks[row_of(data.target)] = data.target
+
+    def tick(value: float) -> str:  # the floor's axis in %, as its title
+        return f"{100 * value:6.0f}%┤" if data.series == SERIES_FLOOR else f"{value:6.2f}×┤"
+
     for r in range(plot_h):
-        label = f"{ticks[r]:6.2f}×┤" if r in ticks else " " * (GUTTER - 1) + "│"
+        label = tick(ticks[r]) if r in ticks else " " * (GUTTER - 1) + "│"
         rows.append([(label, "axis"), (" ", ""), *_runs(grid[r])])
     axis = " " * (GUTTER - 1) + "└" + "─" * plot_w
     last_label = f"#{last}"

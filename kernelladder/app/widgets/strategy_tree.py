@@ -6,6 +6,7 @@ Updated incrementally: a batch adds the new nodes and relabels only what changed
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -21,6 +22,17 @@ from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
 
 # after an attempt's speedup: faster than every library baseline at every shape
 BEATS_MARK = "▲"
+# where a move says which attempt it was made from ("EPT 16->32 (from #13)", "family a ->
+# b from #2: ..."): shown right after the verdict, so a narrow pane cuts the move, not it
+_FROM = re.compile(r"\s*\(from #(\d+)\)|\s+from #(\d+)(?=:)")
+
+
+def lineage(move: str) -> tuple[str, str]:
+    """(" from #13", the move without it), or ("", move)."""
+    m = _FROM.search(move)
+    if m is None:
+        return "", move
+    return f" from #{m.group(1) or m.group(2)}", (move[: m.start()] + move[m.end() :]).strip()
 
 
 @dataclass(frozen=True)
@@ -296,6 +308,11 @@ class StrategyTree(Tree[NodeRef]):
         else:
             style = "muted"
         result = fmt.attempt_result(a, self._speed_measured)
+        origin, move = lineage(a.move)
+        if a.passed and a.early_stop is not None:
+            # why it is not its branch's best, though its marks may read better: its
+            # timing stopped early (coarse times), not faster than that attempt
+            origin += f" coarse, ≤#{a.early_stop}"
         marks = fmt.standing_marks(a) if a.passed else ""
         if marks:  # one mark per shape against the fastest baseline, the reference second
             over = f" {fmt.speedup(a.speedup)} ref" if a.speedup is not None else ""
@@ -304,11 +321,12 @@ class StrategyTree(Tree[NodeRef]):
                 (f"#{a.number}", "id"),
                 " ",
                 (result, style),
+                (origin, "muted"),
                 " ",
                 *[(m, _MARK_PARTS[m]) for m in marks],
                 (over, "muted"),
                 "  ",
-                (a.move, "muted"),
+                (move, "muted"),
             )
         # faster than the fastest library baseline at every shape of the suite
         beats = a.standing == BEATS_EVERY_BASELINE
@@ -318,8 +336,9 @@ class StrategyTree(Tree[NodeRef]):
             " ",
             (result, style),
             (f" {BEATS_MARK}", "best") if beats else "",
+            (origin, "muted"),
             "  ",
-            (a.move, "muted"),
+            (move, "muted"),
         )
 
     def notify_style_update(self) -> None:

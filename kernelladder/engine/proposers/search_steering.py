@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from kernelladder.engine.directives import Directives, parse_directives
-from kernelladder.engine.proposers.templates import Family, catalog
+from kernelladder.engine.directives import Directives
+from kernelladder.engine.hints import read_hints, vocabulary_of
+from kernelladder.engine.proposers.templates import Family
 from kernelladder.engine.protocols import ProposalContext
 
 
@@ -32,24 +32,8 @@ class Steering:
     taken: frozenset[str] = frozenset()
 
 
-def directive_vocabulary(op_name: str) -> tuple[list[str], dict[str, list[Any]]]:
-    """The family names and PARAM -> values the search knows for an op (for parsing and
-    showing hint directives); empty for an op without templates."""
-    return _vocabulary(catalog().get(op_name, ()))
-
-
-def _vocabulary(families: Sequence[Family]) -> tuple[list[str], dict[str, list[Any]]]:
-    params: dict[str, list[Any]] = {}
-    for f in families:
-        for p in f.params:
-            values = params.setdefault(p.name, [])
-            values += [v for v in p.values if v not in values]
-    return [f.name for f in families], params
-
-
 def steering(ctx: ProposalContext, families: Sequence[Family]) -> Steering:
-    names, params = _vocabulary(families)
-    d: Directives = parse_directives(ctx.hints or "", families=names, params=params)
+    d: Directives = read_hints(ctx.hints or "", vocabulary_of(families))
     closed = frozenset(ctx.vetoed_families) | d.avoided_families
     preferred = tuple(dict.fromkeys(f for f in d.preferred_families if f not in closed))
     return Steering(
