@@ -369,11 +369,13 @@ def live_app(tmp_path: Path, *, gate: str = "ask") -> tuple[Any, Any]:
     return app, run
 
 
-def cpu_search_app(tmp_path: Path | str, **options: Any) -> tuple[Any, Any]:
-    """The default CPU run of rmsnorm in the app: the real `search` proposer (its gates,
+def cpu_search_app(tmp_path: Path | str, op: str = "rmsnorm", **options: Any) -> tuple[Any, Any]:
+    """The default CPU run of `op` in the app: the real `search` proposer (its gates,
     families and parameters are a CPU run's), three branches, gates asked; its verdicts
     from the ScriptedRunner (every candidate passes at once with no speed, as the CPU
-    interpreter's do, without the interpreter's seconds per candidate)."""
+    interpreter's do, without the interpreter's seconds per candidate). rmsnorm's four
+    families leave one free line, so one branch at a time waits to change to it;
+    attention's seven let all three branches wait at a gate at once."""
     from kernelladder.app.app import KernelLadderApp
     from kernelladder.engine.engine import create_run
     from kernelladder.engine.op_info import load_op_info
@@ -381,12 +383,10 @@ def cpu_search_app(tmp_path: Path | str, **options: Any) -> tuple[Any, Any]:
     from kernelladder.engine.proposers.search import SearchProposer
 
     settings = {"branches": 3, "gate": "ask", "device": "cpu", "max_attempts": 60, **options}
-    opts = RunOptions(
-        op="rmsnorm", proposer="search", run_dir=str(Path(tmp_path) / "run"), **settings
-    )
+    opts = RunOptions(op=op, proposer="search", run_dir=str(Path(tmp_path) / "run"), **settings)
     run = create_run(
         opts, runner=ScriptedRunner(device="cpu"), proposer=SearchProposer(),
-        op=load_op_info("rmsnorm"),
+        op=load_op_info(op),
     )  # fmt: skip
     return KernelLadderApp(run=run, frozen=True, batch_interval=0.02), run
 

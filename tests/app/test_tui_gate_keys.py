@@ -2,9 +2,10 @@
 palette entries) decide or open the gate of the selected gated attempt, else the gate
 the last notification named, and a toast names the gate decided.
 
-The run is the default CPU run of rmsnorm with the real `search` proposer (helpers.py
+The run is the default CPU run of attention with the real `search` proposer (helpers.py
 cpu_search_app: its verdicts scripted, as this machine's CPU interpreter would give them
-without its seconds per candidate): its three branches each wait at a gate at once."""
+without its seconds per candidate): its three branches each wait at a gate at once, to
+change to a line of their own (rmsnorm has one free line, so one gate waits at a time)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def toasts(app) -> str:
 async def test_a_approves_the_gate_of_the_selected_gated_attempt_and_says_so(tmp_path):
     """Before: with #15 (g3) selected, `a` approved g1 (the gates table's first row) and
     no toast said which gate was decided."""
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
         g3 = app.main.view.gate("g3")
@@ -56,7 +57,7 @@ async def test_a_approves_the_gate_of_the_selected_gated_attempt_and_says_so(tmp
 
 
 async def test_v_vetoes_the_selected_gate_and_g_opens_it(tmp_path):
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
         await select(pilot, app, app.main.view.gate("g2").attempt)
@@ -71,7 +72,7 @@ async def test_v_vetoes_the_selected_gate_and_g_opens_it(tmp_path):
 
 async def test_enter_on_a_gated_attempts_line_opens_its_gate(tmp_path):
     """Before: enter on a gated tree line did nothing."""
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
         await select(pilot, app, app.main.view.gate("g1").attempt)
@@ -88,7 +89,7 @@ async def test_with_no_gated_attempt_selected_a_acts_on_the_gate_the_notificatio
     tmp_path,
 ):
     """Before: `a` decided the gates table's first row whatever the toast had named."""
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     app.NOTIFICATION_TIMEOUT = 0.5  # the first announcement (three gates) is gone soon
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
@@ -104,7 +105,7 @@ async def test_with_no_gated_attempt_selected_a_acts_on_the_gate_the_notificatio
 
 
 async def test_a_toast_naming_several_gates_leaves_a_and_v_to_the_selection(tmp_path):
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
         assert "3 gates wait for you: g1, g2, g3" in toasts(app)
@@ -119,7 +120,7 @@ async def test_a_toast_naming_several_gates_leaves_a_and_v_to_the_selection(tmp_
 
 
 async def test_the_gates_tables_row_is_what_a_acts_on_while_it_has_the_focus(tmp_path):
-    app, run = cpu_search_app(tmp_path)
+    app, run = cpu_search_app(tmp_path, op="attention")
     async with app.run_test(size=SIZE) as pilot:
         await three_gates(pilot, app)
         table = app.main.query_one(GatesPanel).query_one(DataTable)
