@@ -117,10 +117,10 @@ class ReferenceFingerprints:
         changed = self._state_problems_now()
         detail = (
             f"the reference's outputs on shape '{shape.label}', seed {seed} differ from "
-            "those computed before the candidate loaded: torch computes differently since"
+            "those computed before the candidate loaded"
         )
         if changed:
-            detail += f" ({'; '.join(changed[:3])})"
+            detail += f": {'; '.join(changed[:3])}"
         self._fail(
             "anti-cheat",
             detail,

@@ -37,6 +37,7 @@ from kernelladder.verifier.measured import (
     CACHE_REFRESH_USES,
     MeasuredTimes,
     _spec_key,
+    prime_compiler,
     set_compile_limits,
 )
 from kernelladder.verifier.options import (
@@ -97,6 +98,8 @@ class Verifier(MeasuredTimes):
         with fence.FenceRecorder(frozenset(), builtin=True):
             TRUSTED.empty(1)
         set_compile_limits()  # the baselines' compile limits, before torch's state is taken
+        if device.startswith("cuda") or timer is not None:  # a worker that times baselines
+            prime_compiler()
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
         # (op, shape label) -> whether two draws of its inputs came out the same

@@ -23,12 +23,6 @@ from typing import Any
 import torch
 
 
-def _cuda_synchronize() -> Any:
-    """torch._C's device-wide synchronize where this is a CUDA build, else torch.cuda's
-    (which raises without CUDA, as before)."""
-    return getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
-
-
 @dataclass(frozen=True)
 class Trusted:
     """References captured when the worker starts; the verifier calls only these. The
@@ -42,7 +36,7 @@ class Trusted:
     isfinite: Any = torch.isfinite
     empty: Any = torch.empty
     empty_strided: Any = torch.empty_strided
-    cuda_synchronize: Any = _cuda_synchronize()
+    cuda_synchronize: Any = getattr(torch._C, "_cuda_synchronize", None)  # None: no CUDA
     cuda_sleep: Any = getattr(torch._C, "_cuda_sleep", None)
     # event = event_type(enable_timing=True); event_record(event, stream);
     # elapsed_time(start, end) in ms

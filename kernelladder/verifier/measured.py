@@ -40,6 +40,17 @@ def set_compile_limits() -> None:
             setattr(torch._dynamo.config, knob, 8192)
 
 
+def prime_compiler() -> None:
+    """torch.compile's imports (inductor's, which define operators and register kernels
+    as they load) made now, as a worker that may time baselines starts: what they add to
+    torch's state is then no candidate's doing (torch_state.py)."""
+    torch.compile(_identity, dynamic=False)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
 def _spec_key(spec: OpSpec) -> str:
     return spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
 

@@ -45,9 +45,10 @@ class StateAudit:
         return changes
 
     def _state_problems_now(self) -> list[str]:
-        """What changed in torch's state, for a verdict that fails for another reason."""
+        """What changed in torch's state (in full), for a verdict that fails for another
+        reason (the reference computing differently)."""
         try:
-            return self._state_changes(full=False).problems
+            return self._state_changes(full=True).problems
         except Exception:
             return []
 
