@@ -150,7 +150,9 @@ class CandidateRun(
         self.cand: candidate_mod.LoadedCandidate | None = None
         self.recorder: fence.FenceRecorder | None = None
         self.state: Any = None  # torch's state before the load (torch_state.StateSnapshot)
-        self.unaudited = False  # candidate code ran since the last full audit of it
+        self.unaudited = False  # candidate code ran since the last FULL audit of it
+        self.since_end = False  # ... since the last END (or FULL) audit
+        self.timed = False  # the speed gate timed it (its final audit goes in full)
         self.loaded_once = False
         self.own_namespaces: set[str] = set()  # operators' namespaces the candidate made
         self.unfingerprinted: set[str] = set()  # shapes judged without a fingerprint
@@ -277,7 +279,7 @@ class CandidateRun(
         self.threads_before = set(threading.enumerate())
         self.children_before = _children()
         self.report("load", "loading the candidate")
-        self.unaudited = self.loaded_once = True
+        self.unaudited = self.since_end = self.loaded_once = True
         try:
             self.cand = candidate_mod.load(
                 self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
@@ -473,6 +475,7 @@ class CandidateRun(
         rec.violations.clear()
         where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
         self.obs.calls += 1
+        self.since_end = True
         active = True
         try:
             state.watch_streams = self.cuda

@@ -125,6 +125,7 @@ class CompileAhead:
 
     def _compile_ahead(self) -> None:
         assert self.cand is not None
+        self.since_end = True
         shapes = tuple(self.shapes) + tuple(self.unseen)
         started = TRUSTED.perf_counter()
         compiled, stopped = 0, []

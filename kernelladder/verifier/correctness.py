@@ -15,6 +15,7 @@ import torch
 from kernelladder.ops.spec import Mismatch, Shape
 from kernelladder.verifier.gate_tools import _digest, _index_str, _Stop
 from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.torch_state import END
 from kernelladder.verifier.verdict import (
     FAIL,
     PASS,
@@ -181,7 +182,7 @@ class CorrectnessTrials:
             poison=self.v.environment.get("poison", ""),
             **self._unseen_evidence(),
         )
-        if not self._check_state("being verified", full=True):
+        if not self._check_state("being verified", END):
             raise _Stop
         if self.obs.anti_cheat:
             first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))

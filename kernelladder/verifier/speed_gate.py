@@ -187,7 +187,7 @@ class SpeedGate:
             intact and the timed calls the checked calls."""
             last[1] = 0
             launches0 = fence.STATE.launches
-            self.unaudited = True
+            self.unaudited = self.since_end = self.timed = True
             timing = time_with_plan(
                 timer, timed, target_ms, self._plans.setdefault(shape.label, {})
             )
@@ -259,8 +259,8 @@ class SpeedGate:
         its timings are added to `timings`. Torch's state is audited before each round's
         baseline (the candidate's round ran just before it). None when the baseline fails
         here (it ran before): the plain comparison stands."""
-        self._audit_before_baselines()
-        self.unaudited = True
+        self._check_state_or_stop("being timed")  # each round's baseline: as cheaply again
+        self.unaudited = self.since_end = self.timed = True
         rounds = time_rounds(
             self.v.timer(),
             timed,

@@ -15,11 +15,16 @@ differently, and that no attribute of torch's modules shows.
 - torch's function tables: the __torch_function__ and __torch_dispatch__ mode stacks, the
   infrastructure modes, the thread-local dispatch key sets.
 
-`take()` records it (in full: every operator's dispatch entry, some 3,600 of them, about
-50 ms; else the rest and the operators the judgement itself runs on, `JUDGE_OPS`, about
-2 ms); `changes()` says what differs, one line each ("torch.backends.cudnn.enabled:
-True -> False", "aten::rsqrt: a CPU kernel registered at candidate.py:12"). Operators a
-candidate defines in a namespace of its own are no change: they are its own
+`take()` records it; `changes()` says what differs, one line each
+("torch.backends.cudnn.enabled: True -> False", "aten::rsqrt: a CPU kernel registered at
+candidate.py:12"), at one of three depths: CHEAP (after every call: the switches,
+configs, knobs, modes, fallbacks and the registration log; about 1 ms), END (that, the
+dispatch entries of the operators the judgement itself runs on, `JUDGE_OPS`, the
+operators and namespaces that exist and the shared libraries loaded, since a library's
+static registrations pass no log; a few ms), FULL (that, and every operator's dispatch
+entry, some 3,600 of them, the Python dispatcher's tables and torch.ops' caches; about
+50 ms). END goes FULL by itself where it finds anything, or a library loaded since. Operators a candidate
+defines in a namespace of its own are no change: they are its own
 (`Changes.own_namespaces`). Every value is read through functions captured when this
 module was imported (before any candidate), and compared without calling a method of an
 object the candidate could have made (its __eq__, __repr__ or __deepcopy__ would run its
@@ -192,9 +197,10 @@ _C_VALUE_TYPES = frozenset(
 
 # The operators the judgement itself runs between two calls of a candidate: the
 # comparison of every op (a pass and a failure), the digests of outputs and of the
-# reference, the bitwise comparison of inputs. They are checked after every call (a
-# kernel registered for one of them could make a wrong output pass); every operator is
-# checked at the end of a verification and before the baselines are timed.
+# reference, the bitwise comparison of inputs. A kernel registered for one of them could
+# make a wrong output pass: they are checked as the trials end and as the verification
+# ends (registrations through torch.library are named as they are made, after any call);
+# every operator before a baseline is timed and as a verification that timed ends.
 # tests/verifier/test_torch_state.py holds this list to what the profiler sees.
 _JUDGE_OP_NAMES = """
     __and__ __or__ _local_scalar_dense _to_copy abs abs_ add add_ arange argmax as_strided
@@ -368,6 +374,20 @@ REGISTRATIONS = RegistrationLog()
 
 
 # --- the snapshot ------------------------------------------------------------------------
+CHEAP, END, FULL = "cheap", "end", "full"
+
+
+def _shared_objects() -> frozenset[bytes]:
+    """The shared libraries mapped into this process (a C++ extension's static
+    registrations of kernels go through no log: a new one sends the audit to FULL)."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return frozenset()
+    return frozenset(line.rsplit(b" ", 1)[-1] for line in lines if b".so" in line)
+
+
 def _namespace_of(op: str) -> str:
     return op.split("::", 1)[0]
 
@@ -390,6 +410,10 @@ def _backend_modules() -> tuple[tuple[str, Any], ...]:
     )
 
 
+# module globals of torch.backends that torch fills in lazily (caches, not switches)
+_LAZY_BACKEND_GLOBALS = frozenset({"_cusparselt", "TYPE_CHECKING"})
+
+
 def _backend_flags(modules: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """The plain values torch.backends' modules keep as module globals (flags a Python
     setter flips without a C getter: opt_einsum's, MHA's fast path...)."""
@@ -400,7 +424,7 @@ def _backend_flags(modules: Iterable[tuple[str, Any]]) -> dict[str, Any]:
         except TypeError:
             continue
         for key, value in list(space.items()):
-            if key.startswith("__") or _TYPE(value) not in _PLAIN:
+            if key.startswith("__") or key in _LAZY_BACKEND_GLOBALS or _TYPE(value) not in _PLAIN:
                 continue
             flags[f"{name}.{key}"] = value
     return flags
@@ -560,7 +584,8 @@ def _ops_caches() -> dict[str, Any]:
 
 @dataclass
 class StateSnapshot:
-    """Torch's global state at one moment (`full`: with every operator's entry)."""
+    """Torch's global state at one moment (`full`: with every operator's entry). Its
+    shared libraries grow with those a FULL audit found harmless (changes())."""
 
     full: bool
     backend_modules: tuple[tuple[str, Any], ...]  # torch.backends' modules
@@ -572,6 +597,8 @@ class StateSnapshot:
     modes: dict[str, Any]
     fallbacks: frozenset[str]
     namespaces: frozenset[str]
+    operators: frozenset[str]  # every operator's name
+    shared_objects: frozenset[bytes]
     judged: dict[str, str]  # JUDGE_OPS' overloads -> their dispatch entries
     ops: dict[str, str] = field(default_factory=dict)  # full: every operator's entry
     op_tables: dict[int, tuple[str, Any, tuple[Any, ...]]] = field(default_factory=dict)
@@ -593,6 +620,8 @@ def take(full: bool = True) -> StateSnapshot:
         modes=_modes(),
         fallbacks=_fallbacks(),
         namespaces=frozenset(_namespace_of(n) for n in names),
+        operators=frozenset(names),
+        shared_objects=_shared_objects(),
         judged=_dumps(judged),
     )
     if full:
@@ -651,18 +680,16 @@ def _compare_dict(label: str, before: Mapping[str, Any], after: Mapping[str, Any
 
 def changes(
     before: StateSnapshot,
-    full: bool = False,
+    level: str = CHEAP,
     registrations: Iterable[Registration] = (),
     rename: Mapping[str, str] | None = None,
 ) -> Changes:
-    """What changed since `before` (`full`: every operator's entry too, which `before`
-    must hold). `registrations`: what the registration log noted since; `rename` maps a
+    """What changed since `before`, at `level` (CHEAP, END or FULL: FULL needs a full
+    `before`). `registrations`: what the registration log noted since; `rename` maps a
     path (the candidate's file) to how a verdict names it."""
     rename = dict(rename or {})
     out = Changes()
     problems = out.problems
-    names: list[str] = _ALL_OPS() if full and before.full else []
-    out.own_namespaces = {_namespace_of(n) for n in names} - before.namespaces
     for entry in registrations:
         fallback = entry.method.startswith(("fallback", "register_ad"))
         if not fallback and _namespace_of(entry.op or entry.namespace) not in before.namespaces:
@@ -693,37 +720,46 @@ def changes(
         problems.append(f"a backend fallback registered for {key}")
     for key in sorted(before.fallbacks - fallbacks):
         problems.append(f"the backend fallback for {key} removed")
+    if level == CHEAP:
+        return _unique(out)
     judged = _dumps(before.judged)
     for op, dump in before.judged.items():
         if judged[op] != dump:
             problems.append(_describe_entry_change(op, dump, judged[op], rename))
-    if full and before.full:
-        problems += _full_changes(before, names, out.own_namespaces, rename)
+    names = _ALL_OPS()
+    out.own_namespaces = {_namespace_of(n) for n in names} - before.namespaces
+    for op in sorted(set(names) - before.operators):
+        if _namespace_of(op) not in out.own_namespaces:
+            problems.append(f"{op} defined in torch's namespace {_namespace_of(op)}")
+    for op in sorted(before.operators - set(names)):
+        problems.append(f"{op} removed from the dispatcher")
+    loaded = _shared_objects() - before.shared_objects
+    if level == END and not problems and not loaded:
+        return _unique(out)
+    if before.full:
+        problems += _full_changes(before, rename)
+        if not problems:  # libraries loaded since that registered nothing (Triton's
+            before.shared_objects |= loaded  # launchers, cuBLAS): not looked at again
+    return _unique(out)
+
+
+def _unique(out: Changes) -> Changes:
     seen: set[str] = set()
-    out.problems = [p for p in problems if not (p in seen or seen.add(p))]
+    out.problems = [p for p in out.problems if not (p in seen or seen.add(p))]
     return out
 
 
-def _full_changes(
-    before: StateSnapshot, names: list[str], own: set[str], rename: Mapping[str, str]
-) -> list[str]:
+def _full_changes(before: StateSnapshot, rename: Mapping[str, str]) -> list[str]:
     problems = []
-    existing = set(names)
     for op, dump in before.ops.items():
         if op in before.judged:
-            continue  # compared above
-        if op not in existing:
-            problems.append(f"{op} removed from the dispatcher")
-            continue
+            continue  # compared at every depth
         try:
             now = _DUMP(op)
         except Exception:
-            now = "<unreadable>"
+            continue  # removed: said above
         if now != dump:
             problems.append(_describe_entry_change(op, dump, now, rename))
-    for op in sorted(existing - set(before.ops)):
-        if _namespace_of(op) not in own:
-            problems.append(f"{op} defined in torch's namespace {_namespace_of(op)}")
     tables = _op_tables()
     for key, (label, op, old) in before.op_tables.items():
         entry = tables.get(key)
@@ -742,7 +778,8 @@ def _full_changes(
         if key in before.op_tables:
             continue
         mine = [fn for table in now for _k, fn in table if not _from_torch(fn)]
-        if mine and not any(label.startswith(f"torch.ops.{ns}.") for ns in own):
+        ns = label.split(".")[2] if label.startswith("torch.ops.") else ""
+        if mine and ns in before.namespaces:
             problems.append(f"{label}: a Python kernel from outside torch")
     caches = _ops_caches()
     for key, value in before.ops_caches.items():

@@ -53,7 +53,7 @@ def test_each_kind_of_change_is_named():
         torch._C._dispatch_tls_set_dispatch_key_excluded(torch._C.DispatchKey.Python, True)
         fallback = torch.library.Library("_", "IMPL")
         fallback.fallback(lambda *a, **k: None, "PrivateUse3")               # a fallback
-        changes = ts.changes(before, full=True, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
         print(json.dumps(changes.problems))
         """,
     )
@@ -80,7 +80,7 @@ def test_torch_reading_its_configs_and_an_operator_of_a_new_namespace_change_not
             return x * 2
 
         twice(torch.ones(3))
-        changes = ts.changes(before, full=True, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
         print(json.dumps({"problems": changes.problems, "own": sorted(changes.own_namespaces)}))
         """,
     )
@@ -93,7 +93,7 @@ def test_an_operator_defined_in_torchs_own_namespace_is_a_change():
         script="""
         lib = torch.library.Library("aten", "FRAGMENT")
         lib.define("kl_sneaky(Tensor x) -> Tensor")
-        changes = ts.changes(before, full=True, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
         print(json.dumps(changes.problems))
         """,
     )
