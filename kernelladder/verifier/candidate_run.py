@@ -268,7 +268,11 @@ class CandidateRun(
             pass
 
     def execute(self) -> Outcome:
-        return self._final_state_audit(self._execute())
+        try:
+            return self._final_state_audit(self._execute())
+        finally:  # an unseen shape's fingerprint serves its verification only
+            for shape in self.unseen:
+                self.v.fingerprints.pop(self._fingerprint_key(shape, self.seeds[0]), None)
 
     def _execute(self) -> Outcome:
         self._prepare_baselines()  # before any candidate code, and before the snapshots
