@@ -39,8 +39,10 @@ module) is still caught by the dispatcher's own listing.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +77,7 @@ def _answering_keys() -> tuple[Any, ...]:
 _DISPATCH_KEYS = _answering_keys()
 _OP_NAMESPACE = torch._ops._OpNamespace
 _OPS = torch.ops
+_CONTEXT_VAR_GET = ContextVar.get
 _GETATTR = getattr
 _VARS = vars
 _ISINSTANCE = isinstance
@@ -470,6 +473,29 @@ def _configs(modules: Iterable[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: _config_values(module) for name, module in modules}
 
 
+def _override_vars(modules: Iterable[tuple[str, Any]]) -> tuple[Any, ...]:
+    """Every config entry's override (a ContextVar: what setting a config sets)."""
+    found = []
+    for _name, module in modules:
+        entries = _VARS(module).get("_config")
+        if not _ISINSTANCE(entries, dict):
+            continue
+        for entry in list(entries.values()):
+            override = _GETATTR(entry, "__dict__", {}).get("user_override")
+            if _ISINSTANCE(override, ContextVar):
+                found.append(override)
+    return tuple(found)
+
+
+def _overrides_unchanged(before: StateSnapshot) -> bool:
+    """Every config override still holds the very object it held (the quick look after
+    each call; where one does not, the configs are compared value by value)."""
+    now = tuple(map(_CONTEXT_VAR_GET, before.config_vars))
+    return len(now) == len(before.config_var_values) and all(
+        map(operator.is_, now, before.config_var_values)
+    )
+
+
 def _triton_knobs() -> dict[str, Any]:
     """Triton's knobs: what each group holds (launch hooks, overrides), read as stored."""
     knobs = sys.modules.get("triton.knobs")
@@ -590,6 +616,8 @@ class StateSnapshot:
     full: bool
     backend_modules: tuple[tuple[str, Any], ...]  # torch.backends' modules
     config_modules: tuple[tuple[str, Any], ...]  # torch's config modules
+    config_vars: tuple[Any, ...]  # their entries' overrides (ContextVars)
+    config_var_values: tuple[Any, ...]  # what each held
     switches: dict[str, Any]
     backend_flags: dict[str, Any]
     configs: dict[str, dict[str, Any]]
@@ -609,6 +637,7 @@ def take(full: bool = True) -> StateSnapshot:
     names = _ALL_OPS()
     judged = [n for n in names if n.split(".", 1)[0] in JUDGE_OPS]
     backends, configs = _backend_modules(), _config_modules()
+    overrides = _override_vars(configs)
     snapshot = StateSnapshot(
         full=full,
         backend_modules=backends,
@@ -616,6 +645,8 @@ def take(full: bool = True) -> StateSnapshot:
         switches=_read_switches(),
         backend_flags=_backend_flags(backends),
         configs=_configs(configs),
+        config_vars=overrides,
+        config_var_values=tuple(map(_CONTEXT_VAR_GET, overrides)),
         triton=_triton_knobs(),
         modes=_modes(),
         fallbacks=_fallbacks(),
@@ -703,9 +734,10 @@ def changes(
         if sys.modules.get(name) is not module:
             problems.append(f"sys.modules[{name!r}] replaced")
     problems += _compare_dict("", before.backend_flags, _backend_flags(before.backend_modules))
-    configs = _configs(before.config_modules)
-    for module, values in before.configs.items():
-        problems += _compare_dict(f"{module}.", values, configs.get(module, {}))
+    if level != CHEAP or not _overrides_unchanged(before):
+        configs = _configs(before.config_modules)
+        for module, values in before.configs.items():
+            problems += _compare_dict(f"{module}.", values, configs.get(module, {}))
     problems += _compare_dict("", before.triton, _triton_knobs())
     modes = _modes()
     for key, value in before.modes.items():
