@@ -177,25 +177,31 @@ _SWITCHES: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
 )
 
 
-def _bind_switches() -> tuple[tuple[str, Any, tuple[Any, ...]], ...]:
-    """The getters that exist in this build and answer now (bound before any candidate)."""
+def _bind_switches() -> tuple[tuple[str, Any, tuple[Any, ...], bool], ...]:
+    """(label, getter, arguments, whether it asks CUDA) for the getters this build has,
+    bound at import, before any candidate; a CUDA getter is asked only once CUDA is up
+    (asking would start it in a CPU worker)."""
     bound = []
     for label, name, args in _SWITCHES:
         getter = _GETATTR(_C, name, None)
         if getter is None:
             continue
-        try:
-            getter(*args)
-        except Exception:
-            continue
-        bound.append((label, getter, args))
+        asks_cuda = name.startswith("_cuda")
+        if not asks_cuda:
+            try:
+                getter(*args)
+            except Exception:
+                continue
+        bound.append((label, getter, args, asks_cuda))
     return tuple(bound)
 
 
 SWITCHES = _bind_switches()
+_CUDA_UP = torch.cuda.is_initialized
 # the types whose own comparison may be used: torch's (C) types of the switches' values
 _C_VALUE_TYPES = frozenset(
-    {torch.dtype, torch.device} | {type(getter(*args)) for _label, getter, args in SWITCHES}
+    {torch.dtype, torch.device}
+    | {type(getter(*args)) for _label, getter, args, asks_cuda in SWITCHES if not asks_cuda}
 ) - frozenset(_PLAIN)
 
 # The operators the judgement itself runs between two calls of a candidate: the
@@ -395,9 +401,21 @@ def _namespace_of(op: str) -> str:
     return op.split("::", 1)[0]
 
 
-def _read_switches() -> dict[str, Any]:
+def _read_switches(labels: Iterable[str] | None = None) -> dict[str, Any]:
+    """Each switch's value (`labels`: those a snapshot read; else every one that answers
+    in this process now)."""
+    wanted = set(labels) if labels is not None else None
     values: dict[str, Any] = {}
-    for label, getter, args in SWITCHES:
+    for label, getter, args, asks_cuda in SWITCHES:
+        if wanted is not None and label not in wanted:
+            continue
+        if wanted is None and asks_cuda:
+            if not _CUDA_UP():
+                continue
+            try:
+                getter(*args)
+            except Exception:
+                continue
         try:
             values[label] = getter(*args)
         except Exception as exc:  # a getter that stops answering is a change too
@@ -729,7 +747,7 @@ def changes(
         for path, shown in rename.items():
             line = line.replace(path, shown)
         problems.append("torch.library: " + line)
-    problems += _compare_dict("", before.switches, _read_switches())
+    problems += _compare_dict("", before.switches, _read_switches(before.switches))
     for name, module in before.backend_modules + before.config_modules:
         if sys.modules.get(name) is not module:
             problems.append(f"sys.modules[{name!r}] replaced")
