@@ -126,6 +126,11 @@ SWITCHES = [
         "__torch_function__ modes: 0 on the stack -> 1",
     ),
     (
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "TorchDispatchMode().__enter__()",
+        "__torch_dispatch__ modes: 0 on the stack -> 1",
+    ),
+    (
         "import triton.knobs\ntriton.knobs.runtime.launch_enter_hook = lambda *a: None",
         "triton.knobs.runtime.launch_enter_hook",
     ),
