@@ -79,7 +79,7 @@ class ReferenceFingerprints:
         this one's): they wait in the worker's pool, one set per verification."""
         if not self.cuda or not self.unseen:
             return []
-        key = (_spec_key(self.spec), self.device, len(self.unseen))
+        key = (_spec_key(self.spec), self.device, self.unseen_count)
         pool = self.v.unseen_pool.setdefault(key, [])
         if pool:
             return []
