@@ -217,7 +217,7 @@ _JUDGE_OP_NAMES = """
     empty_strided eq equal fill_ floor floor_divide full_like gt is_same_size isfinite
     isnan item le lift_fresh mul mul_ ne new_empty new_zeros remainder reshape resize_
     select slice sub sum to unbind unsqueeze view where zero_ unravel_index _unsafe_view
-    alias contiguous
+    alias contiguous stack resolve_conj resolve_neg
 """
 JUDGE_OPS = frozenset("aten::" + name for name in _JUDGE_OP_NAMES.split())
 
