@@ -34,9 +34,9 @@ from kernelladder.verifier.options import (
     StageFn,
     VerifyOptions,
 )
+from kernelladder.verifier.registration_log import REGISTRATIONS
 from kernelladder.verifier.speed_gate import SpeedGate
 from kernelladder.verifier.state_audit import StateAudit
-from kernelladder.verifier.torch_state import REGISTRATIONS
 from kernelladder.verifier.verdict import (
     FAIL,
     GATES,

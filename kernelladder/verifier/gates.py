@@ -47,8 +47,8 @@ from kernelladder.verifier.options import (
     StageFn,
     VerifyOptions,
 )
+from kernelladder.verifier.registration_log import REGISTRATIONS
 from kernelladder.verifier.speed_gate import PAIRED_ROUNDS
-from kernelladder.verifier.torch_state import REGISTRATIONS
 from kernelladder.verifier.verdict import (
     FAIL,
     GATES,

@@ -21,7 +21,8 @@ from typing import Any
 from kernelladder.verifier import torch_state
 from kernelladder.verifier.gate_tools import _Stop
 from kernelladder.verifier.options import Outcome
-from kernelladder.verifier.torch_state import CHEAP, END, FULL, REGISTRATIONS
+from kernelladder.verifier.registration_log import REGISTRATIONS
+from kernelladder.verifier.torch_state import CHEAP, END, FULL
 from kernelladder.verifier.verdict import FAIL, GATES, SKIPPED, Feedback, GateResult
 
 FLAG_STATE = "torch-state-changed"

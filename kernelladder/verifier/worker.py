@@ -150,7 +150,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     import torch
     import triton  # noqa: F401  (imported here, after the interpreter switch)
 
-    from kernelladder.verifier import fence, interp_patch, poison, torch_state
+    from kernelladder.verifier import fence, interp_patch, poison, registration_log
     from kernelladder.verifier.gates import Verifier, environment_info
 
     extras: dict[str, Any] = {"setup_s": phases}
@@ -163,7 +163,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         if args.gpu_memory_fraction:
             torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
     extras["launch_wrappers"] = fence.install_launch_counter()
-    extras["registration_log"] = "on" if torch_state.REGISTRATIONS.install() else "absent"
+    extras["registration_log"] = "on" if registration_log.REGISTRATIONS.install() else "absent"
     took("device")
     from kernelladder.verifier import selftest
 

@@ -34,10 +34,11 @@ PRELUDE = """
 import json, torch, triton
 import torch._dynamo, torch._inductor.config
 from kernelladder.verifier import torch_state as ts, selftest
-ts.REGISTRATIONS.install()
+from kernelladder.verifier.registration_log import REGISTRATIONS
+REGISTRATIONS.install()
 selftest.warm_custom_ops("cpu")
 before = ts.take(full=True)
-ts.REGISTRATIONS.armed = True
+REGISTRATIONS.armed = True
 """
 
 
@@ -53,7 +54,7 @@ def test_each_kind_of_change_is_named():
         torch._C._dispatch_tls_set_dispatch_key_excluded(torch._C.DispatchKey.Python, True)
         fallback = torch.library.Library("_", "IMPL")
         fallback.fallback(lambda *a, **k: None, "PrivateUse3")               # a fallback
-        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=REGISTRATIONS.take())
         print(json.dumps(changes.problems))
         """,
     )
@@ -80,7 +81,7 @@ def test_torch_reading_its_configs_and_an_operator_of_a_new_namespace_change_not
             return x * 2
 
         twice(torch.ones(3))
-        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=REGISTRATIONS.take())
         print(json.dumps({"problems": changes.problems, "own": sorted(changes.own_namespaces)}))
         """,
     )
@@ -93,7 +94,7 @@ def test_an_operator_defined_in_torchs_own_namespace_is_a_change():
         script="""
         lib = torch.library.Library("aten", "FRAGMENT")
         lib.define("kl_sneaky(Tensor x) -> Tensor")
-        changes = ts.changes(before, ts.FULL, registrations=ts.REGISTRATIONS.take())
+        changes = ts.changes(before, ts.FULL, registrations=REGISTRATIONS.take())
         print(json.dumps(changes.problems))
         """,
     )
@@ -152,18 +153,18 @@ def test_the_registration_log_notes_only_while_armed_and_says_when_it_was_put_ba
     out = run(
         """
         import json, torch
-        from kernelladder.verifier import torch_state as ts
-        ts.REGISTRATIONS.install()
+        from kernelladder.verifier.registration_log import REGISTRATIONS as log
+        log.install()
         quiet = torch.library.Library("kl_test_quiet", "DEF")
         quiet.define("f(Tensor x) -> Tensor")
-        before = len(ts.REGISTRATIONS.take())
-        ts.REGISTRATIONS.armed = True
+        before = len(log.take())
+        log.armed = True
         loud = torch.library.Library("kl_test_loud", "DEF")
         loud.define("g(Tensor x) -> Tensor")
-        noted = [(r.method, r.op) for r in ts.REGISTRATIONS.take()]
-        intact = ts.REGISTRATIONS.intact()
+        noted = [(r.method, r.op) for r in log.take()]
+        intact = log.intact()
         torch._C._dispatch_library = torch._C._dispatch_library.__closure__[0].cell_contents
-        print(json.dumps([before, noted, intact, ts.REGISTRATIONS.intact()]))
+        print(json.dumps([before, noted, intact, log.intact()]))
         """
     )
     assert out == [0, [["define", "kl_test_loud::g"]], True, False]
