@@ -175,6 +175,7 @@ _STAGES = {
     "load": "compile", "compile": "compile", "correctness": "correct", "fence": "correct",
     "anti-cheat": "correct", "determinism": "correct", "speed": "time", "profile": "profile",
     "baselines": "baselines",  # a worker's first: torch.compile's baselines compiled
+    "references": "compile",  # before the load: the reference fingerprinted per trial
 }  # fmt: skip
 
 

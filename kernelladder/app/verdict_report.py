@@ -178,8 +178,12 @@ def summary_line(verdict: Verdict) -> Text:
 def stages_text(stages: Mapping[str, float]) -> str:
     """A pipelined verification's stages in their order: "compile 0.4 s · waited for the
     GPU 3.3 s · correctness 0.7 s · speed 1.7 s" (the report and the app's Verdict tab)."""
-    names = {"wait": "waited for the GPU", "baselines": "torch.compile's baselines"}
-    order = ("baselines", "compile", "wait", "correctness", "speed")
+    names = {
+        "wait": "waited for the GPU",
+        "baselines": "torch.compile's baselines",
+        "references": "the reference's fingerprints",
+    }
+    order = ("baselines", "references", "compile", "wait", "correctness", "speed")
     return " · ".join(
         f"{names.get(k, k)} {stages[k]:.1f} s"
         for k in sorted(stages, key=lambda k: order.index(k) if k in order else 9)

@@ -81,6 +81,11 @@ class AttentionSpec(OpSpec):
         unit = "bf16" if shape.torch_dtype == torch.bfloat16 else "fp16"
         return FlopModel(4.0 * b * h * d * s * (s + 1) / 2, unit)
 
+    def unseen_cost(self, shape: Shape) -> float:
+        # the naive reference materializes the B x H x S x S scores
+        b, h, s = (shape.dims[k] for k in ("B", "H", "S"))
+        return float(b * h * s * s)
+
     def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
         def sdpa(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
             return torch.nn.functional.scaled_dot_product_attention(
@@ -122,12 +127,16 @@ ATTENTION = AttentionSpec(
     starting_candidate=_common.candidate_path("attention"),
     unseen=UnseenShapes(
         {
-            "B": Dim(cpu_max=2, gpu_max=4),
+            # attention kernels run one program per (batch, head): heads carry the rule
+            "B": Dim(cpu_max=2, gpu_max=4, rule=False),
             "H": Dim(cpu_max=3, gpu_max=16),
             "S": Dim(cpu_max=48, gpu_max=4096, gpu_lo=16),
             "D": Dim(0, 0, cpu_choices=(16, 32, 48, 64), gpu_choices=(64, 80, 96, 128)),
         },
         ("bfloat16", "float16"),
+        # S and H beyond the suite together would make the reference's score matrix
+        # (B H S^2) five times the suite's largest: one shape each
+        beyond=(("S", "D"), ("H",)),
     ),
     forbidden_aten=frozenset(
         {

@@ -173,6 +173,8 @@ KV_QUANT = KvQuantSpec(
             "D": Dim(0, 0, cpu_choices=(32, 64, 80, 96, 128), gpu_choices=(64, 80, 96, 128, 256)),
         },
         ("bfloat16",),
+        # T and H beyond the suite together would be three times its largest: one shape each
+        beyond=(("T", "D"), ("H",)),
     ),
     forbidden_aten=frozenset(
         {

@@ -87,9 +87,13 @@ class BaselineNotApplicable(Exception):
 
 @dataclass(frozen=True)
 class Dim:
-    """Plausible sizes of one dimension at unseen shapes: log-uniform in [lo, cpu_max or
-    gpu_max] (a third of draws a power of two, a third odd), or one of `choices` (head
-    dims) where given. The CPU maxima stay small: the Triton interpreter is slow."""
+    """Sizes of one dimension at unseen shapes: log-uniform in [lo, cpu_max or gpu_max]
+    (a third of draws a power of two, a third odd), or one of `choices` (head dims)
+    where given. The CPU maxima stay small: the Triton interpreter is slow.
+
+    `rule`: a dimension a kernel could specialise on (row length, rows, heads, sequence
+    length, head dim): its unseen values are never a value of either suite, and one
+    shape of every check takes it beyond the device's suite (`beyond`)."""
 
     cpu_max: int
     gpu_max: int
@@ -97,14 +101,31 @@ class Dim:
     cpu_choices: tuple[int, ...] = ()
     gpu_choices: tuple[int, ...] = ()
     gpu_lo: int = 0  # the GPU's smallest size where it differs (0: lo)
+    rule: bool = True
 
-    def draw(self, rng: random.Random, device: str) -> int:
+    def choices(self, device: str) -> tuple[int, ...]:
+        return self.gpu_choices if device.startswith("cuda") else self.cpu_choices
+
+    def bounds(self, device: str) -> tuple[int, int]:
         gpu = device.startswith("cuda")
-        choices = self.gpu_choices if gpu else self.cpu_choices
-        if choices:
-            return rng.choice(choices)
         lo = (self.gpu_lo or self.lo) if gpu else self.lo
-        hi = max(lo, self.gpu_max if gpu else self.cpu_max)
+        return lo, max(lo, self.gpu_max if gpu else self.cpu_max)
+
+    def draw(self, rng: random.Random, device: str, avoid: frozenset[int] = frozenset()) -> int:
+        """A plausible size, not one of `avoid` where the range has another."""
+        choices = self.choices(device)
+        if choices:
+            allowed = [c for c in choices if c not in avoid] or list(choices)
+            return rng.choice(allowed)
+        value = self._draw(rng, device)
+        for _ in range(20):
+            if value not in avoid:
+                return value
+            value = self._draw(rng, device)
+        return _nearest_outside(value, avoid, *self.bounds(device))
+
+    def _draw(self, rng: random.Random, device: str) -> int:
+        lo, hi = self.bounds(device)
         kind = rng.randrange(3)
         if kind == 0:
             powers = [1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi]
@@ -116,33 +137,109 @@ class Dim:
             value = value + 1 if value < hi else max(lo, value - 1)
         return value
 
+    def beyond(self, rng: random.Random, device: str, largest: int, avoid: frozenset[int]) -> int:
+        """A size beyond the device's suite: for a free dimension an odd value above its
+        largest size (within a sixteenth of it, at least 4 above), never one of `avoid`;
+        for a head dim, a choice above the largest where the op allows one, else any
+        choice not in `avoid`."""
+        choices = self.choices(device)
+        if choices:
+            above = [c for c in choices if c > largest and c not in avoid]
+            return rng.choice(above) if above else self.draw(rng, device, avoid)
+        span = max(4, largest // 16)
+        odd = [v for v in range(largest + 1, largest + span + 1) if v % 2 and v not in avoid]
+        while not odd:  # every odd value of the span is a suite's: look further up
+            span *= 2
+            odd = [v for v in range(largest + 1, largest + span + 1) if v % 2 and v not in avoid]
+        return rng.choice(odd)
+
+
+def _nearest_outside(value: int, avoid: frozenset[int], lo: int, hi: int) -> int:
+    """The size nearest `value` within [lo, hi] that is not one of `avoid` (`value` when
+    every one is)."""
+    for step in range(1, hi - lo + 2):
+        for candidate in (value + step, value - step):
+            if lo <= candidate <= hi and candidate not in avoid:
+                return candidate
+    return value
+
+
+UNSEEN_BUDGET = 1.25  # an unseen shape costs at most this much the suite's costliest
+
 
 @dataclass(frozen=True)
 class UnseenShapes:
     """Where an op's unseen shapes come from: a Dim per dimension and the op's dtypes.
-    They are drawn afresh for every verification and never shown to a proposer."""
+    They are chosen against the suites afresh for every verification and never shown to
+    a proposer: every dimension a kernel could specialise on (Dim.rule) takes values
+    neither suite uses, and each group of `beyond` (one group of them all by default)
+    is taken beyond the device's suite together in one shape (odd, above its largest
+    size), so a kernel correct only at the suite's sizes fails every time. The other
+    dimensions of a shape are drawn as plausible sizes, within UNSEEN_BUDGET of the
+    suite's costliest shape (`cost`: the op's measure of a shape) where they can be."""
 
     dims: Mapping[str, Dim]
     dtypes: tuple[str, ...]
     count: int = 2  # per verification
+    beyond: tuple[tuple[str, ...], ...] = ()
+
+    def groups(self, device: str) -> tuple[tuple[str, ...], ...]:
+        if self.beyond:
+            return self.beyond
+        return (tuple(name for name, dim in self.dims.items() if dim.rule),)
 
     def draw(
-        self, rng: random.Random, n: int, device: str, suite: Sequence[Shape] = ()
+        self,
+        rng: random.Random,
+        n: int,
+        device: str,
+        suite: Sequence[Shape] = (),
+        device_suite: Sequence[Shape] = (),
+        cost: Callable[[Shape], float] | None = None,
     ) -> tuple[Shape, ...]:
-        """`n` shapes, none equal to a shape of `suite` nor to each other."""
+        """`n` shapes, none equal to a shape of `suite` nor to each other; the first ones
+        beyond `device_suite` (the device's own), one group of dimensions each."""
         seen = {(tuple(sorted(s.dims.items())), s.dtype) for s in suite}
+        avoid = {
+            name: frozenset(s.dims[name] for s in suite if name in s.dims) for name in self.dims
+        }
+        local = device_suite or suite
+        largest = {
+            name: max((s.dims[name] for s in local if name in s.dims), default=0)
+            for name in self.dims
+        }
+        budget = None
+        if cost is not None and local:
+            budget = UNSEEN_BUDGET * max(cost(s) for s in local)
+        groups = self.groups(device)
         out: list[Shape] = []
-        for _ in range(20 * n):
-            if len(out) >= n:
-                break
-            dims = {name: dim.draw(rng, device) for name, dim in self.dims.items()}
-            dtype = rng.choice(self.dtypes)
-            key = (tuple(sorted(dims.items())), dtype)
-            if key in seen:
-                continue
-            seen.add(key)
-            words = " ".join(f"{name}{size}" for name, size in dims.items())
-            out.append(Shape(f"unseen {words} {DTYPE_SHORT.get(dtype, dtype)}", dims, dtype))
+        for i in range(n):
+            group = groups[i] if i < len(groups) else ()
+            best: tuple[float, Shape] | None = None
+            for _ in range(60):
+                dims = {
+                    name: (
+                        dim.beyond(rng, device, largest[name], avoid[name])
+                        if name in group
+                        else dim.draw(rng, device, avoid[name] if dim.rule else frozenset())
+                    )
+                    for name, dim in self.dims.items()
+                }
+                dtype = rng.choice(self.dtypes)
+                key = (tuple(sorted(dims.items())), dtype)
+                if key in seen:
+                    continue
+                words = " ".join(f"{name}{size}" for name, size in dims.items())
+                shape = Shape(f"unseen {words} {DTYPE_SHORT.get(dtype, dtype)}", dims, dtype)
+                price = cost(shape) if cost is not None else 0.0
+                if best is None or price < best[0]:
+                    best = (price, shape)
+                if budget is None or price <= budget:
+                    break
+            if best is not None:
+                shape = best[1]
+                seen.add((tuple(sorted(shape.dims.items())), shape.dtype))
+                out.append(shape)
         return tuple(out)
 
 
@@ -256,10 +353,22 @@ class OpSpec(abc.ABC):
         }
 
     def draw_unseen_shapes(self, rng: random.Random, n: int, device: str) -> tuple[Shape, ...]:
-        """`n` shapes outside both suites, drawn from the op's plausible sizes."""
+        """`n` shapes outside both suites, chosen against them (UnseenShapes.draw)."""
         if self.unseen is None or n <= 0:
             return ()
-        return self.unseen.draw(rng, n, device, self.gpu_shapes + self.cpu_shapes)
+        return self.unseen.draw(
+            rng,
+            n,
+            device,
+            self.gpu_shapes + self.cpu_shapes,
+            self.shapes_for(device),
+            self.unseen_cost,
+        )
+
+    def unseen_cost(self, shape: Shape) -> float:
+        """What an unseen shape costs to check, as its bytes moved (an op whose reference
+        costs more than its bytes says so)."""
+        return float(self.bytes_moved(shape))
 
     def shapes_for(self, device: str, suite: str | None = None) -> tuple[Shape, ...]:
         """The suite a verification times: `suite` ("gpu" or "cpu") when named, else

@@ -1,8 +1,9 @@
 """One candidate's verification: load, fence, the checked call, the stages in order and
 the verdict. The gates' own checks are mixed in by job: compile_ahead.py (the pipelined
-compile stage), correctness.py (with determinism and unseen shapes), anti_cheat.py and
-speed_gate.py; a pipelined run enters each stage through the worker's `stage` callback
-and records the seconds each took."""
+compile stage), correctness.py (with determinism and unseen shapes), fingerprints.py
+(the reference's outputs taken before the candidate loads), anti_cheat.py,
+state_audit.py (torch's global state) and speed_gate.py; a pipelined run enters each
+stage through the worker's `stage` callback and records the seconds each took."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ from kernelladder.verifier import fence, integrity, poison
 from kernelladder.verifier.anti_cheat import AntiCheatChecks
 from kernelladder.verifier.compile_ahead import CompileAhead
 from kernelladder.verifier.correctness import CorrectnessTrials
+from kernelladder.verifier.fingerprints import ReferenceFingerprints
 from kernelladder.verifier.gate_tools import _Broken, _children, _same_value, _Stop
 from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.measured import BASELINES_GPU
+from kernelladder.verifier.measured import BASELINES_GPU, _spec_key
 from kernelladder.verifier.options import (
     DEFAULT_SEEDS,
     Outcome,
@@ -32,7 +34,9 @@ from kernelladder.verifier.options import (
     StageFn,
     VerifyOptions,
 )
+from kernelladder.verifier.registration_log import REGISTRATIONS
 from kernelladder.verifier.speed_gate import SpeedGate
+from kernelladder.verifier.state_audit import StateAudit
 from kernelladder.verifier.verdict import (
     FAIL,
     GATES,
@@ -89,7 +93,9 @@ class _Observations:
     trials: int = 0
 
 
-class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
+class CandidateRun(
+    AntiCheatChecks, CompileAhead, CorrectnessTrials, ReferenceFingerprints, SpeedGate, StateAudit
+):
     """One candidate's verification (state of the trials and the gate results)."""
 
     def __init__(
@@ -119,14 +125,12 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         count = opts.unseen_shapes
         if count is None:
             count = spec.unseen.count if spec.unseen is not None else 0
-        self.unseen_seed = (
-            opts.unseen_seed
-            if opts.unseen_seed is not None
-            else int.from_bytes(os.urandom(4), "little")
-        )
-        self.unseen = spec.draw_unseen_shapes(
-            random.Random(self.unseen_seed), count, "cuda" if self.cuda else "cpu"
-        )
+        self.unseen_count = count
+        self.unseen_seed = opts.unseen_seed
+        if self.unseen_seed is None:  # one drawn and fingerprinted ahead, else a fresh one
+            pool = verifier.unseen_pool.get((_spec_key(spec), self.device, count))
+            self.unseen_seed = pool.pop() if pool else int.from_bytes(os.urandom(4), "little")
+        self.unseen = self._draw_unseen(self.unseen_seed)
         self.results: dict[str, GateResult] = {}
         self.feedback = Feedback(fence=spec.fence)
         self.obs = _Observations()
@@ -145,6 +149,18 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         self.extra = tuple(extra)
         self.cand: candidate_mod.LoadedCandidate | None = None
         self.recorder: fence.FenceRecorder | None = None
+        self.state: Any = None  # torch's state before the load (torch_state.StateSnapshot)
+        self.unaudited = False  # candidate code ran since the last FULL audit of it
+        self.since_end = False  # ... since the last END (or FULL) audit
+        self.timed = False  # the speed gate timed it (its final audit goes in full)
+        self.loaded_once = False
+        self.own_namespaces: set[str] = set()  # operators' namespaces the candidate made
+        self.unfingerprinted: set[str] = set()  # shapes judged without a fingerprint
+
+    def _draw_unseen(self, seed: int) -> tuple[Shape, ...]:
+        return self.spec.draw_unseen_shapes(
+            random.Random(seed), self.unseen_count, "cuda" if self.cuda else "cpu"
+        )
 
     # --- results ------------------------------------------------------------------------
     def _set(self, gate: str, status: str, detail: str, **evidence: Any) -> None:
@@ -252,11 +268,25 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             pass
 
     def execute(self) -> Outcome:
-        self._prepare_baselines()  # before any candidate code, and before the snapshot
+        try:
+            return self._final_state_audit(self._execute())
+        finally:  # an unseen shape's fingerprint serves its verification only
+            for shape in self.unseen:
+                self.v.fingerprints.pop(self._fingerprint_key(shape, self.seeds[0]), None)
+
+    def _execute(self) -> Outcome:
+        self._prepare_baselines()  # before any candidate code, and before the snapshots
+        self._prepare_references()
+        # a problem's or workspace's own modules load as the op does, with what they
+        # register: torch's state is taken again after them (a built-in op adds nothing)
+        builtin = self.spec.kind == "builtin"
+        self.state = self.v.state_snapshot() if builtin else self.v.refresh_state()
+        REGISTRATIONS.take()
         self.before = integrity.take(self.extra)
         self.threads_before = set(threading.enumerate())
         self.children_before = _children()
         self.report("load", "loading the candidate")
+        self.unaudited = self.since_end = self.loaded_once = True
         try:
             self.cand = candidate_mod.load(
                 self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
@@ -273,10 +303,12 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             return Outcome(self._verdict(), self.recycle)
         try:
             self._set("load", PASS, f"{self._entry_text()} found", module=self.cand.module_name)
-            if not self._check_integrity("loading"):
+            if not self._check_integrity("loading") or not self._check_state("loading"):
                 return Outcome(self._verdict(), True)
             self.recorder = fence.FenceRecorder(
-                frozenset(self.spec.forbidden_aten), builtin=self.spec.kind != "kernelbench"
+                frozenset(self.spec.forbidden_aten),
+                builtin=self.spec.kind != "kernelbench",
+                known_namespaces=self.state.namespaces,
             )
             try:
                 if self.stage is not None:
@@ -352,7 +384,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             **evidence,
         )
         self.flags.append(flag)
-        return Outcome(self._verdict(), outcome.recycle or bool(changed))
+        return Outcome(self._verdict(), outcome.recycle or bool(changed), outcome.retire)
 
     def _fence_so_far(self) -> None:
         """After an early stop, the fence as judged on the calls that returned."""
@@ -450,6 +482,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
         rec.violations.clear()
         where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
         self.obs.calls += 1
+        self.since_end = True
         active = True
         try:
             state.watch_streams = self.cuda
@@ -460,7 +493,8 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             state.watch_streams = False
             if self.cuda and not self._device_healthy():
                 raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-            self._check_integrity("being called")
+            if self._check_integrity("being called"):
+                self._check_state("being called")
             if "anti-cheat" in self.results:
                 raise _Stop from None
             line, trace = candidate_mod.describe_exception(exc, self.cand.path)
@@ -484,6 +518,7 @@ class CandidateRun(AntiCheatChecks, CompileAhead, CorrectnessTrials, SpeedGate):
             raise _Broken("a CUDA error surfaced after the call returned")
         if not self._check_integrity("being called"):
             raise _Stop
+        self._check_state_or_stop("being called")
         if not active:
             self._fence_fail(where, extra="the candidate removed the verifier's torch op recorder")
         if reference_calls and self.spec.kind == "workspace":

@@ -707,6 +707,8 @@ class WorkerClient:
         if recycle:
             await self._exit_code()
             await self._discard()
+        elif msg.get("retire"):  # the candidate's own operators die with this worker
+            await self._discard()
         return verdict
 
     async def _confirm_quiet(self, req_id: str) -> str:

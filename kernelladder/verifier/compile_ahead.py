@@ -74,12 +74,19 @@ def _empty_instead(name: str, args: tuple, kwargs: dict) -> torch.Tensor:
 
 
 class NoGpuWork(TorchDispatchMode):
-    """Torch may allocate and make views; fills are skipped; anything else stops."""
+    """Torch may allocate and make views; fills are skipped; anything else stops (the
+    candidate's own operators run with this mode still watching inside them)."""
+
+    def __init__(self, known_namespaces: frozenset[str] | None = None) -> None:
+        super().__init__()
+        self.known_namespaces = known_namespaces
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if fence.STATE.depth:  # inside Triton's own launch path
             return func(*args, **kwargs)
+        if fence.own_op(func, self.known_namespaces):
+            return fence.run_own_op(self, func, args, kwargs)
         name = aten_name(func)
         if name in _NO_KERNEL:
             return func(*args, **kwargs)
@@ -118,6 +125,7 @@ class CompileAhead:
 
     def _compile_ahead(self) -> None:
         assert self.cand is not None
+        self.since_end = True
         shapes = tuple(self.shapes) + tuple(self.unseen)
         started = TRUSTED.perf_counter()
         compiled, stopped = 0, []
@@ -138,6 +146,7 @@ class CompileAhead:
                     self._stop_at_a_wall()
                     if not self._check_integrity("compiling ahead"):
                         raise _Stop
+                    self._check_state_or_stop("compiling ahead")
         finally:
             if executor is not None:
                 executor.shutdown(wait=True)  # no thread of ours outlives the stage
@@ -156,7 +165,8 @@ class CompileAhead:
             for size, stride, dtype in (layout[name] for name in self.spec.arg_names)
         ]
         try:
-            with fence.compile_only(), NoGpuWork():
+            known = self.recorder.known_namespaces if self.recorder is not None else None
+            with fence.compile_only(), NoGpuWork(known):
                 self.cand.call(*args)
         except _CompileStopped as exc:
             return f"needs {exc}"

@@ -1,8 +1,9 @@
 """The correctness gate, with determinism: every shape of the suite at each seed, the
 same inputs called again, new values written into the same tensors (results cached by
 pointer fail), and shapes no proposer has seen. The reference is computed after each
-call, from the inputs drawn again (candidate_run.py), and the repeats are compared with
-digests of the first call's outputs: nothing the judgement reads is alive while the
+call, from the inputs drawn again (candidate_run.py), and must be bit for bit the one
+fingerprinted before the candidate loaded (fingerprints.py); the repeats are compared
+with digests of the first call's outputs: nothing the judgement reads is alive while the
 candidate runs. A part of CandidateRun (candidate_run.py)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from kernelladder.ops.spec import Mismatch, Shape
 from kernelladder.verifier.gate_tools import _digest, _index_str, _Stop
 from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.torch_state import END
 from kernelladder.verifier.verdict import (
     FAIL,
     PASS,
@@ -36,7 +38,9 @@ class CorrectnessTrials:
         inputs as drawn (candidate_run.py: nothing the judgement reads exists while the
         candidate runs); its outputs."""
         outs, drawn = self._checked_call(inputs, shape, seed, trial)
-        self._judge(outs, self.spec.reference_hp(drawn), drawn, shape, seed, trial)
+        expected_hp = self.spec.reference_hp(drawn)
+        self._expect_reference(shape, seed, expected_hp)
+        self._judge(outs, expected_hp, drawn, shape, seed, trial)
         return outs
 
     def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
@@ -124,6 +128,12 @@ class CorrectnessTrials:
                 raise
             del inputs, outs
 
+    def _reference_evidence(self) -> dict[str, Any]:
+        """Where the reference was judged without a fingerprint (fingerprints.py)."""
+        if not self.unfingerprinted:
+            return {}
+        return {"reference_unfingerprinted": sorted(self.unfingerprinted)}
+
     def _unseen_evidence(self) -> dict[str, Any]:
         return {
             "unseen_seed": self.unseen_seed,
@@ -172,6 +182,8 @@ class CorrectnessTrials:
             poison=self.v.environment.get("poison", ""),
             **self._unseen_evidence(),
         )
+        if not self._check_state("being verified", END):
+            raise _Stop
         if self.obs.anti_cheat:
             first_problem, first_evidence = next(iter(self.obs.anti_cheat.items()))
             detail = f"{first_problem}: {first_evidence}"
@@ -188,8 +200,10 @@ class CorrectnessTrials:
         self._set(
             "anti-cheat",
             PASS,
-            "inputs unchanged, no aliasing, plain tensors, verifier intact, "
+            "inputs unchanged, no aliasing, plain tensors, verifier intact, torch's state "
+            "unchanged, "
             + ("no threads or side streams" if self.cuda else "no threads left running"),
+            **self._reference_evidence(),
         )
         if self.obs.determinism:
             detail = self.obs.determinism[0]

@@ -13,6 +13,11 @@ benchmarks inside `_bench`; those are Triton's, not the candidate's).
 For built-in ops torch may only allocate, fill with a constant, make views and copy
 without changing dtype (`ALLOWED_ATEN`); any other op is compute outside Triton. For
 KernelBench problems only the spec's forbidden ops (the reference's) are rejected.
+
+An operator the candidate defined itself (`torch.library.custom_op`, `triton_op`, a
+`Library` of a namespace of its own: one that did not exist before it loaded) is no
+compute of its own: the recorder runs its kernel with the recorder still watching
+(`run_own_op`), so what it does inside is judged like the rest of the call.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import aten_name
+from kernelladder.verifier.integrity import TRUSTED
 
 # Allocation, constant fill, views, metadata and same-dtype copies: no arithmetic.
 ALLOWED_ATEN: frozenset[str] = frozenset(
@@ -110,10 +116,45 @@ STATE = LaunchState()
 
 
 def _current_stream_handle() -> int | None:
+    """The current CUDA stream's id, as torch._C says (None off CUDA)."""
     try:
-        return int(torch.cuda.current_stream().cuda_stream)
+        return int(TRUSTED.current_stream_ids(TRUSTED.current_device())[0])
     except Exception:
         return None
+
+
+_BELOW_PYTHON = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+_BACKEND_KEYS = frozenset({torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA})
+
+
+def own_op(func: Any, known_namespaces: frozenset[str] | None) -> bool:
+    """Whether `func` is an operator of a namespace the candidate made (one not among
+    `known_namespaces`, those that existed before it loaded)."""
+    if known_namespaces is None:
+        return False
+    return aten_name(func).split("::", 1)[0] not in known_namespaces
+
+
+def run_own_op(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run the candidate's own operator's kernel with `mode` still active, so that the
+    torch ops inside it reach `mode` too: the kernel is called from the first dispatch
+    key below Python that has one for it (usually the backend's)."""
+    keys = torch._C._dispatch_tls_local_include_set()
+    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if isinstance(value, torch.Tensor):
+            keys = keys | torch._C._dispatch_keys(value)
+    keys = keys & _BELOW_PYTHON
+    name = func.name()
+    while True:
+        key = keys.highestPriorityTypeId()
+        if torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
+            if not torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(name, key):
+                break
+        elif key in _BACKEND_KEYS or key == torch._C.DispatchKey.Undefined:
+            break
+        keys = keys.remove(key)
+    with mode:
+        return func.redispatch(keys, *args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -253,10 +294,16 @@ def _dtype_changing(name: str, args: tuple, kwargs: dict) -> bool:
 class FenceRecorder(TorchDispatchMode):
     """Records the aten ops called outside Triton launches while it is active."""
 
-    def __init__(self, forbidden: frozenset[str], builtin: bool):
+    def __init__(
+        self,
+        forbidden: frozenset[str],
+        builtin: bool,
+        known_namespaces: frozenset[str] | None = None,
+    ):
         super().__init__()
         self.forbidden = forbidden
         self.builtin = builtin
+        self.known_namespaces = known_namespaces  # the operators' namespaces before load
         self.calls: Counter[str] = Counter()
         self.violations: Counter[str] = Counter()
 
@@ -265,6 +312,8 @@ class FenceRecorder(TorchDispatchMode):
         if STATE.depth == 0:
             name = aten_name(func)
             self.calls[name] += 1
+            if own_op(func, self.known_namespaces):
+                return run_own_op(self, func, args, kwargs)
             if name in self.forbidden:
                 self.violations[f"{name} (forbidden: reference or library op)"] += 1
             elif self.builtin:

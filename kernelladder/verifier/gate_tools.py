@@ -47,13 +47,17 @@ def _digest(t: torch.Tensor) -> tuple[Any, ...]:
     if pad:
         raw = torch.cat([raw, raw.new_zeros(pad)])
     words = raw.view(torch.int32)
-    plain = weighted = 0
+    sums = []  # per chunk, on the tensor's device: read back at once (one sync, not two a chunk)
     for lo in range(0, words.numel(), DIGEST_CHUNK):
         w = words[lo : lo + DIGEST_CHUNK].to(torch.int64)
         at = torch.arange(lo, lo + w.numel(), device=w.device, dtype=torch.int64)
         weight = (at * 2654435761) % 4294967291 + 1
-        plain += int(w.sum().item())
-        weighted += int((w * weight).sum().item())
+        sums.append(torch.stack((w.sum(), (w * weight).sum())))
+    plain = weighted = 0
+    if sums:
+        for chunk_plain, chunk_weighted in torch.stack(sums).tolist():
+            plain += chunk_plain
+            weighted += chunk_weighted
     return (str(t.dtype), tuple(t.shape), plain & _MASK64, weighted & _MASK64)
 
 

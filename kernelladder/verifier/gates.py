@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from kernelladder.verifier import fence, source_files
+from kernelladder.verifier import fence, source_files, torch_state
 from kernelladder.verifier.candidate_run import CandidateRun
 from kernelladder.verifier.integrity import TRUSTED
 from kernelladder.verifier.measured import (
@@ -37,6 +37,8 @@ from kernelladder.verifier.measured import (
     CACHE_REFRESH_USES,
     MeasuredTimes,
     _spec_key,
+    prime_compiler,
+    set_compile_limits,
 )
 from kernelladder.verifier.options import (
     DEFAULT_SEEDS,
@@ -45,6 +47,7 @@ from kernelladder.verifier.options import (
     StageFn,
     VerifyOptions,
 )
+from kernelladder.verifier.registration_log import REGISTRATIONS
 from kernelladder.verifier.speed_gate import PAIRED_ROUNDS
 from kernelladder.verifier.verdict import (
     FAIL,
@@ -94,22 +97,54 @@ class Verifier(MeasuredTimes):
 
         with fence.FenceRecorder(frozenset(), builtin=True):
             TRUSTED.empty(1)
+        set_compile_limits()  # the baselines' compile limits, before torch's state is taken
+        if device.startswith("cuda") or timer is not None:  # a worker that times baselines
+            prime_compiler()
         self.walls: Any = None  # sandbox.WallLog: a candidate's attempts on the walls
         self.files: dict[str, str] | None = None  # the verifier's files' hashes at start
         # (op, shape label) -> whether two draws of its inputs came out the same
         # (CandidateRun._redrawable: KernelBench problems and workspaces draw their own)
         self.redrawable: dict[tuple[str, str], bool] = {}
+        # the reference's outputs per trial, fingerprinted before a candidate loaded
+        # (fingerprints.py), and the seeds of unseen shapes fingerprinted ahead per op
+        self.fingerprints: dict[tuple[Any, ...], Any] = {}
+        self.unseen_pool: dict[tuple[Any, ...], list[int]] = {}
+        # torch's global state before any candidate (torch_state.py): taken before the
+        # first, kept while each candidate leaves it as it found it (else the worker is
+        # replaced), taken again after the verifier's own baseline work
+        self._state: torch_state.StateSnapshot | None = None
+
+    def state_snapshot(self) -> torch_state.StateSnapshot:
+        """Torch's state as no candidate left it (taken now when there is none yet)."""
+        if self._state is None:
+            self._state = torch_state.take(full=True)
+        return self._state
+
+    def refresh_state(self) -> torch_state.StateSnapshot:
+        """Taken again: after the verifier's own baseline work (torch.compile imports and
+        registers as it first compiles), once an audit proved the candidate changed
+        nothing."""
+        self._state = torch_state.take(full=True)
+        return self._state
+
+    def prepare_baselines(self, spec: Any, shapes: Any, seed: int) -> float:
+        seconds = super().prepare_baselines(spec, shapes, seed)
+        self._state = None  # torch.compile's first compiles: taken again before a candidate
+        return seconds
 
     @contextlib.contextmanager
     def library_work(self) -> Iterator[None]:
         """The baselines (torch.compile's inductor and its compile workers) are the
         verifier's own work: what they touch is no wall the candidate hit."""
         armed = self.walls is not None and self.walls.armed
+        registering = REGISTRATIONS.armed
         if armed:
             self.walls.armed = False
+        REGISTRATIONS.armed = False
         try:
             yield
         finally:
+            REGISTRATIONS.armed = registering
             if armed:
                 self.walls.armed = True
 
@@ -156,9 +191,11 @@ class Verifier(MeasuredTimes):
         if self.walls is not None:
             self.walls.take()
             self.walls.armed = True
+        REGISTRATIONS.armed = True
         try:
             outcome = run.execute()
         finally:
+            REGISTRATIONS.armed = False
             if self.walls is not None:
                 self.walls.armed = False
         outcome = run.after_walls(
@@ -169,7 +206,7 @@ class Verifier(MeasuredTimes):
         elapsed = TRUSTED.perf_counter() - start
         from dataclasses import replace
 
-        return Outcome(replace(outcome.verdict, elapsed_s=elapsed), outcome.recycle)
+        return Outcome(replace(outcome.verdict, elapsed_s=elapsed), outcome.recycle, outcome.retire)
 
 
 def environment_info(device: str) -> dict[str, Any]:

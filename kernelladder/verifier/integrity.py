@@ -25,7 +25,10 @@ import torch
 
 @dataclass(frozen=True)
 class Trusted:
-    """References captured when the worker starts; the verifier calls only these."""
+    """References captured when the worker starts; the verifier calls only these. The
+    timer's are torch._C's own (its event and stream types are immutable C types, and
+    their methods cannot be replaced), not torch.cuda's Python wrappers around them, whose
+    module globals a candidate could rebind while a timing runs."""
 
     perf_counter: Any = time.perf_counter
     monotonic: Any = time.monotonic
@@ -33,14 +36,30 @@ class Trusted:
     isfinite: Any = torch.isfinite
     empty: Any = torch.empty
     empty_strided: Any = torch.empty_strided
-    cuda_synchronize: Any = torch.cuda.synchronize
-    cuda_event: Any = torch.cuda.Event
-    current_stream: Any = torch.cuda.current_stream
-    elapsed_time: Any = getattr(torch.cuda.Event, "elapsed_time", None)
-    event_record: Any = getattr(torch.cuda.Event, "record", None)
+    cuda_synchronize: Any = getattr(torch._C, "_cuda_synchronize", None)  # None: no CUDA
+    cuda_sleep: Any = getattr(torch._C, "_cuda_sleep", None)
+    # event = event_type(enable_timing=True); event_record(event, stream);
+    # elapsed_time(start, end) in ms
+    event_type: Any = getattr(torch._C, "_CudaEventBase", None)
+    event_record: Any = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None)
+    elapsed_time: Any = getattr(getattr(torch._C, "_CudaEventBase", None), "elapsed_time", None)
+    stream_type: Any = getattr(torch._C, "_CudaStreamBase", None)
+    current_stream_ids: Any = getattr(torch._C, "_cuda_getCurrentStream", None)
+    current_device: Any = getattr(torch._C, "_cuda_getDevice", None)
     tensor_clone: Any = torch.Tensor.clone
     tensor_copy_: Any = torch.Tensor.copy_
     data_ptr: Any = torch.Tensor.data_ptr
+
+    def current_stream(self, device_index: int | None = None) -> Any:
+        """The current CUDA stream of a device (the current one by default), as torch._C's
+        stream type, made from torch._C's own answer."""
+        index = self.current_device() if device_index is None else device_index
+        stream_id, index, device_type = self.current_stream_ids(index)
+        return self.stream_type(stream_id=stream_id, device_index=index, device_type=device_type)
+
+    def cuda_event(self) -> Any:
+        """A CUDA event that records its time."""
+        return self.event_type(enable_timing=True)
 
 
 TRUSTED = Trusted()
@@ -51,7 +70,16 @@ _MODULE_NAMES = (
     "builtins",
     "threading",
     "math",
+    "operator",
+    "statistics",
     "torch",
+    "torch._C",
+    "torch._ops",
+    "torch.library",
+    "torch.overrides",
+    "torch.backends",
+    "torch.backends.cuda",
+    "torch.backends.cudnn",
     "torch.cuda",
     "torch.testing",
     "torch.nn.functional",
@@ -59,16 +87,41 @@ _MODULE_NAMES = (
     "numpy",
     "triton",
     "triton.testing",
+    "triton.runtime.jit",
+    "triton.runtime.autotuner",
+    "triton.runtime.driver",
 )
 _CLASS_PATHS = (
     ("torch", "Tensor"),
     ("torch.cuda", "Event"),
     ("torch.cuda", "Stream"),
+    ("torch._C", "_DispatchModule"),
+    ("torch._ops", "OperatorBase"),
+    ("torch._ops", "OpOverload"),
+    ("torch._ops", "OpOverloadPacket"),
+    ("torch._ops", "HigherOrderOperator"),
+    ("triton.runtime.jit", "JITFunction"),
+    ("triton.runtime.jit", "KernelInterface"),
+    ("triton.runtime.autotuner", "Autotuner"),
 )
+_DESCRIPTORS = (classmethod, staticmethod, property)
 
 
 def _is_tracked(value: Any) -> bool:
-    return callable(value) or isinstance(value, types.ModuleType)
+    return callable(value) or isinstance(value, (types.ModuleType, *_DESCRIPTORS))
+
+
+def _functions(value: Any) -> tuple[types.FunctionType, ...]:
+    """The Python functions a tracked value runs (its code can be swapped in place:
+    `f.__code__ = ...` keeps the function's identity)."""
+    if isinstance(value, types.FunctionType):
+        return (value,)
+    if isinstance(value, (types.MethodType, classmethod, staticmethod)):
+        inner = getattr(value, "__func__", None)
+        return (inner,) if isinstance(inner, types.FunctionType) else ()
+    if isinstance(value, property):
+        return tuple(f for f in (value.fget, value.fset) if isinstance(f, types.FunctionType))
+    return ()
 
 
 _OWN_MODULES: list[Any] = [-1, ()]  # [len(sys.modules) when scanned, the names found]
@@ -119,6 +172,13 @@ class Snapshot:
     # per namespace: its tracked names, in order, and the objects they were bound to (held
     # here, so none is freed and its id reused while the snapshot lives)
     groups: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = field(default_factory=dict)
+    # every tracked Python function, where it was found, and its code, defaults and
+    # keyword defaults then
+    functions: tuple[types.FunctionType, ...] = ()
+    found_at: tuple[str, ...] = ()
+    code: tuple[Any, ...] = ()
+    defaults: tuple[Any, ...] = ()
+    kwdefaults: tuple[Any, ...] = ()
 
 
 def _hooks() -> tuple[Any, ...]:
@@ -135,14 +195,31 @@ def _hooks() -> tuple[Any, ...]:
 def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
     """Identities of every tracked callable now (`extra`: (label, object) to include)."""
     groups: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
+    functions: dict[int, tuple[types.FunctionType, str]] = {}
     for space, namespace in _namespaces(list(extra)):
         names, objects = [], []
         for name, value in list(namespace.items()):
             if space.startswith(("kernelladder.", "spec")) or _is_tracked(value):
                 names.append(name)
                 objects.append(value)
+                for fn in _functions(value):
+                    functions.setdefault(id(fn), (fn, f"{space}.{name}"))
         groups[space] = (tuple(names), tuple(objects))
-    return Snapshot(_hooks(), groups)
+    fns = tuple(fn for fn, _where in functions.values())
+    return Snapshot(
+        _hooks(),
+        groups,
+        functions=fns,
+        found_at=tuple(where for _fn, where in functions.values()),
+        code=tuple(map(_CODE, fns)),
+        defaults=tuple(map(_DEFAULTS, fns)),
+        kwdefaults=tuple(map(_KWDEFAULTS, fns)),
+    )
+
+
+_CODE = operator.attrgetter("__code__")
+_DEFAULTS = operator.attrgetter("__defaults__")
+_KWDEFAULTS = operator.attrgetter("__kwdefaults__")
 
 
 def _unchanged(namespace: dict, names: tuple[str, ...], objects: tuple[Any, ...]) -> bool:
@@ -183,6 +260,16 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
                 found.append(f"{space}.{name} removed")
             elif namespace[name] is not obj:
                 found.append(f"{space}.{name} replaced")
+    fns = before.functions
+    for getter, then, what in (
+        (_CODE, before.code, "code"),
+        (_DEFAULTS, before.defaults, "default arguments"),
+        (_KWDEFAULTS, before.kwdefaults, "keyword defaults"),
+    ):
+        if not all(map(operator.is_, map(getter, fns), then)):
+            for fn, where, was in zip(fns, before.found_at, then, strict=True):
+                if getter(fn) is not was:
+                    found.append(f"{where}: its {what} replaced")
     if _hooks() != before.hooks:
         found.append("a trace or profile hook was installed (sys.settrace/setprofile)")
     seen: set[str] = set()

@@ -27,6 +27,30 @@ CACHE_REFRESH_USES = 30
 BASELINES_GPU = "exclusive"
 
 
+def set_compile_limits() -> None:
+    """torch.compile's recompile limits, raised for the baselines (one compile per shape
+    and op); set as the worker starts, before torch's state is taken (torch_state.py)."""
+    import torch._dynamo
+
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 1024)
+    for knob in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 8192)
+
+
+def prime_compiler() -> None:
+    """torch.compile's imports (inductor's, which define operators and register kernels
+    as they load) made now, as a worker that may time baselines starts: what they add to
+    torch's state is then no candidate's doing (torch_state.py)."""
+    torch.compile(_identity, dynamic=False)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
 def _spec_key(spec: OpSpec) -> str:
     return spec.name + ":" + source_hash(str(getattr(spec, "source", "")))[:12]
 
@@ -130,13 +154,20 @@ class MeasuredTimes:
         self._taken[key] = (TRUSTED.monotonic(), 0)
 
     def reference_timing(
-        self, spec: OpSpec, shape: Shape, inputs: Mapping[str, torch.Tensor]
+        self,
+        spec: OpSpec,
+        shape: Shape,
+        inputs: Mapping[str, torch.Tensor],
+        before: Callable[[], None] | None = None,
     ) -> Any:
         """The reference's Timing at this shape, timed once and kept (then refreshed on
-        the schedule above): the same function on the same inputs each time."""
+        the schedule above): the same function on the same inputs each time. `before`
+        is called first where it is timed (the audit of torch's state)."""
         key = (_spec_key(spec), shape.label)
         cached = self._reference_timing.get(key)
         if cached is None or not self._fresh((*key, "reference"), True):
+            if before is not None:
+                before()
             cached = self.timer().time(lambda: spec.reference(inputs))
             self._reference_timing[key] = cached
             self._mark_taken((*key, "reference"))
@@ -149,14 +180,19 @@ class MeasuredTimes:
         shape: Shape,
         inputs: Mapping[str, torch.Tensor],
         refresh: bool = False,
+        before: Callable[[], None] | None = None,
     ) -> dict[str, float | str]:
         """Median ms (or a reason it was skipped) of each library baseline at this shape;
-        `refresh`: timed again once the cached time is past its schedule."""
+        `refresh`: timed again once the cached time is past its schedule; `before`:
+        called before the first one timed (the audit of torch's state)."""
         spec_key = _spec_key(spec)
         out: dict[str, float | str] = {}
         for name, fn in self.baseline_fns(spec, shape, inputs).items():
             key = (spec_key, shape.label, name)
             if key not in self._baseline_ms or not self._fresh(key, refresh):
+                if before is not None:
+                    before()
+                    before = None
                 self._mark_taken(key)
                 self.baselines_timed += 1
                 try:
@@ -214,14 +250,7 @@ class MeasuredTimes:
     ) -> Callable[[], Any]:
         key = (_spec_key(spec), shape.label)
         if key not in self._compiled:
-            import torch._dynamo
-
-            for knob in ("cache_size_limit", "recompile_limit"):
-                if hasattr(torch._dynamo.config, knob):
-                    setattr(torch._dynamo.config, knob, 1024)
-            for knob in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
-                if hasattr(torch._dynamo.config, knob):
-                    setattr(torch._dynamo.config, knob, 8192)
+            set_compile_limits()
             self._compiled[key] = torch.compile(spec.reference, dynamic=False)
         compiled = self._compiled[key]
         return lambda: compiled(dict(inputs))

@@ -97,4 +97,7 @@ def _early_stop_option(value: Any) -> dict[str, Any] | None:
 @dataclass(frozen=True)
 class Outcome:
     verdict: Verdict
-    recycle: bool = False
+    recycle: bool = False  # the candidate altered the worker: it exits after the verdict
+    # the candidate defined operators of its own: the worker is replaced after the verdict
+    # (the next candidate finds torch as it was), whatever the verdict
+    retire: bool = False

@@ -7,14 +7,13 @@ from two medians taken minutes apart. time_rounds runs the rounds; SpeedGate._pa
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.verifier import fence
-from kernelladder.verifier.timing import time_with_plan
+from kernelladder.verifier.timing import median, time_with_plan
 from kernelladder.verifier.verdict import beyond_margin, fastest_baseline
 
 # Back-to-back rounds with the fastest baseline when the two are this close (relative):
@@ -69,7 +68,7 @@ def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float
     lost = sum(1 for k, b in pairs if k > b)
     rounds = len(pairs)
     ratios = [b / k for k, b in pairs if k > 0]
-    ratio = statistics.median(ratios) if ratios else math.nan
+    ratio = median(ratios) if ratios else math.nan
     word = "faster" if won == rounds else "slower" if lost == rounds else "tie"
     if word != "tie" and not (math.isfinite(ratio) and beyond_margin(ratio)):
         word = "tie"  # every round one way, by less than a kernel engineer calls a difference
@@ -79,8 +78,8 @@ def paired_result(rival: str, cand_ms: Sequence[float], rival_ms: Sequence[float
         "won": won,
         "lost": lost,
         "ratio": ratio,
-        "candidate_ms": statistics.median(cand_ms),
-        "baseline_ms": statistics.median(rival_ms),
+        "candidate_ms": median(cand_ms),
+        "baseline_ms": median(rival_ms),
         "verdict": word,
         "candidate_rounds_ms": [round(float(v), 6) for v in cand_ms],
         "baseline_rounds_ms": [round(float(v), 6) for v in rival_ms],
@@ -109,13 +108,16 @@ def time_rounds(
     timings: list[Any] | None = None,
     settled: Callable[[Sequence[float], Sequence[float]], bool] | None = None,
     candidate_plan: dict | None = None,
+    before_rival: Callable[[], None] | None = None,
 ) -> Rounds:
     """`rounds` rounds of the candidate (`timed`, which counts its calls in last[1]) and
     the rival baseline, each timed for PAIRED_TARGET_MS, the order alternating; the
     candidate's Timings are added to `timings`. A baseline that raises ends the rounds
     (failed): its failure is not the candidate's. `settled(candidate_ms, rival_ms)`, when
     given, ends them once the word can no longer change (the sequential stop).
-    `candidate_plan`: the candidate's GpuTimer plan at this shape, from its first look."""
+    `candidate_plan`: the candidate's GpuTimer plan at this shape, from its first look.
+    `before_rival`: called before each timing of the baseline (the audit of what the
+    candidate's round may have changed; it raises to stop the rounds)."""
     out = Rounds()
     # each side probed once (the GPU timer's plan), then timed round after round
     plans: dict[str, dict] = {
@@ -138,6 +140,8 @@ def time_rounds(
                 out.launched += fence.STATE.launches - launches0
                 out.calls += last[1]
                 continue
+            if before_rival is not None:
+                before_rival()
             try:
                 with library_work():
                     out.rival_ms.append(time_one(who, rival_fn).median_ms)

@@ -34,9 +34,13 @@ worker -> client, while verifying (any number, in order):
         to itself) it waits for the client's "go" before touching the GPU. The client
         holds the GPU for it until the next stage line or the verdict.
 worker -> client, once per verify:
-    {"type": "verdict", "id": str, "verdict": <Verdict.to_dict()>, "recycle": bool}
+    {"type": "verdict", "id": str, "verdict": <Verdict.to_dict()>, "recycle": bool,
+     "retire": bool (optional)}
         recycle=true: the worker saw its own state altered by the candidate and will
         exit after this line; the client starts a fresh one for the next candidate.
+        retire=true (a verdict of any kind): the candidate defined operators of its own;
+        the worker answers the client's ping as after any verdict, then the client
+        replaces it, so that the next candidate finds torch as it was.
     {"type": "pong", "id": str}
     {"type": "idled", "id": str}
     {"type": "error", "id": str|null, "message": str}   (a malformed request)

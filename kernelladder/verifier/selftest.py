@@ -1,10 +1,12 @@
-"""A worker's warm-up: one tiny Triton launch under the fence recorder, checked; on a
-GPU, torch.compile's first use too.
+"""A worker's warm-up: one tiny Triton launch under the fence recorder, checked; a
+Triton kernel wrapped as an operator of the verifier's own (torch.library's custom_op
+and triton_op), called under the recorder; on a GPU, torch.compile's first use too.
 
-It runs before the first integrity snapshot so first-use initialisation (torch's lazy
-import of torch._dynamo when a dispatch mode is entered, Triton's driver and launcher
-set-up) never looks like a candidate's doing, and it proves on the CPU that the
-interpreter's bf16 casts and dot now agree with torch.
+It runs before the first integrity snapshot and before torch's state is first taken
+(torch_state.py), so first-use initialisation (torch's lazy import of torch._dynamo when
+a dispatch mode is entered, Triton's driver and launcher set-up, what torch.library
+registers the first time an operator is defined) never looks like a candidate's doing,
+and it proves on the CPU that the interpreter's bf16 casts and dot now agree with torch.
 """
 
 from __future__ import annotations
@@ -45,6 +47,58 @@ def run(device: str) -> str:
     ref = a.float() @ a.float()
     if not torch.allclose(c, ref, rtol=1e-3, atol=1e-3):
         problems.append("bf16 tl.dot differs from torch")
+    return "ok" if not problems else "; ".join(problems)
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+WARM_NAMESPACE = "kernelladder_selftest"
+
+
+def warm_custom_ops(device: str) -> str:
+    """A Triton kernel wrapped as operators of the verifier's own namespace
+    (torch.library.custom_op and triton_op), defined and called under the fence
+    recorder: 'ok' when both launch their kernel and agree with torch, else what did not
+    (or why they could not be defined: an older torch)."""
+    try:
+        from torch.library import custom_op, triton_op, wrap_triton
+    except ImportError as exc:
+        return f"not available: {exc}"
+
+    def launch(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        _double[(1,)](x, y, x.numel(), BLOCK=16)
+        return y
+
+    def launch_wrapped(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        wrap_triton(_double)[(1,)](x, y, x.numel(), BLOCK=16)
+        return y
+
+    if not hasattr(torch.ops, WARM_NAMESPACE) or not hasattr(
+        getattr(torch.ops, WARM_NAMESPACE), "double"
+    ):
+        custom_op(f"{WARM_NAMESPACE}::double", mutates_args=())(launch)
+        triton_op(f"{WARM_NAMESPACE}::double_wrapped", mutates_args={})(launch_wrapped)
+    ops = getattr(torch.ops, WARM_NAMESPACE)
+    x = torch.arange(10, dtype=torch.float32, device=device)
+    known = frozenset(n.split("::")[0] for n in torch._C._dispatch_get_all_op_names())
+    recorder = fence.FenceRecorder(frozenset(), builtin=True, known_namespaces=known)
+    launches = fence.STATE.launches
+    with recorder:
+        outs = [ops.double(x), ops.double_wrapped(x)]
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    problems = []
+    if fence.STATE.launches - launches < 2:
+        problems.append("a wrapped kernel did not launch")
+    if not all(torch.equal(o, x * 2) for o in outs):
+        problems.append("a wrapped kernel's result differs from torch")
     return "ok" if not problems else "; ".join(problems)
 
 

@@ -162,29 +162,42 @@ class SpeedGate:
         )
         inputs = spec.make_inputs(shape, self.seeds[0], self.device)
         args = [inputs[n] for n in spec.arg_names]
+        before_timing = self._audit_before_baselines
         if pipelined:
-            ref = self.v.reference_timing(spec, shape, inputs)
+            ref = self.v.reference_timing(spec, shape, inputs, before=before_timing)
         else:
+            before_timing()
             ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
         held = self._held_copy(inputs, shape)  # None: drawn again after the calls
         last: list[Any] = [None, 0]  # the latest timed call's result, calls made
+        state = fence.STATE
+        stream = fence._current_stream_handle() if self.cuda else None
+        side0 = state.side_stream_launches
 
         def timed(args: list[Any] = args, last: list[Any] = last) -> None:
-            last[0] = call(*args)
+            state.expected_stream, state.watch_streams = stream, self.cuda
+            try:
+                last[0] = call(*args)
+            finally:
+                state.watch_streams = False
             last[1] += 1
 
         def timed_checked(target_ms: float) -> Timing:
-            """The candidate timed to `target_ms`, then the verifier intact and the timed
-            calls the checked calls."""
+            """The candidate timed to `target_ms`, then the verifier and torch's state
+            intact and the timed calls the checked calls."""
             last[1] = 0
             launches0 = fence.STATE.launches
+            self.unaudited = self.since_end = self.timed = True
             timing = time_with_plan(
                 timer, timed, target_ms, self._plans.setdefault(shape.label, {})
             )
             launched = fence.STATE.launches - launches0
             if not self._check_integrity("being timed"):
                 raise _Stop
-            self._check_timed_calls(shape, inputs, held, last[0], last[1], launched)
+            self._check_state_or_stop("being timed")
+            self._check_timed_calls(
+                shape, inputs, held, last[0], last[1], launched, state.side_stream_launches - side0
+            )
             return timing
 
         if look is not None:
@@ -200,16 +213,19 @@ class SpeedGate:
             self.report("speed", f"baselines {shape.label}")
             timed_before = self.v.baselines_timed
             with self.v.library_work():
-                baselines = self.v.baseline_ms(spec, shape, inputs, refresh=pipelined)
+                baselines = self.v.baseline_ms(
+                    spec, shape, inputs, refresh=pipelined, before=before_timing
+                )
             if self.v.baselines_timed != timed_before:  # torch.compile may rebind lazily
                 self.before = integrity.take(self.extra)  # (cached times ran nothing)
+                self.state = self.v.refresh_state()  # after a full audit (before_timing)
             rival = close_rival(cand, baselines) if full else None
             if full and self.opts.pair_every_shape and rival is None:
                 fastest = fastest_baseline(baselines)
                 rival = fastest[0] if fastest else None
             if rival is not None:
                 self.report("speed", f"{shape.label}: back to back with {rival}")
-                paired = self._paired(shape, inputs, held, timed, last, rival, rounds)
+                paired = self._paired(shape, inputs, held, timed, last, rival, rounds, side0)
         if first_look:
             if paired is not None:
                 cand = pooled([cand, *rounds])
@@ -234,13 +250,17 @@ class SpeedGate:
         last: list[Any],
         rival: str,
         timings: list[Timing] | None = None,
+        side0: int = 0,
     ) -> dict[str, Any] | None:
         """The candidate and its closest baseline timed back to back, paired_rounds times,
         the order alternating: a margin smaller than the drift between the candidate's
         timing and the (cached) baseline's is settled by rounds won, not by two medians
         taken minutes apart. The candidate's calls here are checked as the others are;
-        its timings are added to `timings`. None when the baseline fails here (it ran
-        before): the plain comparison stands."""
+        its timings are added to `timings`. Torch's state is audited before each round's
+        baseline (the candidate's round ran just before it). None when the baseline fails
+        here (it ran before): the plain comparison stands."""
+        self._check_state_or_stop("being timed")  # each round's baseline: as cheaply again
+        self.unaudited = self.since_end = self.timed = True
         rounds = time_rounds(
             self.v.timer(),
             timed,
@@ -251,11 +271,21 @@ class SpeedGate:
             timings,
             self._rounds_settled,
             candidate_plan=self._plans.setdefault(shape.label, {}),
+            before_rival=lambda: self._check_state_or_stop("being timed"),
         )
         if not self._check_integrity("being timed"):
             raise _Stop
+        self._check_state_or_stop("being timed")
         if rounds.calls:
-            self._check_timed_calls(shape, inputs, held, last[0], rounds.calls, rounds.launched)
+            self._check_timed_calls(
+                shape,
+                inputs,
+                held,
+                last[0],
+                rounds.calls,
+                rounds.launched,
+                fence.STATE.side_stream_launches - side0,
+            )
         if rounds.failed:
             return None
         return paired_result(rival, rounds.candidate_ms, rounds.rival_ms)
@@ -276,10 +306,12 @@ class SpeedGate:
         result: Any,
         calls: int,
         launched: int,
+        side_launches: int = 0,
     ) -> None:
         """The calls being timed must be the calls that were checked: each launches
-        Triton, leaves the inputs alone (as drawn again now, or as the copy held through
-        the calls says), and the last one's outputs are right."""
+        Triton on the stream the timer's events are on, leaves the inputs alone (as drawn
+        again now, or as the copy held through the calls says), and the last one's
+        outputs are right (against the reference fingerprinted before the load)."""
         where = f"shape '{shape.label}' while being timed"
         if self.cuda:
             TRUSTED.cuda_synchronize()
@@ -287,6 +319,8 @@ class SpeedGate:
         drawn = self._inputs_as_drawn(held, shape, self.seeds[0])
         if launched < calls:
             problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
+        elif side_launches:
+            problem = f"{side_launches} Triton launches off the timed stream on {where}"
         elif any(not _same_value(t, drawn[n]) for n, t in inputs.items()):
             problem = f"the inputs changed on {where}"
         else:
@@ -299,7 +333,9 @@ class SpeedGate:
             if not ok:
                 problem = f"the last timed call returned outputs of the wrong kind on {where}"
             else:
-                m = self.spec.compare(outs, self.spec.reference_hp(drawn), drawn, shape)
+                expected_hp = self.spec.reference_hp(drawn)
+                self._expect_reference(shape, self.seeds[0], expected_hp)
+                m = self.spec.compare(outs, expected_hp, drawn, shape)
                 if m is not None:
                     problem = (
                         f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "

@@ -1,14 +1,16 @@
 """GPU timing: L2 flushed between trials, CUDA events, device-wide sync, medians.
 
-Only the verifier's private references (integrity.TRUSTED) are used, so a candidate that
-patches torch.cuda.Event or synchronize cannot change a time. The measured ceilings
-(copy bandwidth, matmul rates) are taken once per worker and cached.
+Only the verifier's private references (integrity.TRUSTED, torch._C's own event, stream,
+synchronize and sleep, captured before any candidate) are used, and the medians are
+taken here with builtins alone, so a candidate that patches torch.cuda.Event,
+synchronize, time.perf_counter, triton.testing or statistics still gets its true time
+(and fails at anti-cheat for the patch). The measured ceilings (copy bandwidth, matmul
+rates) are taken once per worker and cached.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +32,7 @@ MAX_TRIALS = 2000
 # Cycles of GPU busy-wait queued before each trial's start event, so the host enqueues the
 # timed launches while the GPU waits: the events then bracket GPU work, not Python launch
 # latency (which made launch-bound shapes vary by tens of percent between checks).
-_GPU_SLEEP = getattr(torch.cuda, "_sleep", None)  # bound at import, before any candidate
+_GPU_SLEEP = TRUSTED.cuda_sleep  # torch._C's, bound at import, before any candidate
 SLEEP_CYCLES_PER_MS = 2_000_000  # H100/H200 SM clocks run near 2 GHz under load
 MAX_SLEEP_CYCLES = 4_000_000
 PROBE_SLEEP_CYCLES = 200_000  # 0.1 ms: covers the launch of a kernel or two
@@ -67,15 +69,38 @@ class Timing:
         return {"median_ms": self.median_ms, "noise": self.noise, "trials": self.trials}
 
 
+def median(values: Sequence[float]) -> float:
+    """The median (as statistics.median), with builtins alone: a candidate that patches
+    the statistics module cannot move a time."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no values")
+    half = n // 2
+    return ordered[half] if n % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
+def quartiles(ordered: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartiles of sorted values (as statistics.quantiles(n=4),
+    its default "exclusive" method), with builtins alone."""
+    n = len(ordered)
+    out = []
+    for i in (1, 3):
+        j = min(max(i * (n + 1) // 4, 1), n - 1)
+        delta = i * (n + 1) - j * 4
+        out.append((ordered[j - 1] * (4 - delta) + ordered[j] * delta) / 4)
+    return out[0], out[1]
+
+
 def summarize(samples: Sequence[float]) -> Timing:
     ordered = sorted(samples)
-    median = statistics.median(ordered)
+    mid = median(ordered)
     if len(ordered) >= 4:
-        q = statistics.quantiles(ordered, n=4)
-        iqr = q[2] - q[0]
+        q1, q3 = quartiles(ordered)
+        iqr = q3 - q1
     else:
         iqr = ordered[-1] - ordered[0]
-    return Timing(median, iqr / median if median > 0 else math.inf, len(ordered), tuple(samples))
+    return Timing(mid, iqr / mid if mid > 0 else math.inf, len(ordered), tuple(samples))
 
 
 def pooled(parts: Sequence[Timing]) -> Timing:
@@ -86,7 +111,7 @@ def pooled(parts: Sequence[Timing]) -> Timing:
         return summarize([s for p in parts for s in p.samples])
     weighted = [p.median_ms for p in parts for _ in range(max(1, p.trials))]
     return Timing(
-        statistics.median(weighted),
+        median(weighted),
         max((p.noise for p in parts), default=0.0),
         sum(p.trials for p in parts),
     )
@@ -104,22 +129,28 @@ class GpuTimer:
             flush_bytes = flush_bytes_for(getattr(props, "L2_cache_size", None))
         self.flush_bytes = int(flush_bytes)
         self.gap_ms = gap_ms
+        self.device_index = torch.device(device).index
         self._flush_buf = TRUSTED.empty(self.flush_bytes, dtype=torch.int8, device=device)
         self._rates: dict[str, float] | None = None
         self.enqueue_ms = 0.0  # the host's time per trial in the last _measure
         self.flush_ms = self._flush_time()
 
     def _flush_time(self) -> float:
-        event = TRUSTED.cuda_event
-        start, end = event(enable_timing=True), event(enable_timing=True)
+        start, end = TRUSTED.cuda_event(), TRUSTED.cuda_event()
+        stream = self._stream()
         self._flush()
         self._sync()
-        TRUSTED.event_record(start)
+        TRUSTED.event_record(start, stream)
         for _ in range(5):
             self._flush()
-        TRUSTED.event_record(end)
+        TRUSTED.event_record(end, stream)
         self._sync()
         return float(TRUSTED.elapsed_time(start, end)) / 5
+
+    def _stream(self) -> Any:
+        """The device's current stream, as torch._C says (the candidate's calls run on
+        it: one that left another stream current fails at anti-cheat)."""
+        return TRUSTED.current_stream(self.device_index)
 
     def _flush(self) -> None:
         self._flush_buf.zero_()
@@ -135,10 +166,9 @@ class GpuTimer:
         the first, so that the host has enqueued each launch before the GPU reaches it.
         The host's time per trial is kept in `enqueue_ms` (the plan reads it)."""
         event, record = TRUSTED.cuda_event, TRUSTED.event_record
-        starts = [event(enable_timing=True) for _ in range(trials)]
-        ends = [event(enable_timing=True) for _ in range(trials)]
-        # the stream named once: Event.record looks the current stream up on every call
-        stream = TRUSTED.current_stream(self.device)
+        starts = [event() for _ in range(trials)]
+        ends = [event() for _ in range(trials)]
+        stream = self._stream()  # named once, as torch._C says before the trials
         flush, sleep = self._flush, _GPU_SLEEP if (sleep_cycles or lead_cycles) else None
         self._sync()
         t0 = TRUSTED.perf_counter()
@@ -194,10 +224,10 @@ class GpuTimer:
             fn()
             host_ms.append((TRUSTED.perf_counter() - t0) * 1e3)
         self._sync()
-        sleep_ms = 2.0 * statistics.median(host_ms) + 0.02
-        probe = statistics.median(self._measure(fn, 3, _cycles(sleep_ms)))
+        sleep_ms = 2.0 * median(host_ms) + 0.02
+        probe = median(self._measure(fn, 3, _cycles(sleep_ms)))
         # the host's whole trial (flush, sleep and event launches, the call), as probed
-        enqueue_ms = self.enqueue_ms or statistics.median(host_ms)
+        enqueue_ms = self.enqueue_ms or median(host_ms)
         flush_ms = float(self.flush_ms)
         counted_flush_ms = flush_ms * COUNTED_FLUSH_BYTES / self.flush_bytes
         plan = {

@@ -150,7 +150,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     import torch
     import triton  # noqa: F401  (imported here, after the interpreter switch)
 
-    from kernelladder.verifier import fence, interp_patch, poison
+    from kernelladder.verifier import fence, interp_patch, poison, registration_log
     from kernelladder.verifier.gates import Verifier, environment_info
 
     extras: dict[str, Any] = {"setup_s": phases}
@@ -163,6 +163,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         if args.gpu_memory_fraction:
             torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
     extras["launch_wrappers"] = fence.install_launch_counter()
+    extras["registration_log"] = "on" if registration_log.REGISTRATIONS.install() else "absent"
     took("device")
     from kernelladder.verifier import selftest
 
@@ -170,6 +171,10 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         extras["selftest"] = selftest.run(device)
     except Exception as exc:
         extras["selftest"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        extras["custom_ops"] = selftest.warm_custom_ops(device)
+    except Exception as exc:  # candidates that define operators may then be judged harshly
+        extras["custom_ops"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
     extras["poison"] = poison.poison_check(device)
     took("selftest")
     env = environment_info(device)
@@ -384,9 +389,10 @@ def main(argv: list[str] | None = None) -> int:
                     return _await_go(channel, req_id).get("known")
                 return None
 
+            retire = False
             try:
                 outcome = verifier.verify(opts, progress, stage)  # stages: pipelined only
-                verdict, recycle = outcome.verdict, outcome.recycle
+                verdict, recycle, retire = outcome.verdict, outcome.recycle, outcome.retire
             except BaseException as exc:  # a verifier bug must still answer
                 traceback.print_exc()
                 from kernelladder.verifier.gates import source_hash
@@ -399,9 +405,11 @@ def main(argv: list[str] | None = None) -> int:
                     detail=f"verifier internal error: {type(exc).__name__}: {str(exc)[:300]}",
                 )
                 recycle = True
-            channel.send(
-                {"type": "verdict", "id": req_id, "verdict": verdict.to_dict(), "recycle": recycle}
-            )
+            reply = {"type": "verdict", "id": req_id, "verdict": verdict.to_dict()}
+            reply["recycle"] = recycle
+            if retire and not recycle:
+                reply["retire"] = True  # the client replaces this worker once it is quiet
+            channel.send(reply)
             if recycle:
                 _exit(0)  # threads or patches a candidate left behind die with us
         else:

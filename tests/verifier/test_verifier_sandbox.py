@@ -292,6 +292,9 @@ def test_require_refuses_to_start_without_landlock():
 
 
 def test_unseen_shapes_are_reproducible_plausible_and_never_the_suites():
+    """Reproducible from their seed, never a suite's shape, plausible sizes and dtypes
+    (tests/ops/test_unseen_shapes.py holds them to the rule that chooses them against
+    the suites, and to the interpreter's means on the CPU)."""
     from kernelladder.ops.registry import builtin_ops
 
     for spec in builtin_ops():
@@ -310,20 +313,13 @@ def test_unseen_shapes_are_reproducible_plausible_and_never_the_suites():
                     assert shape.dtype in {s.dtype for s in spec.gpu_shapes + spec.cpu_shapes}
                     assert all(v >= 1 for v in shape.dims.values())
                     if device == "cpu":  # the interpreter is slow: small on the CPU
-                        for name, size in shape.dims.items():
-                            dim = spec.unseen.dims[name]
-                            assert size <= max(dim.cpu_max, *dim.cpu_choices, 1) <= 700
+                        assert all(size <= 700 for size in shape.dims.values())
     lengths = {
         s.dims["N"]
         for seed in range(200)
         for s in builtin_ops()[1].draw_unseen_shapes(random.Random(seed), 2, "cpu")
     }
     assert any(n % 2 for n in lengths) and any(n & (n - 1) == 0 for n in lengths)
-    assert 1 in {
-        s.dims["M"]
-        for seed in range(200)
-        for s in builtin_ops()[1].draw_unseen_shapes(random.Random(seed), 2, "cpu")
-    }
 
 
 def test_kernelbench_problems_keep_their_fixed_inputs():

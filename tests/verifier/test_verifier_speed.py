@@ -56,7 +56,7 @@ class TableTimer:
         return max(nbytes / 1e9, flops / 1e12)
 
 v = Verifier("cpu", tempfile.mkdtemp(), {}, timer=TableTimer())
-def baseline_ms(spec, shape, inputs, refresh=False):  # name the baseline closures
+def baseline_ms(spec, shape, inputs, refresh=False, before=None):  # name the baseline closures
     return {"F.rms_norm": TABLE["F.rms_norm"], "torch.compile": TABLE["torch.compile"]}
 v.baseline_ms = baseline_ms
 def named(name):
