@@ -1,8 +1,8 @@
 """The engine's front door: what callers import to build, resume and describe runs.
 
-The run itself is run.py (scheduling) with its parts beside it: commands.py,
-verification.py, proposal_inputs.py, profiling.py, best_confirmation.py; setup.py builds
-runs, op_info.py loads ops, lines.py writes the one-line texts.
+The run itself is run.py: it schedules its branches and hands each of its parts (the
+collaborators beside it) what that part reads; setup.py builds runs, op_info.py loads
+ops, lines.py writes the one-line texts.
 """
 
 from __future__ import annotations
