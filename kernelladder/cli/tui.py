@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import ArgumentParser, UsageError, stdout_to_devnull
-from kernelladder.cli.optimize import add_run_arguments, build_run
+from kernelladder.cli.optimize import build_run
+from kernelladder.cli.run_arguments import add_run_arguments
+from kernelladder.engine.options import TUI
 
 PROG = "kernelladder-tui"
 
@@ -86,7 +88,7 @@ def build_parser() -> ArgumentParser:
         help="start the run as a background `kernelladder optimize` and attach to it",
     )
 
-    add_run_arguments(parser)  # the options of `kernelladder optimize`, OP included
+    add_run_arguments(parser, TUI)  # the options of a run, OP included
     return parser
 
 
