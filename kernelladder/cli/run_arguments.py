@@ -78,6 +78,27 @@ def add_run_arguments(parser: argparse.ArgumentParser, command: str = OPTIMIZE) 
             _add(groups[option.group], option)
 
 
+def optimize_argv(args: argparse.Namespace) -> list[str]:
+    """`kernelladder optimize`'s command line for the run options `args` holds, for a run
+    started in the background (`kernelladder-tui --detach`, `kernelladder serve OP`): each
+    one that differs from its default, as given; the command's own flags left out."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(parser, OPTIMIZE)
+    out: list[str] = [args.op] if args.op else []
+    for action in parser._actions:
+        if not action.option_strings:
+            continue
+        value = getattr(args, action.dest, None)
+        if value is None or value == action.default:
+            continue
+        flag = action.option_strings[-1]
+        if action.nargs == 0:  # store_true / store_const: the flag alone
+            out.append(flag)
+        else:
+            out += [flag, str(value)]
+    return out
+
+
 def _read_hints(path: str | None) -> str | None:
     if path is None:
         return None
