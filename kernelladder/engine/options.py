@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
+from kernelladder.engine.proposers import PROPOSERS
+
 MAX_DEFAULT_WORKERS_PER_GPU = 3
 VERIFY_MODES = ("pipelined", "serial")
-PROPOSERS = ("search", "tune", "api", "openai", "code", "replay")
 GATE_CHOICES = ("ask", "approve", "veto")
 # local runs: how long idle verifier workers are kept warm for the next run (verifier/
 # keeper.py) when --keep-workers is not given: this variable, else the default on a GPU
@@ -99,7 +100,7 @@ class RunOption:
     resumable: bool = False  # a resume may change it (RunReopened records the change)
     group: str = ""  # its section of --help: "" the command's own, REMOTE or RAY
     commands: frozenset[str] = RUN_COMMANDS
-    off: bool = False  # None is a value beside the default: off (stagnation)
+    may_be_off: bool = False  # None is a value too, beside the default: off (stagnation)
 
     @property
     def dest(self) -> str:
@@ -178,7 +179,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               default=3, reads=COUNT),
     RunOption("stagnation", "--stagnation", "attempts without a gain before a branch stops "
               "(default {default}; off for --proposer tune)", default=8, reads=COUNT,
-              resumable=True, off=True),
+              resumable=True, may_be_off=True),
     RunOption("budget_usd", "--budget-usd", "spend at most this", reads=NON_NEGATIVE,
               resumable=True),
     RunOption("budget_tokens", "--budget-tokens", "use at most N tokens (input + output): the "
@@ -248,7 +249,7 @@ def _declared(cls: type) -> type:
         if option.field is None:
             continue
         kind = option.reads.type
-        none = option.default is None or option.off
+        none = option.default is None or option.may_be_off
         annotations[option.field] = f"{kind} | None" if none else kind
         if option.default is MISSING:
             continue
