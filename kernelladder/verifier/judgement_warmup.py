@@ -2,11 +2,13 @@
 verifier itself runs to judge a candidate of it runs once, on the device, at every shape
 of the suite: the inputs drawn, the reference (as the speed gate times it), the
 comparison and the digests on its outputs, each library baseline, torch.compile's
-baseline where it is compiled ahead, and the GPU timer. Whatever torch sets lazily the
+baseline where it is compiled ahead. Whatever torch sets lazily the
 first time one of them runs (SDPA's backends' order at its first call on a Hopper GPU,
 a library loaded, a handle made) is then part of the state every audit compares
 against: the candidate is never charged with it. The high-precision reference runs
-beside this, as its fingerprints are taken (fingerprints.py).
+beside this, as its fingerprints are taken (fingerprints.py). The GPU timer is not made
+here: it measures its L2 flush as it is made, which wants the GPU to itself (the speed
+stage); its objects are torch._C's own and set no switch.
 
 Once per worker and op (`Verifier.warmed`), inside the verifier's own work before the
 load (gates.Verifier.own_work: the state proven unchanged before it, taken again in full
@@ -45,8 +47,6 @@ class JudgementWarmup:
     def _warm_judgement(self) -> None:
         spec, v = self.spec, self.v
         timed = self._times_speed()
-        if timed and self.cuda:
-            v.timer()  # the GPU timer's events, streams and buffers
         for shape in self.shapes:
             self.report("references", f"the judgement's first run at {shape.label}")
             inputs = spec.make_inputs(shape, self.seeds[0], self.device)
