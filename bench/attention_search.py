@@ -141,8 +141,8 @@ def probe_child(first: int, full: bool, only: list[str] | None = None) -> int:
     import torch
 
     from kernelladder.ops.registry import get_op
-    from kernelladder.verifier import candidate
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker import candidate
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     spec = get_op("attention")
     timer = GpuTimer("cuda")

@@ -26,7 +26,7 @@ from kernelladder.engine.proposers.templates import (  # noqa: E402
     rmsnorm,
     softmax,
 )
-from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient  # noqa: E402
 
 MODULES = (rmsnorm, softmax, kv_quant, int8_matmul, attention)
 

@@ -32,8 +32,8 @@ from kernelladder.engine.log import read_events  # noqa: E402
 from kernelladder.engine.state import fold  # noqa: E402
 from kernelladder.engine.summary import summarize  # noqa: E402
 from kernelladder.ops.registry import get_op  # noqa: E402
-from kernelladder.verifier import candidate  # noqa: E402
-from kernelladder.verifier.timing import GpuTimer  # noqa: E402
+from kernelladder.verifier.worker import candidate  # noqa: E402
+from kernelladder.verifier.worker.timing import GpuTimer  # noqa: E402
 
 
 def sign_test_p(wins: int, rounds: int) -> float:

@@ -98,7 +98,7 @@ def _compile_init(ws_dir: str) -> None:
     import torch
 
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier import fence
+    from kernelladder.verifier.worker import fence
 
     os.nice(5)  # the timing process's launches come first
     fence.install_launch_counter()
@@ -114,8 +114,8 @@ def _compile_one(job: tuple[int, str]) -> tuple[int, str, float]:
     """(index, error or "", seconds): the config's kernels compiled and loaded, none
     launched. A wrapper that needs real work (a value, torch compute) is compiled later
     by the timing process's first call."""
-    from kernelladder.verifier import fence
-    from kernelladder.verifier.compile_ahead import NoGpuWork, _CompileStopped
+    from kernelladder.verifier.worker import fence
+    from kernelladder.verifier.worker.compile_ahead import NoGpuWork, _CompileStopped
 
     index, path = job
     began = time.perf_counter()
@@ -143,7 +143,7 @@ def screen(
     import torch
 
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     source = (ws / "kernel.py").read_text()
     space, configs = plan(source, hardware)

@@ -90,7 +90,7 @@ def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dict[str,
 
 
 async def _confirm_all(names: list[str], screens: dict, args: Any, out: Path) -> dict:
-    from kernelladder.verifier.pool import LocalPool
+    from kernelladder.verifier.host.pool import LocalPool
 
     pool = LocalPool(args.device, size=1, per_gpu=args.workers)
     began = time.monotonic()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 
 async def _start(device: str, workers: int) -> None:
-    from kernelladder.verifier.pool import LocalPool
+    from kernelladder.verifier.host.pool import LocalPool
 
     pool = LocalPool(device, 1, per_gpu=workers)
     began = time.monotonic()

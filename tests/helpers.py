@@ -48,8 +48,8 @@ from kernelladder.engine.protocols import (
     RunnerLost,
     VerifyRequest,
 )
-from kernelladder.verifier.gpu_arbiter import GpuArbiter
-from kernelladder.verifier.verdict import GATES, Feedback, GateResult, Verdict
+from kernelladder.verifier.contract.verdict import GATES, Feedback, GateResult, Verdict
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 EXAMPLES = ROOT / "examples"  # committed runs and KernelBench problems
@@ -534,7 +534,7 @@ def reranked_events(run: Path) -> list:
     from kernelladder.engine import standing_rank
     from kernelladder.engine.log import read_attempt_verdict, read_events
     from kernelladder.engine.state import apply, improvement, new_state
-    from kernelladder.verifier.verdict import Verdict, vs_best
+    from kernelladder.verifier.contract.verdict import Verdict, vs_best
 
     state = new_state()
     out: list[ev.Event] = []

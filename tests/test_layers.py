@@ -44,9 +44,16 @@ VERIFIER_FORBIDDEN = (
     "kernelladder.cli",
 )
 
+VERIFIER_SIDES = ("kernelladder.verifier.host", "kernelladder.verifier.worker")
+
 LAYERS = {
     "kernelladder.ops": VERIFIER_FORBIDDEN,
     "kernelladder.verifier": VERIFIER_FORBIDDEN,
+    # what both of the verifier's processes share: no torch, neither side
+    "kernelladder.verifier.contract": (*VERIFIER_FORBIDDEN, "torch", "triton", *VERIFIER_SIDES),
+    # the caller's process (the engine's): no torch, nothing of the worker's
+    "kernelladder.verifier.host": (*VERIFIER_FORBIDDEN, "torch", "triton", VERIFIER_SIDES[1]),
+    "kernelladder.verifier.worker": (*VERIFIER_FORBIDDEN, VERIFIER_SIDES[0]),
     "kernelladder.engine": (*BELOW_APP, "kernelladder.deploy"),
     "kernelladder.deploy": (*BELOW_APP, "kernelladder.cli", "transformers"),
 }
@@ -136,3 +143,40 @@ def test_no_import_circle_in_the_package():
                     seen.add(dep)
                     stack.append((dep, (*path, dep)))
     assert not circles, circles[:3]
+
+
+def _imports_anywhere(path: Path) -> set[str]:
+    """Every module a file imports, at module level or inside a function (made on use)."""
+    import ast
+
+    found: set[str] = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Import):
+            found.update(a.name for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            found.add(n.module)
+            found.update(f"{n.module}.{a.name}" for a in n.names)
+    return found
+
+
+@pytest.mark.parametrize(
+    "side, never",
+    [
+        ("worker", ("host",)),  # the sandboxed worker runs none of the caller's code
+        ("host", ("worker",)),  # the caller starts workers; it never runs their code itself
+        ("contract", ("host", "worker")),
+    ],
+)
+def test_the_verifiers_processes_share_only_the_contract(side, never):
+    folder = ROOT / "kernelladder" / "verifier" / side
+    files = sorted(folder.rglob("*.py"))
+    assert len(files) > 1
+    bad = {
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in _imports_anywhere(path)
+        for other in never
+        if name == f"kernelladder.verifier.{other}"
+        or name.startswith(f"kernelladder.verifier.{other}.")
+    }
+    assert not bad, sorted(bad)[:5]

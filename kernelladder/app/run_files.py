@@ -10,7 +10,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 
 class RunFiles:

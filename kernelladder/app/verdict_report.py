@@ -18,7 +18,7 @@ from kernelladder.engine.standing_rank import (
     standing_counts,
     standing_shapes,
 )
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     BEATS_EVERY_BASELINE,
     FAIL,
     PASS,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -103,7 +103,7 @@ def _progress_printer(enabled: bool) -> Any:
 def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
     """The one place a verdict is obtained (a remote runner can replace this function)."""
     from kernelladder.cli.common import remote_requested, verify_remote
-    from kernelladder.verifier.client import verify_sync
+    from kernelladder.verifier.host.client import verify_sync
 
     request = {
         "op": op_wire,
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         require_local_gpu(args.device)
         args.device = default_device(args)
 
-    from kernelladder.verifier.client import WorkerUnavailable
+    from kernelladder.verifier.host.client import WorkerUnavailable
 
     try:
         verdict = _verify(args, op_wire, source)

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.verifier import sandbox as sandbox_env
+from kernelladder.verifier.contract import sandbox as sandbox_env
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
@@ -199,7 +199,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
 
     from kernelladder.engine.protocols import RunnerLost, VerifyRequest
     from kernelladder.engine.runners.ssh.link import RemoteError
-    from kernelladder.verifier.client import WorkerUnavailable
+    from kernelladder.verifier.host.client import WorkerUnavailable
 
     config = load_remote(args)
     first = config.hosts[0]  # one candidate needs one worker: the first GPU of the first host

@@ -25,7 +25,7 @@ from kernelladder.cli.common import (
     load_remote,
     remote_requested,
 )
-from kernelladder.verifier import calibration
+from kernelladder.verifier.host import calibration
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_PYTHON = (3, 11)
@@ -57,7 +57,7 @@ print(json.dumps(out))
 
 
 # The walls a worker would get, tried in a throwaway child of the interpreter being
-# checked: verifier/sandbox.py's own source (stdlib only, so it runs on a box before any
+# checked: verifier/contract/sandbox.py's own source (stdlib only, so it runs on a box before any
 # sync) followed by this footer; prints one JSON object.
 SANDBOX_PROBE_FOOTER = """
 import json as _json, os as _os, shutil as _shutil, socket as _socket, tempfile as _tempfile
@@ -105,7 +105,7 @@ def sandbox_probe(mode: str = "auto") -> str:
     """Python source that tries the walls (see SANDBOX_PROBE_FOOTER)."""
     from pathlib import Path
 
-    from kernelladder.verifier import sandbox
+    from kernelladder.verifier.contract import sandbox
 
     source = Path(sandbox.__file__).read_text(encoding="utf-8")
     return source + f"\n_MODE = {mode!r}\n" + SANDBOX_PROBE_FOOTER
@@ -318,7 +318,7 @@ async def openai_check(base_url: str | None) -> Check:
 
 RATES_PROBE = """\
 import json, torch
-from kernelladder.verifier.timing import GpuTimer
+from kernelladder.verifier.worker.timing import GpuTimer
 print(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                   "rates": GpuTimer("cuda").rates()}))
 """
@@ -359,9 +359,9 @@ def rates_check(recalibrate: bool) -> Check:
 
 
 def kept_workers_check(stop: bool = False) -> Check:
-    """The verifier workers the keeper holds for the next local run (verifier/keeper.py):
+    """The verifier workers the keeper holds for the next local run (verifier/host/keeper.py):
     pid, device, age, recipe; with `stop`, the keeper stopped and they with it."""
-    from kernelladder.verifier import keeper
+    from kernelladder.verifier.host import keeper
 
     where = keeper.socket_path()
     try:
@@ -395,7 +395,7 @@ def kept_workers_check(stop: bool = False) -> Check:
 
 def ncu_check(has_gpu: bool) -> Check:
     """Nsight Compute for --profile auto: found, and able to read the GPU's counters."""
-    from kernelladder.verifier.profile import availability, find_ncu
+    from kernelladder.verifier.host.profile import availability, find_ncu
 
     ncu = find_ncu()
     if ncu is None:
@@ -492,7 +492,7 @@ async def remote_checks(
 
 
 def sandbox_mode(args: Any) -> str:
-    from kernelladder.verifier.sandbox import mode_from_env
+    from kernelladder.verifier.contract.sandbox import mode_from_env
 
     return getattr(args, "sandbox", None) or mode_from_env()
 

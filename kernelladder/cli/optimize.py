@@ -541,7 +541,7 @@ def _start_workers_ahead(options: Any) -> None:
 
 
 def _discard_workers_ahead() -> None:
-    from kernelladder.verifier.pool import discard_unclaimed
+    from kernelladder.verifier.host.pool import discard_unclaimed
 
     discard_unclaimed()
 

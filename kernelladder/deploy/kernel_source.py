@@ -2,7 +2,7 @@
 it), or a file with the op named; and, for a workspace, its deploy.py hook.
 
 The kernel is the user's own found kernel: it runs in this process, loaded as the
-verifier loads a candidate (verifier/candidate.py), not in the verifier's sandbox.
+verifier loads a candidate (verifier/worker/candidate.py), not in the verifier's sandbox.
 """
 
 from __future__ import annotations
@@ -147,9 +147,9 @@ class LoadedKernel:
 
 def load_kernel(kernel: KernelSource, device: str) -> LoadedKernel:
     """The kernel's entry point, loaded as the verifier loads a candidate. LoadFailure
-    (verifier/candidate.py) with one line when it does not load."""
+    (verifier/worker/candidate.py) with one line when it does not load."""
     from kernelladder.ops.registry import op_from_wire
-    from kernelladder.verifier import candidate
+    from kernelladder.verifier.worker import candidate
 
     spec = op_from_wire(kernel.op_wire)
     scratch = tempfile.mkdtemp(prefix="kernelladder-deploy-")

@@ -20,7 +20,7 @@ from kernelladder.engine.standing_rank import (
     ties,
 )
 from kernelladder.engine.state import RunState, ranked_passes
-from kernelladder.verifier.verdict import vs_best
+from kernelladder.verifier.contract.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
 # a shape's rounds stop once its tie is settled (paired_rounds.settled_word: the 15-round

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.standing_rank import best_baseline_name, standing_shapes
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     BEATS_EVERY_BASELINE,
     early_stop_text,
     standing,

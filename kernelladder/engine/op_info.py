@@ -120,7 +120,7 @@ def ops_digest(root: Path = _OPS_DIR) -> str:
 
 
 def cache_path() -> Path:
-    from kernelladder.verifier.calibration import cache_file
+    from kernelladder.verifier.host.calibration import cache_file
 
     return cache_file().with_name(CACHE_NAME)
 
@@ -143,7 +143,7 @@ def cached_builtin(name: str, digest: str | None = None) -> OpInfo | None:
 def _keep_builtins(loaded: OpInfo, digest: str) -> None:
     """Every built-in op's OpInfo kept for this checkout (torch is imported by now, so
     loading the others costs little); a file that cannot be written is left alone."""
-    from kernelladder.verifier.calibration import write_cache_file
+    from kernelladder.verifier.host.calibration import write_cache_file
 
     infos = {loaded.name: loaded.to_dict()}
     with contextlib.suppress(Exception):

@@ -2,7 +2,7 @@
 attempts are profiled and why (and which are not, said in the log), the ProfileReady
 each records. A part of Run (run.py).
 
-A profile asks for the GPU only while it uses it (verifier/profile.py): nothing while
+A profile asks for the GPU only while it uses it (verifier/host/profile.py): nothing while
 ncu and Python start and load the candidate, the GPU beside correctness runs while it
 warms up, the GPU to itself only while ncu replays the profiled call. The start's
 profile is waited for (the first proposals and the person read it first); every later
@@ -195,7 +195,7 @@ class Profiling:
             await self._wait_change_or(pending)
 
     async def _profile(self, bid: str, n: int, why: str, *, marked: bool = False) -> None:
-        from kernelladder.verifier.profile import profile_candidate_async
+        from kernelladder.verifier.host.profile import profile_candidate_async
 
         target = n if marked else self._profile_target(bid, n, why)
         outcome = await profile_candidate_async(
@@ -258,7 +258,7 @@ class Profiling:
             return "profiling off: Nsight Compute runs with the local runner only"
         import asyncio
 
-        from kernelladder.verifier.profile import availability
+        from kernelladder.verifier.host.profile import availability
 
         ok, line = await asyncio.to_thread(availability, None, 60.0, False)
         self._profiling = ok

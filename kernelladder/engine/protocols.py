@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 # --- runners --------------------------------------------------------------------------
 
@@ -34,7 +34,7 @@ class VerifyRequest:
     paired_min_rounds: int | None = None
     fresh_worker: bool = False
     unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
-    pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/gates.py)
+    pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/worker/gates.py)
     # the branch's best ({"attempt", "timings": {shape: ms}, "noise"}): a candidate clearly
     # slower at the largest shape stops after a first look (None: every shape in full)
     early_stop: dict[str, Any] | None = None
@@ -115,7 +115,7 @@ class RunnerBase:
       and compile op's baselines there, so the end's re-measure does not wait for a
       worker's start or a compile; by default nothing.
     - hand_back_workers(): at the run's end, before RunFinished, keep the idle workers
-      warm for the next run (the local runner hands them to verifier/keeper.py) and say
+      warm for the next run (the local runner hands them to verifier/host/keeper.py) and say
       so in a notice; by default nothing (close() shuts them down).
     """
 

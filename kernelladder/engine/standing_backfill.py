@@ -14,7 +14,7 @@ from pathlib import Path
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import ATTEMPTS_DIR
 from kernelladder.engine.standing_rank import standing_shapes
-from kernelladder.verifier.verdict import Verdict, standing, standing_text, vs_best
+from kernelladder.verifier.contract.verdict import Verdict, standing, standing_text, vs_best
 
 
 def _saved_verdict(run_dir: Path, attempt: int) -> Verdict | None:

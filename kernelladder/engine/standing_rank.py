@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelladder.engine.gains import MIN_NOISE
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     PRACTICAL_MARGIN,
     ShapeTiming,
     geomean_noise,

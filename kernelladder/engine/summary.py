@@ -8,7 +8,7 @@ from typing import Any
 
 from kernelladder.engine.standing_rank import best_baseline_name
 from kernelladder.engine.state import JUDGED, VETOED, RunState, closest_to_holding
-from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
+from kernelladder.verifier.contract.verdict import BEATS_EVERY_BASELINE
 
 SUMMARY_SCHEMA_VERSION = 1
 

@@ -16,7 +16,7 @@ from kernelladder.engine.protocols import RunnerLost, VerifyRequest
 from kernelladder.engine.rules import branch_exit
 from kernelladder.engine.standing_rank import standing_shapes
 from kernelladder.engine.state import RUNNING_ATTEMPT, improvement
-from kernelladder.verifier.verdict import standing, standing_text, vs_best
+from kernelladder.verifier.contract.verdict import standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
 PROGRESS_PER_GATE = 4  # progress events recorded per gate of an attempt; the rest are dropped

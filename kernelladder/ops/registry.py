@@ -69,7 +69,7 @@ def op_to_wire(op: OpSpec) -> Any:
 
 
 def op_from_wire(op: Any) -> OpSpec:
-    """The OpSpec for the protocol's OP field (see verifier/protocol.py)."""
+    """The OpSpec for the protocol's OP field (see verifier/contract/protocol.py)."""
     if isinstance(op, str):
         return get_op(op)
     if isinstance(op, dict) and isinstance(op.get("kernelbench"), str):

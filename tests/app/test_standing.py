@@ -68,7 +68,7 @@ def test_replay_prints_the_standing_after_the_best():
 def _verdict(run: Path, n: int):
     import json
 
-    from kernelladder.verifier.verdict import Verdict
+    from kernelladder.verifier.contract.verdict import Verdict
 
     return Verdict.from_dict(json.loads((run / "attempts" / f"{n}.json").read_text()))
 

@@ -27,7 +27,7 @@ from kernelladder.engine.protocols import ProposerExhausted
 from kernelladder.engine.standing_rank import Merit
 from kernelladder.engine.state import apply, fold, improvement, new_state
 from kernelladder.engine.summary import summarize
-from kernelladder.verifier.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
+from kernelladder.verifier.contract.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
 
 SUMMARIES = ROOT / "tests" / "data" / "replay-summaries"
 
@@ -578,7 +578,7 @@ async def test_the_end_s_fresh_worker_is_asked_for_after_the_first_verdict(tmp_p
 async def test_the_re_measure_runs_beside_a_profile_still_in_flight(tmp_path, monkeypatch):
     """Doubles: profile_candidate_async and availability (no GPU or ncu here), held until
     the test lets the profile finish (ncu takes 8-18 s on the H200)."""
-    from kernelladder.verifier import profile as profile_mod
+    from kernelladder.verifier.host import profile as profile_mod
 
     release = asyncio.Event()
 

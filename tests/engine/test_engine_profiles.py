@@ -17,7 +17,7 @@ from helpers import DATA, ScriptedProposer, make_run, move, scripted_op, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.log import read_events
-from kernelladder.verifier import profile as profile_mod
+from kernelladder.verifier.host import profile as profile_mod
 
 NCU = DATA / "ncu"
 

@@ -298,7 +298,7 @@ def test_without_reference_py_torch_compile_of_the_kernel_is_no_baseline(tmp_pat
     flag on every attempt. With a reference.py it stays the compiled baseline."""
     from kernelladder.ops.registry import get_op
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier.gates import Verifier
+    from kernelladder.verifier.worker.gates import Verifier
 
     own = WorkspaceSpec.from_dir(EXAMPLE)
     assert own.reference_kind == "original" and not own.compiled_baseline

@@ -18,7 +18,7 @@ from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.proposers.templates import catalog, knowledge
 from kernelladder.engine.protocols import ProposalContext, VerifyRequest
 from kernelladder.ops.registry import get_op
-from kernelladder.verifier.client import verify_sync
+from kernelladder.verifier.host.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}
 HOPPER = ("flash-ring", "flash-persistent")

@@ -2,7 +2,7 @@
 process start (Python, torch, the candidate), the GPU beside correctness runs while it
 warms up, the GPU to itself only for the profiled call.
 
-Real parts: the real driver (`python3 -m kernelladder.verifier.profile drive`) runs the
+Real parts: the real driver (`python3 -m kernelladder.verifier.worker.profile_driver drive`) runs the
 real rmsnorm start candidate in Triton's interpreter on the CPU, and the engine side is
 the real GpuArbiter the local pool's workers share. The stand-in: this machine has no
 ncu, so a small script plays it (sleeps as ncu's own start does, runs the driver, writes
@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 import kernelladder.ops
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
-from kernelladder.verifier.profile import DONE, READY, WARM, profile_candidate_async
+from kernelladder.verifier.contract.profile_phases import DONE, READY, WARM
+from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
+from kernelladder.verifier.host.profile import profile_candidate_async
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ncu"
 CANDIDATES = Path(kernelladder.ops.__file__).parent / "candidates"

@@ -18,7 +18,14 @@ from kernelladder.engine.standing_rank import (
     standing_counts,
     standing_shapes,
 )
-from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, early_stop_text, vs_best
+from kernelladder.verifier.contract.verdict import (
+    FAIL,
+    GATES,
+    PASS,
+    Verdict,
+    early_stop_text,
+    vs_best,
+)
 
 
 def _pct1(x: float | None) -> str:

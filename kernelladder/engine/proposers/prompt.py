@@ -240,7 +240,7 @@ def hardware_text(hw: Mapping[str, Any]) -> str:
 
 
 def profile_text(profile: Mapping[str, Any]) -> str:
-    from kernelladder.verifier.profile import ProfileSummary
+    from kernelladder.verifier.host.profile import ProfileSummary
 
     try:
         return "\n".join(ProfileSummary.from_dict(profile).lines())

@@ -66,7 +66,7 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
-from kernelladder.verifier.verdict import ShapeTiming, fastest_baseline
+from kernelladder.verifier.contract.verdict import ShapeTiming, fastest_baseline
 
 NAME = "search"
 KERNELBENCH_MESSAGE = (

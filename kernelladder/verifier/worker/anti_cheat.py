@@ -11,12 +11,12 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import Shape
-from kernelladder.verifier import fence
-from kernelladder.verifier.gate_tools import _children, _same_bits, _same_value, _Stop
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     SKIPPED,
 )
+from kernelladder.verifier.worker import fence
+from kernelladder.verifier.worker.gate_tools import _children, _same_bits, _same_value, _Stop
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 try:  # torch.compile's compile-worker pool and its idle timer (see _compile_pool_timer)
     from torch._inductor.compile_worker.subproc_pool import SubprocPool as _POOL_CLS

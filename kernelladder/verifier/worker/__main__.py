@@ -1,6 +1,6 @@
 """The verifier worker: `python -m kernelladder.verifier.worker [--device cuda|cpu]`.
 
-Long-lived; speaks JSON lines (verifier/protocol.py) on a private copy of its original
+Long-lived; speaks JSON lines (verifier/contract/protocol.py) on a private copy of its original
 stdin/stdout. fd 1 is pointed at stderr and fd 0 at /dev/null before any candidate runs,
 so a candidate's prints land in the attempt's log and it cannot read or corrupt the
 protocol through the standard descriptors. On the CPU it sets TRITON_INTERPRET=1 before
@@ -20,8 +20,8 @@ import time
 import traceback
 from typing import Any, BinaryIO, NoReturn
 
-from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
-from kernelladder.verifier.scratch import make_scratch
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION, decode, encode
+from kernelladder.verifier.contract.scratch import make_scratch
 
 # scratch directories this worker removes as it exits (os._exit skips atexit handlers)
 _owned_scratch: list[str] = []
@@ -150,8 +150,8 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     import torch
     import triton  # noqa: F401  (imported here, after the interpreter switch)
 
-    from kernelladder.verifier import fence, interp_patch, poison, registration_log
-    from kernelladder.verifier.gates import Verifier, environment_info
+    from kernelladder.verifier.worker import fence, interp_patch, poison, registration_log
+    from kernelladder.verifier.worker.gates import Verifier, environment_info
 
     extras: dict[str, Any] = {"setup_s": phases}
     took("imports")
@@ -165,7 +165,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     extras["launch_wrappers"] = fence.install_launch_counter()
     extras["registration_log"] = "on" if registration_log.REGISTRATIONS.install() else "absent"
     took("device")
-    from kernelladder.verifier import selftest
+    from kernelladder.verifier.worker import selftest
 
     try:
         extras["selftest"] = selftest.run(device)
@@ -187,7 +187,7 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         if skipped:
             env["interp_patches_skipped"] = skipped
     from kernelladder.ops import registry
-    from kernelladder.verifier import sandbox, source_files
+    from kernelladder.verifier.contract import sandbox, source_files
 
     registry.builtin_ops()  # every op imported before the walls go up
     files = source_files.snapshot()
@@ -209,8 +209,8 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def _wall_in(args: argparse.Namespace, sandbox: Any) -> tuple[Any, Any]:
     """Put up the walls (no candidate code has run yet); the audit log naming them."""
-    from kernelladder.verifier.env import CALLER_HOME_VAR, compile_cache_dirs
-    from kernelladder.verifier.source_files import package_dir
+    from kernelladder.verifier.contract.env import CALLER_HOME_VAR, compile_cache_dirs
+    from kernelladder.verifier.contract.source_files import package_dir
 
     scratch = os.path.realpath(args.scratch)
     caches = []
@@ -279,8 +279,8 @@ def _prepare(channel: _Channel, verifier: Any, msg: dict[str, Any], device: str)
     """A "prepare" request: torch.compile's baselines of an op compiled at every shape of
     its suite, the GPU held as measured.BASELINES_GPU says (a stage, as a verification's),
     before any candidate comes; answered "prepared" with the seconds it took (or why not)."""
-    from kernelladder.verifier.gates import VerifyOptions
-    from kernelladder.verifier.measured import BASELINES_GPU
+    from kernelladder.verifier.worker.gates import VerifyOptions
+    from kernelladder.verifier.worker.measured import BASELINES_GPU
 
     req_id = msg.get("id")
     try:
@@ -332,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         channel.send({"type": "error", "id": None, "message": f"worker setup failed: {exc!r}"})
         traceback.print_exc()
         return 3
-    from kernelladder.verifier.gates import VerifyOptions
-    from kernelladder.verifier.verdict import fault_verdict
+    from kernelladder.verifier.contract.verdict import fault_verdict
+    from kernelladder.verifier.worker.gates import VerifyOptions
 
     hello = {
         "type": "hello",
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             channel.send({"type": "pong", "id": req_id})
         elif kind == "shutdown":
             return 0
-        elif kind == "idle":  # handed to the keeper (verifier/keeper.py) until the next run
+        elif kind == "idle":  # handed to the keeper (verifier/host/keeper.py) until the next run
             _idle(device)
             channel.send({"type": "idled", "id": req_id})
         elif kind == "prepare":  # torch.compile's baselines for an op, ahead of its requests
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                 verdict, recycle, retire = outcome.verdict, outcome.recycle, outcome.retire
             except BaseException as exc:  # a verifier bug must still answer
                 traceback.print_exc()
-                from kernelladder.verifier.gates import source_hash
+                from kernelladder.verifier.worker.gates import source_hash
 
                 verdict = fault_verdict(
                     kind="crash",

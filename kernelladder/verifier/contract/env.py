@@ -73,7 +73,7 @@ def scrub_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 CALLER_HOME_VAR = "KERNELLADDER_CALLER_HOME"
 # the workers' Triton cache manager (triton_cache.py), named here so this module imports
 # no Triton
-TRITON_CACHE_MANAGER = "kernelladder.verifier.triton_cache:RelocatableCacheManager"
+TRITON_CACHE_MANAGER = "kernelladder.verifier.worker.triton_cache:RelocatableCacheManager"
 CACHE_SUBDIR = os.path.join("kernelladder", "compile")
 
 

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelladder.verifier import fence
+from kernelladder.verifier.worker import fence
 
 
 @triton.jit

@@ -33,7 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import aten_name
-from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 # Allocation, constant fill, views, metadata and same-dtype copies: no arithmetic.
 ALLOWED_ATEN: frozenset[str] = frozenset(

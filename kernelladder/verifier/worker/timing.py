@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 # The L2 flush before each trial: a write of FLUSH_L2_MULTIPLE times the GPU's L2, within
 # [MIN_FLUSH_BYTES, COUNTED_FLUSH_BYTES]. On the H200 (60 MiB of L2) 120 and 128 MiB left

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelladder.verifier import torch_state
-from kernelladder.verifier.gate_tools import _Stop
-from kernelladder.verifier.options import Outcome
-from kernelladder.verifier.registration_log import REGISTRATIONS
-from kernelladder.verifier.torch_state import CHEAP, END, FULL
-from kernelladder.verifier.verdict import FAIL, GATES, SKIPPED, Feedback, GateResult
+from kernelladder.verifier.contract.verdict import FAIL, GATES, SKIPPED, Feedback, GateResult
+from kernelladder.verifier.worker import torch_state
+from kernelladder.verifier.worker.gate_tools import _Stop
+from kernelladder.verifier.worker.options import Outcome
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
+from kernelladder.verifier.worker.torch_state import CHEAP, END, FULL
 
 FLAG_STATE = "torch-state-changed"
 EXPECTED_STATE = (

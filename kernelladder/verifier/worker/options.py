@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.verifier.speed_gate import PAIRED_ROUNDS
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
+from kernelladder.verifier.worker.speed_gate import PAIRED_ROUNDS
 
 DEFAULT_SEEDS = {"cuda": (0, 1, 2), "cpu": (0, 1)}
 

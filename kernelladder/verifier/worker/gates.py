@@ -29,27 +29,8 @@ from typing import Any
 
 import torch
 
-from kernelladder.verifier import fence, source_files, torch_state
-from kernelladder.verifier.candidate_run import CandidateRun
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.measured import (
-    CACHE_REFRESH_S,
-    CACHE_REFRESH_USES,
-    MeasuredTimes,
-    _spec_key,
-    prime_compiler,
-    set_compile_limits,
-)
-from kernelladder.verifier.options import (
-    DEFAULT_SEEDS,
-    Outcome,
-    ProgressFn,
-    StageFn,
-    VerifyOptions,
-)
-from kernelladder.verifier.registration_log import REGISTRATIONS
-from kernelladder.verifier.speed_gate import PAIRED_ROUNDS
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract import source_files
+from kernelladder.verifier.contract.verdict import (
     FAIL,
     GATES,
     SKIPPED,
@@ -58,6 +39,26 @@ from kernelladder.verifier.verdict import (
     Verdict,
     source_hash,
 )
+from kernelladder.verifier.worker import fence, torch_state
+from kernelladder.verifier.worker.candidate_run import CandidateRun
+from kernelladder.verifier.worker.integrity import TRUSTED
+from kernelladder.verifier.worker.measured import (
+    CACHE_REFRESH_S,
+    CACHE_REFRESH_USES,
+    MeasuredTimes,
+    _spec_key,
+    prime_compiler,
+    set_compile_limits,
+)
+from kernelladder.verifier.worker.options import (
+    DEFAULT_SEEDS,
+    Outcome,
+    ProgressFn,
+    StageFn,
+    VerifyOptions,
+)
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
+from kernelladder.verifier.worker.speed_gate import PAIRED_ROUNDS
 
 # what callers import from here
 __all__ = [

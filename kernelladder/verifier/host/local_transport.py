@@ -33,17 +33,18 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kernelladder.verifier import keeper, source_files
-from kernelladder.verifier.env import worker_env
-from kernelladder.verifier.protocol import WORKER_MODULE
-from kernelladder.verifier.sandbox import mode_from_env
-from kernelladder.verifier.scratch import (
+from kernelladder.verifier.contract import source_files
+from kernelladder.verifier.contract.env import worker_env
+from kernelladder.verifier.contract.protocol import WORKER_MODULE
+from kernelladder.verifier.contract.sandbox import mode_from_env
+from kernelladder.verifier.contract.scratch import (
     add_owner,
     make_scratch,
     owner_alive,
     process_start_time,
     sweep_stale,
 )
+from kernelladder.verifier.host import keeper
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # a verdict line with evidence can be long
 CPU_ADDRESS_SPACE = 24 * 1024**3  # RLIMIT_AS for CPU workers (CUDA needs far more VA)

@@ -4,7 +4,7 @@ ncu cannot attach to the long-lived verifier worker, so a profile is a fresh pro
 
     ncu --profile-from-start off --section SpeedOfLight ... --launch-count 1 \\
         --kernel-name regex:^(KERNEL)$ -f -o RUN/profiles/<n> \\
-        python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py
+        python3 -m kernelladder.verifier.worker.profile_driver drive OP.json CANDIDATE.py
 
 Only the sections the summary, the Profile tab and the prompts read are collected
 (SECTIONS, the L2 hit rate and the warp-stall ratios of STALL_METRICS), for one launch of each of the
@@ -24,7 +24,7 @@ summarised: duration, DRAM and SM throughput as % of peak, achieved occupancy,
 registers per thread, shared memory per block, L2 hit rate, the top three warp-stall
 reasons and ncu's top recommendation. The report stays under the run directory.
 
-Stdlib + torch/triton only (it runs on the GPU box).
+Standard library only: the profiled process is worker/profile_driver.py.
 """
 
 from __future__ import annotations
@@ -45,6 +45,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelladder.verifier.contract.profile_phases import (
+    DONE,
+    DRIVER_MODULE,
+    PHASES,
+    READY,
+    REPLAY_GO,
+    SIGNAL_POLL_S,
+    WARM,
+    WARM_GO,
+)
+
 NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
 COUNTERS_BLOCKED = "ERR_NVGPUCTRPERM"
 # what summarize() reads, and nothing more: the sections of the details page it looks in
@@ -63,10 +74,6 @@ STALL_REASONS = (
 STALL_METRICS = tuple(
     f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS
 )
-# the driver's handshake (files beside the report): what it waits for, what it says
-READY, WARM_GO, WARM, REPLAY_GO, DONE = ".ready", ".warm.go", ".warm", ".replay.go", ".done"
-PHASES = ".phases"  # the driver's own seconds: ncu's start, the profiled call, ncu's stop
-SIGNAL_POLL_S = 0.005
 # @triton.jit, @jit and Gluon's @gluon.jit (with arguments or not, under other decorators)
 _JIT_DEF = re.compile(r"@(?:\w+\.)?jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t]*\n)*[ \t]*def\s+(\w+)")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
@@ -425,7 +432,7 @@ async def profile_candidate_async(
     base = str(out / name)
     (out / f"{name}.op.json").write_text(json.dumps(op_wire), encoding="utf-8")
     (out / f"{name}.py").write_text(source, encoding="utf-8")
-    driver = [sys.executable, "-m", "kernelladder.verifier.profile", "drive",
+    driver = [sys.executable, "-m", DRIVER_MODULE, "drive",
               str(out / f"{name}.op.json"), str(out / f"{name}.py"), base]  # fmt: skip
     log_path = out / f"{name}.ncu.log"
     stage = on_stage or (lambda _s: None)
@@ -512,7 +519,7 @@ def _driver_env() -> dict[str, str]:
     """The profiled process finds the candidate's kernels in the workers' Triton cache
     (they compiled them for every shape): its warm-up, which holds the GPU beside
     correctness runs, loads them instead of compiling."""
-    from kernelladder.verifier.env import TRITON_CACHE_MANAGER, compile_cache_dirs
+    from kernelladder.verifier.contract.env import TRITON_CACHE_MANAGER, compile_cache_dirs
 
     env = dict(os.environ)
     for name, path in compile_cache_dirs(env).items():
@@ -565,66 +572,3 @@ async def _signal(proc: Any, path: str) -> bool:
             return os.path.exists(path)
         await asyncio.sleep(SIGNAL_POLL_S)
     return True
-
-
-def _wait_for(path: str) -> None:
-    while not os.path.exists(path):
-        time.sleep(SIGNAL_POLL_S)
-
-
-def _drive(op_path: str, source_path: str, base: str) -> int:
-    """Run the candidate on the op's largest shape, in the caller's phases: load it (no
-    GPU), then warm it up (shared), then the one profiled call (exclusive)."""
-    import torch
-
-    from kernelladder.ops.registry import op_from_wire
-    from kernelladder.verifier import candidate as candidate_mod
-
-    spec = op_from_wire(json.loads(Path(op_path).read_text(encoding="utf-8")))
-    source = Path(source_path).read_text(encoding="utf-8")
-    device = os.environ.get("KERNELLADDER_PROFILE_DEVICE", "cuda")  # "cpu": the CPU tests
-    shapes = spec.shapes_for(device)
-    largest = getattr(spec, "largest_shape", None)
-    shape = largest(device) if callable(largest) else max(shapes, key=spec.bytes_moved)
-    scratch = str(Path(source_path).parent)
-    loaded = candidate_mod.load(source, spec, scratch, device, "profile")
-    cuda = device == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:  # the context is made (seconds under ncu) before the GPU is asked for: no kernel runs
-        torch.cuda.init()
-        torch.empty(1, device=device)
-    Path(base + READY).touch()
-    _wait_for(base + WARM_GO)
-    inputs = spec.make_inputs(shape, 0, device)
-    args = [inputs[n] for n in spec.arg_names]
-    loaded.call(*args)  # compiles
-    sync()
-    loaded.call(*args)
-    sync()
-    phases: dict[str, float] = {}
-    clock = time.perf_counter
-    if cuda:  # ncu readies its collection now, beside the others: no kernel runs until the turn
-        t = clock()
-        torch.cuda.profiler.start()
-        phases["profiler_start_s"] = clock() - t
-    Path(base + WARM).touch()
-    _wait_for(base + REPLAY_GO)
-    t = clock()
-    loaded.call(*args)  # ncu replays it, pass after pass, inside this launch
-    sync()
-    phases["profiled_call_s"] = clock() - t
-    if cuda:
-        t = clock()
-        torch.cuda.profiler.stop()
-        phases["profiler_stop_s"] = clock() - t
-    Path(base + PHASES).write_text(json.dumps({k: round(v, 4) for k, v in phases.items()}))
-    Path(base + DONE).touch()
-    print(f"profiled {spec.name} at {shape.label}")
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "drive":
-        sys.exit(_drive(sys.argv[2], sys.argv[3], sys.argv[4]))
-    print("usage: python3 -m kernelladder.verifier.profile drive OP.json CANDIDATE.py BASE")
-    sys.exit(2)

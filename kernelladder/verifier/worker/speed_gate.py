@@ -13,21 +13,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import Shape
-from kernelladder.verifier import fence, integrity
-from kernelladder.verifier.gate_tools import _index_str, _same_value, _Stop
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.paired_rounds import (
-    PAIRED_BAND,
-    PAIRED_BAND_MAX,
-    PAIRED_ROUNDS,
-    PAIRED_TARGET_MS,
-    close_rival,
-    paired_result,
-    settled_word,
-    time_rounds,
-)
-from kernelladder.verifier.timing import TARGET_MS, Timing, pooled, time_with_plan
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     FAIL,
     PASS,
     PRACTICAL_MARGIN,
@@ -37,6 +23,20 @@ from kernelladder.verifier.verdict import (
     fastest_baseline,
     geomean_noise,
 )
+from kernelladder.verifier.worker import fence, integrity
+from kernelladder.verifier.worker.gate_tools import _index_str, _same_value, _Stop
+from kernelladder.verifier.worker.integrity import TRUSTED
+from kernelladder.verifier.worker.paired_rounds import (
+    PAIRED_BAND,
+    PAIRED_BAND_MAX,
+    PAIRED_ROUNDS,
+    PAIRED_TARGET_MS,
+    close_rival,
+    paired_result,
+    settled_word,
+    time_rounds,
+)
+from kernelladder.verifier.worker.timing import TARGET_MS, Timing, pooled, time_with_plan
 
 COARSE_TARGET_MS = 20.0  # the first look that may stop the timing early
 SUSPICIOUS_SPEEDUP = 10.0  # over the best library baseline: implausible for these ops

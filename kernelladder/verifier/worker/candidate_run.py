@@ -18,26 +18,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import OpSpec, Shape
-from kernelladder.verifier import candidate as candidate_mod
-from kernelladder.verifier import fence, integrity, poison
-from kernelladder.verifier.anti_cheat import AntiCheatChecks
-from kernelladder.verifier.compile_ahead import CompileAhead
-from kernelladder.verifier.correctness import CorrectnessTrials
-from kernelladder.verifier.fingerprints import ReferenceFingerprints
-from kernelladder.verifier.gate_tools import _Broken, _children, _same_value, _Stop
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.measured import BASELINES_GPU, _spec_key
-from kernelladder.verifier.options import (
-    DEFAULT_SEEDS,
-    Outcome,
-    ProgressFn,
-    StageFn,
-    VerifyOptions,
-)
-from kernelladder.verifier.registration_log import REGISTRATIONS
-from kernelladder.verifier.speed_gate import SpeedGate
-from kernelladder.verifier.state_audit import StateAudit
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     FAIL,
     GATES,
     PASS,
@@ -46,6 +27,25 @@ from kernelladder.verifier.verdict import (
     GateResult,
     Verdict,
 )
+from kernelladder.verifier.worker import candidate as candidate_mod
+from kernelladder.verifier.worker import fence, integrity, poison
+from kernelladder.verifier.worker.anti_cheat import AntiCheatChecks
+from kernelladder.verifier.worker.compile_ahead import CompileAhead
+from kernelladder.verifier.worker.correctness import CorrectnessTrials
+from kernelladder.verifier.worker.fingerprints import ReferenceFingerprints
+from kernelladder.verifier.worker.gate_tools import _Broken, _children, _same_value, _Stop
+from kernelladder.verifier.worker.integrity import TRUSTED
+from kernelladder.verifier.worker.measured import BASELINES_GPU, _spec_key
+from kernelladder.verifier.worker.options import (
+    DEFAULT_SEEDS,
+    Outcome,
+    ProgressFn,
+    StageFn,
+    VerifyOptions,
+)
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
+from kernelladder.verifier.worker.speed_gate import SpeedGate
+from kernelladder.verifier.worker.state_audit import StateAudit
 
 
 @contextlib.contextmanager

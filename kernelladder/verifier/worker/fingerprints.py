@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelladder.ops.spec import Shape
-from kernelladder.verifier.correctness import SAME_POINTER_SEED_OFFSET
-from kernelladder.verifier.gate_tools import _digest, _Stop
-from kernelladder.verifier.measured import _spec_key
+from kernelladder.verifier.worker.correctness import SAME_POINTER_SEED_OFFSET
+from kernelladder.verifier.worker.gate_tools import _digest, _Stop
+from kernelladder.verifier.worker.measured import _spec_key
 
 UNSEEN_AHEAD = 8  # on a GPU: verifications whose unseen shapes are fingerprinted ahead
 UNFINGERPRINTED = "unfingerprinted"

@@ -26,9 +26,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.spec import Shape, aten_name
-from kernelladder.verifier import fence
-from kernelladder.verifier.gate_tools import _Stop
-from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.worker import fence
+from kernelladder.verifier.worker.gate_tools import _Stop
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 _IN_PLACE_FILLS = frozenset({"aten::zero_", "aten::fill_"})
 _FILLED_ALLOCATIONS = frozenset(

@@ -13,15 +13,15 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import Mismatch, Shape
-from kernelladder.verifier.gate_tools import _digest, _index_str, _Stop
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.torch_state import END
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     FAIL,
     PASS,
     Feedback,
     GateResult,
 )
+from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _Stop
+from kernelladder.verifier.worker.integrity import TRUSTED
+from kernelladder.verifier.worker.torch_state import END
 
 DETERMINISM_REPEATS = 2  # extra calls on the first seed's inputs
 SAME_POINTER_SEED_OFFSET = 1000

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from kernelladder.verifier.registration_log import Registration
+from kernelladder.verifier.worker.registration_log import Registration
 
 _C = torch._C
 _DUMP = _C._dispatch_dump

@@ -12,7 +12,8 @@ import hashlib
 import os
 from collections.abc import Mapping
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../kernelladder
+# .../kernelladder
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WATCHED_DIRS = ("verifier", "ops")
 MISSING = "missing"
 

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape
-from kernelladder.verifier.integrity import TRUSTED
-from kernelladder.verifier.verdict import source_hash
+from kernelladder.verifier.contract.verdict import source_hash
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 # A pipelined verification's cached reference and baseline times are taken again after
 # this many seconds or uses (a serial one times the reference each time, the baselines once).
@@ -76,7 +76,7 @@ class MeasuredTimes:
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
     def timer(self) -> Any:
         if self._timer is None:
-            from kernelladder.verifier.timing import GpuTimer
+            from kernelladder.verifier.worker.timing import GpuTimer
 
             self._timer = GpuTimer(self.device)
             if self._known_rates is not None:  # measured by another worker on this GPU
@@ -88,7 +88,7 @@ class MeasuredTimes:
         """Start from what another worker on this GPU measured, where this one has
         nothing of its own: the rates, the reference's and the baselines' times (each
         dated by its age, so the refresh schedule holds)."""
-        from kernelladder.verifier.timing import Timing
+        from kernelladder.verifier.worker.timing import Timing
 
         rates = known.get("rates")
         if isinstance(rates, Mapping) and rates and self._known_rates is None:

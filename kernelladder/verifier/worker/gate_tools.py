@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kernelladder.verifier.integrity import TRUSTED
+from kernelladder.verifier.worker.integrity import TRUSTED
 
 
 class _Stop(Exception):

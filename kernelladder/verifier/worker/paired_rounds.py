@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.verifier import fence
-from kernelladder.verifier.timing import median, time_with_plan
-from kernelladder.verifier.verdict import beyond_margin, fastest_baseline
+from kernelladder.verifier.contract.verdict import beyond_margin, fastest_baseline
+from kernelladder.verifier.worker import fence
+from kernelladder.verifier.worker.timing import median, time_with_plan
 
 # Back-to-back rounds with the fastest baseline when the two are this close (relative):
 # at a hardware limit they differ by less than the drift between separate timings.

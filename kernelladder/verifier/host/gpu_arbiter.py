@@ -133,7 +133,7 @@ class GpuFacts:
 
     def calibrate(self, identity: Any) -> bool:
         """Take the rates kept for this GPU, driver and torch when fresh; True if taken."""
-        from kernelladder.verifier import calibration
+        from kernelladder.verifier.host import calibration
 
         self.identity = identity
         kept = calibration.read_rates(identity)
@@ -172,7 +172,7 @@ class GpuFacts:
         if isinstance(rates, dict) and rates:
             self.rates = {k: float(v) for k, v in rates.items() if isinstance(v, int | float)}
             if self.identity is not None and not self.rates_kept:
-                from kernelladder.verifier import calibration
+                from kernelladder.verifier.host import calibration
 
                 self.rates_kept = calibration.write_rates(self.identity, self.rates)
 

@@ -7,8 +7,8 @@ already said, their compiled baselines and caches kept. The keeper holds no GPU 
 runs nothing a client sends: it only holds each worker's pipes (its stdin's write end,
 its stdout's and stderr's read ends), which travel over a unix socket as SCM_RIGHTS.
 
-    python -m kernelladder.verifier.keeper serve --socket PATH --idle-s N
-    python -m kernelladder.verifier.keeper list|stop
+    python -m kernelladder.verifier.host.keeper serve --socket PATH --idle-s N
+    python -m kernelladder.verifier.host.keeper list|stop
 
 Where: $KERNELLADDER_KEEPER_SOCKET, else $XDG_RUNTIME_DIR/kernelladder/keeper.sock, else
 keeper/keeper.sock in kernelladder's cache directory (calibration.cache_file's). The
@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.verifier.scratch import SCRATCH_PREFIX, owner_alive, process_start_time
+from kernelladder.verifier.contract.scratch import SCRATCH_PREFIX, owner_alive, process_start_time
 
 SOCKET_ENV = "KERNELLADDER_KEEPER_SOCKET"
 SOCKET_NAME = "keeper.sock"
@@ -88,7 +88,7 @@ def socket_path() -> str:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "kernelladder", SOCKET_NAME)
-    from kernelladder.verifier.calibration import cache_file
+    from kernelladder.verifier.host.calibration import cache_file
 
     return os.path.join(str(cache_file().parent), "keeper", SOCKET_NAME)
 
@@ -296,12 +296,13 @@ def ensure_running(idle_s: float, *, path: str | None = None) -> bool:
             private_dir(path, make=True)
         except (KeeperError, OSError):
             return False
-        from kernelladder.verifier.env import scrub_env
+        import kernelladder
+        from kernelladder.verifier.contract.env import scrub_env
 
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.abspath(kernelladder.__file__)))
         env = scrub_env(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        args = [sys.executable, "-m", "kernelladder.verifier.keeper", "serve"]
+        args = [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve"]
         args += ["--socket", path, "--idle-s", f"{float(idle_s):g}"]
         try:
             disown(
@@ -646,7 +647,7 @@ def _refuse_backlog(listener: socket.socket) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelladder.verifier.keeper")
+    parser = argparse.ArgumentParser(prog="python -m kernelladder.verifier.host.keeper")
     sub = parser.add_subparsers(dest="command", required=True)
     serve_p = sub.add_parser("serve", help="hold workers handed over (started by the clients)")
     serve_p.add_argument("--socket", default=None, help=f"default: {socket_path()}")

@@ -20,13 +20,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from kernelladder.verifier import keeper
-from kernelladder.verifier.env import Redactor, secret_values
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter, GpuFacts
-from kernelladder.verifier.local_transport import KEPT_NOTE, LocalTransport
-from kernelladder.verifier.local_transport import within as _within
-from kernelladder.verifier.protocol import PROTOCOL_VERSION, decode, encode
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.env import Redactor, secret_values
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION, decode, encode
+from kernelladder.verifier.contract.verdict import (
     FAIL,
     Feedback,
     GateResult,
@@ -34,6 +30,10 @@ from kernelladder.verifier.verdict import (
     fault_verdict,
     source_hash,
 )
+from kernelladder.verifier.host import keeper
+from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter, GpuFacts
+from kernelladder.verifier.host.local_transport import KEPT_NOTE, LocalTransport
+from kernelladder.verifier.host.local_transport import within as _within
 
 ProgressFn = Callable[[str, str], None]
 DEFAULT_TIMEOUT_S = 300.0

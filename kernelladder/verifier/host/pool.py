@@ -16,11 +16,11 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from kernelladder.verifier import keeper
-from kernelladder.verifier.client import ProgressFn, WorkerClient
-from kernelladder.verifier.gpu_arbiter import GpuArbiter
-from kernelladder.verifier.local_transport import LocalTransport
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
+from kernelladder.verifier.host import keeper
+from kernelladder.verifier.host.client import ProgressFn, WorkerClient
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
+from kernelladder.verifier.host.local_transport import LocalTransport
 
 # workers started before their run's pool exists (start_ahead), claimed by its start()
 _AHEAD: list[LocalTransport] = []
@@ -202,7 +202,7 @@ class LocalPool:
         hellos = list(await asyncio.gather(*(c.hello() for c in self.clients)))
         self.taken = [c.worker_pid or 0 for c in self.clients if c.kept_from_earlier]
         if self.device == "cuda":
-            from kernelladder.verifier.calibration import GpuIdentity, driver_version
+            from kernelladder.verifier.host.calibration import GpuIdentity, driver_version
 
             driver = driver_version()
             for client, hello in zip(self.clients, hellos, strict=True):
