@@ -44,8 +44,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
-from kernelladder.engine.proposers.tune.space import Space  # noqa: E402
+from kernelladder.engine import TuneSpace as Space  # noqa: E402
+from kernelladder.engine import find_knobs as find  # noqa: E402
+from kernelladder.engine import with_config  # noqa: E402
 
 SCREEN = 0.25  # a probe this much slower than the fastest so far is not timed in full
 FULL_TARGET_MS = 25.0

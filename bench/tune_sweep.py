@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from space_sweep import hardware, plan, screen  # noqa: E402
 
-from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
+from kernelladder.engine import find_knobs as find  # noqa: E402
+from kernelladder.engine import with_config  # noqa: E402
 
 WORKSPACES = ("tune-matmul-fp16", "tune-bias-gelu", "tune-layernorm", "tune-softmax")
 OWN = "own-kernel"

@@ -45,7 +45,7 @@ async def _start(device: str, workers: int) -> None:
 
 
 def main() -> int:
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import RunOptions
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")

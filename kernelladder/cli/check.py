@@ -128,7 +128,7 @@ def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
     """The --json object: the Verdict plus `times` (per shape) and the standing (vs best,
     per shape against the fastest baseline, the geomean's noise) at the top level."""
-    from kernelladder.engine.standing_rank import merit_from_timings, standing_shapes
+    from kernelladder.engine import merit_from_timings, standing_shapes
 
     d = verdict.to_dict()
     merit = merit_from_timings(

@@ -303,8 +303,7 @@ async def openai_check(base_url: str | None) -> Check:
     """The models an OpenAI-compatible server lists (GET /models)."""
     if _module_version("openai") is None:
         return Check("local", "openai server", FAIL, "openai not installed (pip install openai)")
-    from kernelladder.engine.proposers.openai_chat import list_models
-    from kernelladder.engine.protocols import ProposerError
+    from kernelladder.engine import ProposerError, list_models
 
     try:
         url, names = await list_models(base_url)
@@ -463,7 +462,7 @@ def probe_checks(
 def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
     """The box's CUDA_VISIBLE_DEVICES and the devices the configured GPU indices become
     (workers get the same mapping: runners.ssh.config.physical_gpus)."""
-    from kernelladder.engine.runners.ssh.config import RemoteConfigError, physical_gpus
+    from kernelladder.engine import RemoteConfigError, physical_gpus
 
     visible = visible if isinstance(visible, str) else None
     shown = "CUDA_VISIBLE_DEVICES not set" if visible is None else f"CUDA_VISIBLE_DEVICES={visible}"
@@ -500,7 +499,7 @@ def sandbox_mode(args: Any) -> str:
 async def host_checks(
     host: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
 ) -> list[Check]:
-    from kernelladder.engine.runners.ssh.link import (
+    from kernelladder.engine import (
         HostKeyError,
         HostLink,
         RemoteError,
@@ -595,7 +594,7 @@ async def host_checks(
 
 def _ray_address(args: Any) -> str | None:
     """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
-    from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed, resolve_address
+    from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
 
     if not args.ray and args.ray_address is None:
         return None
@@ -612,7 +611,7 @@ def _ray_address(args: Any) -> str | None:
 async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
     """The cluster: connect, then per node its GPUs and what its Python offers (a probe
     task pinned to the node, with the package shipped as the runner ships it)."""
-    from kernelladder.engine.runners import ray as ray_runner
+    from kernelladder.engine import ray_runner
 
     scope = "ray"
     try:

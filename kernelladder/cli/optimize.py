@@ -29,7 +29,7 @@ from kernelladder.cli.common import (
     remote_requested,
     require_local_gpu,
 )
-from kernelladder.engine.options import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, VERIFY_MODES
+from kernelladder.engine import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, VERIFY_MODES
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 MODEL_PROPOSERS = ("api", "openai", "code")  # the proposers that ask a model over a network
@@ -327,7 +327,7 @@ def _read_hints(path: str | None) -> str | None:
 def _checked_hints(text: str | None, path: str, op: str) -> str | None:
     """Hints with a line not understood (the op's vocabulary) are refused, as the app's
     editor refuses them: such a line would have no effect anywhere."""
-    from kernelladder.engine.hints import op_vocabulary, refusal
+    from kernelladder.engine import op_vocabulary, refusal
 
     if text is not None and (why := refusal(text, op_vocabulary(op))):
         raise UsageError(f"hints file {path}: {why}")
@@ -340,7 +340,7 @@ def _remote(args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """RunOptions for a new run; UsageError for bad combinations."""
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import RunOptions
 
     if not args.op:
         raise UsageError("optimize needs an OP (or --resume DIR)")
@@ -385,7 +385,7 @@ def unpriced_notice(options: Any) -> list[str]:
     """The run says once, at its start, that it counts tokens and not dollars."""
     if options.proposer != "openai":
         return []
-    from kernelladder.engine.proposers.openai_chat import price_of
+    from kernelladder.engine import price_of
 
     if price_of(options.model, options.price_in, options.price_out) is not None:
         return []
@@ -413,7 +413,7 @@ def _check_priced_budget(given: dict[str, Any]) -> None:
         raise UsageError("--request-timeout: only with --proposer api, openai or code")
     if given.get("proposer") != "openai" or given.get("budget_usd") is None:
         return
-    from kernelladder.engine.proposers.openai_chat import price_of
+    from kernelladder.engine import price_of
 
     if price_of(given.get("model"), given.get("price_in"), given.get("price_out")) is None:
         raise UsageError(
@@ -460,7 +460,7 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
 
 def _recorded_files(run_dir: Path) -> list[str]:
     """What a run would overwrite in `run_dir`: meta.json and anything under attempts/."""
-    from kernelladder.engine.log import ATTEMPTS_DIR, META_FILE
+    from kernelladder.engine import ATTEMPTS_DIR, META_FILE
 
     found = [META_FILE] if (run_dir / META_FILE).exists() else []
     try:
@@ -475,8 +475,7 @@ def _check_new_run_dir(run_dir: str | None) -> None:
     """A new run needs a directory it can own: new or empty; not a file, not one holding
     a run's files without its log (they were never this run's), not one holding other
     files (a run would be mixed into them). create_run refuses a whole run."""
-    from kernelladder.engine.control import DETACHED_LOG
-    from kernelladder.engine.log import EVENTS_FILE
+    from kernelladder.engine import DETACHED_LOG, EVENTS_FILE
 
     if run_dir is None:
         return
@@ -504,7 +503,7 @@ def _check_new_run_dir(run_dir: str | None) -> None:
 def _check_resumable(run_dir: str) -> None:
     """A log with no events beside recorded attempts lost its history: a resume would
     start numbering at 1 again and overwrite those attempts."""
-    from kernelladder.engine.log import ATTEMPTS_DIR, read_log
+    from kernelladder.engine import ATTEMPTS_DIR, read_log
 
     path = Path(run_dir)
     if not read_log(path).events and f"{ATTEMPTS_DIR}/" in _recorded_files(path):
@@ -518,7 +517,7 @@ def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
     made or its log touched (as `check --device cuda` does); remote runs use the box's."""
     if options.ray_address is not None:
-        from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed
+        from kernelladder.engine import MISSING_RAY, ray_installed
 
         if not ray_installed():
             raise UsageError(MISSING_RAY)
@@ -534,7 +533,7 @@ def _os_error_line(exc: OSError) -> str:
 def _start_workers_ahead(options: Any) -> None:
     """A GPU run's workers start now, while this process imports torch and builds the
     run (engine/runners/local.py); a run that then fails to build kills them."""
-    from kernelladder.engine.runners.local import start_workers_ahead
+    from kernelladder.engine import start_workers_ahead
 
     with contextlib.suppress(Exception):
         start_workers_ahead(options)
@@ -559,10 +558,15 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
 
 
 def _build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
-    from kernelladder.engine.engine import create_run, resume_run
-    from kernelladder.engine.log import LogError, read_meta
-    from kernelladder.engine.options import RunOptions, unattended_gate_policy
-    from kernelladder.engine.protocols import ProposerError
+    from kernelladder.engine import (
+        LogError,
+        ProposerError,
+        RunOptions,
+        create_run,
+        read_meta,
+        resume_run,
+        unattended_gate_policy,
+    )
 
     for flag in ("--resume", "--run-dir", "--replay-from", "--hints"):
         value = getattr(args, flag[2:].replace("-", "_"), None)
@@ -655,7 +659,7 @@ async def drive(run: Any, view: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from kernelladder.app.headless import HeadlessView
     from kernelladder.engine import events as ev
-    from kernelladder.engine.summary import summarize
+    from kernelladder.engine import summarize
 
     interactive = sys.stdin.isatty()
     # detached, an attached app answers ask-gates (none is asked on stdin)

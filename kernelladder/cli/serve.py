@@ -143,7 +143,7 @@ def optimize_argv(args: argparse.Namespace) -> list[str]:
 
 def _start_run(args: argparse.Namespace) -> Path:
     from kernelladder.app.attach import AttachError, start_detached
-    from kernelladder.engine.engine import new_run_id
+    from kernelladder.engine import new_run_id
 
     if args.resume is not None:
         run_dir, new_run = Path(args.resume), False
@@ -166,8 +166,7 @@ def _start_run(args: argparse.Namespace) -> Path:
 def _run_dir(args: argparse.Namespace) -> Path:
     """The run to serve: RUN_DIR as given (live: attached; not running: replayed), or
     one started here in the background."""
-    from kernelladder.engine.control import AttachError, live_owner
-    from kernelladder.engine.log import read_log
+    from kernelladder.engine import AttachError, live_owner, read_log
 
     run_dir = _run_dir_given(args)
     if run_dir is None:
@@ -232,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         title=f"KernelLadder: {run_dir.name}" + (" (read-only)" if args.read_only else ""),
     )
     server.serve_on(sock)
-    from kernelladder.engine.log import writer_active
+    from kernelladder.engine import writer_active
 
     going = "; the run goes on" if writer_active(run_dir) else ""
     print(

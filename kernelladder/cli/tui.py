@@ -114,7 +114,7 @@ def _headless_replay(run_dir: Path) -> int:
     from rich.console import Console
 
     from kernelladder.app.headless import event_line, render_state
-    from kernelladder.engine.state import apply, new_state
+    from kernelladder.engine import apply, new_state
 
     state = new_state()
     for event in _load(run_dir):
@@ -260,7 +260,7 @@ def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
         elif args.run_dir:
             run_dir, new_run = Path(args.run_dir), False  # already in the arguments
         else:
-            from kernelladder.engine.engine import new_run_id
+            from kernelladder.engine import new_run_id
 
             run_dir, new_run = Path("runs") / new_run_id(Path(args.op).stem), True
         process = start_detached(_optimize_args(argv), run_dir, new_run=new_run)

@@ -253,7 +253,7 @@ def _run_live(run_dir: str | None) -> bool:
     """Whether the kernel's run is live now: its verifications may share the GPU."""
     if not run_dir:
         return False
-    from kernelladder.engine.log import writer_active
+    from kernelladder.engine import writer_active
 
     return writer_active(run_dir)
 

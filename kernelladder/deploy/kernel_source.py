@@ -41,9 +41,7 @@ class KernelSource:
 def from_run(run_dir: str, attempt: int | None = None) -> KernelSource:
     """The run's best that held, or attempt `attempt`; DeployError (one line) when the
     run cannot be read or holds no such kernel."""
-    from kernelladder.engine.log import LogError, read_attempt_source, read_log, read_meta
-    from kernelladder.engine.op_info import OpInfo
-    from kernelladder.engine.state import fold
+    from kernelladder.engine import LogError, OpInfo, fold, read_attempt_source, read_log, read_meta
 
     try:
         read = read_log(run_dir)

@@ -205,7 +205,7 @@ class ProposalContext:
     stagnation_limit: int | None = None  # the stagnation exit rule (None: off)
     profile: dict[str, Any] | None = None  # Nsight Compute summary of the parent, if taken
     hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
-    # the branch's line (engine/branch_line.py): the family it works in, and the families
+    # the branch's line (engine/run/branch_line.py): the family it works in, and the families
     # it may not change to, with why (another live branch's line, one it left, a veto)
     line_family: str | None = None
     closed_families: Mapping[str, str] = field(default_factory=dict)

@@ -34,7 +34,7 @@ from reverse_proxy import ReverseProxy
 
 from kernelladder.app.attach import start_detached
 from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record.log import read_log
 
 pytestmark = [
     pytest.mark.slow,

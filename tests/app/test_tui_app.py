@@ -156,7 +156,7 @@ def test_chart_draws_points_best_lines_target_and_band():
     from dataclasses import replace
 
     from kernelladder.app.folding import build_view
-    from kernelladder.engine.state import fold
+    from kernelladder.engine.record.state import fold
 
     events = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(demo_script())]
     view = build_view(fold(events))

@@ -16,7 +16,7 @@ import pytest
 
 from kernelladder.cli.doctor import kept_workers_check
 from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record.log import read_events
 from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
 
 

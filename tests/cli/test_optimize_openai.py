@@ -14,7 +14,7 @@ from fake_openai_server import FakeOpenAIServer, completion, error
 from helpers import ROOT, usage_line
 
 from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record.log import read_log
 
 START = (ROOT / "kernelladder/ops/candidates/rmsnorm.py").read_text()
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions, unattended_gate_policy
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.options import RunOptions, unattended_gate_policy
 
 pytestmark = pytest.mark.slow
 

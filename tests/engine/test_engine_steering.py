@@ -9,7 +9,7 @@ import pytest
 from helpers import ScriptedProposer, ScriptedRunner, kinds, make_run, move, until
 
 from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record.log import read_events
 
 
 def _started(run):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine import op_info
-from kernelladder.engine.op_info import OpInfo, cached_builtin, load_op_info, ops_digest
+from kernelladder.engine.run import op_info
+from kernelladder.engine.run.op_info import OpInfo, cached_builtin, load_op_info, ops_digest
 from kernelladder.engine.runners import local
 from kernelladder.ops.builtin_names import BUILTIN_OPS
 

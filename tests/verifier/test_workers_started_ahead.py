@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers import CHEATS
 
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners import local
 from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
 from kernelladder.verifier.host import pool as pool_mod

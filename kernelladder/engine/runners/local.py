@@ -15,8 +15,8 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from kernelladder.engine.options import KEEP_WORKERS_ENV, RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.run.options import KEEP_WORKERS_ENV, RunOptions
 from kernelladder.verifier.contract.verdict import Verdict
 from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED
 

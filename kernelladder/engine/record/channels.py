@@ -12,7 +12,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from kernelladder.engine.events import Event
+from kernelladder.engine.record.events import Event
 
 ReadFrom = Callable[[int, int | None], list[Event]]  # (from_seq, until_seq) -> events
 

@@ -1,5 +1,5 @@
 """The one reader of a person's hints, with the op's vocabulary: its search families and
-their parameters' values (engine/directives.py says what a directive is). The hints
+their parameters' values (engine/run/directives.py says what a directive is). The hints
 editor, the steering commands (which refuse a text with a line not understood, and
 re-check the pending gates after an edit), the search proposer and the CLI's --hints
 all read hints here, so a line the editor rejects has no effect anywhere.
@@ -13,7 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.directives import FREE_TEXT, Directives, NotUnderstood, parse_directives
+from kernelladder.engine.run.directives import (
+    FREE_TEXT,
+    Directives,
+    NotUnderstood,
+    parse_directives,
+)
 
 
 @dataclass(frozen=True)

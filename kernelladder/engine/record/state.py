@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kernelladder.engine import events as ev
-from kernelladder.engine import gains, standing_rank
-from kernelladder.engine.state_model import (  # noqa: F401 (re-exported)
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record import gains, standing_rank
+from kernelladder.engine.record.state_model import (  # noqa: F401 (re-exported)
     CANCELLED,
     EXHAUSTED,
     GATED,

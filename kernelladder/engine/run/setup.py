@@ -11,11 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine.log import LogError, read_log, read_meta, repair_tail
-from kernelladder.engine.op_info import OpInfo, load_op_info
-from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import Proposer, Runner
-from kernelladder.engine.run import Run
+from kernelladder.engine.record.log import LogError, read_log, read_meta, repair_tail
+from kernelladder.engine.run.op_info import OpInfo, load_op_info
+from kernelladder.engine.run.options import RunOptions
+from kernelladder.engine.run.run import Run
 
 
 def new_run_id(op_name: str) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelladder.engine import events as ev
-from kernelladder.engine import hints
-from kernelladder.engine.directives import AVOID, FIX, Directives, matches
-from kernelladder.engine.lines import one_line
-from kernelladder.engine.rules import attempts_left
-from kernelladder.engine.state import BranchState, GateState, RunState
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import BranchState, GateState, RunState
+from kernelladder.engine.run import hints
+from kernelladder.engine.run.directives import AVOID, FIX, Directives, matches
+from kernelladder.engine.run.lines import one_line
+from kernelladder.engine.run.rules import attempts_left
 
 # the stop reasons a stop command may name; any other text is a user stop with that detail
 STOP_RULES = {

@@ -11,9 +11,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import ATTEMPTS_DIR
-from kernelladder.engine.standing_rank import standing_shapes
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import ATTEMPTS_DIR
+from kernelladder.engine.record.standing_rank import standing_shapes
 from kernelladder.verifier.contract.verdict import Verdict, standing, standing_text, vs_best
 
 

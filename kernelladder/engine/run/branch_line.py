@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kernelladder.engine.state_model import BranchState, RunState
+    from kernelladder.engine.record.state_model import BranchState, RunState
 
 
 def closed_families(state: RunState, branch_id: str) -> dict[str, str]:

@@ -18,11 +18,11 @@ import statistics
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.lines import one_line
-from kernelladder.engine.op_info import START_ATTEMPT
-from kernelladder.engine.rules import attempts_left
-from kernelladder.engine.standing_rank import is_gain, merit_of
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.standing_rank import is_gain, merit_of
+from kernelladder.engine.run.lines import one_line
+from kernelladder.engine.run.op_info import START_ATTEMPT
+from kernelladder.engine.run.rules import attempts_left
 
 PROFILED_AS_BEST = ("the start", "new best")
 # the profile's phases as its attempt's log says them (AttemptProgress, gate "profile")

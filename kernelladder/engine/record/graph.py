@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from kernelladder.engine.state import RunState
+from kernelladder.engine.record.state import RunState
 
 START = 0  # the starting candidate
 

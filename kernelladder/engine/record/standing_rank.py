@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.gains import MIN_NOISE
+from kernelladder.engine.record.gains import MIN_NOISE
 from kernelladder.verifier.contract.verdict import (
     PRACTICAL_MARGIN,
     ShapeTiming,

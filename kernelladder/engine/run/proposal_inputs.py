@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.branch_line import closed_families
-from kernelladder.engine.lines import one_line
-from kernelladder.engine.log import read_attempt_source, read_attempt_verdict
-from kernelladder.engine.op_info import START_ATTEMPT
 from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_attempt_source, read_attempt_verdict
+from kernelladder.engine.run.branch_line import closed_families
+from kernelladder.engine.run.lines import one_line
+from kernelladder.engine.run.op_info import START_ATTEMPT
 
 PROPOSAL_FAILURE_LIMIT = 3  # failed proposals in a row before a branch gives up
 

@@ -10,12 +10,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.lines import one_line, verdict_line
 from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-from kernelladder.engine.rules import branch_exit
-from kernelladder.engine.standing_rank import standing_shapes
-from kernelladder.engine.state import RUNNING_ATTEMPT, improvement
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.standing_rank import standing_shapes
+from kernelladder.engine.record.state import RUNNING_ATTEMPT, improvement
+from kernelladder.engine.run.lines import one_line, verdict_line
+from kernelladder.engine.run.rules import branch_exit
 from kernelladder.verifier.contract.verdict import standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops

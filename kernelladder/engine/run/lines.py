@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelladder.engine.standing_rank import best_baseline_name, standing_shapes
+from kernelladder.engine.record.standing_rank import best_baseline_name, standing_shapes
 from kernelladder.verifier.contract.verdict import (
     BEATS_EVERY_BASELINE,
     early_stop_text,

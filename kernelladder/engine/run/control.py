@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine.log import EVENTS_FILE, write_durable, writer_active
 from kernelladder.engine.protocols import RunControl
+from kernelladder.engine.record.log import EVENTS_FILE, write_durable, writer_active
 
 OWNER_FILE = "owner.json"
 DETACHED_LOG = "optimize.log"  # a run started in the background writes its output here

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.gating import proposal_base, recorded_undo, undo_of
-from kernelladder.engine.lines import one_line
-from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import Proposal
-from kernelladder.engine.state import RunState
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import RunState
+from kernelladder.engine.run.gating import proposal_base, recorded_undo, undo_of
+from kernelladder.engine.run.lines import one_line
+from kernelladder.engine.run.options import RunOptions
 
 
 class GateKeeper:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelladder.engine.standing_rank import best_baseline_name
-from kernelladder.engine.state import JUDGED, VETOED, RunState, closest_to_holding
+from kernelladder.engine.record.standing_rank import best_baseline_name
+from kernelladder.engine.record.state import JUDGED, VETOED, RunState, closest_to_holding
 from kernelladder.verifier.contract.verdict import BEATS_EVERY_BASELINE
 
 SUMMARY_SCHEMA_VERSION = 1

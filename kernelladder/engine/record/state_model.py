@@ -140,7 +140,7 @@ class BranchState:
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
-    # its line (engine/branch_line.py): the family it works in, the attempt a person's
+    # its line (engine/run/branch_line.py): the family it works in, the attempt a person's
     # approval began it at (None: where the branch began), that line's best, and each
     # family it left with the attempt that left it
     line_family: str | None = None

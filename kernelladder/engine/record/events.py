@@ -1,7 +1,7 @@
 """Every fact of a run is one of these frozen events.
 
 The engine appends each to RUN_DIR/events.jsonl (flushed and fsync'd) before publishing
-it. Run state is a fold over them (engine/state.py); the TUI and the headless view only
+it. Run state is a fold over them (engine/record/state.py); the TUI and the headless view only
 ever see events. Adding a field: give it a default so older logs still load; changing a
 meaning: bump SCHEMA_VERSION and keep reading the old one.
 """

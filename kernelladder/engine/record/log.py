@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine.events import Event, event_from_dict
+from kernelladder.engine.record.events import Event, event_from_dict
 
 try:
     import fcntl

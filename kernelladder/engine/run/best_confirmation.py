@@ -8,18 +8,18 @@ import asyncio
 import contextlib
 import json
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.lines import one_line, verdict_line
-from kernelladder.engine.log import ATTEMPTS_DIR, write_durable
 from kernelladder.engine.protocols import VerifyRequest
-from kernelladder.engine.standing_rank import (
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import ATTEMPTS_DIR, write_durable
+from kernelladder.engine.record.standing_rank import (
     MIN_NOISE,
     best_baseline_name,
     merit_of,
     standing_shapes,
     ties,
 )
-from kernelladder.engine.state import RunState, ranked_passes
+from kernelladder.engine.record.state import RunState, ranked_passes
+from kernelladder.engine.run.lines import one_line, verdict_line
 from kernelladder.verifier.contract.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured

@@ -24,12 +24,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kernelladder.engine.branch_line import closed_families, line_change
-from kernelladder.engine.events import UNDO_HIGH, UNDO_LOW, UNDO_MEDIUM
 from kernelladder.engine.protocols import Proposal
+from kernelladder.engine.record.events import UNDO_HIGH, UNDO_LOW, UNDO_MEDIUM
+from kernelladder.engine.run.branch_line import closed_families, line_change
 
 if TYPE_CHECKING:
-    from kernelladder.engine.state_model import RunState
+    from kernelladder.engine.record.state_model import RunState
 
 UNDO_CLASSES = (UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH)
 

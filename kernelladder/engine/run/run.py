@@ -21,19 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine import commands
-from kernelladder.engine import events as ev
-from kernelladder.engine.best_confirmation import BestConfirmation
-from kernelladder.engine.branch_line import taken_meanwhile
-from kernelladder.engine.channels import Broadcaster, Subscription
-from kernelladder.engine.control import ControlServer
-from kernelladder.engine.gate_keeper import GateKeeper
-from kernelladder.engine.lines import one_line
-from kernelladder.engine.log import EventLog
-from kernelladder.engine.op_info import START_ATTEMPT, OpInfo
-from kernelladder.engine.options import RunOptions
-from kernelladder.engine.profiling import Profiling
-from kernelladder.engine.proposal_inputs import ProposalInputs
 from kernelladder.engine.protocols import (
     Proposal,
     Proposer,
@@ -41,13 +28,10 @@ from kernelladder.engine.protocols import (
     ProposerExhausted,
     Runner,
 )
-from kernelladder.engine.rules import (
-    all_branches_done,
-    attempts_left,
-    max_attempts_reached,
-    run_exit,
-)
-from kernelladder.engine.state import (
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.channels import Broadcaster, Subscription
+from kernelladder.engine.record.log import EventLog
+from kernelladder.engine.record.state import (
     CANCELLED,
     GATED,
     PROPOSED,
@@ -58,7 +42,23 @@ from kernelladder.engine.state import (
     fold,
     new_state,
 )
-from kernelladder.engine.verification import (
+from kernelladder.engine.run import commands
+from kernelladder.engine.run.best_confirmation import BestConfirmation
+from kernelladder.engine.run.branch_line import taken_meanwhile
+from kernelladder.engine.run.control import ControlServer
+from kernelladder.engine.run.gate_keeper import GateKeeper
+from kernelladder.engine.run.lines import one_line
+from kernelladder.engine.run.op_info import START_ATTEMPT, OpInfo
+from kernelladder.engine.run.options import RunOptions
+from kernelladder.engine.run.profiling import Profiling
+from kernelladder.engine.run.proposal_inputs import ProposalInputs
+from kernelladder.engine.run.rules import (
+    all_branches_done,
+    attempts_left,
+    max_attempts_reached,
+    run_exit,
+)
+from kernelladder.engine.run.verification import (
     DONE,
     GATE,
     IDLE,

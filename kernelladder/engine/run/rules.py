@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kernelladder.engine import standing_rank
-from kernelladder.engine.branch_line import spent_detail
-from kernelladder.engine.events import (
+from kernelladder.engine.record import standing_rank
+from kernelladder.engine.record.events import (
     RULE_ALL_BRANCHES_DONE,
     RULE_BUDGET_TIME,
     RULE_BUDGET_TOKENS,
@@ -21,15 +20,16 @@ from kernelladder.engine.events import (
     RULE_STAGNATION,
     RULE_TARGET,
 )
-from kernelladder.engine.gains import (  # noqa: F401 (importable from here too)
+from kernelladder.engine.record.gains import (  # noqa: F401 (importable from here too)
     MIN_NOISE,
     failure_signature,
     is_gain,
     normalize_error,
 )
+from kernelladder.engine.run.branch_line import spent_detail
 
 if TYPE_CHECKING:
-    from kernelladder.engine.state import BranchState, RunState
+    from kernelladder.engine.record.state import BranchState, RunState
 
 REPEATED_FAILURE_LIMIT = 3
 
