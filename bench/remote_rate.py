@@ -191,7 +191,7 @@ def _starting_source(spec: Any, op: str) -> str:
     path = getattr(spec, "starting_candidate", None)
     if path and Path(path).is_file():
         return Path(path).read_text()
-    return (REPO / "kernelladder" / "ops" / "candidates" / f"{op}.py").read_text()
+    return (REPO / "kernelladder" / "ops" / op / "start.py").read_text()
 
 
 def optimize(

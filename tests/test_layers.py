@@ -23,8 +23,8 @@ import importlib, json, pkgutil, sys
 pkg = importlib.import_module(sys.argv[1])
 names = [sys.argv[1]]
 for info in pkgutil.walk_packages(pkg.__path__, sys.argv[1] + "."):
-    if ".candidates" in info.name or info.name.endswith("__main__"):
-        continue  # candidates are Triton sources, run by the worker, not imported
+    if info.name.endswith((".start", "__main__")):
+        continue  # an op's start is a Triton source the worker loads, not a module
     names.append(info.name)
 for name in names:
     importlib.import_module(name)
@@ -106,7 +106,7 @@ def _module_imports(package_root: Path) -> dict[str, set[str]]:
         parts = list(path.relative_to(package_root.parent).with_suffix("").parts)
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    paths = {name_of(p): p for p in package_root.rglob("*.py") if "candidates" not in p.parts}
+    paths = {name_of(p): p for p in package_root.rglob("*.py") if p.name != "start.py"}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

@@ -16,7 +16,7 @@ from helpers import ROOT, usage_line
 from kernelladder.engine import events as ev
 from kernelladder.engine.record.log import read_log
 
-START = (ROOT / "kernelladder/ops/candidates/rmsnorm.py").read_text()
+START = (ROOT / "kernelladder/ops/rmsnorm/start.py").read_text()
 
 
 def reply(num_warps: int) -> str:

@@ -15,9 +15,9 @@ from helpers import cpu_search_app, until
 
 from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search_steering import steering
-from kernelladder.engine.proposers.templates import catalog
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.hints import op_vocabulary, read_hints, refusal
+from kernelladder.ops.registry import catalog
 
 
 async def three_gates(run) -> asyncio.Task:

@@ -16,7 +16,7 @@ import pytest
 from kernelladder.engine.run import op_info
 from kernelladder.engine.run.op_info import OpInfo, cached_builtin, load_op_info, ops_digest
 from kernelladder.engine.runners import local
-from kernelladder.ops.builtin_names import BUILTIN_OPS
+from kernelladder.ops.registry import BUILTIN_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 

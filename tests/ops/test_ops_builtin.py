@@ -280,7 +280,7 @@ def test_cost_model_and_description(name):
         assert flops.count > 0 and flops.unit in {"fp32", "bf16", "fp16", "int8"}
     info = op.describe()
     assert info["name"] == name and info["fence"] and len(op.gpu_shapes) >= 4
-    assert op.starting_candidate and op.starting_candidate.endswith(f"{name}.py")
+    assert op.starting_candidate and op.starting_candidate.endswith(f"{name}/start.py")
 
 
 def test_gpu_suites_include_a_shape_that_fills_an_h200():

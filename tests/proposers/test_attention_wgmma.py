@@ -25,8 +25,8 @@ import pytest
 import torch
 from helpers import load_source
 
-from kernelladder.engine.proposers.templates import catalog
 from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.ops.registry import catalog
 from kernelladder.verifier.host.client import verify_sync
 
 FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")

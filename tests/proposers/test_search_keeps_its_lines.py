@@ -22,9 +22,9 @@ from helpers import ConstantSpeedRunner, ScriptedRunner
 from kernelladder.engine import create_run
 from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.proposers.templates import catalog
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.options import RunOptions
+from kernelladder.ops.registry import catalog
 
 OPS = sorted(catalog())
 MAX_ATTEMPTS = 90

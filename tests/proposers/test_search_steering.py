@@ -173,7 +173,7 @@ TINY_BODY = "def kernel(x, weight):\n    return x\n"
 
 
 def _tiny():
-    from kernelladder.engine.proposers.templates import Family, Param
+    from kernelladder.ops.family import Family, Param
 
     return {
         "rmsnorm": (

@@ -148,7 +148,7 @@ def test_the_kernel_filter_names_gluon_kernels_too():
         "def jitter():\n    pass\n"
     )
     assert jit_kernels(source) == ("_pointer_fwd", "_gl_fwd", "_tuned", "_bare")
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     wgmma = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
     names = jit_kernels(wgmma.render(wgmma.start))

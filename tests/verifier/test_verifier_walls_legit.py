@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from kernelladder.engine.proposers.templates import catalog
-from kernelladder.ops.registry import BUILTIN_OPS, get_op
+from kernelladder.ops.registry import BUILTIN_OPS, catalog, get_op
 from kernelladder.verifier.contract import sandbox
 from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 

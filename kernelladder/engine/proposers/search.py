@@ -48,15 +48,6 @@ from kernelladder.engine.proposers.search_memory import (
     ingest,
 )
 from kernelladder.engine.proposers.search_steering import Steering, steering
-from kernelladder.engine.proposers.templates import (
-    FOCUS_ALL,
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    Family,
-    Param,
-    catalog,
-    config_key,
-)
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
@@ -66,6 +57,8 @@ from kernelladder.engine.protocols import (
 )
 from kernelladder.engine.record import standing_rank
 from kernelladder.engine.run.directives import matches
+from kernelladder.ops.family import FOCUS_ALL, FOCUS_LARGE, FOCUS_SMALL, Family, Param, config_key
+from kernelladder.ops.registry import catalog
 from kernelladder.verifier.contract.verdict import ShapeTiming, fastest_baseline
 
 NAME = "search"

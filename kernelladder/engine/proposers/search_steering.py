@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kernelladder.engine.proposers.templates import Family
 from kernelladder.engine.protocols import ProposalContext
 from kernelladder.engine.run.directives import Directives
 from kernelladder.engine.run.hints import read_hints, vocabulary_of
+from kernelladder.ops.family import Family
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ NO_VOCABULARY = HintVocabulary()
 
 
 def vocabulary_of(families: Sequence[Any]) -> HintVocabulary:
-    """The vocabulary of a list of search families (templates.Family)."""
+    """The vocabulary of a list of search families (ops/family.py: Family)."""
     params: dict[str, list[Any]] = {}
     for f in families:
         for p in f.params:
@@ -46,7 +46,7 @@ def op_vocabulary(op: str, kind: str = "builtin") -> HintVocabulary:
     """The vocabulary of a run's op: its search families' (the same the search reads)."""
     if kind != "builtin":
         return NO_VOCABULARY
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     families = catalog().get(op)
     return vocabulary_of(families) if families else NO_VOCABULARY

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelladder.ops.builtin_names import BUILTIN_OPS
+from kernelladder.ops.registry import BUILTIN_OPS
 
 START_ATTEMPT = 0  # the number of the user's own kernel, verified before any proposal
 

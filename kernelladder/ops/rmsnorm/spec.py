@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 EPS = 1e-6
@@ -121,7 +122,7 @@ RMSNORM = RmsNormSpec(
         "F.rms_norm, torch.rsqrt, torch.mean, x.pow, torch.norm or any torch compute "
         "(aten::rms_norm, aten::_fused_rms_norm, aten::rsqrt, aten::mean, aten::pow, ...)",
     ),
-    starting_candidate=_common.candidate_path("rmsnorm"),
+    starting_candidate=str(start_path("rmsnorm")),
     unseen=UnseenShapes(
         {
             "M": Dim(cpu_max=40, gpu_max=16384),

@@ -7,13 +7,7 @@ short (D = 128 is 256 bytes), so the families differ in how many rows one progra
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import (
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    SM_COUNT_HELPER,
-    Family,
-    Param,
-)
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _WARPS = Param("NUM_WARPS", (1, 2, 4, 8), resource=True)
 _X_EVICT = Param("X_EVICT", ("", "evict_first"), focus=FOCUS_LARGE)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import (
     BaselineNotApplicable,
     Dim,
@@ -145,7 +146,7 @@ INT8_MATMUL = Int8MatmulSpec(
         "torch._int_mm, torch.matmul / mm / bmm / addmm / einsum / F.linear, "
         "torch._scaled_mm or any torch compute (aten::_int_mm, aten::mm, aten::matmul, ...)",
     ),
-    starting_candidate=_common.candidate_path("int8_matmul"),
+    starting_candidate=str(start_path("int8_matmul")),
     unseen=UnseenShapes(
         {
             "M": Dim(cpu_max=64, gpu_max=4096),

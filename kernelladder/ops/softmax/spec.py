@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 # Row hard cases: "large" (|x| ~ 1e4, exp overflows without max subtraction), "huge"
@@ -108,7 +109,7 @@ SOFTMAX = SoftmaxSpec(
         "torch.softmax, F.softmax, log_softmax, torch.exp, torch.logsumexp, torch.amax "
         "or any torch compute (aten::_softmax, aten::softmax, aten::_safe_softmax, ...)",
     ),
-    starting_candidate=_common.candidate_path("softmax"),
+    starting_candidate=str(start_path("softmax")),
     unseen=UnseenShapes(
         {
             "M": Dim(cpu_max=40, gpu_max=16384),

@@ -9,7 +9,7 @@ Rows longer than MAX_BLOCK fall back to the online loop in the register-tile fam
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import (
+from kernelladder.ops.family import (
     FOCUS_LARGE,
     FOCUS_SMALL,
     SM_COUNT_HELPER,

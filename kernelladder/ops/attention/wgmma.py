@@ -2,7 +2,7 @@
 
 Triton's `tl.dot` leaves the order of a flash loop's matrix products and its softmax to
 the compiler, which on Hopper waits for each product before the softmax that follows (the
-hand-pipelined loop in attention.py's NOTES did not overlap them). Gluon, shipped inside
+hand-pipelined loop in notes.py did not overlap them). Gluon, shipped inside
 Triton (`triton.experimental.gluon`), writes the warpgroup MMAs, their waits, the TMA loads
 and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
 warpgroup: the next key block's Q K^T and this block's P V are issued asynchronously, the
@@ -12,12 +12,12 @@ start is warp-specialised (a loader warp, a consumer warpgroup per 64 query rows
 persistent (one CTA per SM over a table of tiles made once per shape), and its output
 leaves by TMA store while the next tile computes; the first consumer takes only the half of
 the diagonal key block its rows see: 1.13x cuDNN at B4 H32 S2048 D128 on an H100 (RESULTS.md,
-2026-12-06 night). The persistent kernels are in attention_wgmma_persistent.py.
+2026-12-06 night). The persistent kernels are in wgmma_persistent.py.
 
 `GLUON_KERNELS` is source text pasted into a candidate after the family's parameter block
-(attention.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
+(families.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
 interpreter, and warpgroup MMA is Hopper's alone (compute capability 9.0). A candidate
-therefore runs the pointer flash kernel (attention.py's `_KERNELS`) wherever the Gluon path
+therefore runs the pointer flash kernel (families.py's `_KERNELS`) wherever the Gluon path
 cannot: the CPU, another GPU, a Triton without Gluon, tensors a descriptor cannot take, or
 a head dim that is not a power of two from 16 to 128. The CPU tests compile the Gluon
 kernel for sm_90a (Triton compiles for a target without the device).
@@ -25,7 +25,7 @@ kernel for sm_90a (Triton compiles for a target without the device).
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates.attention_wgmma_persistent import GLUON_PERSISTENT
+from kernelladder.ops.attention.wgmma_persistent import GLUON_PERSISTENT
 
 _GLUON_TILES = """
 import heapq

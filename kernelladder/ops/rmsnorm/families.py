@@ -7,7 +7,7 @@ Rows longer than MAX_BLOCK fall back to a chunked two-pass loop in every family.
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import (
+from kernelladder.ops.family import (
     FOCUS_LARGE,
     FOCUS_SMALL,
     SM_COUNT_HELPER,

@@ -1,6 +1,6 @@
 """attention's flash-wgmma family, persistent: one CTA per SM walks a table of tiles.
 
-`GLUON_PERSISTENT` is source text that attention_wgmma.py pastes into a candidate between
+`GLUON_PERSISTENT` is source text that wgmma.py pastes into a candidate between
 the per-tile kernels (whose helpers these kernels call: _gl_tile_of, _gl_wg_first_block,
 _gl_wg_key_blocks, _gl_softmax, _gl_ptr_store) and the launch (`_launch_wgmma`, which calls
 `_schedule` and `_gl_attn_fwd_pws`).

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
 
 QMAX = 127.0
@@ -165,7 +166,7 @@ KV_QUANT = KvQuantSpec(
         "torch.abs / amax / max / round / clamp / div / where, torch quantize ops or any "
         "torch compute (aten::abs, aten::amax, aten::round, aten::clamp, aten::div, ...)",
     ),
-    starting_candidate=_common.candidate_path("kv_quant"),
+    starting_candidate=str(start_path("kv_quant")),
     unseen=UnseenShapes(
         {
             "T": Dim(cpu_max=40, gpu_max=32768),

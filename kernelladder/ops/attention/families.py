@@ -11,9 +11,9 @@ the api/code prompts are told of them, including which code paths only the GPU r
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import SM_COUNT_HELPER, Family, Param
-from kernelladder.engine.proposers.templates.attention_notes import NOTES as NOTES  # knowledge
-from kernelladder.engine.proposers.templates.attention_wgmma import GLUON_KERNELS
+from kernelladder.ops.attention.notes import NOTES as NOTES  # knowledge
+from kernelladder.ops.attention.wgmma import GLUON_KERNELS
+from kernelladder.ops.family import SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (64, 128), resource=True)
 _BLOCK_N = Param("BLOCK_N", (32, 64, 128), resource=True)

@@ -8,7 +8,7 @@ workspace, reduced exactly by a second kernel), and a persistent grid looping ov
 
 from __future__ import annotations
 
-from kernelladder.engine.proposers.templates import FOCUS_LARGE, FOCUS_SMALL, Family, Param
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (32, 64, 128, 256), resource=True)
 _BLOCK_N = Param("BLOCK_N", (64, 128, 256), resource=True)

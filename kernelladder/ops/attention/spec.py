@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
 
 # The output is a convex combination of v rows (|v| ~ 1). A flash kernel rounds P to
@@ -124,7 +125,7 @@ ATTENTION = AttentionSpec(
         "or any torch compute (aten::bmm, aten::_scaled_dot_product_flash_attention, "
         "aten::_flash_attention_forward, aten::_softmax, ...)",
     ),
-    starting_candidate=_common.candidate_path("attention"),
+    starting_candidate=str(start_path("attention")),
     unseen=UnseenShapes(
         {
             # attention kernels run one program per (batch, head): heads carry the rule

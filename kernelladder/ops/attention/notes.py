@@ -1,5 +1,5 @@
 """What the search knows of the attention families (the api/code prompts' knowledge block
-for attention, templates.knowledge): measured figures, what paid and what did not."""
+for attention, family.knowledge): measured figures, what paid and what did not."""
 
 NOTES = """\
 flash-wgmma (Gluon; bench/attention_search.py, an H100, 2026-12-06, 15 back-to-back rounds

@@ -1,9 +1,9 @@
-"""Parameterized Triton kernel templates for the five built-in ops.
-
-A `Family` is one algorithm for an op (e.g. softmax "online"): a fixed kernel body plus a
-grid of parameters (block sizes, warps per element, rows per program, cache hints ...).
-`render` turns one point of that grid into a complete, self-contained candidate file whose
-first line records the point, so the search can read back what a source is.
+"""A search family: one algorithm for an op (e.g. softmax "online") as a parameterized
+Triton kernel template, a fixed kernel body plus a grid of parameters (block sizes, warps
+per element, rows per program, cache hints ...). `render` turns one point of that grid
+into a complete, self-contained candidate file whose first line records the point, so
+the search can read back what a source is. Each built-in op keeps its families in its
+folder (ops/NAME/families.py); plain Python, no torch.
 """
 
 from __future__ import annotations
@@ -185,11 +185,10 @@ def knowledge(op: str) -> str:
     """What the built-in search knows of an op's kernels, for the api/code prompts: its
     families in search order (parameters, start values in brackets) and its template's
     NOTES; "" for an op whose template module keeps no NOTES."""
-    import importlib
+    from kernelladder.ops.registry import search_module
 
-    try:
-        module = importlib.import_module(f"{__name__}.{op}")
-    except ImportError:
+    module = search_module(op)
+    if module is None:
         return ""
     notes = str(getattr(module, "NOTES", "") or "").strip()
     if not notes:
@@ -198,22 +197,3 @@ def knowledge(op: str) -> str:
     for family in getattr(module, "FAMILIES", ()):
         lines += family_lines(family)
     return "\n".join(lines) + "\n\n" + notes
-
-
-def catalog() -> dict[str, tuple[Family, ...]]:
-    """op name -> its families, most promising first (the order of `strategies`)."""
-    from kernelladder.engine.proposers.templates import (
-        attention,
-        int8_matmul,
-        kv_quant,
-        rmsnorm,
-        softmax,
-    )
-
-    return {
-        "softmax": softmax.FAMILIES,
-        "rmsnorm": rmsnorm.FAMILIES,
-        "attention": attention.FAMILIES,
-        "int8_matmul": int8_matmul.FAMILIES,
-        "kv_quant": kv_quant.FAMILIES,
-    }
