@@ -18,6 +18,9 @@ and from the run's event log (events.jsonl):
                             over the attempts re-measured
     first verdict s         the command's start (RunStarted in a saved run) to the first
                             VerdictReady
+    where the time goes     per op, each stage's median seconds and its costliest parts
+                            (the verdicts' stage_parts: calls, inputs, the reference
+                            again, fingerprints, comparisons, digests, audits by depth...)
 
 Goal (issue 25): whole run >= 40/min for rmsnorm, softmax, kv_quant and int8_matmul,
 >= 30 for attention; active >= 60; a profile ~1 s of GPU; <= 8 s per re-measured
@@ -133,8 +136,9 @@ def gpu_use(events: list[dict[str, Any]], run_dir: Path) -> tuple[float, float]:
         except (OSError, ValueError):
             continue
         speed, correct = float(stages.get("speed") or 0), float(stages.get("correctness") or 0)
+        end = e["ts"] - float(stages.get("audit") or 0)  # the final audit holds no GPU
         if speed:
-            alone.append((e["ts"] - speed, e["ts"]))
+            alone.append((end - speed, end))
         at = asked.get(e["attempt"])
         if correct and at is not None:
             shared.append((at - correct, at))
@@ -142,6 +146,60 @@ def gpu_use(events: list[dict[str, Any]], run_dir: Path) -> tuple[float, float]:
         if p.get("kind") == "profile_ready" and isinstance(p.get("gpu_s"), int | float):
             alone.append((p["ts"] - float(p["gpu_s"]), p["ts"]))
     return _union_s(alone), _union_s(alone + shared)
+
+
+def verification_costs(run_dir: Path) -> dict[str, Any]:
+    """Where a verification's time goes, from every attempt's verdict (attempts/N.json):
+    each stage's median seconds, and each stage's parts (the verdict's stage_parts: the
+    candidate's calls, the inputs drawn, the reference computed again, its fingerprint,
+    comparisons, digests, integrity checks, audits of torch's state by depth, timings)
+    as mean seconds and times per verification."""
+    stages: dict[str, list[float]] = {}
+    parts: dict[str, list[float]] = {}
+    verdicts = 0
+    for path in (run_dir / "attempts").glob("*.json"):
+        if not path.stem.isdigit():
+            continue
+        try:
+            verdict = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        verdicts += 1
+        for name, seconds in (verdict.get("stages") or {}).items():
+            stages.setdefault(name, []).append(float(seconds))
+        for name, (seconds, times) in (verdict.get("stage_parts") or {}).items():
+            total = parts.setdefault(name, [0.0, 0.0])
+            total[0] += float(seconds)
+            total[1] += float(times)
+    return {
+        "verdicts": verdicts,
+        "stages": {k: statistics.median(v) for k, v in stages.items()},
+        "parts": {k: (v[0] / verdicts, v[1] / verdicts) for k, v in parts.items()}
+        if verdicts
+        else {},
+    }
+
+
+def costs_table(rows: list[dict[str, Any]]) -> str:
+    """Each op's stages (median s) and its costliest parts (mean s and times per verdict)."""
+    lines = [
+        "where a verification's time goes (stages: median s; parts: mean s x times per verdict)"
+    ]
+    for r in rows:
+        costs = r.get("costs") or {}
+        if not costs.get("verdicts"):
+            continue
+        order = ("baselines", "references", "compile", "wait", "correctness", "speed", "audit")
+        stages = sorted(
+            costs["stages"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9
+        )
+        lines.append(f"{r['op']}: " + ", ".join(f"{k} {v:.2f}" for k, v in stages))
+        top = sorted(costs["parts"].items(), key=lambda kv: -kv[1][0])[:14]
+        for k in range(0, len(top), 4):
+            lines.append(
+                "    " + "; ".join(f"{name} {s:.3f} x{n:.1f}" for name, (s, n) in top[k : k + 4])
+            )
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def repeated_kernels(events: list[dict[str, Any]]) -> int:
@@ -176,6 +234,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row["gpus"] = bench.get("gpus")
     row["exit"] = bench.get("exit")
     row["repeats"] = repeated_kernels(events)
+    row["costs"] = verification_costs(run_dir)
     if not verdicts or not attempts:
         return row
     first_start = min(e["ts"] for e in attempts)
@@ -507,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     (out / "results.json").write_text(json.dumps({"runs": rows, "controls": controls}, indent=1))
     text = table(rows)
+    costs = costs_table(rows)
+    if costs:
+        text += "\n\n" + costs
     if controls:
         text += "\n\n" + comparison(rows, controls)
     (out / "table.txt").write_text(text + "\n")

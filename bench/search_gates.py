@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernelladder.engine import RunOptions, create_run, read_events  # noqa: E402
-from kernelladder.engine import events as ev  # noqa: E402
+from kernelladder.engine.record import events as ev  # noqa: E402
 
 
 def one_run(op: str, gate: str, attempts: int, device: str, out: Path) -> dict:

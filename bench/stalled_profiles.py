@@ -13,7 +13,6 @@ taken, by whether any proposal read it.
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,8 +20,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str]) -> int:
-    from kernelladder.engine import Profiling, fold, read_events
     from kernelladder.engine import events as ev
+    from kernelladder.engine import fold, read_events
+    from kernelladder.engine.run.profiling import stalled_profile_late
 
     if not argv:
         print("usage: python3 bench/stalled_profiles.py RUN_DIR [RUN_DIR ...]")
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
                 if isinstance(e, ev.AttemptProgress) and e.gate == "profile" and e.attempt == p.attempt
             )  # fmt: skip
             state = fold([e for e in events if e.ts < started])
-            late = Profiling._stalled_profile_late(types.SimpleNamespace(state=state), p.branch_id)
+            late = stalled_profile_late(state, p.branch_id)
             readers = sum(1 for e in proposals if e.ts > p.ts and e.branch_id == p.branch_id)
             counts[("skipped" if late else "taken", "read" if readers else "unread")] += 1
             print(f"{run.name} #{p.attempt} ({p.branch_id}): read by {readers}; "

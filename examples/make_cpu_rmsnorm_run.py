@@ -44,7 +44,9 @@ async def main(run_dir: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         view = lambda: app.main.view  # noqa: E731
         await until(pilot, lambda: view().attempts_judged >= 1, "a verdict")
-        await pilot.press("h", *"prefer fewer rows per program when M is small", "ctrl+s")
+        # a directive the op's search reads, and a note in plain words
+        await pilot.press("h", *"try ROWS", "equals_sign", "2", "enter")
+        await pilot.press(*"fewer rows per program when M is small", "ctrl+s")
         await until(pilot, lambda: bool(view().hints), "the hints")
         tree = app.main.query_one(StrategyTree)
         tree.follow = False
@@ -52,12 +54,17 @@ async def main(run_dir: Path) -> None:
         await pilot.pause(0.2)
         await pilot.press("o", *"persistent", "enter")
         await until(pilot, lambda: view().gates, "a gate")
-        # every family change waits at a gate (the new branch's among them): approve each
+        # every change of a branch's line waits at a gate (the new branch's among them):
+        # approve each, as a person does: select the gated attempt, press a
         deadline = time.monotonic() + 900
         while not app.run_over and time.monotonic() < deadline:
             if view().gates:
                 await pilot.pause(0.5)
+                gate = view().gates[0]
+                tree.select_attempt(gate.attempt)
+                await until(pilot, lambda g=gate: app.main.selected_attempt == g.attempt, "it")
                 await pilot.press("a")
+                await until(pilot, lambda g=gate: view().gate(g.gate_id) is None, "the decision")
             await pilot.pause(0.1)
         await until(pilot, lambda: app.run_over, "the end of the run", timeout=60)
     print(f"wrote {run_dir}: {app.fold.folded} events, {view().attempts_judged} verdicts")

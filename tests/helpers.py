@@ -55,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository
 EXAMPLES = ROOT / "examples"  # committed runs and KernelBench problems
 # H200 runs of 2026-11-30 and 2026-12-01 that tests read attempt by attempt (fixtures)
 H200_RUNS = ROOT / "tests" / "data" / "h200-runs"
+# default searches on an H100 of 2026-12-06 (once examples/): the app and replay fixtures
+H100_RUNS = ROOT / "tests" / "data" / "h100-runs"
 CHEATS = ROOT / "tests" / "cheats"  # candidates that try to fool the verifier
 DATA = ROOT / "tests" / "data"  # expected outputs and saved verdicts the tests read
 
@@ -530,7 +532,7 @@ def reranked_events(run: Path) -> list:
     """
     import dataclasses
 
-    from kernelladder.engine import events as ev
+    from kernelladder.engine.record import events as ev
     from kernelladder.engine.record import standing_rank
     from kernelladder.engine.record.log import read_attempt_verdict, read_events
     from kernelladder.engine.record.state import apply, improvement, new_state

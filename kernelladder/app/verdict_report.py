@@ -182,8 +182,9 @@ def stages_text(stages: Mapping[str, float]) -> str:
         "wait": "waited for the GPU",
         "baselines": "torch.compile's baselines",
         "references": "the reference's fingerprints",
+        "audit": "the last audit",
     }
-    order = ("baselines", "references", "compile", "wait", "correctness", "speed")
+    order = ("baselines", "references", "compile", "wait", "correctness", "speed", "audit")
     return " · ".join(
         f"{names.get(k, k)} {stages[k]:.1f} s"
         for k in sorted(stages, key=lambda k: order.index(k) if k in order else 9)

@@ -176,19 +176,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     op_wire = _resolve_op(args.op)
     source = _read_text(args.candidate, "candidate file")
-    from kernelladder.cli.common import (
-        default_device,
-        load_remote,
-        remote_requested,
-        require_local_gpu,
-    )
+    from kernelladder.cli.common import load_remote, remote_requested, require_local_gpu
+    from kernelladder.engine import RunOptions, default_device
 
-    if remote_requested(args):
+    remote = remote_requested(args)
+    if remote:
         load_remote(args)  # a bad remote setting: one line, exit 2, before any work
-        args.device = default_device(args)  # remote: the box's GPU unless --device cpu
     else:
         require_local_gpu(args.device)
-        args.device = default_device(args)
+    # the device a run would verify on (remote: the box's GPU unless --device cpu)
+    args.device = default_device(RunOptions(op=args.op, device=args.device, remote=remote))
 
     from kernelladder.verifier.host.client import WorkerUnavailable
 

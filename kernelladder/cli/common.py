@@ -1,7 +1,5 @@
-"""Runner options shared by `check`, `optimize`, `doctor` and `kernelladder-tui`.
-
-    add_runner_arguments(parser)        # --remote and the SSH settings
-    runner = make_runner(args, device)  # LocalRunner, or the SSH runner / pool
+"""The runner's arguments, shared by `check`, `optimize`, `doctor`, `serve` and
+`kernelladder-tui`: --remote and the SSH settings, --sandbox, and reading them.
 
 A bad remote setting raises UsageError (one line, exit 2); a host that cannot be
 reached is reported when the runner starts (RemoteError, one line).
@@ -18,15 +16,13 @@ from kernelladder.verifier.contract import sandbox as sandbox_env
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
-    from kernelladder.engine import REMOTE_SETTINGS
+    """The SSH settings (REMOTE_SETTINGS), after --remote as a run declares it."""
+    from kernelladder.engine import OPTION_OF_FIELD, REMOTE, REMOTE_SETTINGS
 
-    group = parser.add_argument_group("remote verification over SSH (see REMOTE_SETUP.md)")
+    group = parser.add_argument_group(REMOTE)
     if with_remote_flag:
-        group.add_argument(
-            "--remote",
-            action="store_true",
-            help="verify on the GPU box(es) over SSH (KL_SSH_TARGET or --remote-config)",
-        )
+        remote = OPTION_OF_FIELD["remote"]
+        group.add_argument(remote.flag, action="store_true", help=remote.help_text)
     for setting in REMOTE_SETTINGS:
         group.add_argument(
             setting.flag,
@@ -62,34 +58,6 @@ def apply_sandbox_choice(args: Any) -> None:
     choice = getattr(args, "sandbox", None)
     if choice:
         os.environ[SANDBOX_ENV] = choice
-
-
-def add_ray_arguments(parser: argparse.ArgumentParser, *, with_runner_flag: bool = True) -> None:
-    """--runner ray, --ray-address, --ray-slots (a run verified on a Ray cluster)."""
-    group = parser.add_argument_group("verification on a Ray cluster (docs/RUNNING.md)")
-    if with_runner_flag:
-        group.add_argument(
-            "--runner",
-            choices=("local", "ray"),
-            default=None,
-            help="where candidates are verified: local workers (default; --remote for SSH) "
-            "or Ray actors, one per GPU of the cluster",
-        )
-    group.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="the Ray cluster (env KL_RAY_ADDRESS): auto (the one this machine joined), "
-        "local (start one in this process), HOST:PORT or ray://HOST:PORT; implies --runner ray",
-    )
-    group.add_argument(
-        "--ray-slots",
-        type=int,
-        default=None,
-        metavar="N",
-        help="N CPU actors (Triton interpreter) on a cluster without GPUs; with --device "
-        "cuda, at most N GPU actors",
-    )
 
 
 def ray_requested(args: Any) -> bool:
@@ -171,24 +139,6 @@ def require_local_gpu(device: str | None) -> None:
         raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
 
 
-def default_device(args: Any) -> str:
-    """--device if given; remote runs default to cuda (the box's GPUs); local to cuda
-    when this machine has one, else the CPU interpreter."""
-    device = getattr(args, "device", None)
-    if device:
-        return device
-    if remote_requested(args):
-        return "cuda"
-    if ray_requested(args):  # CPU actors when --ray-slots asks for them, else the GPUs
-        return "cpu" if getattr(args, "ray_slots", None) is not None else "cuda"
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
-
-
 def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -> Any:
     """One candidate through the remote runner (for `kernelladder check --remote`).
     request: the check's verify request (op, source, device, min_speedup, baselines);
@@ -227,15 +177,3 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
         return asyncio.run(once())
     except (RemoteError, RunnerLost) as exc:
         raise WorkerUnavailable(f"remote: {' '.join(str(exc).split())}") from None
-
-
-def make_runner(args: Any, device: str) -> Any:
-    """A Runner: the SSH runner (one host) or pool (several) when remote verification was
-    asked for, else the local worker pool."""
-    if remote_requested(args):
-        from kernelladder.engine import make_remote_runner
-
-        return make_remote_runner(load_remote(args), device=device)
-    from kernelladder.engine import LocalRunner
-
-    return LocalRunner(device=device)

@@ -14,7 +14,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from kernelladder.cli import UsageError
@@ -25,134 +25,20 @@ from kernelladder.cli.common import (
     load_remote,
     remote_requested,
 )
+from kernelladder.cli.doctor_probes import (
+    FAIL,
+    OK,
+    PROBE,
+    WARN,
+    Check,
+    probe_checks,
+    sandbox_check,
+    sandbox_probe,
+)
+from kernelladder.cli.doctor_remote import ray_checks, remote_checks
 from kernelladder.verifier.host import calibration
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_PYTHON = (3, 11)
-REMOTE_MIN_PYTHON = (3, 10)  # the verifier alone (ops + verifier) runs on older boxes too
-
-# Run by the interpreter being checked (here, or on the box with its login environment);
-# prints one JSON object. The same code for both, so both are judged alike.
-PROBE = """\
-import json, os, platform, sys
-out = {"python": platform.python_version(), "executable": sys.executable, "gpus": []}
-out["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-for name in ("torch", "triton", "numpy"):
-    try:
-        out[name] = getattr(__import__(name), "__version__", "?")
-    except Exception as exc:
-        out[name] = None
-        out[name + "_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
-try:
-    import torch
-    out["cuda"] = bool(torch.cuda.is_available())
-    out["cuda_version"] = torch.version.cuda
-    if out["cuda"]:
-        out["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-except Exception as exc:
-    out["cuda"] = False
-    out["cuda_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
-print(json.dumps(out))
-"""
-
-
-# The walls a worker would get, tried in a throwaway child of the interpreter being
-# checked: verifier/contract/sandbox.py's own source (stdlib only, so it runs on a box before any
-# sync) followed by this footer; prints one JSON object.
-SANDBOX_PROBE_FOOTER = """
-import json as _json, os as _os, shutil as _shutil, socket as _socket, tempfile as _tempfile
-_parent = _tempfile.mkdtemp(prefix="kl-doctor-")
-_scratch = _os.path.join(_parent, "scratch")
-_os.mkdir(_scratch)
-_read, _write = _os.pipe()
-_pid = _os.fork()
-if _pid == 0:
-    _out = {}
-    try:
-        _state = apply(build_policy(_scratch), _MODE)
-        _out = {"on": _state.on, "abi": _state.abi, "line": describe_state(_state)}
-        _out["walls"] = list(_state.walls)
-        _tried = {}
-        def _try(name, fn):
-            try:
-                fn()
-                _tried[name] = "allowed"
-            except OSError:
-                _tried[name] = "denied"
-        _try("write in scratch", lambda: open(_os.path.join(_scratch, "ok"), "w").close())
-        _try("write outside", lambda: open(_os.path.join(_parent, "outside"), "w").close())
-        _try("other /proc", lambda: open("/proc/%d/environ" % _os.getppid(), "rb").read(1))
-        _try("tcp bind", lambda: _socket.socket().bind(("127.0.0.1", 0)))
-        _out["tried"] = _tried
-    except Exception as _exc:
-        _out = {"on": False, "line": "off (%s)" % str(_exc)[:200], "error": True}
-    _os.write(_write, _json.dumps(_out).encode())
-    _os._exit(0)
-_os.close(_write)
-_data = b""
-while True:
-    _chunk = _os.read(_read, 65536)
-    if not _chunk:
-        break
-    _data += _chunk
-_os.waitpid(_pid, 0)
-_shutil.rmtree(_parent, ignore_errors=True)
-print(_data.decode() or _json.dumps({"on": False, "line": "off (the probe died)"}))
-"""
-
-
-def sandbox_probe(mode: str = "auto") -> str:
-    """Python source that tries the walls (see SANDBOX_PROBE_FOOTER)."""
-    from pathlib import Path
-
-    from kernelladder.verifier.contract import sandbox
-
-    source = Path(sandbox.__file__).read_text(encoding="utf-8")
-    return source + f"\n_MODE = {mode!r}\n" + SANDBOX_PROBE_FOOTER
-
-
-def sandbox_check(scope: str, probe: dict[str, Any], mode: str = "auto") -> Check:
-    """On: OK with the ABI, the walls and what the probe tried; off: WARN (FAIL under
-    --sandbox require), with the reason."""
-    line = str(probe.get("line") or "off (no answer from the probe)")
-    if probe.get("on"):
-        tried = probe.get("tried") or {}
-        held = [k for k in ("write outside", "other /proc", "tcp bind") if tried.get(k) == "denied"]
-        broken = [
-            k for k in ("write outside", "other /proc", "tcp bind") if tried.get(k) == "allowed"
-        ]
-        detail = line + ("; tried and denied: " + ", ".join(held) if held else "")
-        if broken or tried.get("write in scratch") != "allowed":
-            why = ", ".join(broken) or "writing the scratch directory was denied"
-            return Check(scope, "sandbox", FAIL, f"{detail}; NOT walled as expected: {why}")
-        return Check(scope, "sandbox", OK, detail)
-    status = FAIL if mode == "require" else WARN
-    return Check(
-        scope,
-        "sandbox",
-        status,
-        f"{line}: candidates run without walls"
-        + ("" if mode == "require" else " (--sandbox require refuses to run so)"),
-    )
-
-
-def local_sandbox_check(mode: str = "auto") -> Check:
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", sandbox_probe(mode)], capture_output=True, text=True, timeout=60
-        )
-        probe = json.loads(result.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
-        probe = {"on": False, "line": f"off (the sandbox probe failed: {exc})"}
-    return sandbox_check("local", probe, mode)
-
-
-@dataclass(frozen=True)
-class Check:
-    scope: str  # "local" or a host label
-    name: str
-    status: str  # OK | WARN | FAIL
-    detail: str
 
 
 def add_parser(subparsers: Any) -> None:
@@ -261,7 +147,29 @@ def all_ok(checks: list[Check]) -> bool:
     return all(c.status != FAIL for c in checks)
 
 
-# --- local ------------------------------------------------------------------------------
+def sandbox_mode(args: Any) -> str:
+    from kernelladder.verifier.contract.sandbox import mode_from_env
+
+    return getattr(args, "sandbox", None) or mode_from_env()
+
+
+def _ray_address(args: Any) -> str | None:
+    """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
+    from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
+
+    if not args.ray and args.ray_address is None:
+        return None
+    address = resolve_address(args.ray_address)
+    if not address:
+        raise UsageError(
+            "--ray needs --ray-address ADDR or KL_RAY_ADDRESS (auto, local, HOST:PORT)"
+        )
+    if not ray_installed():
+        raise UsageError(MISSING_RAY)
+    return address
+
+
+# --- this machine ----------------------------------------------------------------------
 
 
 def local_checks() -> list[Check]:
@@ -297,6 +205,17 @@ def local_checks() -> list[Check]:
         status = OK if version else (FAIL if module in ("rich", "networkx") else WARN)
         checks.append(Check("local", module, status, version or f"not installed ({why})"))
     return checks
+
+
+def local_sandbox_check(mode: str = "auto") -> Check:
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", sandbox_probe(mode)], capture_output=True, text=True, timeout=60
+        )
+        probe = json.loads(result.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+        probe = {"on": False, "line": f"off (the sandbox probe failed: {exc})"}
+    return sandbox_check("local", probe, mode)
 
 
 async def openai_check(base_url: str | None) -> Check:
@@ -414,276 +333,6 @@ def _module_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-def probe_checks(
-    scope: str, probe: dict[str, Any], *, min_python: tuple[int, int] | None, gpus_needed: Any
-) -> list[Check]:
-    """Checks from a PROBE result. gpus_needed: GPU indices a host's config lists (they
-    must exist), or None for the local machine (no GPU: the CPU interpreter is used)."""
-    checks = []
-    if min_python is not None:
-        version = tuple(int(p) for p in str(probe.get("python", "0.0")).split(".")[:2])
-        good = version >= min_python
-        checks.append(
-            Check(
-                scope,
-                "python",
-                OK if good else FAIL,
-                f"{probe.get('python')} ({probe.get('executable')})"
-                + ("" if good else f"; needs >= {'.'.join(map(str, min_python))}"),
-            )
-        )
-    for name in ("torch", "triton", "numpy"):
-        version = probe.get(name)
-        detail = version or f"missing: {probe.get(name + '_error', 'not importable')}"
-        checks.append(Check(scope, name, OK if version else FAIL, detail))
-    gpus = list(probe.get("gpus") or [])
-    if gpus:
-        names = ", ".join(f"{i}: {n}" for i, n in enumerate(gpus))
-        detail = f"{len(gpus)} ({names}); CUDA {probe.get('cuda_version')}"
-        status = OK
-        if gpus_needed is not None:
-            absent = [g for g in gpus_needed if g >= len(gpus)]
-            if absent:
-                status, detail = FAIL, f"configured GPU(s) {absent} absent; the box has {detail}"
-        checks.append(Check(scope, "gpus", status, detail))
-    elif gpus_needed is None:
-        why = probe.get("cuda_error") or "no CUDA device"
-        checks.append(
-            Check(scope, "gpus", WARN, f"none ({why}): the CPU interpreter, speed not measured")
-        )
-    else:
-        why = probe.get("cuda_error") or "torch sees no CUDA device"
-        checks.append(Check(scope, "gpus", FAIL, f"none ({why})"))
-    return checks
-
-
-def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
-    """The box's CUDA_VISIBLE_DEVICES and the devices the configured GPU indices become
-    (workers get the same mapping: runners.ssh.config.physical_gpus)."""
-    from kernelladder.engine import RemoteConfigError, physical_gpus
-
-    visible = visible if isinstance(visible, str) else None
-    shown = "CUDA_VISIBLE_DEVICES not set" if visible is None else f"CUDA_VISIBLE_DEVICES={visible}"
-    indices = ",".join(map(str, host.gpus))
-    try:
-        mapped = physical_gpus(host.gpus, visible, where=host.label)
-    except RemoteConfigError as exc:
-        # a CPU run uses no GPU, so a bad index only matters to a cuda run
-        return Check(host.label, "gpu map", FAIL if device == "cuda" else WARN, str(exc))
-    detail = f"{shown}; gpus {indices} -> physical {','.join(mapped)}"
-    return Check(host.label, "gpu map", OK, detail)
-
-
-# --- remote -----------------------------------------------------------------------------
-
-
-async def remote_checks(
-    config: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
-) -> list[Check]:
-    checks: list[Check] = []
-    for host in config.hosts:
-        checks += await host_checks(
-            host, trust=trust, interactive=interactive, device=device, sandbox=sandbox
-        )
-    return checks
-
-
-def sandbox_mode(args: Any) -> str:
-    from kernelladder.verifier.contract.sandbox import mode_from_env
-
-    return getattr(args, "sandbox", None) or mode_from_env()
-
-
-async def host_checks(
-    host: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
-) -> list[Check]:
-    from kernelladder.engine import (
-        HostKeyError,
-        HostLink,
-        RemoteError,
-        python_command,
-        trust_host_key,
-    )
-
-    scope = host.label
-    checks: list[Check] = []
-    link = HostLink(host)
-    try:
-        try:
-            await link.connect()
-        except HostKeyError as exc:
-            if exc.changed or not trust or exc.key is None:
-                return [Check(scope, "ssh", FAIL, str(exc))]
-            if not _confirm_trust(exc, interactive):
-                return [Check(scope, "ssh", FAIL, f"host key not trusted: {exc}")]
-            trust_host_key(host.known_hosts, exc.host, exc.port, exc.key)
-            checks.append(
-                Check(
-                    scope, "host key", OK, f"trusted {exc.fingerprint}, added to {host.known_hosts}"
-                )
-            )
-            await link.connect()
-        rtt = await link.round_trip_s()
-        checks.append(Check(scope, "ssh", OK, f"{host.target}; round trip {rtt * 1000:.1f} ms"))
-        command = python_command(host, python=link.python or host.python, code=PROBE)
-        result = await link.run(command, timeout_s=max(host.command_timeout_s, 120))
-        where = f"in container {host.container}" if host.container else "on the box"
-        if host.container:
-            status = OK if result.exit_status == 0 else FAIL
-            detail = (
-                f"docker exec into {host.container} works"
-                if status == OK
-                else f"docker exec into {host.container} failed: {_last_line(result.stderr)}"
-            )
-            checks.append(Check(scope, "container", status, detail))
-        try:
-            probe = json.loads(str(result.stdout).strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            checks.append(
-                Check(
-                    scope,
-                    "python",
-                    FAIL,
-                    f"{link.python} {where} did not run: {_last_line(result.stderr)} "
-                    "(set KL_REMOTE_PYTHON; see REMOTE_SETUP.md)",
-                )
-            )
-        else:
-            checks += probe_checks(
-                scope,
-                probe,
-                min_python=REMOTE_MIN_PYTHON,
-                gpus_needed=host.gpus if device == "cuda" else None,
-            )
-            checks.append(gpu_map_check(host, probe.get("cuda_visible_devices"), device))
-            command = python_command(
-                host, python=link.python or host.python, code=sandbox_probe(sandbox)
-            )
-            walled = await link.run(command, timeout_s=max(host.command_timeout_s, 60))
-            try:
-                answer = json.loads(str(walled.stdout).strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                answer = {"on": False, "line": f"off (probe failed: {_last_line(walled.stderr)})"}
-            checks.append(sandbox_check(scope, answer, sandbox))
-        state = await link.sync_state()
-        if not state["exists"]:
-            detail = f"{state['remote_dir']} absent: the first run creates it and sends {state['would_send']} files"
-            status = OK
-        elif state["in_sync"]:
-            detail, status = (
-                f"{state['remote_dir']}: verifier current (tree {state['local_tree']})",
-                OK,
-            )
-        else:
-            detail = (
-                f"{state['remote_dir']}: the next run sends {state['would_send']} changed files"
-            )
-            status = OK
-        checks.append(Check(scope, "remote dir", status, detail))
-    except RemoteError as exc:
-        checks.append(Check(scope, "ssh", FAIL, str(exc)))
-    finally:
-        await link.close()
-    return checks
-
-
-# --- Ray ---------------------------------------------------------------------------------
-
-
-def _ray_address(args: Any) -> str | None:
-    """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
-    from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
-
-    if not args.ray and args.ray_address is None:
-        return None
-    address = resolve_address(args.ray_address)
-    if not address:
-        raise UsageError(
-            "--ray needs --ray-address ADDR or KL_RAY_ADDRESS (auto, local, HOST:PORT)"
-        )
-    if not ray_installed():
-        raise UsageError(MISSING_RAY)
-    return address
-
-
-async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
-    """The cluster: connect, then per node its GPUs and what its Python offers (a probe
-    task pinned to the node, with the package shipped as the runner ships it)."""
-    from kernelladder.engine import ray_runner
-
-    scope = "ray"
-    try:
-        conn = await asyncio.to_thread(ray_runner.connect, address)
-    except ray_runner.RayUnavailable as exc:
-        return [Check(scope, "cluster", FAIL, str(exc))]
-    try:
-        import ray
-
-        nodes = await asyncio.to_thread(ray_runner.cluster_nodes)
-        gpus = sum(n["gpus"] for n in nodes)
-        per_node = ", ".join(f"{n['ip']}: {n['gpus']} GPU, {n['cpus']} CPU" for n in nodes)
-        status = OK
-        detail = f"{conn['address']}, Ray {ray.__version__}; {len(nodes)} node(s) ({per_node})"
-        if device == "cuda" and gpus == 0:
-            status = FAIL
-            detail += "; no GPUs (--device cpu --ray-slots N runs CPU actors)"
-        checks = [Check(scope, "cluster", status, detail)]
-        dashboard = conn.get("dashboard") or ""
-        checks.append(
-            Check(
-                scope,
-                "dashboard",
-                OK if dashboard else WARN,
-                dashboard or "not running (ray[default] on the head serves it)",
-            )
-        )
-        for probe in await ray_runner.probe_nodes(nodes):
-            where = f"ray {probe['ip']}"
-            host = probe.get("hostname") or "?"
-            if probe.get("error"):
-                checks.append(Check(where, "node", FAIL, f"{host}: {probe['error']}"))
-                continue
-            checks.append(
-                Check(
-                    where,
-                    "node",
-                    OK,
-                    f"{host}: {probe['ray_gpus']} GPU, {probe['cpus']} CPU; "
-                    f"the package ships to {probe.get('package')}",
-                )
-            )
-            same = probe.get("ray") == ray.__version__
-            checks.append(
-                Check(
-                    where,
-                    "ray",
-                    OK if same else WARN,
-                    f"{probe.get('ray')}" + ("" if same else f" (this machine: {ray.__version__})"),
-                )
-            )
-            needed = list(range(probe["ray_gpus"])) if device == "cuda" else None
-            checks += probe_checks(
-                where, probe, min_python=REMOTE_MIN_PYTHON, gpus_needed=needed or None
-            )
-        return checks
-    finally:
-        if conn.get("owned"):
-            await asyncio.to_thread(ray.shutdown)
-
-
-def _confirm_trust(exc: Any, interactive: bool) -> bool:
-    print(f"{exc.host}:{exc.port} presents host key {exc.fingerprint}", file=sys.stderr)
-    if not interactive:
-        return True  # --trust on a non-terminal is the person's consent
-    answer = input("Trust this key and add it to known_hosts? [y/N] ").strip().lower()
-    return answer in ("y", "yes")
-
-
-def _last_line(text: Any) -> str:
-    lines = [line for line in str(text or "").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
 
 
 def _tty() -> bool:

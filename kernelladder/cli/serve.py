@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kernelladder.cli import ArgumentParser, UsageError
+from kernelladder.cli import UsageError
+from kernelladder.cli.run_arguments import optimize_argv
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 
 
 def add_parser(subparsers: Any) -> None:
-    from kernelladder.cli.optimize import add_run_arguments
+    from kernelladder.cli.run_arguments import add_run_arguments
+    from kernelladder.engine import SERVE
 
     p = subparsers.add_parser(
         "serve",
@@ -40,7 +42,7 @@ def add_parser(subparsers: Any) -> None:
         description=__doc__.splitlines()[0],
     )
     add_serve_arguments(p)
-    add_run_arguments(p)  # OP and the run's options, for a run started here
+    add_run_arguments(p, SERVE)  # OP and the run's options, for a run started here
     for action in p._actions:
         if action.dest == "op":
             action.metavar = "RUN_DIR|OP"
@@ -117,28 +119,6 @@ def _run_dir_given(args: argparse.Namespace) -> Path | None:
     if args.op and (Path(args.op) / "events.jsonl").is_file():
         return Path(args.op)
     return None
-
-
-def optimize_argv(args: argparse.Namespace) -> list[str]:
-    """`kernelladder optimize`'s command line for the run options given here (the web
-    server's own left out): each option that differs from its default, as given."""
-    from kernelladder.cli.optimize import add_run_arguments
-
-    parser = ArgumentParser(add_help=False)
-    add_run_arguments(parser)
-    out: list[str] = [args.op] if args.op else []
-    for action in parser._actions:
-        if not action.option_strings:
-            continue
-        value = getattr(args, action.dest, None)
-        if value is None or value == action.default:
-            continue
-        flag = action.option_strings[-1]
-        if action.nargs == 0:  # store_true / store_const: the flag alone
-            out.append(flag)
-        else:
-            out += [flag, str(value)]
-    return out
 
 
 def _start_run(args: argparse.Namespace) -> Path:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import ArgumentParser, UsageError, stdout_to_devnull
-from kernelladder.cli.optimize import add_run_arguments, build_run
+from kernelladder.cli.optimize import build_run
+from kernelladder.cli.run_arguments import add_run_arguments, optimize_argv
+from kernelladder.engine import TUI
 
 PROG = "kernelladder-tui"
 
@@ -86,7 +88,7 @@ def build_parser() -> ArgumentParser:
         help="start the run as a background `kernelladder optimize` and attach to it",
     )
 
-    add_run_arguments(parser)  # the options of `kernelladder optimize`, OP included
+    add_run_arguments(parser, TUI)  # the options of a run, OP included
     return parser
 
 
@@ -160,13 +162,12 @@ def _log_ending(run_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     from kernelladder.cli.common import apply_sandbox_choice
 
     apply_sandbox_choice(args)
     try:
-        return _main(args, argv)
+        return _main(args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -210,28 +211,7 @@ def _check_theme(name: str | None) -> None:
         raise UsageError(f"unknown theme {name!r} (try: {', '.join(sorted(known))})")
 
 
-# kernelladder-tui flags that are the app's, not the run's (dropped for --detach)
-_APP_FLAGS = {"--detach": 0, "--engine-thread": 0, "--theme": 1}
-
-
-def _optimize_args(argv: list[str]) -> list[str]:
-    """The command line of `kernelladder optimize` for a --detach run: the run options
-    as given, the app's own flags left out."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _APP_FLAGS:
-            skip = _APP_FLAGS[name] if "=" not in arg else 0
-            continue
-        out.append(arg)
-    return out
-
-
-def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
+def _attached_run(args: argparse.Namespace) -> Any:
     """--attach RUN_DIR, or --detach: the run to attach to (AttachError -> usage)."""
     from kernelladder.app.attach import AttachedRun, AttachError, start_detached
 
@@ -263,7 +243,7 @@ def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
             from kernelladder.engine import new_run_id
 
             run_dir, new_run = Path("runs") / new_run_id(Path(args.op).stem), True
-        process = start_detached(_optimize_args(argv), run_dir, new_run=new_run)
+        process = start_detached(optimize_argv(args), run_dir, new_run=new_run)
         print(f"{PROG}: the run goes on in the background (pid {process.pid}, log "
               f"{run_dir / 'optimize.log'})", file=sys.stderr)  # fmt: skip
         return AttachedRun(run_dir)
@@ -271,7 +251,7 @@ def _attached_run(args: argparse.Namespace, argv: list[str]) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+def _main(args: argparse.Namespace) -> int:
     if args.replay is not None and not args.replay.strip():
         raise UsageError("--replay is empty")
     if args.replay and (args.op or args.resume):
@@ -290,7 +270,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     attached = None
     if args.attach is not None or args.detach:
         _check_theme(args.theme)
-        attached = _attached_run(args, list(argv or ()))
+        attached = _attached_run(args)
     if args.headless:
         return _headless(args)
     from kernelladder.app.app import KernelLadderApp  # textual only for the app

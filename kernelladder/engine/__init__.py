@@ -50,6 +50,12 @@ _NAMES: dict[str, str] = {
     "KEEP_WORKERS_ENV": "run.options",
     "VERIFY_MODES": "run.options",
     "unattended_gate_policy": "run.options",
+    "RunOption": "run.options",
+    "RUN_OPTIONS": "run.options",
+    "run_options": "run.options",
+    "OPTION_OF_FIELD": "run.options",
+    # the commands a run option belongs to
+    **dict.fromkeys(("OPTIMIZE", "REMOTE", "SERVE", "TUI"), "run.options"),
     # the record: events, the log, the fold, summaries
     "Event": "record.events",
     "RunFinished": "record.events",

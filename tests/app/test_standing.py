@@ -94,7 +94,7 @@ def _demo_with_standing():
     from dataclasses import replace
 
     from kernelladder.app.scripted import demo_script
-    from kernelladder.engine import events as ev
+    from kernelladder.engine.record import events as ev
 
     script = []
     for e in demo_script(attempts=3):
@@ -108,7 +108,7 @@ def _demo_with_standing():
 def test_the_standing_travels_in_the_verdict_event_and_folds_into_the_attempt():
     from dataclasses import replace
 
-    from kernelladder.engine import events as ev
+    from kernelladder.engine.record import events as ev
     from kernelladder.engine.record.state import apply, new_state
 
     script = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(_demo_with_standing())]

@@ -23,7 +23,7 @@ from kernelladder.app.scripted import ScriptedRun, demo_script
 from kernelladder.app.view import EMPTY_VIEW
 from kernelladder.app.widgets.run_header import NO_GPU
 from kernelladder.app.widgets.speedup_chart import chart_data, draw
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 
 
 def messages(app) -> list[tuple[str, str]]:

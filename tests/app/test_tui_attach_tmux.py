@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, Terminal
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_log
 
 pytestmark = [

@@ -136,12 +136,12 @@ def test_a_point_above_and_a_point_below_the_baseline_never_share_its_row():
 
 async def test_a_replay_before_the_runs_first_event_does_not_say_no_gpu():
     """Before: a replay at event 0 said "speed not measured (no GPU)" of an H100 run."""
-    from helpers import EXAMPLES
+    from helpers import H100_RUNS
 
     from kernelladder.app.app import KernelLadderApp
     from kernelladder.app.replay import load_events
 
-    run_dir = EXAMPLES / "h100-softmax-search"
+    run_dir = H100_RUNS / "softmax-search"
     app = KernelLadderApp(events=load_events(run_dir), run_dir=run_dir, frozen=True)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause(0.3)

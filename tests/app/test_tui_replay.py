@@ -16,7 +16,7 @@ from helpers import SIZE, live_app, logged, ready, until
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.replay import ReplayController, load_events
 from kernelladder.app.scripted import demo_script
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import H200_RUNS, ROOT, replay_app, settled_footer, until
+from helpers import H100_RUNS, H200_RUNS, ROOT, replay_app, settled_footer, until
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.widgets import Button, Label, Static
@@ -34,7 +34,7 @@ from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.app.widgets.verdict_view import VerdictView, render_speed
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.verifier.contract.verdict import Verdict
 
 EXAMPLES = ROOT / "examples"
@@ -268,11 +268,11 @@ async def test_a_gates_countdown_is_on_screen_at_80_columns():
 
 async def test_the_replays_last_attempt_is_in_view_at_80x24():
     """`--replay RUN --end` on an 80x24 terminal selects the run's last attempt; when it is
-    the last line of a branch far down the tree (examples/h100-rmsnorm-search: #27, the
+    the last line of a branch far down the tree (tests/data/h100-runs/rmsnorm-search: #27, the
     last line of b3) the tree must scroll to it. Before, its scroll was clamped to the
     height the tree had before that branch's lines were laid out: the tree stopped
     partway, the cursor below the pane."""
-    app = replay_app(EXAMPLES / "h100-rmsnorm-search")
+    app = replay_app(H100_RUNS / "rmsnorm-search")
     async with app.run_test(size=SMALL) as pilot:
         await settle(app, pilot)
         tree = app.main.query_one(StrategyTree)
@@ -313,7 +313,7 @@ async def test_at_60x20_the_attempt_pane_keeps_more_than_the_graph():
 async def test_at_80x24_the_graph_keeps_the_lineage_of_a_move():
     """Before: the line was cut at the pane's edge: `ROWS 4->8 (from #1…`, losing which
     attempt the move was made from; the lineage now comes before the move."""
-    app = replay_app(EXAMPLES / "h100-softmax-search")
+    app = replay_app(H100_RUNS / "softmax-search")
     async with app.run_test(size=SMALL) as pilot:
         await settle(app, pilot)
         tree = app.main.query_one(StrategyTree)

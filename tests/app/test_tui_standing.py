@@ -83,9 +83,9 @@ def test_verdict_tab_leads_with_the_standing(snap_compare):
 async def test_the_header_shows_the_bests_standing_as_the_end_re_measured_it():
     """Before: the softmax example's header read `4 faster 1 tie`, the verdict's own,
     after the end's re-measure found the best faster at all 5 shapes."""
-    from helpers import EXAMPLES, replay_app
+    from helpers import H100_RUNS, replay_app
 
-    app = replay_app(EXAMPLES / "h100-softmax-search")
+    app = replay_app(H100_RUNS / "softmax-search")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause(0.3)
         header = app.main.screen_state()["header"]
@@ -96,9 +96,9 @@ async def test_an_attempt_timed_coarsely_says_which_it_was_not_faster_than():
     """Before: the attention example's b3 showed #17 slower nowhere (=▲▲=) beside its best
     #15 (▲▲▲▼) with nothing saying why #15 is the branch's best: #17's timing stopped
     early, not faster than #15."""
-    from helpers import EXAMPLES, replay_app
+    from helpers import H100_RUNS, replay_app
 
-    app = replay_app(EXAMPLES / "h100-attention-search")
+    app = replay_app(H100_RUNS / "attention-search")
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause(0.3)
         line = next(x for x in app.main.screen_state()["tree"] if "#17 " in x)

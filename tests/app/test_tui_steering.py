@@ -34,7 +34,7 @@ from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.options import RunOptions
 

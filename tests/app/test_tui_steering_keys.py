@@ -43,8 +43,8 @@ from kernelladder.app.screenshots import settle
 from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.engine import create_run, resume_run
-from kernelladder.engine import events as ev
 from kernelladder.engine.protocols import Proposal, ProposerBase
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.record.summary import summarize

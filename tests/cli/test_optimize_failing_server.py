@@ -20,7 +20,7 @@ from fake_openai_server import FakeOpenAIServer, completion, error, html_page
 
 from kernelladder.app.folding import build_view
 from kernelladder.app.widgets.run_header import status_line
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_log
 from kernelladder.engine.record.state import fold
 

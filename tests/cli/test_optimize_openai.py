@@ -13,7 +13,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, completion, error
 from helpers import ROOT, usage_line
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_log
 
 START = (ROOT / "kernelladder/ops/rmsnorm/start.py").read_text()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.options import RunOptions, unattended_gate_policy
 

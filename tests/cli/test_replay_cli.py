@@ -9,12 +9,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from helpers import make_run, move
 
 from kernelladder.app.headless import HeadlessView, TerminalGatePrompt, render_state
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.summary import summarize
 
 
@@ -126,12 +125,12 @@ async def test_reverify_reports_verdict_changes(tmp_path):
 def test_the_summary_names_the_family_the_best_and_each_branch_stand_on():
     """A branch opened as multi-row whose best is a one-row-per-program kernel: the JSON
     summary says so as the screen does (its strategy field stays what it was opened with)."""
-    from helpers import EXAMPLES
+    from helpers import H100_RUNS
 
     from kernelladder.engine.record.log import read_events
     from kernelladder.engine.record.state import fold
 
-    state = fold(read_events(EXAMPLES / "h100-rmsnorm-search"))
+    state = fold(read_events(H100_RUNS / "rmsnorm-search"))
     out = summarize(state)
     best = state.attempts[out["best"]["attempt"]]
     assert out["best"]["family"] == best.family
@@ -146,7 +145,9 @@ def test_the_summary_names_the_family_the_best_and_each_branch_stand_on():
 def test_a_replays_notices_say_they_were_recorded_and_when():
     # the H100 attention run's last notice tells of workers kept warm "for the next run on
     # this machine": in a replay that was then, not now
-    example = Path(__file__).resolve().parents[2] / "examples" / "h100-attention-search"
+    from helpers import H100_RUNS
+
+    example = H100_RUNS / "attention-search"
     out = _cli("replay", str(example), env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in (example / "events.jsonl").open()]

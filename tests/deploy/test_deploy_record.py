@@ -11,7 +11,7 @@ from helpers import HeldProposer, ScriptedRunner, move, saved_run, scripted_op, 
 
 from kernelladder.app.replay import log_ending
 from kernelladder.deploy.record import record
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold, latest_deploys
 from kernelladder.engine.record.summary import summarize

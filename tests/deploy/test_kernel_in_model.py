@@ -167,7 +167,7 @@ def test_a_workspace_run_finds_the_hook_beside_the_workspace_it_was_started_on(t
     from kernelladder.deploy.kernel_source import from_run
 
     run = tmp_path / "run"
-    shutil.copytree(EXAMPLES / "h200-own-kernel-run", run)
+    shutil.copytree(EXAMPLES / "h100-own-kernel-run", run)
     workspace = tmp_path / "own-kernel"
     shutil.copytree(EXAMPLES / "own-kernel", workspace)
     meta = json.loads((run / "meta.json").read_text())
@@ -178,4 +178,4 @@ def test_a_workspace_run_finds_the_hook_beside_the_workspace_it_was_started_on(t
     (run / "meta.json").write_text(json.dumps(meta))
     kernel = from_run(str(run))
     assert kernel.hook_path == str(workspace / "deploy.py")
-    assert (kernel.op, kernel.op_kind, kernel.attempt) == ("own-kernel", "workspace", 14)
+    assert (kernel.op, kernel.op_kind, kernel.attempt) == ("own-kernel", "workspace", 13)

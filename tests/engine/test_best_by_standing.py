@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from helpers import H200_RUNS, ROOT, ScriptedRunner, make_run, move, reranked_events, until
 
-from kernelladder.engine import events as ev
 from kernelladder.engine.protocols import ProposerExhausted
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record import standing_rank
 from kernelladder.engine.record.log import read_attempt_verdict, read_events
 from kernelladder.engine.record.standing_rank import Merit

@@ -15,8 +15,8 @@ import asyncio
 from helpers import ScriptedRunner, make_run, move, until
 
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search import SearchProposer
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.run.options import RunOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kernelladder.app.folding import log_line
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.run.options import RunOptions

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import (
     EventLog,
     LogError,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import DATA, ScriptedProposer, make_run, move, scripted_op, until
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.verifier.host import profile as profile_mod
 
@@ -48,11 +48,12 @@ def _own_kernel_op():
     return replace(scripted_op(), start_label="your kernel (kernel.py)")
 
 
-def _run(tmp_path, moves, **options):
+def _run(tmp_path, moves, proposer=None, **options):
     from kernelladder.engine import create_run
     from kernelladder.engine.run.options import RunOptions
 
-    run, runner, proposer = make_run(tmp_path, moves, **options)
+    run, runner, scripted = make_run(tmp_path, moves, **options)
+    proposer = proposer or scripted
     opts = RunOptions(**{**run.options.to_dict(), "run_dir": str(tmp_path / "own")})
     own = create_run(opts, runner=runner, proposer=proposer, op=_own_kernel_op())
     return own, proposer
@@ -136,8 +137,7 @@ def _stalling_run(tmp_path, **options):
             "b2": [move("pass 1.2"), move("pass 1.0"), move("pass 1.0"), move("pass 1.0")],
         }
     )
-    run, _ = _run(tmp_path, [], max_attempts=10, branches=2, **options)
-    run.proposer = proposer
+    run, _ = _run(tmp_path, [], proposer, max_attempts=10, branches=2, **options)
     return run
 
 

@@ -10,8 +10,8 @@ import shutil
 import pytest
 from helpers import ScriptedProposer, ScriptedRunner, make_run, move, until
 
-from kernelladder.engine import events as ev
 from kernelladder.engine import resume_run
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.record.summary import summarize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.gains import failure_signature, is_gain, normalize_error
 from kernelladder.engine.record.state import apply, fold, new_state
 from kernelladder.engine.run.gating import assess_undo, fence_concerns

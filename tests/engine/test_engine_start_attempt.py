@@ -9,7 +9,7 @@ from dataclasses import replace
 from helpers import ScriptedProposer, ScriptedRunner, move, scripted_op
 
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.options import RunOptions
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from helpers import ScriptedProposer, ScriptedRunner, kinds, make_run, move, until
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 
 

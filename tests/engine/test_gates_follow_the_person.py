@@ -8,7 +8,7 @@ import asyncio
 
 from helpers import make_run, move, until
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import apply, new_state
 

@@ -13,8 +13,8 @@ import asyncio
 import pytest
 from helpers import cpu_search_app, until
 
-from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search_steering import steering
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.hints import op_vocabulary, read_hints, refusal
 from kernelladder.ops.registry import catalog

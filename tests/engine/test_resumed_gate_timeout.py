@@ -12,7 +12,7 @@ import time
 from helpers import ScriptedProposer, ScriptedRunner, move, scripted_op, until
 
 from kernelladder.engine import GATE, create_run, resume_run
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.record.summary import summarize

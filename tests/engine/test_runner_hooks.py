@@ -9,7 +9,6 @@ from typing import Any
 
 from helpers import ScriptedProposer, make_run, move, verdict_for
 
-from kernelladder.engine import events as ev
 from kernelladder.engine.protocols import (
     Proposer,
     ProposerBase,
@@ -17,6 +16,7 @@ from kernelladder.engine.protocols import (
     RunnerBase,
     VerifyRequest,
 )
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.verifier.contract.verdict import Verdict
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import DATA
 
 from kernelladder.cli.replay import read_run_log
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record import standing_rank
 from kernelladder.engine.record.log import read_log
 from kernelladder.engine.record.state import apply, closest_to_holding, fold, new_state

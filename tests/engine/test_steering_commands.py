@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.run import commands
 

@@ -20,8 +20,8 @@ import pytest
 from helpers import ConstantSpeedRunner, ScriptedRunner
 
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search import SearchProposer
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.run.options import RunOptions
 from kernelladder.ops.registry import catalog

@@ -16,9 +16,9 @@ from typing import Any
 from helpers import ConstantSpeedRunner, until
 
 from kernelladder.engine import create_run, resume_run
-from kernelladder.engine import events as ev
 from kernelladder.engine.proposers.search import SearchProposer
 from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import read_events
 from kernelladder.engine.record.state import fold
 from kernelladder.engine.run.options import RunOptions

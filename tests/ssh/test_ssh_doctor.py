@@ -11,7 +11,8 @@ import asyncssh
 import pytest
 from sshd_fixture import FAKE_CONTAINER, sshd  # noqa: F401 (fixture)
 
-from kernelladder.cli.doctor import FAIL, OK, all_ok, host_checks
+from kernelladder.cli.doctor import FAIL, OK, all_ok
+from kernelladder.cli.doctor_remote import host_checks
 
 pytestmark = pytest.mark.ssh
 

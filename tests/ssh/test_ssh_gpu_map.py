@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from sshd_fixture import SSHServer, sshd, sshd_available  # noqa: F401 (fixture)
 
-from kernelladder.cli.doctor import FAIL, OK, WARN, host_checks
+from kernelladder.cli.doctor_probes import FAIL, OK, WARN
+from kernelladder.cli.doctor_remote import host_checks
 from kernelladder.engine.runners.ssh.config import RemoteConfigError, physical_gpus
 from kernelladder.engine.runners.ssh.link import RemoteError
 from kernelladder.engine.runners.ssh.pool import SSHRunner

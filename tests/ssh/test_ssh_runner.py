@@ -20,9 +20,9 @@ from helpers import ROOT
 from sshd_fixture import FAKE_CONTAINER, SSHServer, process_alive, sshd  # noqa: F401
 
 from kernelladder.engine import create_run
-from kernelladder.engine import events as ev
 from kernelladder.engine.proposers import get_proposer
 from kernelladder.engine.protocols import ProposerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.record import events as ev
 from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners.ssh.config import RemoteConfig
 from kernelladder.engine.runners.ssh.pool import PoolRunner, SSHRunner

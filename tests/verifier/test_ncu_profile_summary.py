@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from helpers import DATA
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 from kernelladder.verifier.host.profile import (
     L2_HIT_METRIC,
     SECTIONS,

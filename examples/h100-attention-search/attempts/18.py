@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":64,"DIAG_HALF":false,"EPILOGUE":"tma","FILL":true,"HEAD_GROUP":16,"NUM_STAGES":2,"PERSISTENT":true,"WS":true}}
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EARLY_RESCALE":false,"EPILOGUE":"tma","FILL":false,"HEAD_GROUP":64,"KV_PAIRS":false,"NUM_STAGES":2,"PERSISTENT":true,"PINGPONG":false,"WS":true}}
 """attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring filled by a loader warp, unmasked blocks below the diagonal, persistent CTAs over the longest query tiles of each head group first, O out by TMA store (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,15 +9,18 @@ import triton
 import triton.language as tl
 
 # search parameters
-BLOCK_N = 64
+BLOCK_N = 128
 NUM_STAGES = 2
 WS = True
 BLOCK_M = 128
-HEAD_GROUP = 16
+HEAD_GROUP = 64
 EPILOGUE = 'tma'
 PERSISTENT = True
-FILL = True
-DIAG_HALF = False
+FILL = False
+DIAG_HALF = True
+PINGPONG = False
+EARLY_RESCALE = False
+KV_PAIRS = False
 SPLIT_DIAG = True  # fixed by the family
 EXP2 = True  # fixed by the family
 REVERSE = False  # fixed by the family
@@ -382,8 +385,52 @@ def _gl_ws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_b
 
 
 @gluon.jit
+def _gl_named_bar(PTX: gl.constexpr):
+    # one named-barrier instruction, executed by every thread of the warpgroup: inline PTX
+    # (Gluon has no call for named barriers), not pure, so it stays where it is written
+    gl.inline_asm_elementwise(PTX, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _gl_turn_wait(TURN: gl.constexpr):
+    # PINGPONG (TURN 0 or 1, the consumer's number; -1: off): wait for this consumer's turn
+    # to issue its MMAs. Named barrier 8 + TURN completes when this warpgroup's 128 threads
+    # sync on it and the other consumer's 128 have arrived (handed the turn over): the two
+    # consumers' MMAs reach the tensor cores in turns, each one's softmax beside the other's
+    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.
+    if TURN == 0:
+        _gl_named_bar("bar.sync 8, 256; mov.u32 $0, 0;")
+    elif TURN == 1:
+        _gl_named_bar("bar.sync 9, 256; mov.u32 $0, 0;")
+
+
+@gluon.jit
+def _gl_turn_pass(TURN: gl.constexpr):
+    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)
+    if TURN == 0:
+        _gl_named_bar("bar.arrive 9, 256; mov.u32 $0, 0;")
+    elif TURN == 1:
+        _gl_named_bar("bar.arrive 8, 256; mov.u32 $0, 0;")
+
+
+@gluon.jit
+def _gl_wait_v_before(v_ready, kv, sk, STAGES: gl.constexpr, PAIRS: gl.constexpr):
+    # the V block whose P V runs beside the Q K^T on K stage sk: ring position kv of V's own
+    # ring, waited for; with PAIRS it shares K's stage and has landed with it. Its stage, and
+    # the index in `empty` that frees it once its P V is done (with PAIRS, K's stage too)
+    if PAIRS:
+        sv = sk
+        done = sk
+    else:
+        sv = kv % STAGES
+        mbarrier.wait(v_ready.index(sv), (kv // STAGES) & 1)
+        done = STAGES + sv
+    return sv, done
+
+
+@gluon.jit
 def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first, S, qk_scale,
-                       s_layout: gl.constexpr, o_layout: gl.constexpr):
+                       s_layout: gl.constexpr, o_layout: gl.constexpr, TURN: gl.constexpr):
     # a consumer warpgroup's first key block of a tile (ring position c): its Q K^T waited
     # for, the K stage freed, its softmax; P comes back as the next P V's register operand
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -391,7 +438,9 @@ def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     st = c % STAGES
     mbarrier.wait(k_ready.index(st), (c // STAGES) & 1)
+    _gl_turn_wait(TURN)
     s = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s, use_acc=False, is_async=True)
+    _gl_turn_pass(TURN)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(empty.index(st), count=1)  # done with K_0
     p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, 0, n_full, first, S, qk_scale, 64,
@@ -402,33 +451,45 @@ def _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c, n_full, first,
 @gluon.jit
 def _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, c,
                       n_loop, n_full, first, S, qk_scale, s_layout: gl.constexpr,
-                      o_layout: gl.constexpr):
+                      o_layout: gl.constexpr, TURN: gl.constexpr, EARLY: gl.constexpr,
+                      PAIRS: gl.constexpr):
     # the tile's key blocks 1 .. n_loop (ring positions c + 1 ..): the next block's Q K^T,
     # then this block's P V, both in flight; the next block's softmax runs while P V is
     # still on the tensor cores. A K stage is freed once its Q K^T is done, a V stage once
-    # its P V is (one arrival per consumer each).
+    # its P V is (one arrival per consumer each). The accumulator is rescaled to a block's
+    # maxima once the P V before is waited for, or with EARLY (EARLY_RESCALE) just before
+    # the block's own P V, beside the Q K^T issued ahead of it; then the last block's factor
+    # comes back unapplied (alpha). With PAIRS (KV_PAIRS) K_(j+1) and V_j share ring stage
+    # c + j + 1: one barrier says both have landed, one arrival frees both once P V is done.
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    alpha = gl.full([s.shape[0]], 1.0, gl.float32, gl.SliceLayout(1, s_layout))
     for j in range(0, n_loop):
         kn = c + j + 1
         sn = kn % STAGES
         mbarrier.wait(k_ready.index(sn), (kn // STAGES) & 1)
+        _gl_turn_wait(TURN)
         s = warpgroup_mma(q, k_smem.index(sn).permute((1, 0)), s, use_acc=False,
                           is_async=True)
-        kc = c + j
-        sc = kc % STAGES
-        mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+        if EARLY:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        sc, v_done = _gl_wait_v_before(v_ready, c + j, sn, STAGES, PAIRS)
         acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+        _gl_turn_pass(TURN)
         s = warpgroup_mma_wait(1, deps=(s,))
-        mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
+        if not PAIRS:
+            mbarrier.arrive(empty.index(sn), count=1)  # done with K_(j+1)
         p, m_i, l_i, alpha = _gl_block_softmax(s, m_i, l_i, j + 1, n_full, first, S,
                                                qk_scale, 64, BLOCK_N, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with V_j
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.arrive(empty.index(v_done), count=1)  # done with V_j (with PAIRS, K_(j+1))
+        if not EARLY:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(q.dtype), p_layout)
+    if EARLY:
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
     return s, p_op, acc, m_i, l_i
 
 
@@ -457,10 +518,11 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(q_bar, 0)
     s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, 0, n_full,
-                                           first, S, qk_scale, s_layout, o_layout)
+                                           first, S, qk_scale, s_layout, o_layout, -1)
     s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                k_ready, v_ready, empty, 0, n_blocks - 1,
-                                               n_full, first, S, qk_scale, s_layout, o_layout)
+                                               n_full, first, S, qk_scale, s_layout, o_layout,
+                                               -1, False, False)
     jl = n_blocks - 1
     sl = jl % STAGES
     mbarrier.wait(v_ready.index(sl), (jl // STAGES) & 1)
@@ -533,24 +595,26 @@ def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, 
 
 @gluon.jit
 def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH, N_M,
-                   group, qk_scale, sob, soh, sos, sod):
+                   q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                   early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
-    c = 0  # key blocks loaded before this tile: the ring's position
+    c = 0  # key blocks (with pairs: ring items) loaded before this tile: the ring's position
     i = 0  # tiles before this one: the phase of Q's barriers
     row = sched + gl.program_id(0) * width
     t = gl.load(row)
     while t >= 0:
-        bh, pid_m = _gl_tile_of(t, BH, N_M, group)
+        # the tile's head, first row and key blocks, as its first consumer reckons them
+        bh, start_m, n_blocks, _ = _gl_pws_tile(t, BH, N_M, group, S, 0, CONSUMERS, BLOCK_N)
         row0 = bh * S
-        start_m = pid_m * (64 * CONSUMERS)
-        n_blocks = gl.cdiv(gl.minimum(start_m + 64 * CONSUMERS, S), BLOCK_N)
         # K_0 first (its stage frees before Q's buffers do), then each consumer's Q, then
         # K_j and V_(j-1) in the order the consumers use them
         for j in range(n_blocks + 1):
-            if j < n_blocks:
+            if pairs is not None:
+                _gl_pair_load(k_desc, v_desc, k_smem, v_smem, k_ready, empty, row0, c + j, j,
+                              n_blocks)
+            elif j < n_blocks:
                 kb = c + j
                 st = kb % STAGES
                 mbarrier.wait(empty.index(st), ((kb // STAGES) & 1) ^ 1)
@@ -561,37 +625,76 @@ def _gl_pws_loader(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_
                     mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
                     _tma_load(q_desc, [row0 + start_m + w * 64, 0], q_ready.index(w),
                               q_smem.index(w))
-            else:
+            elif pairs is None:
                 kv = c + j - 1
                 st = kv % STAGES
                 mbarrier.wait(empty.index(STAGES + st), ((kv // STAGES) & 1) ^ 1)
                 _gl_load(v_desc, v_smem, v_ready, row0 + (j - 1) * BLOCK_N, st, True)
         c += n_blocks
+        if pairs is not None:
+            c += 1  # V_(n-1)'s item
         i += 1
         t = gl.load(row + i)
 
 
 @gluon.jit
-def _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c, n_blocks):
+def _gl_pair_load(k_desc, v_desc, k_smem, v_smem, ready, empty, row0, item, j, n_blocks):
+    # KV_PAIRS: ring item j of a tile (running count `item`) holds K_j and V_(j-1) in one
+    # stage, both landing on one barrier: item 0 is K_0 alone, item n_blocks V_(n-1) alone
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    st = item % STAGES
+    mbarrier.wait(empty.index(st), ((item // STAGES) & 1) ^ 1)
+    if j == 0:
+        mbarrier.expect(ready.index(st), k_desc.block_type.nbytes)
+    elif j < n_blocks:
+        mbarrier.expect(ready.index(st), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    else:
+        mbarrier.expect(ready.index(st), v_desc.block_type.nbytes)
+    if j < n_blocks:
+        _tma_load(k_desc, [row0 + j * BLOCK_N, 0], ready.index(st), k_smem.index(st))
+    if j > 0:
+        _tma_load(v_desc, [row0 + (j - 1) * BLOCK_N, 0], ready.index(st), v_smem.index(st))
+
+
+@gluon.jit
+def _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES: gl.constexpr, PAIRS: gl.constexpr):
+    # wait for the tile's last V (ring position c is its K_0's): its stage, and the index of
+    # the barrier that frees it (with PAIRS the tile's last ring item, V_(n-1) alone)
+    if PAIRS:
+        kl = c + n_blocks
+        sl = kl % STAGES
+        mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
+        done = sl
+    else:
+        kl = c + n_blocks - 1
+        sl = kl % STAGES
+        mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+        done = STAGES + sl
+    return sl, done
+
+
+@gluon.jit
+def _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty, q_empty, c, n_blocks,
+                    PAIRS: gl.constexpr):
     # the tile's last key block taken whole: its P V (every Q K^T of the tile is done)
     STAGES: gl.constexpr = v_smem.type.shape[0]
     mbarrier.arrive(q_empty, count=1)
-    kl = c + n_blocks - 1
-    sl = kl % STAGES
-    mbarrier.wait(v_ready.index(sl), (kl // STAGES) & 1)
+    sl, done = _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES, PAIRS)
     acc = warpgroup_mma(p_op, v_smem.index(sl), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc,))
-    mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+    mbarrier.arrive(empty.index(done), count=1)  # done with the last V
     return acc, l_i
 
 
 @gluon.jit
 def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty,
-                    c, n_blocks, first, S, qk_scale):
+                    c, n_blocks, first, S, qk_scale, TURN: gl.constexpr, PAIRS: gl.constexpr):
     # DIAG_HALF, the first of two consumers (rows first .. first + 63 of a 128-row tile on
     # 128-key blocks): the last key block starts at `first`, so only its first 64 keys
     # reach these rows. Their Q K^T (a 64-wide warpgroup MMA on the stage's first half)
     # runs beside the P V of the block before; P of those 64 keys comes back for their P V.
+    # With PAIRS both blocks are ring item c + n_blocks - 1.
     dtype: gl.constexpr = p_op.dtype
     D: gl.constexpr = v_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -607,20 +710,21 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
     sl = kl % STAGES
     mbarrier.wait(k_ready.index(sl), (kl // STAGES) & 1)
     sh = gl.zeros([64, 64], gl.float32, h_layout)
+    _gl_turn_wait(TURN)
     sh = warpgroup_mma(q, k_smem.index(sl).slice(0, 64).permute((1, 0)), sh, use_acc=False,
                        is_async=True)
-    kc = kl - 1
-    sc = kc % STAGES
-    mbarrier.wait(v_ready.index(sc), (kc // STAGES) & 1)
+    sc, v_done = _gl_wait_v_before(v_ready, kl - 1, sl, STAGES, PAIRS)
     acc = warpgroup_mma(p_op, v_smem.index(sc), acc, is_async=True)
+    _gl_turn_pass(TURN)
     sh = warpgroup_mma_wait(1, deps=(sh,))
-    mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
+    if not PAIRS:
+        mbarrier.arrive(empty.index(sl), count=1)  # done with the last K
     mbarrier.arrive(q_empty, count=1)  # every Q K^T of the tile is done
     p, m_h, l_h, alpha = _gl_softmax(sh, gl.convert_layout(m_i, row_h),
                                      gl.convert_layout(l_i, row_h), 2 * (n_blocks - 1), first,
                                      S, qk_scale, 64, 64, True, h_layout)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    mbarrier.arrive(empty.index(STAGES + sc), count=1)  # done with the V before
+    mbarrier.arrive(empty.index(v_done), count=1)  # done with the V before (PAIRS: last K)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     ph = gl.convert_layout(p.to(dtype), p_layout)
     return acc, ph, gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
@@ -628,26 +732,26 @@ def _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, em
 
 @gluon.jit
 def _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty, q_empty, c,
-                 n_blocks, first, S, qk_scale, HALF: gl.constexpr):
+                 n_blocks, first, S, qk_scale, HALF: gl.constexpr, TURN: gl.constexpr,
+                 PAIRS: gl.constexpr):
     # a tile's end when no tile follows it: its last P V alone (with HALF, on the diagonal
     # block's first 64 keys, after their Q K^T); the tile's accumulator and row sums
     if HALF:
         if n_blocks > 1:
             acc, ph, l_i = _gl_pws_half_qk(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready,
                                            v_ready, empty, q_empty, c, n_blocks, first, S,
-                                           qk_scale)
+                                           qk_scale, TURN, PAIRS)
             STAGES: gl.constexpr = v_smem.type.shape[0]
-            sl = (c + n_blocks - 1) % STAGES
-            mbarrier.wait(v_ready.index(sl), ((c + n_blocks - 1) // STAGES) & 1)
+            sl, done = _gl_wait_last_v(k_ready, v_ready, c, n_blocks, STAGES, PAIRS)
             acc = warpgroup_mma(ph, v_smem.index(sl).slice(0, 64), acc, is_async=True)
             acc, ph = warpgroup_mma_wait(0, deps=(acc, ph))
-            mbarrier.arrive(empty.index(STAGES + sl), count=1)  # done with the last V
+            mbarrier.arrive(empty.index(done), count=1)  # done with the last V
         else:  # the head's first tile: one block, wholly on the diagonal
-            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
-                                       n_blocks)
+            acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty,
+                                       q_empty, c, n_blocks, PAIRS)
     else:
-        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, v_ready, empty, q_empty, c,
-                                   n_blocks)
+        acc, l_i = _gl_pws_last_pv(p_op, acc, l_i, v_smem, k_ready, v_ready, empty, q_empty,
+                                   c, n_blocks, PAIRS)
     return acc, l_i
 
 
@@ -698,12 +802,13 @@ def _gl_pws_out(acc, l_i, o_desc, O, ob, bh, H, S, first, sob, soh, sos, sod,
 
 @gluon.jit
 def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, WG: gl.constexpr):
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod,
+                    WG: gl.constexpr):
     # one consumer warpgroup: query rows 64 * WG .. + 63 of each of the CTA's tiles
     D: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    CONSUMERS: gl.constexpr = o_smem.type.shape[0]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -711,8 +816,18 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     # DIAG_HALF (`half` not None: a partition takes a constexpr number as a tensor in
     # Triton 3.6, None as None): the first of two consumers on 128-key blocks takes its
-    # last key block's first half alone (_gl_pws_half_last)
+    # last key block's first half alone (_gl_pws_last)
     HALF: gl.constexpr = half is not None and WG == 0 and CONSUMERS == 2 and BLOCK_N == 128
+    # PINGPONG (`pingpong` not None, two consumers): they issue their MMAs in turns
+    # (_gl_turn_wait), a turn a key block: as many in each consumer's tile (with HALF, the
+    # first consumer's diagonal half is one), the last P V outside them; consumer 1 hands
+    # consumer 0 the first turn
+    TURN: gl.constexpr = WG if pingpong is not None and CONSUMERS == 2 else -1
+    # KV_PAIRS (`pairs` not None): a tile's ring items are K_0, (K_1, V_0), .. (K_(n-1),
+    # V_(n-2)), V_(n-1), one barrier each way an item (_gl_pair_load); c counts items
+    PAIRS: gl.constexpr = pairs is not None
+    if TURN == 1:
+        _gl_turn_pass(TURN)
     q = q_smem.index(WG)
     c = 0
     i = 0
@@ -727,18 +842,23 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
         mbarrier.wait(q_ready.index(WG), i & 1)
         s, p_op, m_i, l_i = _gl_wg_first_block(q, s, m_i, l_i, k_smem, k_ready, empty, c,
-                                               n_full, first, S, qk_scale, s_layout, o_layout)
+                                               n_full, first, S, qk_scale, s_layout, o_layout,
+                                               TURN)
         n_loop = n_blocks - 1
         if HALF:
             n_loop = n_blocks - 1 - (n_blocks > 1).to(gl.int32)  # the last one apart
         s, p_op, acc, m_i, l_i = _gl_wg_key_blocks(q, s, p_op, acc, m_i, l_i, k_smem, v_smem,
                                                    k_ready, v_ready, empty, c, n_loop, n_full,
-                                                   first, S, qk_scale, s_layout, o_layout)
+                                                   first, S, qk_scale, s_layout, o_layout, TURN,
+                                                   early is not None, PAIRS)
         acc, l_i = _gl_pws_last(q, p_op, acc, m_i, l_i, k_smem, v_smem, k_ready, v_ready, empty,
-                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF)
+                                q_empty.index(WG), c, n_blocks, first, S, qk_scale, HALF, TURN,
+                                PAIRS)
         _gl_pws_out(acc, l_i, o_desc, O, o_smem.index(WG), bh, H, S, first, sob, soh, sos,
                     sod, o_layout)
         c += n_blocks
+        if PAIRS:
+            c += 1  # V_(n-1)'s item
         i += 1
         t = gl.load(row + i)
     if o_desc is not None:
@@ -747,20 +867,20 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
 
 @gluon.jit
 def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                      N_M, group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                      early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, 0)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 0)
 
 
 @gluon.jit
 def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                      N_M, group, qk_scale, sob, soh, sos, sod):
+                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                      early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, H, S, BH,
-                    N_M, group, qk_scale, sob, soh, sos, sod, 1)
+                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 1)
 
 
 @gluon.jit
@@ -768,7 +888,8 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
                      group, sob, soh, sos, sod, D: gl.constexpr, BLOCK_N: gl.constexpr,
                      STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-                     DIAG_HALF: gl.constexpr):
+                     DIAG_HALF: gl.constexpr, PINGPONG: gl.constexpr,
+                     EARLY_RESCALE: gl.constexpr, KV_PAIRS: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -790,9 +911,10 @@ def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, 
         mbarrier.init(empty.index(i), count=CONSUMERS)
         mbarrier.init(empty.index(STAGES + i), count=CONSUMERS)
     args = (q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem, q_ready,
-            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None, H, S,
-            BH, N_M, group,
-            sm_scale * 1.4426950408889634, sob, soh, sos, sod)
+            q_empty, k_ready, v_ready, empty, sched, width, q_desc if DIAG_HALF else None,
+            q_desc if PINGPONG else None, q_desc if EARLY_RESCALE else None,
+            q_desc if KV_PAIRS else None, H, S, BH, N_M, group, sm_scale * 1.4426950408889634,
+            sob, soh, sos, sod)
     if CONSUMERS == 2:
         gl.warp_specialize([(_gl_pws_consumer0, args), (_gl_pws_consumer1, args),
                             (_gl_pws_loader, args)], [4, 1], [CONSUMER_REGS, LOADER_REGS])
@@ -897,7 +1019,8 @@ def _launch_wgmma(q, k, v, o):
             *o.stride(),
             D=D, BLOCK_N=BLOCK_N, STAGES=NUM_STAGES, CONSUMERS=block_m // 64,
             CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, DIAG_HALF=DIAG_HALF,
-            num_warps=4, maxnreg=maxnreg,
+            PINGPONG=PINGPONG, EARLY_RESCALE=EARLY_RESCALE, KV_PAIRS=KV_PAIRS, num_warps=4,
+            maxnreg=maxnreg,
         )
         return
     if WS:

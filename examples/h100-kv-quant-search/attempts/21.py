@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":1,"QDIV":"rcp","Q_CACHE":"","ROWS":32,"X_EVICT":""}}
+# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":4,"QDIV":"div","Q_CACHE":"","ROWS":32,"X_EVICT":""}}
 """kv_quant, search family "multi-row": a [ROWS, D] tile per program (fewer rows when the input is small)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -10,9 +10,9 @@ import triton.language as tl
 
 # search parameters
 ROWS = 32
-NUM_WARPS = 1
+NUM_WARPS = 4
 MIN_PROGRAMS_PER_SM = 2
-QDIV = 'rcp'
+QDIV = 'div'
 X_EVICT = ''
 Q_CACHE = ''
 

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":4,"MAX_BLOCK":4096,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
+# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":1024,"CONST_N":true,"EPT":4,"MAX_BLOCK":4096,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
 """rmsnorm, search family "two-pass": rows in chunks: a sum-of-squares pass that keeps the row in L2, then a normalize pass (short rows stay in registers)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 4096
+CHUNK = 1024
 MAX_BLOCK = 4096
 EPT = 4
 STATS_EVICT = 'evict_last'

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"online","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_WARPS":8,"MIN_WARPS":4,"STATS_EVICT":"evict_last","X_EVICT":"","Y_CACHE":""}}
+# kernelladder-search: {"family":"online","op":"softmax","params":{"CHUNK":16384,"EPT":16,"EXP2":true,"MAX_WARPS":8,"MIN_WARPS":4,"STATS_EVICT":"evict_last","X_EVICT":"","Y_CACHE":""}}
 """softmax, search family "online": chunked online max/sum, one row per program (one read when the row fits)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 4096
+CHUNK = 16384
 EPT = 16
 STATS_EVICT = 'evict_last'
 MAX_WARPS = 8

@@ -40,6 +40,7 @@ from kernelladder.app.modals.gate_prompt import GateDecision, GatePrompt
 from kernelladder.app.modals.help_screen import HelpScreen
 from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
+from kernelladder.app.prompt_checks import export_path_error, parse_target, target_error
 from kernelladder.app.run_files import RunFiles
 from kernelladder.app.widgets.attempt_panel import AttemptPanel
 from kernelladder.app.widgets.branch_trends import BranchTrends
@@ -49,6 +50,7 @@ from kernelladder.app.widgets.replay_bar import ReplayBar
 from kernelladder.app.widgets.run_header import RunHeader
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
+from kernelladder.app.widgets.tree_filter import TreeFilter
 
 FOOTER_DROP_ORDER = footer_drop_order()
 # what a gate key does with the gate in question: decide it at once (a, v) or open its
@@ -59,32 +61,6 @@ NARROW_BELOW = 80  # columns: the graph and the attempt share the width (the sty
 CLOSED = (v.BRANCH_EXHAUSTED, v.BRANCH_PRUNED, v.BRANCH_STOPPED)
 # priority keys a focused filter must still receive as text
 TYPED_OVER = frozenset(("replay_end", "replay_start"))
-
-
-class TreeFilter(Input):
-    """`/`: the strategy graph's filter, as in lazygit and k9s; enter keeps it, escape
-    clears it."""
-
-    DEFAULT_CSS = """
-    TreeFilter {
-        display: none;
-        height: 1;
-        border: none;
-        padding: 0 1;
-    }
-    TreeFilter.-shown {
-        display: block;
-    }
-    """
-    BINDINGS = [Binding("escape", "clear_filter", "Clear filter", show=False)]
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(placeholder="filter: text of a line (#12, pass, EPT)", **kwargs)
-
-    def action_clear_filter(self) -> None:
-        self.value = ""
-        self.remove_class("-shown")
-        self.screen.query_one(StrategyTree).focus()
 
 
 class MainScreen(Screen):
@@ -795,31 +771,3 @@ class MainScreen(Screen):
             "hints": self.view.hints,
             "branches": [(b.branch_id, b.state, b.rule, b.hints) for b in self.view.branches],
         }
-
-
-def parse_target(text: str) -> float | None:
-    text = text.strip().rstrip("x×").strip()
-    if text.lower() in ("", "none", "off"):
-        return None
-    return float(text)
-
-
-def target_error(text: str) -> str | None:
-    try:
-        value = parse_target(text)
-    except ValueError:
-        return f"Not a number: {text.strip()!r}"
-    if value is not None and not value > 0:
-        return "The target must be a speedup above 0, e.g. 1.5"
-    return None
-
-
-def export_path_error(text: str) -> str | None:
-    if not text.strip():
-        return "Give a file name."
-    path = Path(text.strip()).expanduser()
-    if path.exists():
-        return f"{path} exists: choose another name."
-    if not path.parent.is_dir():
-        return f"No such directory: {path.parent}"
-    return None

@@ -1,14 +1,16 @@
 """The end of a run: its best re-measured back to back with the fastest baseline in a
-fresh worker, recorded as BestConfirmed. A part of Run (run.py), kept here because it
-is one job with its own rules (which attempts, how many, when one holds)."""
+fresh worker, recorded as BestConfirmed: which attempts, how many, when one holds."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from kernelladder.engine.protocols import VerifyRequest
+from kernelladder.engine.protocols import Runner, VerifyRequest
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import ATTEMPTS_DIR, write_durable
 from kernelladder.engine.record.standing_rank import (
@@ -20,6 +22,7 @@ from kernelladder.engine.record.standing_rank import (
 )
 from kernelladder.engine.record.state import RunState, ranked_passes
 from kernelladder.engine.run.lines import one_line, verdict_line
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.verifier.contract.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
@@ -30,28 +33,63 @@ CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, 
 
 
 class BestConfirmation:
-    """Run's end-of-run re-measure (Run inherits it; it uses Run's state, log and runner)."""
+    def __init__(
+        self,
+        state: RunState,
+        emit: Callable[[ev.Event], object],
+        *,
+        runner: Runner,
+        op_wire: dict[str, Any],
+        options: RunOptions,
+        device: Callable[[], str],
+        source: Callable[[int], str],
+        run_dir: Path,
+        cancelled: Callable[[], bool],
+        engine_failed: Callable[[], bool],
+    ) -> None:
+        self._state = state
+        self._emit = emit
+        self._runner = runner
+        self._op_wire = op_wire
+        self._on = options.confirm
+        self._min_speedup = options.min_speedup
+        self._timeout_s = options.timeout_s
+        self._device = device  # the run's, known once RunStarted is logged
+        self._source = source  # attempt n's source
+        self._run_dir = run_dir  # the re-measure's verdict is kept beside the attempt's
+        # the run itself was cancelled, or an engine bug ended it: nothing is re-measured
+        self._cancelled = cancelled
+        self._engine_failed = engine_failed
+        self._prepared = False  # the re-measure's worker asked for ahead
+        self._task: asyncio.Future[Any] | None = None
 
-    def _prepare_confirm(self) -> None:
+    def prepare(self) -> None:
         """The runner starts the re-measure's fresh worker now, once: after the run's
         first verdict with a speed (it waits idle, timing nothing, so it is as fresh at
         the end; its start -- Python, torch, the CUDA context, torch.compile's first use,
         5-6 s on the H200 -- is then off the end's path, which most runs reach by every
         branch's end rather than by the attempt count), else when the end is near."""
-        if self._confirm_prepared or not self.options.confirm or not self.state.speed_measured:
+        if self._prepared or not self._on or not self._state.speed_measured:
             return
-        if self._run_cancelled or self.internal_error is not None:
+        if self._cancelled() or self._engine_failed():
             return
-        self._confirm_prepared = True
-        self.runner.prepare_fresh_worker(self.op.wire)
+        self._prepared = True
+        self._runner.prepare_fresh_worker(self._op_wire)
 
-    async def _confirm_at_end(self, reason: str) -> None:
+    def stop(self) -> bool:
+        """End the re-measure in flight (recorded as a Notice); False when none is."""
+        if self._task is None or self._task.done():
+            return False
+        self._task.cancel()
+        return True
+
+    async def at_end(self, reason: str) -> None:
         """Re-measure the run's best (and the runner-up when within noise) in a fresh
         worker, back to back with the fastest baseline at every shape for CONFIRM_ROUNDS
         rounds; record BestConfirmed for each; when one does not hold, the next best is
         re-measured (CONFIRM_LIMIT in all). Skipped, with a Notice, where it cannot run."""
-        s = self.state
-        if not self.options.confirm or self._run_cancelled or self.internal_error is not None:
+        s = self._state
+        if not self._on or self._cancelled() or self._engine_failed():
             return
         best = s.attempts.get(s.best_attempt) if s.best_attempt is not None else None
         if best is None:
@@ -87,16 +125,16 @@ class BestConfirmation:
             return
         queue = ranked[:2] if within_noise(s, ranked[0], ranked[1:2]) else ranked[:1]
         rest = ranked[len(queue) :]
-        self._confirm_task = asyncio.ensure_future(self._confirm_queue(queue, rest))
+        self._task = asyncio.ensure_future(self._confirm_queue(queue, rest))
         try:
-            await self._confirm_task
+            await self._task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if self._run_cancelled or (current is not None and current.cancelling()):
+            if self._cancelled() or (current is not None and current.cancelling()):
                 raise  # the run itself is being cancelled, not only the re-measure
             self._emit(ev.Notice(level="warning", message="re-measuring the best was stopped"))
         finally:
-            self._confirm_task = None
+            self._task = None
 
     async def _confirm_queue(self, queue: list[int], rest: list[int]) -> None:
         held_any = False
@@ -113,7 +151,7 @@ class BestConfirmation:
                 queue.append(rest.pop(0))
 
     async def _confirm_one(self, n: int, *, fresh: bool = True) -> bool | None:
-        a = self.state.attempts[n]
+        a = self._state.attempts[n]
         against = best_baseline_name(a.standing_shapes) or "the fastest baseline"
         self._emit(
             ev.Notice(
@@ -124,18 +162,18 @@ class BestConfirmation:
             )
         )
         request = VerifyRequest(
-            op=self.op.wire,
+            op=self._op_wire,
             source=self._source(n),
-            device=self.device,
-            min_speedup=self.options.min_speedup,
-            timeout_s=self.options.timeout_s,
+            device=self._device(),
+            min_speedup=self._min_speedup,
+            timeout_s=self._timeout_s,
             paired_rounds=CONFIRM_ROUNDS,
             paired_min_rounds=CONFIRM_MIN_ROUNDS,
             pair_every_shape=True,
             fresh_worker=fresh,
         )
         try:
-            verdict = await self.runner.verify(request)
+            verdict = await self._runner.verify(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -144,7 +182,7 @@ class BestConfirmation:
             return None
         with contextlib.suppress(OSError):
             text = json.dumps(verdict.to_dict(), indent=1, sort_keys=True)
-            write_durable(self.run_dir / ATTEMPTS_DIR / f"{n}.confirm.json", text.encode())
+            write_durable(self._run_dir / ATTEMPTS_DIR / f"{n}.confirm.json", text.encode())
         recorded = merit_of(a)
         if not verdict.passed:
             self._emit(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.record import events as ev
-from kernelladder.engine.record.state import BranchState, GateState, RunState
+from kernelladder.engine.record.state import VETOED, BranchState, GateState, RunState
 from kernelladder.engine.run import hints
 from kernelladder.engine.run.directives import AVOID, FIX, Directives, matches
 from kernelladder.engine.run.lines import one_line
@@ -196,6 +196,14 @@ def gates_a_stop_resolves(state: RunState) -> list[ev.Event]:
         ev.GateResolved(gate_id=gid, decision="veto", by=STOPPED_BY, note="run stopped")
         for gid in state.pending_gates
     ]
+
+
+def set_aside_by_stop(state: RunState, n: int) -> bool:
+    """Was attempt n waiting at a gate when the run was stopped (the stop resolved it;
+    a resume asks again)?"""
+    a = state.attempts[n]
+    g = state.gates.get(a.gate_id) if a.gate_id is not None else None
+    return a.status == VETOED and g is not None and g.by == STOPPED_BY
 
 
 DEPLOY_STATUSES = ("match", "mismatch", "not-used", "error")  # deploy/result.py's

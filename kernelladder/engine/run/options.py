@@ -1,74 +1,270 @@
-"""The options of a run, shared by `kernelladder optimize`, `kernelladder-tui` and resume."""
+"""The options of a run, each declared once in RUN_OPTIONS: its RunOptions field and
+default, its flag, help and how the flag's text is read, whether a resume may change it
+and which commands take it. RunOptions, the command line of `kernelladder optimize`,
+`kernelladder-tui` and `kernelladder serve` (cli/run_arguments.py), the resume rule
+(RESUMABLE_OPTIONS) and docs/CLI.md are all read from it. Plain data: no argparse here."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
+
+from kernelladder.engine.proposers import PROPOSERS
 
 MAX_DEFAULT_WORKERS_PER_GPU = 3
 VERIFY_MODES = ("pipelined", "serial")
+GATE_CHOICES = ("ask", "approve", "veto")
 # local runs: how long idle verifier workers are kept warm for the next run (verifier/
 # keeper.py) when --keep-workers is not given: this variable, else the default on a GPU
 KEEP_WORKERS_ENV = "KERNELLADDER_KEEP_WORKERS"
 DEFAULT_KEEP_WORKERS_S = 600.0
 
+# the commands that take a run's options
+OPTIMIZE, TUI, SERVE = "optimize", "kernelladder-tui", "serve"
+RUN_COMMANDS = frozenset({OPTIMIZE, TUI, SERVE})
+
+# the sections of --help beside the command's own
+REMOTE = "remote verification over SSH (see REMOTE_SETUP.md)"
+RAY = "verification on a Ray cluster (docs/RUNNING.md)"
+
+
+def _number(kind: type, text: str) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    # nan/inf would pass `> 0` or never trip a limit, and reach the log as non-standard JSON
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(int, text)
+    if not value > 0:
+        raise ValueError(f"must be positive: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(float, text)
+    if not value > 0:
+        raise ValueError(f"must be positive: {text!r}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    value = _number(float, text)
+    if value < 0:
+        raise ValueError(f"must not be negative: {text!r}")
+    return value
+
 
 @dataclass(frozen=True)
+class Reading:
+    """How a flag's text becomes a value: the field's type and the parse (None: the text
+    as given; a parse raises ValueError with one line)."""
+
+    name: str
+    type: str  # the RunOptions field's annotation (None added when the default is None)
+    parse: Callable[[str], Any] | None = None
+    switch: Any = None  # a flag without a value: what giving it sets (True, or False)
+
+
+TEXT = Reading("text", "str")
+INTEGER = Reading("integer", "int", int)
+COUNT = Reading("count", "int", positive_int)  # a positive whole number
+POSITIVE = Reading("positive", "float", positive_float)  # finite, above 0 (seconds, speedups)
+NON_NEGATIVE = Reading("non-negative", "float", non_negative)  # 0 or more (dollars, thresholds)
+ON = Reading("on", "bool", switch=True)  # --remote: giving it turns the field on
+OFF = Reading("off", "bool", switch=False)  # --no-confirm: giving it turns the field off
+FILE = Reading("file", "str")  # the flag names a file; the field holds its text (--hints)
+# the remote settings, each with its own flag (runners/ssh/config.py's REMOTE_SETTINGS)
+SSH_SETTINGS = Reading("ssh-settings", "dict[str, Any]")
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One option of a run, declared once."""
+
+    field: str | None  # the RunOptions field; None: a flag of the session only (--resume)
+    flag: str | None  # the command-line flag; None: positional (op), or no flag of its own
+    help: str = ""  # "{default}" stands for the default
+    default: Any = None  # MISSING: required (op)
+    reads: Reading = TEXT
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    resumable: bool = False  # a resume may change it (RunReopened records the change)
+    group: str = ""  # its section of --help: "" the command's own, REMOTE or RAY
+    commands: frozenset[str] = RUN_COMMANDS
+    may_be_off: bool = False  # None is a value too, beside the default: off (stagnation)
+
+    @property
+    def dest(self) -> str:
+        """Its name on the parsed command line: the flag's, as argparse makes it."""
+        return self.flag.lstrip("-").replace("-", "_") if self.flag else str(self.field)
+
+    @property
+    def positional(self) -> bool:
+        """The one required field (op) is given by position."""
+        return self.flag is None and self.default is MISSING
+
+    @property
+    def help_text(self) -> str:
+        shown = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+        return self.help.replace("{default}", shown)
+
+    @property
+    def as_given(self) -> bool:
+        """A field whose flag's value is the field's value as given: what a new run takes
+        as it is, and what a resume changes (resumable) or refuses to (fixed). The others
+        are composed by the command line: op, the hints file, the SSH and Ray settings."""
+        return (
+            self.field is not None
+            and self.flag is not None
+            and not self.group
+            and self.reads is not FILE
+        )
+
+
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption("op", None, "built-in op or problem file", default=MISSING,
+              metavar="OP|PROBLEM.py"),
+    RunOption("proposer", "--proposer", "who writes candidates (default: {default}, offline; "
+              "tune for a workspace without an API key)", default="search", choices=PROPOSERS),
+    RunOption("start", "--start", "your own starting kernel: verified first as attempt #0, "
+              "every branch starts from it", metavar="FILE"),
+    RunOption("profile", "--profile", "Nsight Compute profiles of the start and each new "
+              "best (auto: when ncu can read the GPU's counters)", default="auto",
+              choices=("auto", "off")),
+    RunOption("model", "--model", "model for the api/code/openai proposers"),
+    RunOption("base_url", "--base-url", "openai: an OpenAI-compatible server, e.g. "
+              "http://127.0.0.1:8000/v1 for vLLM (default: OPENAI_BASE_URL, else OpenAI's; key "
+              "from OPENAI_API_KEY)", metavar="URL", resumable=True),
+    RunOption("request_timeout_s", "--request-timeout", "api/openai/code: seconds one request "
+              "to the model may take before it is retried (default 300; code: 900)",
+              reads=POSITIVE, metavar="S", resumable=True),
+    *(RunOption(f"price_{side}", f"--price-{side}", f"openai: USD per million {side}put tokens "
+                "(both given: they price every call; else a small table of OpenAI's models, "
+                "else the cost is not known)", reads=NON_NEGATIVE, metavar="USD")
+      for side in ("in", "out")),
+    RunOption("target", "--target", "stop once the best reaches this speedup over the "
+              "fastest library baseline (geomean over the shapes; see --target-over)",
+              reads=POSITIVE, resumable=True),
+    RunOption("target_over", "--target-over", "what --target is a speedup over: best "
+              "(default: the fastest library baseline per shape) or reference (the op's "
+              "reference)", default="best", choices=("best", "reference"), resumable=True),
+    RunOption("confirm", "--no-confirm", "do not re-measure the best against the fastest "
+              "baseline when the run ends", default=True, reads=OFF, resumable=True),
+    RunOption("verify", "--verify", "pipelined (default): each GPU's workers compile the next "
+              "candidates while one is timed, correctness shares the GPU and timing has it "
+              "alone; serial: one worker per GPU takes each candidate start to finish",
+              default="pipelined", choices=VERIFY_MODES, resumable=True),
+    RunOption("workers_per_gpu", "--workers-per-gpu", "pipelined: workers sharing each GPU "
+              "(default one per branch, at most 3)", reads=COUNT, resumable=True),
+    RunOption("keep_workers_s", "--keep-workers", "local runs: keep the idle verifier workers "
+              "warm S seconds after the run, for the next run here to take (default "
+              f"{DEFAULT_KEEP_WORKERS_S:g} on a GPU, off on the CPU, or {KEEP_WORKERS_ENV}; 0: "
+              "shut them down; `doctor --stop-workers` stops them)", reads=NON_NEGATIVE,
+              metavar="S", resumable=True),
+    RunOption("early_stop", "--no-early-stop", "time every candidate in full, also one "
+              "clearly slower than its branch's best after a first look (by default that one "
+              "stops early: a pass with coarse times)", default=True, reads=OFF, resumable=True),
+    RunOption("max_attempts", "--max-attempts", "attempts for the whole run (default "
+              "{default})", default=40, reads=COUNT, resumable=True),
+    RunOption("branches", "--branches", "strategy branches at once (default {default})",
+              default=3, reads=COUNT),
+    RunOption("stagnation", "--stagnation", "attempts without a gain before a branch stops "
+              "(default {default}; off for --proposer tune)", default=8, reads=COUNT,
+              resumable=True, may_be_off=True),
+    RunOption("budget_usd", "--budget-usd", "spend at most this", reads=NON_NEGATIVE,
+              resumable=True),
+    RunOption("budget_tokens", "--budget-tokens", "use at most N tokens (input + output): the "
+              "budget of a model whose cost is not known", reads=COUNT, metavar="N",
+              resumable=True),
+    RunOption("time_limit_s", "--time-limit", "wall-clock budget in seconds", reads=POSITIVE,
+              metavar="S", resumable=True),
+    RunOption("hints", "--hints", "global hints for proposers", default="", reads=FILE,
+              metavar="FILE", resumable=True),
+    RunOption("gate", "--gate", "what happens to high-undo-cost moves (default {default})",
+              default="ask", choices=GATE_CHOICES, resumable=True),
+    RunOption("gate_timeout_s", "--gate-timeout", "after S seconds an unanswered gate applies "
+              "--gate-timeout-policy", reads=POSITIVE, metavar="S", resumable=True),
+    RunOption("gate_timeout_policy", "--gate-timeout-policy", "decision when a gate times out "
+              "(default {default})", default="veto", choices=("approve", "veto"),
+              resumable=True),
+    RunOption("run_dir", "--run-dir", "default runs/<id>", metavar="DIR"),
+    RunOption(None, "--resume", "continue a stopped or killed run", metavar="DIR"),
+    RunOption("device", "--device", "default: cuda when available", choices=("cuda", "cpu")),
+    RunOption("timeout_s", "--timeout", "per-candidate verifier timeout (default {default})",
+              default=300.0, reads=POSITIVE, metavar="S", resumable=True),
+    # 0 in a run, so a correct kernel slower than the reference is a step whose standing
+    # says so (`check` keeps 1.0)
+    RunOption("min_speedup", "--min-speedup", "speed gate threshold over the reference "
+              "(default {default}: a correct kernel slower than the reference passes, its "
+              "standing says so)", default=0.0, reads=NON_NEGATIVE),
+    RunOption("replay_from", "--replay-from", "proposer replay: the run whose sources to "
+              "re-propose", metavar="DIR"),
+    RunOption("remote", "--remote", "verify on the GPU box(es) over SSH (KL_SSH_TARGET or "
+              "--remote-config)", default=False, reads=ON, group=REMOTE),
+    # the remote settings given (their flags: runners/ssh/config.py's REMOTE_SETTINGS),
+    # keyed by RemoteSettings field, so a resume reconnects the same way
+    RunOption("remote_config", None, default=dict, reads=SSH_SETTINGS, group=REMOTE),
+    RunOption(None, "--runner", "where candidates are verified: local workers (default; "
+              "--remote for SSH) or Ray actors, one per GPU of the cluster",
+              choices=("local", "ray"), group=RAY),
+    # a Ray run may find its cluster at a new address
+    RunOption("ray_address", "--ray-address", "the Ray cluster (env KL_RAY_ADDRESS): auto (the "
+              "one this machine joined), local (start one in this process), HOST:PORT or "
+              "ray://HOST:PORT; implies --runner ray", metavar="ADDR", resumable=True,
+              group=RAY),
+    RunOption("ray_slots", "--ray-slots", "N CPU actors (Triton interpreter) on a cluster "
+              "without GPUs; with --device cuda, at most N GPU actors", reads=INTEGER,
+              metavar="N", resumable=True, group=RAY),
+)  # fmt: skip
+
+OPTION_OF_FIELD = {o.field: o for o in RUN_OPTIONS if o.field is not None}
+# what a resume may change (budgets and policies; never the op, device or proposer)
+RESUMABLE_OPTIONS = tuple(o.field for o in RUN_OPTIONS if o.resumable and o.field)
+
+
+def run_options(command: str) -> Iterator[RunOption]:
+    """The options `command` takes, in the order its --help lists them."""
+    return (o for o in RUN_OPTIONS if command in o.commands)
+
+
+def flag_of(name: str) -> str:
+    """The flag that sets a RunOptions field, for messages (--time-limit for time_limit_s)."""
+    option = OPTION_OF_FIELD.get(name)
+    return option.flag if option is not None and option.flag else f"--{name.replace('_', '-')}"
+
+
+def _declared(cls: type) -> type:
+    """`cls` as a frozen dataclass with one field per option of RUN_OPTIONS."""
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    for option in RUN_OPTIONS:
+        if option.field is None:
+            continue
+        kind = option.reads.type
+        none = option.default is None or option.may_be_off
+        annotations[option.field] = f"{kind} | None" if none else kind
+        if option.default is MISSING:
+            continue
+        if callable(option.default):  # a mutable default: a fresh one per instance
+            setattr(cls, option.field, field(default_factory=option.default))
+        else:
+            setattr(cls, option.field, option.default)
+    cls.__annotations__ = annotations
+    return dataclass(frozen=True)(cls)
+
+
+@_declared
 class RunOptions:
-    op: str  # built-in op name, or a path to a KernelBench-format problem file
-    proposer: str = "search"  # "search" | "tune" | "api" | "openai" | "code" | "replay"
-    model: str | None = None  # api/code/openai: the model; None: the proposer's default
-    base_url: str | None = None  # openai: the server (None: the SDK's default, OpenAI)
-    price_in: float | None = None  # openai: USD per million input tokens (None: its table)
-    price_out: float | None = None  # openai: USD per million output tokens
-    # api/openai/code: seconds one request to the model may take (None: the proposer's
-    # default, api.DEFAULT_REQUEST_TIMEOUT_S; code: its own)
-    request_timeout_s: float | None = None
-    target: float | None = None  # stop a branch (and the run) once this speedup is reached
-    # what the target is a speedup over: "best" (the fastest library baseline per shape,
-    # geomean) or "reference" (the op's reference)
-    target_over: str = "best"
-    max_attempts: int = 40  # for the whole run
-    branches: int = 3  # K branches at once (bounded by runner slots)
-    # attempts without a gain beyond noise before a branch stops; None: off (the tune
-    # proposer's default: its branches end when its space is spent or the budget is)
-    stagnation: int | None = 8
-    budget_usd: float | None = None
-    budget_tokens: int | None = None  # input + output tokens (a model whose cost is not known)
-    time_limit_s: float | None = None
-    hints: str = ""  # global hints (from --hints FILE)
-    gate: str = "ask"  # "ask" | "approve" | "veto"
-    gate_timeout_s: float | None = None  # after this, the policy (approve/veto) applies
-    gate_timeout_policy: str = "veto"
-    run_dir: str | None = None  # default: runs/<id>
-    device: str | None = None  # "cuda" | "cpu"; None: cuda when available
-    timeout_s: float = 300.0  # per-candidate verifier timeout
-    # the speed gate's threshold over the reference: 0 in a run, so a correct kernel slower
-    # than the reference is a step whose standing says so (`check` keeps 1.0)
-    min_speedup: float = 0.0
-    confirm: bool = True  # re-measure the best at the end (GPU only)
-    replay_from: str | None = None  # proposer "replay": the run dir whose sources to re-propose
-    start: str | None = None  # a file with the user's own starting kernel (attempt #0)
-    profile: str = "auto"  # "auto": Nsight Compute profiles when ncu can read counters; "off"
-    remote: bool = False  # verify over SSH (engine/runners/ssh/)
-    # the remote settings given, keyed by RemoteSettings field (runners/ssh/config.py)
-    remote_config: dict[str, Any] = field(default_factory=dict)
-
-    # how candidates are verified: "pipelined" (compile ahead while another times; GPU
-    # shared for correctness, to itself for timing) or "serial" (one worker per GPU, each
-    # candidate start to finish, as before)
-    verify: str = "pipelined"
-    workers_per_gpu: int | None = None  # pipelined: None = one per branch, at most 3
-    early_stop: bool = True  # stop timing a candidate clearly slower than its branch's best
-
-    ray_address: str | None = None  # verify on a Ray cluster: "auto", "local", HOST:PORT
-    ray_slots: int | None = None  # Ray: CPU actors (device cpu) or at most N GPU actors
-    # local runs: seconds the idle workers are kept warm after the run for the next one
-    # (0: shut down as before); None: KEEP_WORKERS_ENV, else 600 on a GPU and 0 on the CPU
-    keep_workers_s: float | None = None
+    """The options of a run: one field per option declared in RUN_OPTIONS, with its
+    default (`op` first, the only one without)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +308,7 @@ class RunOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known = {k: v for k, v in d.items() if k in OPTION_OF_FIELD}
         # runs older than vs best recorded neither: their target and gate meant the reference
         known.setdefault("target_over", "reference")
         known.setdefault("min_speedup", 1.0)

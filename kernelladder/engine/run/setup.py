@@ -14,7 +14,7 @@ from typing import Any
 from kernelladder.engine.protocols import Proposer, Runner
 from kernelladder.engine.record.log import LogError, read_log, read_meta, repair_tail
 from kernelladder.engine.run.op_info import OpInfo, load_op_info
-from kernelladder.engine.run.options import RunOptions
+from kernelladder.engine.run.options import RESUMABLE_OPTIONS, RunOptions, flag_of
 from kernelladder.engine.run.run import Run
 
 
@@ -52,17 +52,6 @@ def _check_ready(proposer: Proposer) -> None:
     proposer.check_ready()
 
 
-def _pick_device(options: RunOptions) -> str:
-    if options.device:
-        return options.device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except Exception:
-        return "cpu"
-
-
 def create_run(
     options: RunOptions,
     runner: Runner | None = None,
@@ -78,7 +67,9 @@ def create_run(
     one line for bad input. `gate_policy`: this session's policy when it is not
     options.gate (which is what is saved), e.g. veto when no one can answer ask-gates."""
     info = op or load_op_info(options.op, options.start)
-    device = _pick_device(options)
+    from kernelladder.engine.runners import default_device
+
+    device = default_device(options)
     options = replace(options, device=device)
     run_id = new_run_id(info.name)
     run_dir = Path(options.run_dir) if options.run_dir else Path("runs") / run_id
@@ -94,19 +85,6 @@ def create_run(
         options, run_dir=run_dir, op=info, runner=runner, proposer=proposer, run_id=run_id,
         notices=notices, gate_policy=gate_policy, clock=clock,
     )  # fmt: skip
-
-
-# options a resume may change (budgets and policies; never the op, device or proposer)
-RESUMABLE_OPTIONS = (
-    "target", "max_attempts", "stagnation", "budget_usd", "budget_tokens", "time_limit_s",
-    "gate",
-    "gate_timeout_s", "gate_timeout_policy", "timeout_s", "hints", "target_over", "confirm",
-    "ray_address", "ray_slots",  # a Ray run may find its cluster at a new address
-    "verify", "workers_per_gpu", "early_stop",  # how this session verifies
-    "keep_workers_s",  # how long its workers are kept warm after it
-    "base_url",  # an OpenAI-compatible server may have moved
-    "request_timeout_s",  # or be slower today
-)  # fmt: skip
 
 
 def resume_run(
@@ -133,7 +111,7 @@ def resume_run(
     changed = {}
     for key, value in (overrides or {}).items():
         if key not in RESUMABLE_OPTIONS:
-            raise ValueError(f"--{key.replace('_', '-')} cannot change on resume")
+            raise ValueError(f"{flag_of(key)} cannot change on resume")
         if getattr(options, key) != value:
             changed[key] = value
     options = replace(options, run_dir=str(run_dir), **changed)

@@ -23,10 +23,17 @@ from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the driver knows
 
 
-def default_device() -> str:
-    """cuda when this machine has a GPU torch can use, else the CPU interpreter. Read
-    without importing torch where it can be (gpus_seen_without_torch), else asked of
-    torch."""
+def default_device(options: RunOptions | None = None) -> str:
+    """The device a run verifies on: its --device when given; else on SSH, cuda (the box's
+    GPUs); on Ray, cpu actors with --ray-slots, else the cluster's GPUs; here (and with no
+    options), cuda when this machine has a GPU torch can use, else the CPU interpreter.
+    Read without importing torch where it can be (gpus_seen_without_torch)."""
+    if options is not None and options.device:
+        return options.device
+    if options is not None and options.remote:
+        return "cuda"
+    if options is not None and options.ray_address is not None:
+        return "cpu" if options.ray_slots is not None else "cuda"
     if gpus_seen_without_torch():
         return "cuda"
     try:

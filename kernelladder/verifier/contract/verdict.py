@@ -204,6 +204,11 @@ class Verdict:
     # seconds per stage of a pipelined verification (compile, waits for the GPU,
     # correctness, speed); empty for a serial one
     stages: dict[str, float] = field(default_factory=dict)
+    # where each stage's seconds went: "correctness.reference" -> (seconds, times), for
+    # the candidate's calls, the inputs drawn, the reference computed again, its
+    # fingerprint, the comparisons, digests, integrity checks, the audits of torch's
+    # state by depth (state.cheap, state.end, state.full), timings and rounds
+    stage_parts: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -214,6 +219,10 @@ class Verdict:
         d["feedback"]["dead_ends"] = list(self.feedback.dead_ends)
         d["timings"] = [asdict(t) for t in self.timings]
         d["flags"] = list(self.flags)
+        if self.stage_parts:
+            d["stage_parts"] = {k: [v[0], v[1]] for k, v in self.stage_parts.items()}
+        else:
+            del d["stage_parts"]  # the verdicts saved before it read the same
         return d
 
     @classmethod
@@ -250,6 +259,11 @@ class Verdict:
             schema_version=int(d.get("schema_version", SCHEMA_VERSION)),
             early_stop=dict(d["early_stop"]) if isinstance(d.get("early_stop"), dict) else None,
             stages={k: float(v) for k, v in (d.get("stages") or {}).items()},
+            stage_parts={
+                k: (float(v[0]), int(v[1]))
+                for k, v in (d.get("stage_parts") or {}).items()
+                if isinstance(v, (list, tuple)) and len(v) == 2
+            },
         )
 
     def with_dead_ends(self, dead_ends: tuple[str, ...]) -> Verdict:

@@ -35,6 +35,7 @@ from kernelladder.verifier.worker.correctness import CorrectnessTrials
 from kernelladder.verifier.worker.fingerprints import ReferenceFingerprints
 from kernelladder.verifier.worker.gate_tools import _Broken, _children, _same_value, _Stop
 from kernelladder.verifier.worker.integrity import TRUSTED
+from kernelladder.verifier.worker.judgement_warmup import JudgementWarmup
 from kernelladder.verifier.worker.measured import BASELINES_GPU, _spec_key
 from kernelladder.verifier.worker.options import (
     DEFAULT_SEEDS,
@@ -94,7 +95,13 @@ class _Observations:
 
 
 class CandidateRun(
-    AntiCheatChecks, CompileAhead, CorrectnessTrials, ReferenceFingerprints, SpeedGate, StateAudit
+    AntiCheatChecks,
+    CompileAhead,
+    CorrectnessTrials,
+    JudgementWarmup,
+    ReferenceFingerprints,
+    SpeedGate,
+    StateAudit,
 ):
     """One candidate's verification (state of the trials and the gate results)."""
 
@@ -115,6 +122,9 @@ class CandidateRun(
         self.stage = stage if opts.pipeline else None
         self.stages: dict[str, float] = {}  # seconds per stage (pipelined)
         self._stage_at: tuple[str, float] | None = None
+        # seconds and counts of each stage's parts ("correctness.reference": [s, n])
+        self.parts: dict[str, list[float]] = {}
+        self.phase = "references"  # the stage a part is counted in
         self.early_stop: dict[str, Any] | None = None
         self._plans: dict[str, dict] = {}  # the GPU timer's plan per shape (speed_gate.py)
         self.device = opts.device
@@ -156,6 +166,9 @@ class CandidateRun(
         self.loaded_once = False
         self.own_namespaces: set[str] = set()  # operators' namespaces the candidate made
         self.unfingerprinted: set[str] = set()  # shapes judged without a fingerprint
+        self.candidate_unchecked = False  # its code ran since the last CHEAP audit
+        self.set_back: list[str] = []  # what the verifier's own code changed, set back
+        self.checked_digests: dict[str, list[Any]] = {}  # shape -> the seed-0 call's outputs
 
     def _draw_unseen(self, seed: int) -> tuple[Shape, ...]:
         return self.spec.draw_unseen_shapes(
@@ -171,7 +184,23 @@ class CandidateRun(
         if not self.feedback.saw:
             self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
 
+    @contextlib.contextmanager
+    def _part(self, name: str, sync: bool = False) -> Iterator[None]:
+        """Seconds spent in one part of the current stage (`sync`: the GPU's work it
+        queued waited for, so that the part, not the next one, counts it)."""
+        start = TRUSTED.perf_counter()
+        try:
+            yield
+        finally:
+            if sync and self.cuda:
+                with contextlib.suppress(Exception):
+                    TRUSTED.cuda_synchronize()
+            entry = self.parts.setdefault(f"{self.phase}.{name}", [0.0, 0])
+            entry[0] += TRUSTED.perf_counter() - start
+            entry[1] += 1
+
     def _verdict(self, kind: str | None = None) -> Verdict:
+        self._set_back_evidence()
         gates: dict[str, GateResult] = {}
         first_fail = next(
             (g for g in GATES if self.results.get(g, None) and self.results[g].status == FAIL), None
@@ -207,11 +236,13 @@ class CandidateRun(
             environment=self._environment(),
             early_stop=self.early_stop if passed else None,
             stages=self._stage_seconds(),
+            stage_parts={k: (round(v[0], 4), int(v[1])) for k, v in self.parts.items()},
         )
 
     # --- stages (a pipelined verification) ---------------------------------------------
     def _enter(self, name: str, gpu: str) -> None:
         """Enter a stage; wait until the client gives the GPU as `gpu` asks."""
+        self.phase = name
         if self.stage is None:
             return
         self._close_stage()
@@ -251,14 +282,20 @@ class CandidateRun(
         return env
 
     # --- the run ------------------------------------------------------------------------
+    def _baselines_to_prepare(self) -> bool:
+        return bool(
+            self.stage is not None
+            and self.cuda
+            and self.opts.baselines
+            and self.v.baselines_unprepared(self.spec, self.shapes)
+        )
+
     def _prepare_baselines(self) -> None:
         """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
         the candidate is loaded, once per worker, so its timing turns only time; the GPU
         asked for as measured.BASELINES_GPU says (alone; the caller grants it shared once
         another worker of the GPU compiled them alone: client._grant_stage)."""
-        if self.stage is None or not self.cuda or not self.opts.baselines:
-            return
-        if not self.v.baselines_unprepared(self.spec, self.shapes):
+        if not self._baselines_to_prepare():
             return
         self.report("baselines", "compiling torch.compile's baselines")
         self._enter("baselines", BASELINES_GPU)
@@ -275,22 +312,24 @@ class CandidateRun(
                 self.v.fingerprints.pop(self._fingerprint_key(shape, self.seeds[0]), None)
 
     def _execute(self) -> Outcome:
-        self._prepare_baselines()  # before any candidate code, and before the snapshots
-        self._prepare_references()
-        # a problem's or workspace's own modules load as the op does, with what they
-        # register: torch's state is taken again after them (a built-in op adds nothing)
-        builtin = self.spec.kind == "builtin"
-        self.state = self.v.state_snapshot() if builtin else self.v.refresh_state()
+        self._own_work_before_load()
+        if self.v.fault:
+            return self._fault_before_load()
         REGISTRATIONS.take()
-        self.before = integrity.take(self.extra)
+        self.phase = "load"
+        with self._part("integrity.take"):
+            self.before = integrity.take(self.extra)
         self.threads_before = set(threading.enumerate())
         self.children_before = _children()
         self.report("load", "loading the candidate")
         self.unaudited = self.since_end = self.loaded_once = True
+        self.candidate_unchecked = True
+        self.v.candidates_loaded += 1
         try:
-            self.cand = candidate_mod.load(
-                self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
-            )
+            with self._part("load"):
+                self.cand = candidate_mod.load(
+                    self.opts.source, self.spec, self.v.scratch_dir, self.device, self.digest
+                )
         except candidate_mod.LoadFailure as exc:
             self._fail(
                 "load",
@@ -315,6 +354,7 @@ class CandidateRun(
                     self._enter("compile", "none")
                     self._compile_ahead()
                     self._enter("correctness", self._correctness_access())
+                self.phase = "correctness"
                 self._trials()
                 self._judge_after_trials()
                 if self._all_passed():
@@ -347,6 +387,50 @@ class CandidateRun(
             return Outcome(self._verdict(), self.recycle)
         finally:
             candidate_mod.unload(self.cand.module_name)
+
+    def _own_work_before_load(self) -> None:
+        """The verifier's own work before any candidate code (torch.compile's compiles,
+        the judgement's first run, the reference's fingerprints), with torch's state
+        proven before it and taken again after it (gates.Verifier.own_work): whatever the
+        judgement changes by running is in the state the audits compare against. A
+        problem's or workspace's own modules load as the op does, with what they
+        register: for them the state is taken again every time (a built-in op adds
+        nothing)."""
+        builtin = self.spec.kind == "builtin"
+        compiles = self._baselines_to_prepare()
+        warm = self._needs_warmup()
+        missing = self._missing_fingerprints(self._trials_to_expect() + self._unseen_ahead())
+        own = self.v.own_work_s
+        before = dict(own)
+        if compiles or warm or missing or not builtin or self.v._state is None:
+            with self.v.own_work(full=compiles or warm or not builtin, prove=builtin):
+                self._prepare_baselines()
+                self._prepare_judgement(warm, missing)
+        for what, seconds in own.items():
+            if seconds != before.get(what):
+                entry = self.parts.setdefault(f"{self.phase}.state.{what}", [0.0, 0])
+                entry[0] += seconds - before.get(what, 0.0)
+                entry[1] += 1
+        self.state = self.v.state_snapshot()
+        self.set_back += self.v.take_set_back()
+
+    def _fault_before_load(self) -> Outcome:
+        """Torch's state changed since this worker's last verdict in a way that cannot be
+        set back: not this candidate's doing (it has not loaded); the worker goes."""
+        problems = self.v.fault
+        detail = (
+            "torch's state changed since this worker's last verification, before the "
+            f"candidate loaded: {'; '.join(problems[:3])}"
+            + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+            + "; the worker is replaced"
+        )
+        self._set("crash", FAIL, detail, changed=problems[:20])
+        self.feedback = Feedback(
+            expected="torch's state as the verifier's own work leaves it",
+            saw=detail,
+            fence=self.spec.fence,
+        )
+        return Outcome(self._verdict(kind="crash"), True)
 
     def after_walls(self, outcome: Outcome, hits: list[str], changed: list[str]) -> Outcome:
         """The verdict again when the candidate hit the sandbox's walls or changed the
@@ -440,7 +524,8 @@ class CandidateRun(
             return False
 
     def _check_integrity(self, when: str) -> bool:
-        problems = integrity.altered(self.before, self.extra)
+        with self._part("integrity"):
+            problems = integrity.altered(self.before, self.extra)
         if not fence.launch_wrappers_intact():
             problems.append("Triton's launch entry point was replaced")
         if not problems:
@@ -482,11 +567,12 @@ class CandidateRun(
         rec.violations.clear()
         where = f"shape '{shape.label}', seed {seed}" + (f" ({trial})" if trial else "")
         self.obs.calls += 1
+        self._candidate_runs("a call")
         self.since_end = True
         active = True
         try:
             state.watch_streams = self.cuda
-            with self._reference_tripwire() as reference_calls, rec:
+            with self._part("call"), self._reference_tripwire() as reference_calls, rec:
                 result = self.cand.call(*args)
                 active = rec.is_active()
         except BaseException as exc:
@@ -538,9 +624,11 @@ class CandidateRun(
             )
             raise _Stop
         outs = self._outputs(result, shape, where)
-        self._side_work(outs, state, side0, other0, stream, where)
+        with self._part("side"):
+            self._side_work(outs, state, side0, other0, stream, where)
         drawn = self._inputs_as_drawn(held, shape, seed)
-        self._anti_cheat_after_call(outs, inputs, drawn, where)
+        with self._part("side"):
+            self._anti_cheat_after_call(outs, inputs, drawn, where)
         return outs, drawn
 
     # --- what a call is checked against ---------------------------------------------------
@@ -585,7 +673,8 @@ class CandidateRun(
         copy held through it."""
         if held is not None:
             return held
-        return self.spec.make_inputs(shape, seed, self.device)
+        with self._part("inputs", sync=True):
+            return self.spec.make_inputs(shape, seed, self.device)
 
     def _stop_at_a_wall(self) -> None:
         """A candidate that hit a wall is judged by that alone (after_walls): stop now."""

@@ -138,7 +138,9 @@ class CompileAhead:
                         stopped.append(f"{shape.label}: inputs not known yet")
                         continue
                     self.report("compile", f"compiling ahead for {shape.label}")
-                    why = self._compile_shape(shape, layout)
+                    self._candidate_runs("compiling ahead")
+                    with self._part("calls"):
+                        why = self._compile_shape(shape, layout)
                     if why:
                         stopped.append(f"{shape.label}: {why}")
                     else:

@@ -38,14 +38,17 @@ class CorrectnessTrials:
         inputs as drawn (candidate_run.py: nothing the judgement reads exists while the
         candidate runs); its outputs."""
         outs, drawn = self._checked_call(inputs, shape, seed, trial)
-        expected_hp = self.spec.reference_hp(drawn)
-        self._expect_reference(shape, seed, expected_hp)
+        with self._part("reference", sync=True):
+            expected_hp = self.spec.reference_hp(drawn)
+        with self._part("fingerprint"):
+            self._expect_reference(shape, seed, expected_hp)
         self._judge(outs, expected_hp, drawn, shape, seed, trial)
         return outs
 
     def _judge(self, outs, hp, pristine, shape: Shape, seed: int, trial: str) -> None:
         self.obs.trials += 1
-        mismatch = self.spec.compare(outs, hp, pristine, shape)
+        with self._part("compare"):
+            mismatch = self.spec.compare(outs, hp, pristine, shape)
         if mismatch is None:
             return
         self._correctness_fail(mismatch, shape, seed, trial)
@@ -87,21 +90,25 @@ class CorrectnessTrials:
             kept: dict[str, torch.Tensor] | None = None
             for i, seed in enumerate(self.seeds):
                 self.report("correctness", f"{shape.label} seed {seed}")
-                inputs = spec.make_inputs(shape, seed, self.device)
+                with self._part("inputs", sync=True):
+                    inputs = spec.make_inputs(shape, seed, self.device)
                 self.v.remember_layout(spec, shape, inputs)
                 outs = self._call_and_judge(inputs, shape, seed, "")
                 if i == 0:
                     kept = inputs
                     # digests, not copies: a copy alive during the repeats is one the
                     # candidate could overwrite with its next output
-                    first = [_digest(o) for o in outs]
+                    with self._part("digest"):
+                        first = [_digest(o) for o in outs]
+                    self.checked_digests[shape.label] = first  # the timed calls' answer
                     for rep in range(DETERMINISM_REPEATS):
                         again, _ = self._checked_call(inputs, shape, seed, f"repeat {rep + 1}")
-                        diff = [
-                            n
-                            for n, a, b in zip(spec.output_names, first, again, strict=False)
-                            if a != _digest(b)
-                        ]
+                        with self._part("digest"):
+                            diff = [
+                                n
+                                for n, a, b in zip(spec.output_names, first, again, strict=False)
+                                if a != _digest(b)
+                            ]
                         if diff:
                             self.obs.determinism.append(
                                 f"{', '.join(diff)} differ bitwise between call 1 and call {rep + 2} "
@@ -111,17 +118,19 @@ class CorrectnessTrials:
                 del outs
             assert kept is not None
             self.report("correctness", f"{shape.label}: same input pointers, new values")
-            fresh = spec.make_inputs(shape, s0 + SAME_POINTER_SEED_OFFSET, self.device)
-            for name, t in kept.items():
-                TRUSTED.tensor_copy_(t, fresh[name])
-            del fresh
+            with self._part("inputs", sync=True):
+                fresh = spec.make_inputs(shape, s0 + SAME_POINTER_SEED_OFFSET, self.device)
+                for name, t in kept.items():
+                    TRUSTED.tensor_copy_(t, fresh[name])
+                del fresh
             trial = "same input pointers, new values"
             outs = self._call_and_judge(kept, shape, s0 + SAME_POINTER_SEED_OFFSET, trial)
             del kept, outs
         for i, shape in enumerate(self.unseen):
             self.report("correctness", f"unseen shape {i + 1} of {len(self.unseen)}")
             try:
-                inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+                with self._part("inputs", sync=True):
+                    inputs = spec.make_inputs(shape, self.seeds[0], self.device)
                 outs = self._call_and_judge(inputs, shape, self.seeds[0], UNSEEN_TRIAL)
             except _Stop:
                 self._wrong_at_unseen(shape)

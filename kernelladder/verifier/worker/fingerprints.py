@@ -59,20 +59,24 @@ class ReferenceFingerprints:
         known = self.v.fingerprints
         return [(s, seed) for s, seed in trials if self._fingerprint_key(s, seed) not in known]
 
-    def _prepare_references(self) -> None:
-        """Before the candidate loads: a fingerprint of the reference for every trial of
-        this verification (and, on a GPU, for the unseen shapes of the next ones), in a
-        stage of its own ("references", the GPU shared) where a pipelined verification
-        needs the GPU for it."""
-        ahead = self._unseen_ahead()
-        missing = self._missing_fingerprints(self._trials_to_expect() + ahead)
-        if not missing:
+    def _prepare_judgement(self, warm: bool, missing: Sequence[tuple[Shape, int]]) -> None:
+        """Before the candidate loads: the judgement's first run where this worker has
+        not judged the op yet (judgement_warmup.py), and a fingerprint of the reference
+        for every trial of this verification that has none (and, on a GPU, for the
+        unseen shapes of the next ones: `missing`), in a stage of its own ("references",
+        the GPU shared) where a pipelined verification needs the GPU for it."""
+        if not warm and not missing:
             return
         if self.stage is not None and self.cuda and self._stage_at is None:
             self.report("references", f"the reference for {len(missing)} trials")
             self._enter("references", "shared")
-        for shape, seed in missing:
-            self.v.fingerprints[self._fingerprint_key(shape, seed)] = self._fingerprint(shape, seed)
+        if warm:
+            with self._part("warm-up", sync=True):
+                self._warm_judgement()
+        with self._part("fingerprints"):
+            for shape, seed in missing:
+                key = self._fingerprint_key(shape, seed)
+                self.v.fingerprints[key] = self._fingerprint(shape, seed)
 
     def _unseen_ahead(self) -> list[tuple[Shape, int]]:
         """On a GPU, the next verifications' unseen shapes (drawn now, fingerprinted with

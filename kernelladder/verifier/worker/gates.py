@@ -39,7 +39,7 @@ from kernelladder.verifier.contract.verdict import (
     Verdict,
     source_hash,
 )
-from kernelladder.verifier.worker import fence, torch_state
+from kernelladder.verifier.worker import fence, state_set_back, torch_state
 from kernelladder.verifier.worker.candidate_run import CandidateRun
 from kernelladder.verifier.worker.integrity import TRUSTED
 from kernelladder.verifier.worker.measured import (
@@ -59,6 +59,7 @@ from kernelladder.verifier.worker.options import (
 )
 from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 from kernelladder.verifier.worker.speed_gate import PAIRED_ROUNDS
+from kernelladder.verifier.worker.torch_state import CHEAP, FULL
 
 # what callers import from here
 __all__ = [
@@ -112,8 +113,14 @@ class Verifier(MeasuredTimes):
         self.unseen_pool: dict[tuple[Any, ...], list[int]] = {}
         # torch's global state before any candidate (torch_state.py): taken before the
         # first, kept while each candidate leaves it as it found it (else the worker is
-        # replaced), taken again after the verifier's own baseline work
+        # replaced), taken again after the verifier's own work before a candidate loads
         self._state: torch_state.StateSnapshot | None = None
+        self._own_depth = 0  # own_work blocks open (the outermost proves and takes)
+        self.candidates_loaded = 0  # in this process, all told
+        self.warmed: set[tuple[Any, ...]] = set()  # judgement_warmup.py: ops run once
+        self.fault: list[str] = []  # changes before a load that could not be set back
+        self._set_back: list[str] = []  # ... that were set back (for the next verdict)
+        self.own_work_s: dict[str, float] = {}  # the proofs' and takes' seconds, all told
 
     def state_snapshot(self) -> torch_state.StateSnapshot:
         """Torch's state as no candidate left it (taken now when there is none yet)."""
@@ -128,10 +135,69 @@ class Verifier(MeasuredTimes):
         self._state = torch_state.take(full=True)
         return self._state
 
+    @contextlib.contextmanager
+    def own_work(self, full: bool, prove: bool = True) -> Iterator[None]:
+        """The verifier's own work before a candidate loads (torch.compile's compiles,
+        the judgement's first run, the reference's fingerprints): torch's state is first
+        proven as the last audit left it (in full where a full take follows and a
+        candidate ran here before: what changed since is set back where it can be, else
+        the next verification ends as the verifier's fault, `fault`), then taken again
+        after it (in full where `full`: compiles define and register as they first run;
+        else what a CHEAP audit reads). Nested blocks are the outer one's."""
+        if self._own_depth:
+            self._own_depth += 1
+            try:
+                yield
+            finally:
+                self._own_depth -= 1
+            return
+        self._own_depth = 1
+        if prove and self._state is not None and not self.fault:
+            self._timed("prove", self._prove, FULL if full and self.candidates_loaded else CHEAP)
+        try:
+            yield
+        finally:
+            self._own_depth = 0
+            if not self.fault:
+                if full or self._state is None:
+                    self._timed("take", self.refresh_state)
+                else:
+                    self._state = self._timed("take", state_set_back.retake, self._state)
+
+    def _timed(self, what: str, fn: Any, *args: Any) -> Any:
+        start = TRUSTED.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.own_work_s[what] = self.own_work_s.get(what, 0.0) + TRUSTED.perf_counter() - start
+
+    def _prove(self, level: str) -> None:
+        """Torch's state as the last audit left it, before the verifier's own work: what
+        changed since (code a candidate left behind) is set back where it can be; what
+        cannot be is `fault`."""
+        assert self._state is not None
+        intact = REGISTRATIONS.intact()
+        changes = torch_state.changes(
+            self._state, level if intact else FULL, registrations=REGISTRATIONS.take()
+        )
+        if intact and not changes.problems:
+            return
+        lines = state_set_back.set_back(self._state)
+        self._set_back += [f"{line}, before the candidate loaded" for line in lines]
+        left = [p for p in changes.problems if p.startswith("torch.library: ")]
+        left += torch_state.changes(self._state, level).problems
+        if not intact:
+            left.insert(0, "torch.library's door to the dispatcher was replaced")
+        self.fault = left
+
+    def take_set_back(self) -> list[str]:
+        """What a proof set back since the last verdict (for the next one to name)."""
+        lines, self._set_back = self._set_back, []
+        return lines
+
     def prepare_baselines(self, spec: Any, shapes: Any, seed: int) -> float:
-        seconds = super().prepare_baselines(spec, shapes, seed)
-        self._state = None  # torch.compile's first compiles: taken again before a candidate
-        return seconds
+        with self.own_work(full=True):  # torch.compile's first compiles: the state taken again
+            return super().prepare_baselines(spec, shapes, seed)
 
     @contextlib.contextmanager
     def library_work(self) -> Iterator[None]:

@@ -12,6 +12,7 @@ a patch cannot change a verdict before it is caught.
 
 from __future__ import annotations
 
+import gc
 import operator
 import sys
 import time
@@ -179,6 +180,10 @@ class Snapshot:
     code: tuple[Any, ...] = ()
     defaults: tuple[Any, ...] = ()
     kwdefaults: tuple[Any, ...] = ()
+    # everything the functions refer to (their code, defaults and keyword defaults among
+    # it), as the garbage collector lists it: compared first, in one call (each read of
+    # a function's __code__ or __defaults__ is an audit event the sandbox's hook hears)
+    referents: list[Any] = field(default_factory=list)
 
 
 def _hooks() -> tuple[Any, ...]:
@@ -214,10 +219,12 @@ def take(extra: Iterable[tuple[str, Any]] = ()) -> Snapshot:
         code=tuple(map(_CODE, fns)),
         defaults=tuple(map(_DEFAULTS, fns)),
         kwdefaults=tuple(map(_KWDEFAULTS, fns)),
+        referents=_REFERENTS(*fns),
     )
 
 
 _CODE = operator.attrgetter("__code__")
+_REFERENTS = gc.get_referents
 _DEFAULTS = operator.attrgetter("__defaults__")
 _KWDEFAULTS = operator.attrgetter("__kwdefaults__")
 
@@ -261,15 +268,23 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
             elif namespace[name] is not obj:
                 found.append(f"{space}.{name} replaced")
     fns = before.functions
-    for getter, then, what in (
-        (_CODE, before.code, "code"),
-        (_DEFAULTS, before.defaults, "default arguments"),
-        (_KWDEFAULTS, before.kwdefaults, "keyword defaults"),
-    ):
-        if not all(map(operator.is_, map(getter, fns), then)):
-            for fn, where, was in zip(fns, before.found_at, then, strict=True):
-                if getter(fn) is not was:
-                    found.append(f"{where}: its {what} replaced")
+    referents = _REFERENTS(*fns)
+    if len(referents) != len(before.referents) or not all(
+        map(operator.is_, referents, before.referents)
+    ):  # something a function refers to moved: which, if anything that counts
+        swapped = []
+        for getter, then, what in (
+            (_CODE, before.code, "code"),
+            (_DEFAULTS, before.defaults, "default arguments"),
+            (_KWDEFAULTS, before.kwdefaults, "keyword defaults"),
+        ):
+            if not all(map(operator.is_, map(getter, fns), then)):
+                for fn, where, was in zip(fns, before.found_at, then, strict=True):
+                    if getter(fn) is not was:
+                        swapped.append(f"{where}: its {what} replaced")
+        if not swapped:  # a __dict__ or annotations made lazily: the quick look's new basis
+            before.referents[:] = referents
+        found += swapped
     if _hooks() != before.hooks:
         found.append("a trace or profile hook was installed (sys.settrace/setprofile)")
     seen: set[str] = set()

@@ -72,6 +72,8 @@ class MeasuredTimes:
         self._prepared: set[tuple[str, str]] = set()  # compiled and run once (prepare_baselines)
         self._known_rates: dict[str, float] | None = None  # from another worker (take_known)
         self.baselines_timed = 0  # baselines run and timed by baseline_ms, all told
+        self.compiles = 0  # torch.compile's baselines called a first time (each compiles)
+        self._called: set[tuple[str, str]] = set()
 
     # --- GPU helpers (lazy: the CPU worker never touches CUDA) -------------------------
     def timer(self) -> Any:
@@ -253,4 +255,11 @@ class MeasuredTimes:
             set_compile_limits()
             self._compiled[key] = torch.compile(spec.reference, dynamic=False)
         compiled = self._compiled[key]
-        return lambda: compiled(dict(inputs))
+
+        def call() -> Any:
+            if key not in self._called:  # its first call compiles it
+                self._called.add(key)
+                self.compiles += 1
+            return compiled(dict(inputs))
+
+        return call

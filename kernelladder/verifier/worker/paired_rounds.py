@@ -109,6 +109,7 @@ def time_rounds(
     settled: Callable[[Sequence[float], Sequence[float]], bool] | None = None,
     candidate_plan: dict | None = None,
     before_rival: Callable[[], None] | None = None,
+    before_candidate: Callable[[], None] | None = None,
 ) -> Rounds:
     """`rounds` rounds of the candidate (`timed`, which counts its calls in last[1]) and
     the rival baseline, each timed for PAIRED_TARGET_MS, the order alternating; the
@@ -117,7 +118,8 @@ def time_rounds(
     given, ends them once the word can no longer change (the sequential stop).
     `candidate_plan`: the candidate's GpuTimer plan at this shape, from its first look.
     `before_rival`: called before each timing of the baseline (the audit of what the
-    candidate's round may have changed; it raises to stop the rounds)."""
+    candidate's round may have changed; it raises to stop the rounds); `before_candidate`
+    before each of the candidate's (what the baseline's round changed is not its)."""
     out = Rounds()
     # each side probed once (the GPU timer's plan), then timed round after round
     plans: dict[str, dict] = {
@@ -131,6 +133,8 @@ def time_rounds(
     for r in range(rounds):
         for who in ("candidate", "rival") if r % 2 == 0 else ("rival", "candidate"):
             if who == "candidate":
+                if before_candidate is not None:
+                    before_candidate()
                 last[1] = 0
                 launches0 = fence.STATE.launches
                 mine = time_one(who, timed)

@@ -24,7 +24,7 @@ from kernelladder.verifier.contract.verdict import (
     geomean_noise,
 )
 from kernelladder.verifier.worker import fence, integrity
-from kernelladder.verifier.worker.gate_tools import _index_str, _same_value, _Stop
+from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _same_value, _Stop
 from kernelladder.verifier.worker.integrity import TRUSTED
 from kernelladder.verifier.worker.paired_rounds import (
     PAIRED_BAND,
@@ -160,14 +160,16 @@ class SpeedGate:
             "speed",
             f"timing {shape.label}" + ("" if full and not first_look else " (first look)"),
         )
-        inputs = spec.make_inputs(shape, self.seeds[0], self.device)
+        with self._part("inputs", sync=True):
+            inputs = spec.make_inputs(shape, self.seeds[0], self.device)
         args = [inputs[n] for n in spec.arg_names]
         before_timing = self._audit_before_baselines
-        if pipelined:
-            ref = self.v.reference_timing(spec, shape, inputs, before=before_timing)
-        else:
-            before_timing()
-            ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
+        with self._part("timing.reference"):
+            if pipelined:
+                ref = self.v.reference_timing(spec, shape, inputs, before=before_timing)
+            else:
+                before_timing()
+                ref = timer.time(lambda inputs=inputs: spec.reference(inputs))
         held = self._held_copy(inputs, shape)  # None: drawn again after the calls
         last: list[Any] = [None, 0]  # the latest timed call's result, calls made
         state = fence.STATE
@@ -187,10 +189,12 @@ class SpeedGate:
             intact and the timed calls the checked calls."""
             last[1] = 0
             launches0 = fence.STATE.launches
+            self._candidate_runs("being timed")
             self.unaudited = self.since_end = self.timed = True
-            timing = time_with_plan(
-                timer, timed, target_ms, self._plans.setdefault(shape.label, {})
-            )
+            with self._part("timing.candidate"):
+                timing = time_with_plan(
+                    timer, timed, target_ms, self._plans.setdefault(shape.label, {})
+                )
             launched = fence.STATE.launches - launches0
             if not self._check_integrity("being timed"):
                 raise _Stop
@@ -211,14 +215,15 @@ class SpeedGate:
         rounds: list[Timing] = []
         if self.opts.baselines:
             self.report("speed", f"baselines {shape.label}")
-            timed_before = self.v.baselines_timed
-            with self.v.library_work():
+            timed_before, compiles_before = self.v.baselines_timed, self.v.compiles
+            with self._part("timing.baselines"), self.v.library_work():
                 baselines = self.v.baseline_ms(
                     spec, shape, inputs, refresh=pipelined, before=before_timing
                 )
             if self.v.baselines_timed != timed_before:  # torch.compile may rebind lazily
                 self.before = integrity.take(self.extra)  # (cached times ran nothing)
-                self.state = self.v.refresh_state()  # after a full audit (before_timing)
+            if self.v.compiles != compiles_before:  # a first compile defines and registers:
+                self.state = self.v.refresh_state()  # taken again, after a full audit
             rival = close_rival(cand, baselines) if full else None
             if full and self.opts.pair_every_shape and rival is None:
                 fastest = fastest_baseline(baselines)
@@ -261,18 +266,20 @@ class SpeedGate:
         here (it ran before): the plain comparison stands."""
         self._check_state_or_stop("being timed")  # each round's baseline: as cheaply again
         self.unaudited = self.since_end = self.timed = True
-        rounds = time_rounds(
-            self.v.timer(),
-            timed,
-            self.v.baseline_fns(self.spec, shape, inputs)[rival],
-            self.opts.paired_rounds,
-            self.v.library_work,
-            last,
-            timings,
-            self._rounds_settled,
-            candidate_plan=self._plans.setdefault(shape.label, {}),
-            before_rival=lambda: self._check_state_or_stop("being timed"),
-        )
+        with self._part("rounds"):
+            rounds = time_rounds(
+                self.v.timer(),
+                timed,
+                self.v.baseline_fns(self.spec, shape, inputs)[rival],
+                self.opts.paired_rounds,
+                self.v.library_work,
+                last,
+                timings,
+                self._rounds_settled,
+                candidate_plan=self._plans.setdefault(shape.label, {}),
+                before_rival=lambda: self._check_state_or_stop("being timed"),
+                before_candidate=lambda: self._candidate_runs("being timed"),
+            )
         if not self._check_integrity("being timed"):
             raise _Stop
         self._check_state_or_stop("being timed")
@@ -311,7 +318,22 @@ class SpeedGate:
         """The calls being timed must be the calls that were checked: each launches
         Triton on the stream the timer's events are on, leaves the inputs alone (as drawn
         again now, or as the copy held through the calls says), and the last one's
-        outputs are right (against the reference fingerprinted before the load)."""
+        outputs are right: bit for bit the outputs of the checked call on these inputs
+        (its digests; the determinism gate found that call's outputs the same on every
+        call), else judged against the reference fingerprinted before the load."""
+        with self._part("check"):
+            self._check_timed_outputs(shape, inputs, held, result, calls, launched, side_launches)
+
+    def _check_timed_outputs(
+        self,
+        shape: Shape,
+        inputs: dict[str, torch.Tensor],
+        held: dict[str, Any] | None,
+        result: Any,
+        calls: int,
+        launched: int,
+        side_launches: int,
+    ) -> None:
         where = f"shape '{shape.label}' while being timed"
         if self.cuda:
             TRUSTED.cuda_synchronize()
@@ -330,8 +352,12 @@ class SpeedGate:
                 type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
                 for o, (s, d) in zip(outs, expected, strict=False)
             )
+            # inputs drawn again bit for bit (held is None): the checked call's inputs
+            checked = self.checked_digests.get(shape.label) if held is None else None
             if not ok:
                 problem = f"the last timed call returned outputs of the wrong kind on {where}"
+            elif checked is not None and checked == [_digest(o) for o in outs]:
+                pass  # the checked call's outputs, bit for bit
             else:
                 expected_hp = self.spec.reference_hp(drawn)
                 self._expect_reference(shape, self.seeds[0], expected_hp)

@@ -11,6 +11,15 @@ naming it, and the worker is replaced; operators the candidate defined in a name
 of its own are no change, but the worker retires after the verdict, so that the next
 candidate finds torch as it was (and may define the same operator again).
 
+A change is charged to the candidate only where its code ran since the last audit: each
+of its segments (the load, a checked call, a timed batch, a round, a compile) is audited
+when it ends, and torch's state is looked at again as the next one begins. What changed
+in between, while only the verifier's own code ran (torch sets some switches lazily the
+first time the reference or a baseline runs), is set back to the clean state's value
+(state_set_back.py) and named in the verdict's anti-cheat evidence (`set_back`), and the
+worker retires after the verdict; what cannot be set back ends the verification as the
+verifier's fault (a crash verdict, the worker replaced), never as the candidate's cheat.
+
 A part of CandidateRun (candidate_run.py).
 """
 
@@ -18,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelladder.verifier.contract.verdict import FAIL, GATES, SKIPPED, Feedback, GateResult
-from kernelladder.verifier.worker import torch_state
+from kernelladder.verifier.contract.verdict import FAIL, GATES, PASS, SKIPPED, Feedback, GateResult
+from kernelladder.verifier.worker import state_set_back, torch_state
 from kernelladder.verifier.worker.gate_tools import _Stop
 from kernelladder.verifier.worker.options import Outcome
 from kernelladder.verifier.worker.registration_log import REGISTRATIONS
@@ -38,12 +47,13 @@ class StateAudit:
     def _state_changes(self, level: str) -> torch_state.Changes:
         rename = {self.cand.path: "candidate.py"} if self.cand is not None else {}
         intact = REGISTRATIONS.intact()
-        changes = torch_state.changes(
-            self.state,
-            level if intact else FULL,
-            registrations=REGISTRATIONS.take(),
-            rename=rename,
-        )
+        with self._part(f"state.{level}"):
+            changes = torch_state.changes(
+                self.state,
+                level if intact else FULL,
+                registrations=REGISTRATIONS.take(),
+                rename=rename,
+            )
         if not intact:
             changes.problems.insert(0, "torch.library's door to the dispatcher was replaced")
         if level != CHEAP:
@@ -52,6 +62,67 @@ class StateAudit:
         if level == FULL:
             self.unaudited = False
         return changes
+
+    # --- whose change: the candidate's segments, the verifier's own code between them --
+    def _candidate_runs(self, what: str) -> None:
+        """Right before the candidate's code runs again: what changed since the last
+        audit was the verifier's own doing (settled); from here it is the candidate's."""
+        self._settle(f"before {what}")
+        self.candidate_unchecked = True
+
+    def _settle(self, when: str) -> None:
+        """Where only the verifier's own code ran since torch's state was last audited:
+        a switch, flag or config entry it finds changed is set back to the clean state's
+        value and named (`set_back`); anything else changed ends the verification as the
+        verifier's fault. Nothing here is charged to the candidate."""
+        if self.candidate_unchecked or self.state is None:
+            return
+        intact = REGISTRATIONS.intact()
+        with self._part("state.cheap"):
+            changes = torch_state.changes(self.state, CHEAP, registrations=REGISTRATIONS.take())
+        if intact and not changes.problems:
+            return
+        lines = state_set_back.set_back(self.state)
+        self.set_back += [f"{line}, {when}" for line in lines]
+        left = [p for p in changes.problems if p.startswith("torch.library: ")]
+        left += torch_state.changes(self.state, CHEAP).problems
+        if not intact:
+            left.insert(0, "torch.library's door to the dispatcher was replaced")
+        if left:
+            self._verifier_fault(left, when)
+
+    def _verifier_fault(self, problems: list[str], when: str) -> None:
+        """Torch's state changed outside the candidate's code in a way that cannot be set
+        back: the verification ends as a crash of the verifier's (the worker replaced)."""
+        self.recycle = True
+        detail = (
+            f"torch's state changed while the verifier's own code ran ({when}), not in a "
+            f"call of the candidate: {'; '.join(problems[:3])}"
+            + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+            + "; the worker is replaced"
+        )
+        self._set("crash", FAIL, detail, changed=problems[:20])
+        self.feedback = Feedback(
+            expected="torch's state as the verifier's own work leaves it",
+            saw=detail,
+            fence=self.spec.fence,
+        )
+        raise _Stop
+
+    def _set_back_evidence(self) -> None:
+        """The verdict names what was set back, in its anti-cheat evidence."""
+        result = self.results.get("anti-cheat")
+        if not self.set_back or result is None or result.status != PASS:
+            return
+        evidence = {**result.evidence, "set_back": list(self.set_back[:20])}
+        detail = result.detail
+        if "set back" not in detail:
+            detail += (
+                "; torch's state changed while the verifier's own code ran and was set "
+                f"back: {self.set_back[0]}"
+                + (f" (+{len(self.set_back) - 1} more)" if len(self.set_back) > 1 else "")
+            )
+        self.results["anti-cheat"] = GateResult(PASS, detail, evidence)
 
     def _state_problems_now(self) -> list[str]:
         """What changed in torch's state (in full), for a verdict that fails for another
@@ -63,8 +134,11 @@ class StateAudit:
 
     def _check_state(self, when: str, level: str = CHEAP) -> bool:
         """Torch's state unchanged; else the candidate fails at anti-cheat, naming what
-        changed, and the worker is replaced."""
+        changed, and the worker is replaced. What a CHEAP audit reads is charged only where
+        the candidate's code ran since it was last read (_settle)."""
+        self._settle(f"before the audit {when}")
         problems = self._state_changes(level).problems
+        self.candidate_unchecked = False
         if not problems:
             return True
         self.recycle = True
@@ -82,9 +156,13 @@ class StateAudit:
     def _audit_before_baselines(self) -> None:
         """Before a baseline or the reference is timed: torch's state proven unchanged
         since the candidate loaded, in full, if candidate code ran since the last full
-        audit (the baselines never run in a state a candidate left)."""
-        if self.unaudited and not self._check_state("being timed", FULL):
-            raise _Stop
+        audit (the baselines never run in a state a candidate left); else what the
+        verifier's own code changed since the last audit set back."""
+        if self.unaudited:
+            if not self._check_state("being timed", FULL):
+                raise _Stop
+        else:
+            self._settle("before a baseline is timed")
 
     def _check_state_or_stop(self, when: str) -> None:
         if not self._check_state(when):
@@ -100,13 +178,19 @@ class StateAudit:
             return outcome
         if outcome.recycle:
             return outcome  # the worker goes anyway
+        self._enter("audit", "none")  # a CPU's work: the GPU goes to the others
+        try:
+            self._settle("as the verification ended")
+        except _Stop:
+            return Outcome(self._verdict(kind="crash"), True)
         if self.timed:
             changes = self._state_changes(FULL) if self.unaudited else None
         else:
             changes = self._state_changes(END) if self.since_end else None
-        retire = bool(self.own_namespaces)
+        retire = bool(self.own_namespaces) or bool(self.set_back)
         if changes is None or not changes.problems:
-            return Outcome(outcome.verdict, outcome.recycle, retire or outcome.retire)
+            # made again: the audit's seconds, and what was set back since
+            return Outcome(self._verdict(), outcome.recycle, retire or outcome.retire)
         problems = changes.problems
         detail = f"the candidate changed torch's state: {'; '.join(problems[:3])}"
         if len(problems) > 3:
