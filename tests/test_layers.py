@@ -3,7 +3,9 @@
 ops and verifier run alone on a GPU box with only torch + triton: they never import
 rich, textual, networkx, anthropic, asyncssh or the engine/deploy/app layers. The engine
 never imports textual, the app or deploy; deploy (a kernel inside a model) never imports
-textual, the app or the CLI, and transformers only when it builds a model.
+textual, the app or the CLI, and transformers only when it builds a model. Inside the
+verifier the sandboxed worker never imports the caller's host code (nor the reverse), and
+code outside the engine imports only its door, `kernelladder.engine`.
 """
 
 from __future__ import annotations
@@ -180,3 +182,55 @@ def test_the_verifiers_processes_share_only_the_contract(side, never):
         or name.startswith(f"kernelladder.verifier.{other}.")
     }
     assert not bad, sorted(bad)[:5]
+
+
+def _engine_imports(path: Path) -> set[str]:
+    """What a file imports of the engine: `kernelladder.engine` itself, or the name of a
+    module behind it (`kernelladder.engine.record.log`), at module level or on use."""
+    import ast
+
+    found: set[str] = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(n, ast.Import):
+            names = [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            names = [n.module]
+        found.update(m for m in names if m.split(".")[:2] == ["kernelladder", "engine"])
+    return found
+
+
+def test_code_outside_the_engine_comes_in_by_its_door():
+    """The app, the CLI, deploy, ops and the verifier import `kernelladder.engine` and
+    nothing behind it: what the engine keeps where (record/, run/, runners/, proposers/)
+    is its own to move."""
+    package = ROOT / "kernelladder"
+    files = [
+        p for p in sorted(package.rglob("*.py")) if "engine" not in p.relative_to(package).parts[:1]
+    ]
+    assert len(files) > 50
+    bad = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in _engine_imports(path)
+        if name != "kernelladder.engine"
+    )
+    assert not bad, bad[:10]
+
+
+def test_the_door_serves_every_name_it_lists():
+    code = (
+        "import kernelladder.engine as e\n"
+        "missing = [n for n in e.__all__ if getattr(e, n, None) is None]\n"
+        "print(missing)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
