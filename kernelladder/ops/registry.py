@@ -25,16 +25,19 @@ OPS_DIR = Path(__file__).resolve().parent
 
 
 def _discover() -> dict[str, str]:
-    """op name -> the name of the OpSpec in its spec.py, for every folder under
-    kernelladder/ops/ that holds a spec.py, in the order their __init__.py's PLACE gives
-    (a folder without one comes last, by name). The OpSpec is the folder's name in
-    capitals (ops/softmax/spec.py defines SOFTMAX)."""
+    """op name -> the name of the OpSpec in its spec.py, for every folder of the ops
+    package that holds a spec.py, in the order their __init__.py's PLACE gives (a folder
+    without one comes last, by name). The OpSpec is the folder's name in capitals
+    (ops/softmax/spec.py defines SOFTMAX)."""
+    import kernelladder.ops as package
+
     found = []
-    for folder in sorted(OPS_DIR.iterdir()):
-        if not (folder / "spec.py").is_file() or folder.name.startswith(("_", ".")):
-            continue
-        package = importlib.import_module(f"{__package__}.{folder.name}")
-        found.append((getattr(package, "PLACE", len(found) + 1000), folder.name))
+    for root in map(Path, package.__path__):
+        for folder in sorted(root.iterdir()):
+            if not (folder / "spec.py").is_file() or folder.name.startswith(("_", ".")):
+                continue
+            op = importlib.import_module(f"{__package__}.{folder.name}")
+            found.append((getattr(op, "PLACE", 1000), folder.name))
     return {name: name.upper() for _, name in sorted(found)}
 
 
@@ -63,8 +66,9 @@ def __getattr__(name: str) -> Any:
 
 
 def start_path(name: str) -> Path:
-    """Where the built-in op `name` keeps its starting candidate."""
-    return OPS_DIR / name / "start.py"
+    """Where the built-in op `name` keeps its starting candidate: start.py in its folder."""
+    package = importlib.import_module(f"{__package__}.{name}")
+    return Path(package.__file__ or OPS_DIR / name / "__init__.py").parent / "start.py"
 
 
 def get_op(name: str) -> OpSpec:

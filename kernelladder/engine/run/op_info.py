@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelladder.ops.registry import BUILTIN_OPS
+from kernelladder.ops.registry import BUILTIN_OPS, OPS_DIR
 
 START_ATTEMPT = 0  # the number of the user's own kernel, verified before any proposal
 
@@ -107,10 +107,9 @@ def _load(op: str) -> OpInfo:
 # --- the built-in ops' OpInfo kept on disk ------------------------------------------------
 CACHE_SCHEMA = 1
 CACHE_NAME = "op_info.json"
-_OPS_DIR = Path(__file__).resolve().parents[1] / "ops"
 
 
-def ops_digest(root: Path = _OPS_DIR) -> str:
+def ops_digest(root: Path = OPS_DIR) -> str:
     """A digest of every file of the ops package (the specs and starting kernels an
     OpInfo is made of): what a kept OpInfo is valid for."""
     h = hashlib.sha256()
