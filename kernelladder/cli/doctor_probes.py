@@ -44,7 +44,7 @@ print(json.dumps(out))
 
 
 # The walls a worker would get, tried in a throwaway child of the interpreter being
-# checked: verifier/sandbox.py's own source (stdlib only, so it runs on a box before any
+# checked: verifier/contract/sandbox.py's own source (stdlib only, so it runs on a box before any
 # sync) followed by this footer; prints one JSON object.
 SANDBOX_PROBE_FOOTER = """
 import json as _json, os as _os, shutil as _shutil, socket as _socket, tempfile as _tempfile

@@ -1,8 +1,6 @@
-"""The engine's seams: runners (where candidates are verified), proposers (who writes
-them) and the steering API (what the TUI calls). Implementations live beside this file:
-runners/ (local.py: the local worker pool; ssh/: remote hosts), proposers/ (search, api, code, replay),
-engine.py (the run itself implements RunControl).
-"""
+"""The engine's seams: Runner (where candidates are verified), Proposer (who writes
+them), RunControl (the steering API the app calls) and the requests and proposals that
+cross them, with the bases that declare a backend's optional hooks."""
 
 from __future__ import annotations
 
