@@ -179,21 +179,3 @@ def family_lines(family: Family) -> list[str]:
         values = ", ".join(f"[{v!r}]" if v == family.start[p.name] else repr(v) for v in p.values)
         lines.append(f"    {p.name} in {values}" + (f": {p.doc}" if p.doc else ""))
     return lines
-
-
-def knowledge(op: str) -> str:
-    """What the built-in search knows of an op's kernels, for the api/code prompts: its
-    families in search order (parameters, start values in brackets) and its template's
-    NOTES; "" for an op whose template module keeps no NOTES."""
-    from kernelladder.ops.registry import search_module
-
-    module = search_module(op)
-    if module is None:
-        return ""
-    notes = str(getattr(module, "NOTES", "") or "").strip()
-    if not notes:
-        return ""
-    lines = ["The built-in search's kernel families for this op, in its order:"]
-    for family in getattr(module, "FAMILIES", ()):
-        lines += family_lines(family)
-    return "\n".join(lines) + "\n\n" + notes

@@ -49,9 +49,11 @@ __all__ = [
     "builtin_ops",
     "catalog",
     "get_op",
+    "knowledge",
     "load_op",
     "op_from_wire",
     "op_to_wire",
+    "search_module",
     "start_path",
 ]
 
@@ -164,3 +166,21 @@ def catalog() -> dict[str, tuple[Family, ...]]:
     """op name -> its search families, most promising first (the order of `strategies`)."""
     modules = {name: search_module(name) for name in BUILTIN_OPS}
     return {name: tuple(m.FAMILIES) for name, m in modules.items() if m is not None}
+
+
+def knowledge(op: str) -> str:
+    """What the built-in search knows of an op's kernels, for the api/code prompts: its
+    families in search order (parameters, start values in brackets) and its template's
+    NOTES; "" for an op whose template module keeps no NOTES."""
+    from kernelladder.ops.family import family_lines
+
+    module = search_module(op)
+    if module is None:
+        return ""
+    notes = str(getattr(module, "NOTES", "") or "").strip()
+    if not notes:
+        return ""
+    lines = ["The built-in search's kernel families for this op, in its order:"]
+    for family in getattr(module, "FAMILIES", ()):
+        lines += family_lines(family)
+    return "\n".join(lines) + "\n\n" + notes

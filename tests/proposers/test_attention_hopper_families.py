@@ -16,8 +16,7 @@ from helpers import load_source
 
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import ProposalContext, VerifyRequest
-from kernelladder.ops.family import knowledge
-from kernelladder.ops.registry import catalog, get_op
+from kernelladder.ops.registry import catalog, get_op, knowledge
 from kernelladder.verifier.host.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}

@@ -110,7 +110,7 @@ def _search_knowledge(op: Mapping[str, Any]) -> str:
     if op.get("kind") != "builtin":  # a workspace may share a built-in op's name
         return ""
     try:
-        from kernelladder.ops.family import knowledge
+        from kernelladder.ops.registry import knowledge
 
         return knowledge(str(op.get("name")))
     except Exception:  # the notes are optional; a broken template must not block a proposal
