@@ -80,7 +80,7 @@ def _json_point(text: str) -> dict:
 def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, dict]]:
     """(family, params): every family's start, then the Hopper families' warp-specialised
     points, then (full) their other notable points; `only`: these families' alone."""
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
     points = [(f.name, dict(f.start)) for f in families.values()]
@@ -126,7 +126,7 @@ def probe_points(full: bool, only: list[str] | None = None) -> list[tuple[str, d
 
 
 def _label(family: str, params: dict) -> str:
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     start = next(f for f in catalog()["attention"] if f.name == family).start
     moved = ",".join(f"{k}={v}" for k, v in params.items() if start.get(k) != v)
@@ -141,8 +141,8 @@ def probe_child(first: int, full: bool, only: list[str] | None = None) -> int:
     import torch
 
     from kernelladder.ops.registry import get_op
-    from kernelladder.verifier import candidate
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker import candidate
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     spec = get_op("attention")
     timer = GpuTimer("cuda")
@@ -153,7 +153,7 @@ def probe_child(first: int, full: bool, only: list[str] | None = None) -> int:
         sdpa = spec.library_baselines()["sdpa"]
         ms = {label: timer.time(lambda i=i: sdpa(i), 10).median_ms for label, i in inputs.items()}
         print(json.dumps({"i": -1, "event": "done", "label": "sdpa", "ms": ms}), flush=True)
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     families = {f.name: f for f in catalog()["attention"]}
     for i, (name, params) in enumerate(probe_points(full, only)):
@@ -347,7 +347,8 @@ def head_to_head(
 ):
     import head_to_head as h2h_module
 
-    from kernelladder.engine.proposers.templates import catalog, parse_header
+    from kernelladder.ops.family import parse_header
+    from kernelladder.ops.registry import catalog
 
     spec = _spec_with_backends()
     real_get_op = h2h_module.get_op

@@ -2,7 +2,7 @@
 """The floors' ceiling, measured as the verifier measures it: how steady is it?
 
 In one process on the GPU: the bf16 matmul rate (8192^3, random data, as
-verifier/timing.py's _measure_rates) as single medians of about 50 ms of trials, the
+verifier/worker/timing.py's _measure_rates) as single medians of about 50 ms of trials, the
 first taken cold, then again and again (the verifier took one such median before
 timing.best_ms); then as timing.best_ms takes it now (the fastest of RATE_REPEATS
 medians). Run it in two or three fresh processes: the spread of what each way reads is
@@ -18,7 +18,7 @@ import json
 
 import torch
 
-from kernelladder.verifier.timing import RATE_REPEATS, GpuTimer, best_ms
+from kernelladder.verifier.worker.timing import RATE_REPEATS, GpuTimer, best_ms
 
 
 def main() -> int:

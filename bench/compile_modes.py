@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from kernelladder.ops.registry import get_op  # noqa: E402
-from kernelladder.verifier import candidate  # noqa: E402
-from kernelladder.verifier.timing import GpuTimer  # noqa: E402
+from kernelladder.verifier.worker import candidate  # noqa: E402
+from kernelladder.verifier.worker.timing import GpuTimer  # noqa: E402
 
 
 def _fresh(reference):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How long the pipelined verification's compile stage takes with more or fewer compile
-threads per worker (verifier/compile_ahead.py's COMPILE_THREADS), on a cold Triton cache.
+threads per worker (verifier/worker/compile_ahead.py's COMPILE_THREADS), on a cold Triton cache.
 
 For each op, a few attempts of its committed GPU example run are verified in this
 process as a pipelined worker verifies them, each with a fresh, empty Triton cache, once
@@ -59,9 +59,9 @@ def main() -> int:
         return 2
     from speed_stage import StageClock, example_run
 
-    from kernelladder.verifier import compile_ahead, fence, selftest
-    from kernelladder.verifier.gates import Verifier, environment_info
-    from kernelladder.verifier.options import VerifyOptions
+    from kernelladder.verifier.worker import compile_ahead, fence, selftest
+    from kernelladder.verifier.worker.gates import Verifier, environment_info
+    from kernelladder.verifier.worker.options import VerifyOptions
 
     fence.install_launch_counter()
     selftest.warm_compilers("cuda")

@@ -280,7 +280,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     row["profiles_skipped"] = sum(
         1 for n in kinds.get("notice", []) if "profile of #" in str(n.get("message", ""))
     )
-    # workers kept from the command before (verifier/keeper.py): no start to wait for
+    # workers kept from the command before (verifier/host/keeper.py): no start to wait for
     took = [TOOK.match(str(n.get("message", ""))) for n in kinds.get("notice", [])]
     row["kept_workers"] = sum(int(m.group(1)) for m in took if m)
     # new workers: where the slowest one's start went (its hello, said in the run's notice)
@@ -561,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["rm", "-rf", str(out / "runs")], check=False)
         # the workers the last run kept warm go too: the box is left as it was found
         subprocess.run(
-            [sys.executable, "-m", "kernelladder.verifier.keeper", "stop"],
+            [sys.executable, "-m", "kernelladder.verifier.host.keeper", "stop"],
             env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False, capture_output=True,
         )  # fmt: skip
     (out / "results.json").write_text(json.dumps({"runs": rows, "controls": controls}, indent=1))

@@ -19,14 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelladder.engine.proposers.templates import (  # noqa: E402
-    attention,
-    int8_matmul,
-    kv_quant,
-    rmsnorm,
-    softmax,
-)
-from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
+from kernelladder.ops.attention import families as attention  # noqa: E402
+from kernelladder.ops.int8_matmul import families as int8_matmul  # noqa: E402
+from kernelladder.ops.kv_quant import families as kv_quant  # noqa: E402
+from kernelladder.ops.rmsnorm import families as rmsnorm  # noqa: E402
+from kernelladder.ops.softmax import families as softmax  # noqa: E402
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient  # noqa: E402
 
 MODULES = (rmsnorm, softmax, kv_quant, int8_matmul, attention)
 

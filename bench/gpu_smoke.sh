@@ -19,11 +19,11 @@ timeout 120 python3 -m kernelladder optimize --resume /tmp/runs/smoke --max-atte
 grep -o '"kind": *"attempt_started"[^}]*' /tmp/runs/smoke/events.jsonl | grep -o '"slot": *"[^"]*"' | sort | uniq -c
 python3 - <<'PY'
 import asyncio, os, subprocess, sys
-from kernelladder.verifier.client import LocalTransport
+from kernelladder.verifier.host.client import LocalTransport
 # a caller that starts a GPU worker, then is killed with -9 together with its worker
 child = """
 import asyncio, os, signal
-from kernelladder.verifier.client import LocalTransport
+from kernelladder.verifier.host.client import LocalTransport
 async def main():
     t = LocalTransport('cuda'); await t.start()
     print(t.home, flush=True)

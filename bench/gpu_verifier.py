@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op  # noqa: E402
-from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
-from kernelladder.verifier.verdict import Verdict  # noqa: E402
+from kernelladder.verifier.contract.verdict import Verdict  # noqa: E402
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient  # noqa: E402
 
 BUDGET_S = float(
     os.environ.get("KL_BENCH_BUDGET_S", "400")

@@ -28,12 +28,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from search_bar import faster_everywhere  # noqa: E402  (bench/, beside this script)
 
-from kernelladder.engine.log import read_events  # noqa: E402
-from kernelladder.engine.state import fold  # noqa: E402
-from kernelladder.engine.summary import summarize  # noqa: E402
+from kernelladder.engine import fold, read_events, summarize  # noqa: E402
 from kernelladder.ops.registry import get_op  # noqa: E402
-from kernelladder.verifier import candidate  # noqa: E402
-from kernelladder.verifier.timing import GpuTimer  # noqa: E402
+from kernelladder.verifier.worker import candidate  # noqa: E402
+from kernelladder.verifier.worker.timing import GpuTimer  # noqa: E402
 
 
 def sign_test_p(wins: int, rounds: int) -> float:

@@ -38,7 +38,7 @@ TOLERANCE = 0.10
 
 
 def _verify(op: str, source: str) -> Any:
-    from kernelladder.verifier.client import LocalTransport, WorkerClient
+    from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
     async def run() -> Any:
         client = WorkerClient(lambda: LocalTransport("cuda"), secrets=[])
@@ -63,7 +63,7 @@ def _sdpa_ms(verdict: Any) -> dict[str, float]:
 def _sdpa_math_only_ms(shapes: list[Any]) -> dict[str, float]:
     """sdpa at each shape in this process, with the fused backends off (then on again)."""
     from kernelladder.ops.registry import get_op
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     spec, timer = get_op("attention"), GpuTimer("cuda")
     out = {}
@@ -121,7 +121,7 @@ def attention_baselines() -> bool:
 def timer_truth() -> bool:
     from kernelladder.ops.registry import get_op
     from kernelladder.ops.spec import Shape
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     print("2. the timer: a candidate's kernel timed after its patches to the timing functions")
     spec = get_op("rmsnorm")

@@ -7,7 +7,7 @@ warm-up), the whole profile's wall, and the kernel's duration as ncu read it.
                                   [--out DIR]
 
 Each op's candidate is the best attempt of its committed H200 example run, profiled the
-way a run profiles it (kernelladder.verifier.profile.profile_candidate_async, no other
+way a run profiles it (kernelladder.verifier.host.profile.profile_candidate_async, no other
 work on the GPU) with ncu's options as the verifier gives them, then with each variant's
 options changed: with the MemoryWorkloadAnalysis section it collected until 2026-12-03
 (now its L2 hit rate is asked as one metric), --cache-control none (no cache flush before
@@ -57,7 +57,7 @@ def main() -> int:
     args = ap.parse_args()
     from speed_stage import best_attempt, example_run
 
-    from kernelladder.verifier import profile
+    from kernelladder.verifier.host import profile
 
     if profile.find_ncu() is None:
         print("profile_cost: needs Nsight Compute (ncu)")

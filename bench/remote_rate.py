@@ -156,7 +156,7 @@ def fresh_caches(base: Path, label: str) -> dict[str, str]:
 
 
 async def latency(runner: Any, op: str, device: str, repeats: int) -> dict[str, Any]:
-    from kernelladder.engine.protocols import VerifyRequest
+    from kernelladder.engine import VerifyRequest
     from kernelladder.ops import registry
 
     spec = registry.load_op(op)
@@ -191,7 +191,7 @@ def _starting_source(spec: Any, op: str) -> str:
     path = getattr(spec, "starting_candidate", None)
     if path and Path(path).is_file():
         return Path(path).read_text()
-    return (REPO / "kernelladder" / "ops" / "candidates" / f"{op}.py").read_text()
+    return (REPO / "kernelladder" / "ops" / op / "start.py").read_text()
 
 
 def optimize(
@@ -283,9 +283,12 @@ def main() -> int:
     except Exception as exc:  # the table still says what ran
         results["versions_error"] = repr(exc)
 
-    from kernelladder.engine.runners import LocalRunner
-    from kernelladder.engine.runners.ssh.config import RemoteSettings, load_remote_config
-    from kernelladder.engine.runners.ssh.pool import make_remote_runner
+    from kernelladder.engine import (
+        LocalRunner,
+        RemoteSettings,
+        load_remote_config,
+        make_remote_runner,
+    )
 
     print(f"ssh server on 127.0.0.1:{server.port}; logs in {out}", flush=True)
     caches = fresh_caches(work, "latency-local")

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op  # noqa: E402
-from kernelladder.verifier.client import LocalTransport, WorkerClient  # noqa: E402
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient  # noqa: E402
 
 CHEATS = ROOT / "tests" / "cheats"
 UNSEEN_SEED = 20261201  # the same unseen shapes for both sides of the timing

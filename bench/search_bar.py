@@ -16,9 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelladder.engine.log import read_events  # noqa: E402
-from kernelladder.engine.state import fold  # noqa: E402
-from kernelladder.engine.summary import summarize  # noqa: E402
+from kernelladder.engine import fold, read_events, summarize  # noqa: E402
 
 
 def check(run_dir: Path, floor_bar: float) -> bool:

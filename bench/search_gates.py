@@ -24,10 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelladder.engine import events as ev  # noqa: E402
-from kernelladder.engine.engine import create_run  # noqa: E402
-from kernelladder.engine.log import read_events  # noqa: E402
-from kernelladder.engine.options import RunOptions  # noqa: E402
+from kernelladder.engine import RunOptions, create_run, read_events  # noqa: E402
+from kernelladder.engine.record import events as ev  # noqa: E402
 
 
 def one_run(op: str, gate: str, attempts: int, device: str, out: Path) -> dict:

@@ -44,8 +44,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
-from kernelladder.engine.proposers.tune.space import Space  # noqa: E402
+from kernelladder.engine import TuneSpace as Space  # noqa: E402
+from kernelladder.engine import find_knobs as find  # noqa: E402
+from kernelladder.engine import with_config  # noqa: E402
 
 SCREEN = 0.25  # a probe this much slower than the fastest so far is not timed in full
 FULL_TARGET_MS = 25.0
@@ -98,7 +99,7 @@ def _compile_init(ws_dir: str) -> None:
     import torch
 
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier import fence
+    from kernelladder.verifier.worker import fence
 
     os.nice(5)  # the timing process's launches come first
     fence.install_launch_counter()
@@ -114,8 +115,8 @@ def _compile_one(job: tuple[int, str]) -> tuple[int, str, float]:
     """(index, error or "", seconds): the config's kernels compiled and loaded, none
     launched. A wrapper that needs real work (a value, torch compute) is compiled later
     by the timing process's first call."""
-    from kernelladder.verifier import fence
-    from kernelladder.verifier.compile_ahead import NoGpuWork, _CompileStopped
+    from kernelladder.verifier.worker import fence
+    from kernelladder.verifier.worker.compile_ahead import NoGpuWork, _CompileStopped
 
     index, path = job
     began = time.perf_counter()
@@ -143,7 +144,7 @@ def screen(
     import torch
 
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     source = (ws / "kernel.py").read_text()
     space, configs = plan(source, hardware)

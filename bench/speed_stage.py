@@ -70,7 +70,7 @@ class TimerCalls:
         self.trial_ms = 0.0  # the sum of the timed trials' CUDA-event times
 
     def install(self) -> None:
-        from kernelladder.verifier import timing
+        from kernelladder.verifier.worker import timing
 
         orig_time, orig_measure = timing.GpuTimer.time_planned, timing.GpuTimer._measure
         calls = self
@@ -163,9 +163,9 @@ class StageParts:
         """Before any verification (the integrity snapshot sees the wrapped methods)."""
         from kernelladder.ops import _common
         from kernelladder.ops.spec import OpSpec
-        from kernelladder.verifier import candidate, candidate_run, integrity, poison
-        from kernelladder.verifier.anti_cheat import AntiCheatChecks
-        from kernelladder.verifier.correctness import CorrectnessTrials
+        from kernelladder.verifier.worker import candidate, candidate_run, integrity, poison
+        from kernelladder.verifier.worker.anti_cheat import AntiCheatChecks
+        from kernelladder.verifier.worker.correctness import CorrectnessTrials
 
         run = candidate_run.CandidateRun
         self.wrap(CorrectnessTrials, "_trials", TRIALS)
@@ -218,9 +218,9 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("speed_stage: needs a GPU (torch.cuda.is_available() is False)")
         return 2
-    from kernelladder.verifier import fence, selftest
-    from kernelladder.verifier.gates import Verifier, environment_info
-    from kernelladder.verifier.options import VerifyOptions
+    from kernelladder.verifier.worker import fence, selftest
+    from kernelladder.verifier.worker.gates import Verifier, environment_info
+    from kernelladder.verifier.worker.options import VerifyOptions
 
     fence.install_launch_counter()
     selftest.warm_compilers(args.device)

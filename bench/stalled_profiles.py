@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whether the engine's rule for a stalled branch's profile (engine/profiling.py:
+"""Whether the engine's rule for a stalled branch's profile (engine/run/profiling.py:
 profile_lands_late) would have taken each "branch stalled" profile of saved runs, against
 how many of that branch's proposals came after the profile landed (its readers).
 
@@ -21,9 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv: list[str]) -> int:
     from kernelladder.engine import events as ev
-    from kernelladder.engine.log import read_events
-    from kernelladder.engine.profiling import stalled_profile_late
-    from kernelladder.engine.state import fold
+    from kernelladder.engine import fold, read_events
+    from kernelladder.engine.run.profiling import stalled_profile_late
 
     if not argv:
         print("usage: python3 bench/stalled_profiles.py RUN_DIR [RUN_DIR ...]")

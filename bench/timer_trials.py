@@ -50,7 +50,7 @@ VARIANTS = {  # name: (flush bytes, or None for twice the L2; gap ms, None: the 
 
 
 def compare_ways(timers: dict[str, Any], fn: Any, rounds: int) -> dict[str, Any]:
-    from kernelladder.verifier import timing
+    from kernelladder.verifier.worker import timing
 
     fn()
     timers["old"]._sync()
@@ -98,9 +98,9 @@ def main() -> int:
 
     from kernelladder.ops.registry import op_from_wire
     from kernelladder.ops.spec import BaselineNotApplicable
-    from kernelladder.verifier import candidate as candidate_mod
-    from kernelladder.verifier import fence
-    from kernelladder.verifier.timing import GpuTimer
+    from kernelladder.verifier.worker import candidate as candidate_mod
+    from kernelladder.verifier.worker import fence
+    from kernelladder.verifier.worker.timing import GpuTimer
 
     fence.install_launch_counter()
     timers = {

@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from space_sweep import hardware, plan, screen  # noqa: E402
 
-from kernelladder.engine.proposers.tune.knobs import find, with_config  # noqa: E402
+from kernelladder.engine import find_knobs as find  # noqa: E402
+from kernelladder.engine import with_config  # noqa: E402
 
 WORKSPACES = ("tune-matmul-fp16", "tune-bias-gelu", "tune-layernorm", "tune-softmax")
 OWN = "own-kernel"
@@ -90,7 +91,7 @@ def _sweeps(names: list[str], hardware: dict, args: Any, out: Path) -> dict[str,
 
 
 async def _confirm_all(names: list[str], screens: dict, args: Any, out: Path) -> dict:
-    from kernelladder.verifier.pool import LocalPool
+    from kernelladder.verifier.host.pool import LocalPool
 
     pool = LocalPool(args.device, size=1, per_gpu=args.workers)
     began = time.monotonic()

@@ -253,8 +253,7 @@ def compare(
 
 
 async def _repeat(op: str, source: str) -> list[dict[str, Any]]:
-    from kernelladder.engine.protocols import VerifyRequest
-    from kernelladder.engine.runners.local import LocalRunner
+    from kernelladder.engine import LocalRunner, VerifyRequest
 
     runner = LocalRunner(device="cuda", per_gpu=2)
     await runner.start()

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from kernelladder.ops.registry import get_op
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kernelladder.engine.proposers.templates import catalog
+from kernelladder.ops.registry import catalog
 
 
 def main() -> int:

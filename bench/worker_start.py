@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 
 async def _start(device: str, workers: int) -> None:
-    from kernelladder.verifier.pool import LocalPool
+    from kernelladder.verifier.host.pool import LocalPool
 
     pool = LocalPool(device, 1, per_gpu=workers)
     began = time.monotonic()
@@ -45,7 +45,7 @@ async def _start(device: str, workers: int) -> None:
 
 
 def main() -> int:
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import RunOptions
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")

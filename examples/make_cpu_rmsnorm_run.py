@@ -21,8 +21,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 
 from kernelladder.app.app import KernelLadderApp  # noqa: E402
 from kernelladder.app.widgets.strategy_tree import StrategyTree  # noqa: E402
-from kernelladder.engine.engine import create_run  # noqa: E402
-from kernelladder.engine.options import RunOptions  # noqa: E402
+from kernelladder.engine import create_run  # noqa: E402
+from kernelladder.engine import RunOptions  # noqa: E402
 
 RUN_DIR = Path("examples/cpu-rmsnorm-run")
 

@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU on CI machines
 # No test hands workers to, or takes them from, a person's own keeper of verifier
-# workers (verifier/keeper.py): a setting of theirs is not read, and the keeper's socket
+# workers (verifier/host/keeper.py): a setting of theirs is not read, and the keeper's socket
 # is this test process's own (a short path: unix socket paths are short).
 os.environ.pop("KERNELLADDER_KEEP_WORKERS", None)
 os.environ["KERNELLADDER_KEEPER_SOCKET"] = os.path.join(
@@ -25,7 +25,7 @@ os.environ["KERNELLADDER_KEEPER_SOCKET"] = os.path.join(
 def keeper_socket(monkeypatch: pytest.MonkeyPatch):
     """A keeper socket path of the test's own (its directory made 0700 by whoever starts
     a keeper there); any keeper started there is stopped, its workers with it, after."""
-    from kernelladder.verifier import keeper
+    from kernelladder.verifier.host import keeper
 
     folder = Path(tempfile.mkdtemp(prefix="klk-", dir="/tmp"))
     path = str(folder / "keeper" / "keeper.sock")

@@ -48,8 +48,8 @@ from kernelladder.engine.protocols import (
     RunnerLost,
     VerifyRequest,
 )
-from kernelladder.verifier.gpu_arbiter import GpuArbiter
-from kernelladder.verifier.verdict import GATES, Feedback, GateResult, Verdict
+from kernelladder.verifier.contract.verdict import GATES, Feedback, GateResult, Verdict
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 EXAMPLES = ROOT / "examples"  # committed runs and KernelBench problems
@@ -244,7 +244,7 @@ SCRIPTED_OP = None  # built lazily so importing this module stays cheap
 
 
 def scripted_op():
-    from kernelladder.engine.engine import OpInfo
+    from kernelladder.engine import OpInfo
 
     return OpInfo(
         name="scripted",
@@ -256,8 +256,8 @@ def scripted_op():
 
 
 def make_run(tmp_path, moves, *, runner=None, proposer=None, strategies=None, **options):
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
+    from kernelladder.engine.run.options import RunOptions
 
     options.setdefault("branches", 1)
     options.setdefault("gate", "veto")
@@ -352,8 +352,8 @@ def live_app(tmp_path: Path, *, gate: str = "ask") -> tuple[Any, Any]:
     """A live app over the real engine: ScriptedRunner verdicts, HeldProposer moves (b1's
     second move is high undo cost, so it waits at a gate under --gate ask)."""
     from kernelladder.app.app import KernelLadderApp
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
+    from kernelladder.engine.run.options import RunOptions
 
     proposer = HeldProposer(
         {
@@ -379,10 +379,10 @@ def cpu_search_app(tmp_path: Path | str, op: str = "rmsnorm", **options: Any) ->
     families leave one free line, so one branch at a time waits to change to it;
     attention's seven let all three branches wait at a gate at once."""
     from kernelladder.app.app import KernelLadderApp
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.op_info import load_op_info
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
     from kernelladder.engine.proposers.search import SearchProposer
+    from kernelladder.engine.run.op_info import load_op_info
+    from kernelladder.engine.run.options import RunOptions
 
     settings = {"branches": 3, "gate": "ask", "device": "cpu", "max_attempts": 60, **options}
     opts = RunOptions(op=op, proposer="search", run_dir=str(Path(tmp_path) / "run"), **settings)
@@ -395,7 +395,7 @@ def cpu_search_app(tmp_path: Path | str, op: str = "rmsnorm", **options: Any) ->
 
 def logged(run, kind: type) -> list:
     """The events of this kind in the run's log."""
-    from kernelladder.engine.log import read_events
+    from kernelladder.engine.record.log import read_events
 
     return [e for e in read_events(run.run_dir) if isinstance(e, kind)]
 
@@ -532,11 +532,11 @@ def reranked_events(run: Path) -> list:
     """
     import dataclasses
 
-    from kernelladder.engine import events as ev
-    from kernelladder.engine import standing_rank
-    from kernelladder.engine.log import read_attempt_verdict, read_events
-    from kernelladder.engine.state import apply, improvement, new_state
-    from kernelladder.verifier.verdict import Verdict, vs_best
+    from kernelladder.engine.record import events as ev
+    from kernelladder.engine.record import standing_rank
+    from kernelladder.engine.record.log import read_attempt_verdict, read_events
+    from kernelladder.engine.record.state import apply, improvement, new_state
+    from kernelladder.verifier.contract.verdict import Verdict, vs_best
 
     state = new_state()
     out: list[ev.Event] = []
@@ -685,8 +685,8 @@ def stop_owner(run_dir: Path) -> None:
     """Stop the process that owns a live run (one started in the background), if any."""
     import signal
 
-    from kernelladder.engine.control import live_owner
-    from kernelladder.engine.log import writer_active
+    from kernelladder.engine.record.log import writer_active
+    from kernelladder.engine.run.control import live_owner
 
     try:
         pid = live_owner(run_dir).pid

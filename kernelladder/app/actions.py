@@ -4,7 +4,7 @@ works only in a replay, its place in the command palette and in the narrow foote
 drop order. MainScreen.BINDINGS, the app's BINDINGS, the command palette, the help
 screen's sections and STEERING_ACTIONS / REPLAY_ACTIONS are all built from ACTIONS.
 
-What a steering action sends to the engine is a RunControl command (engine/control.py
+What a steering action sends to the engine is a RunControl command (engine/run/control.py
 STEERING_COMMANDS, which the bridge accepts): the engine cannot import the app."""
 
 from __future__ import annotations

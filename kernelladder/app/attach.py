@@ -2,7 +2,7 @@
 
 `kernelladder-tui --attach RUN_DIR` watches and steers a live run without owning it:
 events come from tailing RUN_DIR/events.jsonl (every event is there before anyone is
-told of it), steering commands go over the run's control channel (engine/control.py),
+told of it), steering commands go over the run's control channel (engine/run/control.py),
 and leaving (detaching) stops nothing. Any number of apps may attach at once. A log may
 hold several sessions of one run (stopped, then resumed): the tail goes on past a
 session's RunFinished, and a new session (RunReopened) is followed, its commands sent to
@@ -21,16 +21,17 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.control import (
+from kernelladder.engine import (
     DETACHED_LOG,
+    EVENTS_FILE,
     AttachError,
     ControlClient,
     Owner,
+    event_from_dict,
     live_owner,
+    writer_active,
 )
-from kernelladder.engine.events import event_from_dict
-from kernelladder.engine.log import EVENTS_FILE, writer_active
+from kernelladder.engine import events as ev
 
 POLL_S = 0.1  # how often the log is looked at for new lines
 

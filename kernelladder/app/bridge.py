@@ -21,8 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
-from kernelladder.engine.control import STEERING_COMMANDS
-from kernelladder.engine.events import Event
+from kernelladder.engine import STEERING_COMMANDS, Event
 
 DEFAULT_INTERVAL_S = 0.066  # ~15 batches a second
 # After the run returns, how long the pump may take to drain its channel (the engine

@@ -1,6 +1,6 @@
 """Folding events into what the screen shows, for the live run and for replay alike.
 
-The run state is the engine's own fold (engine/state.py: `apply` folds one event in
+The run state is the engine's own fold (engine/record/state.py: `apply` folds one event in
 place); `build_view` turns it into the frozen RunView the widgets read. `RunFold` also
 keeps each attempt's log lines. `ReplayTimeline` gives the state at any position: it
 folds forward from where it is, and folds again from the start for a step back (the fold
@@ -16,10 +16,9 @@ from collections.abc import Iterable, Sequence
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.view import EMPTY_VIEW, RunView
+from kernelladder.engine import RunState, apply, best_baseline_name, new_state, standing_counts
 from kernelladder.engine import events as ev
 from kernelladder.engine import state as st
-from kernelladder.engine.standing_rank import best_baseline_name, standing_counts
-from kernelladder.engine.state import RunState, apply, new_state
 
 
 def build_view(s: RunState) -> RunView:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.app import view as v
-from kernelladder.engine.standing_rank import best_baseline_name, judged_rows, standing_counts
-from kernelladder.verifier.verdict import PRACTICAL_MARGIN, versus_fastest_baseline
+from kernelladder.engine import best_baseline_name, judged_rows, standing_counts
+from kernelladder.verifier.contract.verdict import PRACTICAL_MARGIN, versus_fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
 MARKS = {

@@ -21,8 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.app.format import duration, standing_summary
+from kernelladder.engine import RunState, apply, new_state
 from kernelladder.engine import events as ev
-from kernelladder.engine.state import RunState, apply, new_state
 
 REFRESH_HZ = 4
 RECENT_ATTEMPTS = 8

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.message import Message
 
-from kernelladder.engine.events import Event
+from kernelladder.engine import Event
 
 
 class EventsArrived(Message):

@@ -14,7 +14,7 @@ async def start_remote_runner(run: Any, ask_trust: Callable[[Any], Awaitable[boo
     key. A start that succeeds is the run's (the runner starts once); a failure (or a
     refusal) is handed to the run, which records it as its own start failure without
     connecting again."""
-    from kernelladder.engine.runners.ssh.link import HostKeyError, trust_host_key
+    from kernelladder.engine import HostKeyError, trust_host_key
 
     runner = getattr(run, "runner", None)
     if runner is None:

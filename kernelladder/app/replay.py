@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelladder.app.folding import ReplayTimeline
-from kernelladder.engine.events import Event, RunFinished
-from kernelladder.engine.log import read_events, read_log, writer_active
+from kernelladder.engine import Event, RunFinished, read_events, read_log, writer_active
 
 TORN_ENDING = "the log ends in a torn line (the run was killed)"  # as `kernelladder replay`
 

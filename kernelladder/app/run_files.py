@@ -6,11 +6,11 @@ selected attempt's files are ever read. Nothing here imports textual or torch.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.ops.registry import start_path
+from kernelladder.verifier.contract.verdict import Verdict
 
 
 class RunFiles:
@@ -49,11 +49,8 @@ class RunFiles:
 
 
 def starting_candidate(op: str) -> str | None:
-    """The built-in op's starting candidate, read as a file (importing ops needs torch)."""
-    spec = importlib.util.find_spec("kernelladder")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "ops" / "candidates" / f"{op}.py"
+    """The built-in op's starting candidate, read as a file (the op's spec needs torch)."""
+    path = start_path(op)
     if not path.is_file():
         return None
     return path.read_text(encoding="utf-8", errors="replace")

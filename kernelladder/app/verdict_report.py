@@ -12,13 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelladder.app.format import versus_timing
-from kernelladder.engine.standing_rank import (
+from kernelladder.engine import (
     best_baseline_name,
     merit_from_timings,
     standing_counts,
     standing_shapes,
 )
-from kernelladder.verifier.verdict import (
+from kernelladder.verifier.contract.verdict import (
     BEATS_EVERY_BASELINE,
     FAIL,
     PASS,
@@ -298,7 +298,7 @@ def held_mark(state: Any, attempt: int) -> str:
     """What the end's re-measure said of the run's best: "confirmed", "confirmed (#30 did
     not hold)" when the first best did not hold and this one did, "none of 3 re-measured
     held" when none did; "" when it was not re-measured."""
-    from kernelladder.engine.state import closest_to_holding
+    from kernelladder.engine import closest_to_holding
 
     mine = state.confirmations.get(attempt)
     if mine is None:
@@ -334,7 +334,7 @@ def best_standing_line(state: Any) -> str | None:
 def confirmation_lines(state: Any) -> str | None:
     """The end's re-measures (BestConfirmed), one line each, and when none held, which
     came closest; None when there were none."""
-    from kernelladder.engine.state import closest_to_holding
+    from kernelladder.engine import closest_to_holding
 
     if not state.confirmations:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-# Attempt states (the engine's words, engine/state.py).
+# Attempt states (the engine's words, engine/record/state.py).
 ATTEMPT_PROPOSED = "proposed"
 ATTEMPT_GATED = "gated"
 ATTEMPT_VETOED = "vetoed"

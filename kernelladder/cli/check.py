@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -103,7 +103,7 @@ def _progress_printer(enabled: bool) -> Any:
 def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
     """The one place a verdict is obtained (a remote runner can replace this function)."""
     from kernelladder.cli.common import remote_requested, verify_remote
-    from kernelladder.verifier.client import verify_sync
+    from kernelladder.verifier.host.client import verify_sync
 
     request = {
         "op": op_wire,
@@ -128,7 +128,7 @@ def _verify(args: argparse.Namespace, op_wire: Any, source: str) -> Verdict:
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
     """The --json object: the Verdict plus `times` (per shape) and the standing (vs best,
     per shape against the fastest baseline, the geomean's noise) at the top level."""
-    from kernelladder.engine.standing_rank import merit_from_timings, standing_shapes
+    from kernelladder.engine import merit_from_timings, standing_shapes
 
     d = verdict.to_dict()
     merit = merit_from_timings(
@@ -177,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
     op_wire = _resolve_op(args.op)
     source = _read_text(args.candidate, "candidate file")
     from kernelladder.cli.common import load_remote, remote_requested, require_local_gpu
-    from kernelladder.engine.options import RunOptions
-    from kernelladder.engine.runners import default_device
+    from kernelladder.engine import RunOptions, default_device
 
     remote = remote_requested(args)
     if remote:
@@ -188,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     # the device a run would verify on (remote: the box's GPU unless --device cpu)
     args.device = default_device(RunOptions(op=args.op, device=args.device, remote=remote))
 
-    from kernelladder.verifier.client import WorkerUnavailable
+    from kernelladder.verifier.host.client import WorkerUnavailable
 
     try:
         verdict = _verify(args, op_wire, source)

@@ -12,13 +12,12 @@ import os
 from typing import Any
 
 from kernelladder.cli import UsageError
-from kernelladder.verifier import sandbox as sandbox_env
+from kernelladder.verifier.contract import sandbox as sandbox_env
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_remote_flag: bool = True) -> None:
     """The SSH settings (REMOTE_SETTINGS), after --remote as a run declares it."""
-    from kernelladder.engine.options import OPTION_OF_FIELD, REMOTE
-    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+    from kernelladder.engine import OPTION_OF_FIELD, REMOTE, REMOTE_SETTINGS
 
     group = parser.add_argument_group(REMOTE)
     if with_remote_flag:
@@ -71,7 +70,7 @@ def ray_requested(args: Any) -> bool:
 def ray_settings(args: Any) -> tuple[str, int | None]:
     """(address, slots) of a Ray run; UsageError (one line, exit 2) for a missing ray, a
     missing address or a bad slot count. Never imports ray."""
-    from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed, resolve_address
+    from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
 
     if getattr(args, "runner", None) == "local":
         raise UsageError("--ray-address and --ray-slots go with --runner ray")
@@ -95,7 +94,7 @@ def remote_requested(args: Any) -> bool:
     """--remote, or a host given explicitly (--ssh-target / --remote-config imply it). An
     empty one counts too (`--ssh-target "$UNSET"`): its check says so, instead of the
     run going local without a word."""
-    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+    from kernelladder.engine import REMOTE_SETTINGS
 
     names_a_host = [s.dest for s in REMOTE_SETTINGS if s.field in ("target", "config")]
     return bool(getattr(args, "remote", False)) or any(
@@ -105,14 +104,14 @@ def remote_requested(args: Any) -> bool:
 
 def remote_settings(args: Any) -> Any:
     """The RemoteSettings the command line gave (None where an option was not given)."""
-    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS, RemoteSettings
+    from kernelladder.engine import REMOTE_SETTINGS, RemoteSettings
 
     return RemoteSettings(**{s.field: getattr(args, s.dest, None) for s in REMOTE_SETTINGS})
 
 
 def load_remote(args: Any) -> Any:
     """The RemoteConfig the options and environment describe; UsageError when bad."""
-    from kernelladder.engine.runners.ssh.config import RemoteConfigError, load_remote_config
+    from kernelladder.engine import RemoteConfigError, load_remote_config
 
     try:
         return load_remote_config(remote_settings(args))
@@ -123,7 +122,7 @@ def load_remote(args: Any) -> Any:
 def remote_options(args: Any) -> dict[str, Any]:
     """What RunOptions.remote_config records (so `--resume` reconnects the same way): the
     settings given, keyed by RemoteSettings field."""
-    from kernelladder.engine.runners.ssh.config import REMOTE_SETTINGS
+    from kernelladder.engine import REMOTE_SETTINGS
 
     return {
         s.field: getattr(args, s.dest)
@@ -134,7 +133,7 @@ def remote_options(args: Any) -> dict[str, Any]:
 
 def require_local_gpu(device: str | None) -> None:
     """`--device cuda` on a machine without a GPU: one line, before anything is done."""
-    from kernelladder.engine.runners import default_device as local_device
+    from kernelladder.engine import default_device as local_device
 
     if device == "cuda" and local_device() != "cuda":
         raise UsageError("--device cuda: no CUDA GPU is available here (use --device cpu)")
@@ -148,9 +147,8 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     import asyncio
     from dataclasses import replace
 
-    from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-    from kernelladder.engine.runners.ssh.link import RemoteError
-    from kernelladder.verifier.client import WorkerUnavailable
+    from kernelladder.engine import RemoteError, RunnerLost, VerifyRequest
+    from kernelladder.verifier.host.client import WorkerUnavailable
 
     config = load_remote(args)
     first = config.hosts[0]  # one candidate needs one worker: the first GPU of the first host
@@ -166,7 +164,7 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
     )
 
     async def once() -> Any:
-        from kernelladder.engine.runners.ssh.pool import make_remote_runner
+        from kernelladder.engine import make_remote_runner
 
         runner = make_remote_runner(config, device=verify_request.device)
         try:

@@ -36,7 +36,7 @@ from kernelladder.cli.doctor_probes import (
     sandbox_probe,
 )
 from kernelladder.cli.doctor_remote import ray_checks, remote_checks
-from kernelladder.verifier import calibration
+from kernelladder.verifier.host import calibration
 
 MIN_PYTHON = (3, 11)
 
@@ -148,14 +148,14 @@ def all_ok(checks: list[Check]) -> bool:
 
 
 def sandbox_mode(args: Any) -> str:
-    from kernelladder.verifier.sandbox import mode_from_env
+    from kernelladder.verifier.contract.sandbox import mode_from_env
 
     return getattr(args, "sandbox", None) or mode_from_env()
 
 
 def _ray_address(args: Any) -> str | None:
     """The cluster `--ray` checks (UsageError, one line, for a missing ray or address)."""
-    from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed, resolve_address
+    from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
 
     if not args.ray and args.ray_address is None:
         return None
@@ -222,8 +222,7 @@ async def openai_check(base_url: str | None) -> Check:
     """The models an OpenAI-compatible server lists (GET /models)."""
     if _module_version("openai") is None:
         return Check("local", "openai server", FAIL, "openai not installed (pip install openai)")
-    from kernelladder.engine.proposers.openai_chat import list_models
-    from kernelladder.engine.protocols import ProposerError
+    from kernelladder.engine import ProposerError, list_models
 
     try:
         url, names = await list_models(base_url)
@@ -237,7 +236,7 @@ async def openai_check(base_url: str | None) -> Check:
 
 RATES_PROBE = """\
 import json, torch
-from kernelladder.verifier.timing import GpuTimer
+from kernelladder.verifier.worker.timing import GpuTimer
 print(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                   "rates": GpuTimer("cuda").rates()}))
 """
@@ -278,9 +277,9 @@ def rates_check(recalibrate: bool) -> Check:
 
 
 def kept_workers_check(stop: bool = False) -> Check:
-    """The verifier workers the keeper holds for the next local run (verifier/keeper.py):
+    """The verifier workers the keeper holds for the next local run (verifier/host/keeper.py):
     pid, device, age, recipe; with `stop`, the keeper stopped and they with it."""
-    from kernelladder.verifier import keeper
+    from kernelladder.verifier.host import keeper
 
     where = keeper.socket_path()
     try:
@@ -314,7 +313,7 @@ def kept_workers_check(stop: bool = False) -> Check:
 
 def ncu_check(has_gpu: bool) -> Check:
     """Nsight Compute for --profile auto: found, and able to read the GPU's counters."""
-    from kernelladder.verifier.profile import availability, find_ncu
+    from kernelladder.verifier.host.profile import availability, find_ncu
 
     ncu = find_ncu()
     if ncu is None:

@@ -44,7 +44,7 @@ print(json.dumps(out))
 
 
 # The walls a worker would get, tried in a throwaway child of the interpreter being
-# checked: verifier/sandbox.py's own source (stdlib only, so it runs on a box before any
+# checked: verifier/contract/sandbox.py's own source (stdlib only, so it runs on a box before any
 # sync) followed by this footer; prints one JSON object.
 SANDBOX_PROBE_FOOTER = """
 import json as _json, os as _os, shutil as _shutil, socket as _socket, tempfile as _tempfile
@@ -92,7 +92,7 @@ def sandbox_probe(mode: str = "auto") -> str:
     """Python source that tries the walls (see SANDBOX_PROBE_FOOTER)."""
     from pathlib import Path
 
-    from kernelladder.verifier import sandbox
+    from kernelladder.verifier.contract import sandbox
 
     source = Path(sandbox.__file__).read_text(encoding="utf-8")
     return source + f"\n_MODE = {mode!r}\n" + SANDBOX_PROBE_FOOTER

@@ -36,7 +36,7 @@ async def remote_checks(
 async def host_checks(
     host: Any, *, trust: bool, interactive: bool, device: str = "cuda", sandbox: str = "auto"
 ) -> list[Check]:
-    from kernelladder.engine.runners.ssh.link import (
+    from kernelladder.engine import (
         HostKeyError,
         HostLink,
         RemoteError,
@@ -129,7 +129,7 @@ async def host_checks(
 def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
     """The box's CUDA_VISIBLE_DEVICES and the devices the configured GPU indices become
     (workers get the same mapping: runners.ssh.config.physical_gpus)."""
-    from kernelladder.engine.runners.ssh.config import RemoteConfigError, physical_gpus
+    from kernelladder.engine import RemoteConfigError, physical_gpus
 
     visible = visible if isinstance(visible, str) else None
     shown = "CUDA_VISIBLE_DEVICES not set" if visible is None else f"CUDA_VISIBLE_DEVICES={visible}"
@@ -146,7 +146,7 @@ def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
 async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
     """The cluster: connect, then per node its GPUs and what its Python offers (a probe
     task pinned to the node, with the package shipped as the runner ships it)."""
-    from kernelladder.engine.runners import ray as ray_runner
+    from kernelladder.engine import ray_runner
 
     scope = "ray"
     try:

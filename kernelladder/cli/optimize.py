@@ -25,7 +25,7 @@ from kernelladder.cli.run_arguments import (
     resume_overrides,
     unpriced_notice,
 )
-from kernelladder.engine.options import OPTIMIZE
+from kernelladder.engine import OPTIMIZE
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -51,7 +51,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _recorded_files(run_dir: Path) -> list[str]:
     """What a run would overwrite in `run_dir`: meta.json and anything under attempts/."""
-    from kernelladder.engine.log import ATTEMPTS_DIR, META_FILE
+    from kernelladder.engine import ATTEMPTS_DIR, META_FILE
 
     found = [META_FILE] if (run_dir / META_FILE).exists() else []
     try:
@@ -66,8 +66,7 @@ def _check_new_run_dir(run_dir: str | None) -> None:
     """A new run needs a directory it can own: new or empty; not a file, not one holding
     a run's files without its log (they were never this run's), not one holding other
     files (a run would be mixed into them). create_run refuses a whole run."""
-    from kernelladder.engine.control import DETACHED_LOG
-    from kernelladder.engine.log import EVENTS_FILE
+    from kernelladder.engine import DETACHED_LOG, EVENTS_FILE
 
     if run_dir is None:
         return
@@ -95,7 +94,7 @@ def _check_new_run_dir(run_dir: str | None) -> None:
 def _check_resumable(run_dir: str) -> None:
     """A log with no events beside recorded attempts lost its history: a resume would
     start numbering at 1 again and overwrite those attempts."""
-    from kernelladder.engine.log import ATTEMPTS_DIR, read_log
+    from kernelladder.engine import ATTEMPTS_DIR, read_log
 
     path = Path(run_dir)
     if not read_log(path).events and f"{ATTEMPTS_DIR}/" in _recorded_files(path):
@@ -109,7 +108,7 @@ def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
     made or its log touched (as `check --device cuda` does); remote runs use the box's."""
     if options.ray_address is not None:
-        from kernelladder.engine.runners.ray import MISSING_RAY, ray_installed
+        from kernelladder.engine import MISSING_RAY, ray_installed
 
         if not ray_installed():
             raise UsageError(MISSING_RAY)
@@ -125,14 +124,14 @@ def _os_error_line(exc: OSError) -> str:
 def _start_workers_ahead(options: Any) -> None:
     """A GPU run's workers start now, while this process imports torch and builds the
     run (engine/runners/local.py); a run that then fails to build kills them."""
-    from kernelladder.engine.runners.local import start_workers_ahead
+    from kernelladder.engine import start_workers_ahead
 
     with contextlib.suppress(Exception):
         start_workers_ahead(options)
 
 
 def _discard_workers_ahead() -> None:
-    from kernelladder.verifier.pool import discard_unclaimed
+    from kernelladder.verifier.host.pool import discard_unclaimed
 
     discard_unclaimed()
 
@@ -150,10 +149,15 @@ def build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list
 
 
 def _build_run(args: argparse.Namespace, *, interactive: bool) -> tuple[Any, list[str]]:
-    from kernelladder.engine.engine import create_run, resume_run
-    from kernelladder.engine.log import LogError, read_meta
-    from kernelladder.engine.options import RunOptions, unattended_gate_policy
-    from kernelladder.engine.protocols import ProposerError
+    from kernelladder.engine import (
+        LogError,
+        ProposerError,
+        RunOptions,
+        create_run,
+        read_meta,
+        resume_run,
+        unattended_gate_policy,
+    )
 
     for flag in ("--resume", "--run-dir", "--replay-from", "--hints"):
         value = getattr(args, flag[2:].replace("-", "_"), None)
@@ -246,7 +250,7 @@ async def drive(run: Any, view: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from kernelladder.app.headless import HeadlessView
     from kernelladder.engine import events as ev
-    from kernelladder.engine.summary import summarize
+    from kernelladder.engine import summarize
 
     interactive = sys.stdin.isatty()
     # detached, an attached app answers ask-gates (none is asked on stdin)

@@ -41,8 +41,7 @@ def read_run_log(run_dir: str | Path) -> Any:
     (standing_backfill), so an old run leads with its standing as a new one does."""
     import dataclasses
 
-    from kernelladder.engine.log import LogError, read_log
-    from kernelladder.engine.standing_backfill import fill_standing
+    from kernelladder.engine import LogError, fill_standing, read_log
 
     try:
         read = read_log(run_dir)
@@ -55,7 +54,7 @@ def read_run_log(run_dir: str | Path) -> Any:
 
 
 def load_state(run_dir: str) -> Any:
-    from kernelladder.engine.state import fold
+    from kernelladder.engine import fold
 
     read = read_run_log(run_dir)
     return fold(read.events), read.torn
@@ -78,15 +77,18 @@ def compare_verdicts(old: dict[str, Any], new: Any) -> dict[str, Any] | None:
 
 
 async def reverify(run_dir: str, state: Any, device: str | None, timeout_s: float) -> dict:
-    from kernelladder.engine.engine import OpInfo, one_line
-    from kernelladder.engine.log import (
+    from kernelladder.engine import (
+        LocalRunner,
         LogError,
+        OpInfo,
+        RunnerLost,
+        VerifyRequest,
+        default_device,
+        one_line,
         read_attempt_source,
         read_attempt_verdict,
         read_meta,
     )
-    from kernelladder.engine.protocols import RunnerLost, VerifyRequest
-    from kernelladder.engine.runners import LocalRunner, default_device
 
     try:
         op = OpInfo.from_dict(read_meta(run_dir)["op"])
@@ -151,9 +153,7 @@ def _check_reverify_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelladder.engine.log import writer_active
-    from kernelladder.engine.protocols import RunnerLost
-    from kernelladder.engine.summary import summarize
+    from kernelladder.engine import RunnerLost, summarize, writer_active
 
     if args.reverify:
         _check_reverify_options(args)

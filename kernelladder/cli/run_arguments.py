@@ -19,14 +19,7 @@ from kernelladder.cli.common import (
     remote_options,
     remote_requested,
 )
-from kernelladder.engine.options import (
-    OPTIMIZE,
-    REMOTE,
-    RUN_OPTIONS,
-    RunOption,
-    RunOptions,
-    run_options,
-)
+from kernelladder.engine import OPTIMIZE, REMOTE, RUN_OPTIONS, RunOption, RunOptions, run_options
 
 MODEL_PROPOSERS = ("api", "openai", "code")  # the proposers that ask a model over a network
 
@@ -116,7 +109,7 @@ def _read_hints(path: str | None) -> str | None:
 def _checked_hints(text: str | None, path: str, op: str) -> str | None:
     """Hints with a line not understood (the op's vocabulary) are refused, as the app's
     editor refuses them: such a line would have no effect anywhere."""
-    from kernelladder.engine.hints import op_vocabulary, refusal
+    from kernelladder.engine import op_vocabulary, refusal
 
     if text is not None and (why := refusal(text, op_vocabulary(op))):
         raise UsageError(f"hints file {path}: {why}")
@@ -170,7 +163,7 @@ def unpriced_notice(options: Any) -> list[str]:
     """The run says once, at its start, that it counts tokens and not dollars."""
     if options.proposer != "openai":
         return []
-    from kernelladder.engine.proposers.openai_chat import price_of
+    from kernelladder.engine import price_of
 
     if price_of(options.model, options.price_in, options.price_out) is not None:
         return []
@@ -198,7 +191,7 @@ def _check_priced_budget(given: dict[str, Any]) -> None:
         raise UsageError("--request-timeout: only with --proposer api, openai or code")
     if given.get("proposer") != "openai" or given.get("budget_usd") is None:
         return
-    from kernelladder.engine.proposers.openai_chat import price_of
+    from kernelladder.engine import price_of
 
     if price_of(given.get("model"), given.get("price_in"), given.get("price_out")) is None:
         raise UsageError(

@@ -34,7 +34,7 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 
 def add_parser(subparsers: Any) -> None:
     from kernelladder.cli.run_arguments import add_run_arguments
-    from kernelladder.engine.options import SERVE
+    from kernelladder.engine import SERVE
 
     p = subparsers.add_parser(
         "serve",
@@ -123,7 +123,7 @@ def _run_dir_given(args: argparse.Namespace) -> Path | None:
 
 def _start_run(args: argparse.Namespace) -> Path:
     from kernelladder.app.attach import AttachError, start_detached
-    from kernelladder.engine.engine import new_run_id
+    from kernelladder.engine import new_run_id
 
     if args.resume is not None:
         run_dir, new_run = Path(args.resume), False
@@ -146,8 +146,7 @@ def _start_run(args: argparse.Namespace) -> Path:
 def _run_dir(args: argparse.Namespace) -> Path:
     """The run to serve: RUN_DIR as given (live: attached; not running: replayed), or
     one started here in the background."""
-    from kernelladder.engine.control import AttachError, live_owner
-    from kernelladder.engine.log import read_log
+    from kernelladder.engine import AttachError, live_owner, read_log
 
     run_dir = _run_dir_given(args)
     if run_dir is None:
@@ -212,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         title=f"KernelLadder: {run_dir.name}" + (" (read-only)" if args.read_only else ""),
     )
     server.serve_on(sock)
-    from kernelladder.engine.log import writer_active
+    from kernelladder.engine import writer_active
 
     going = "; the run goes on" if writer_active(run_dir) else ""
     print(

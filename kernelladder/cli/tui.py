@@ -20,7 +20,7 @@ from typing import Any
 from kernelladder.cli import ArgumentParser, UsageError, stdout_to_devnull
 from kernelladder.cli.optimize import build_run
 from kernelladder.cli.run_arguments import add_run_arguments, optimize_argv
-from kernelladder.engine.options import TUI
+from kernelladder.engine import TUI
 
 PROG = "kernelladder-tui"
 
@@ -116,7 +116,7 @@ def _headless_replay(run_dir: Path) -> int:
     from rich.console import Console
 
     from kernelladder.app.headless import event_line, render_state
-    from kernelladder.engine.state import apply, new_state
+    from kernelladder.engine import apply, new_state
 
     state = new_state()
     for event in _load(run_dir):
@@ -240,7 +240,7 @@ def _attached_run(args: argparse.Namespace) -> Any:
         elif args.run_dir:
             run_dir, new_run = Path(args.run_dir), False  # already in the arguments
         else:
-            from kernelladder.engine.engine import new_run_id
+            from kernelladder.engine import new_run_id
 
             run_dir, new_run = Path("runs") / new_run_id(Path(args.op).stem), True
         process = start_detached(optimize_argv(args), run_dir, new_run=new_run)

@@ -137,7 +137,7 @@ def run_deploy(
     }
     from kernelladder.deploy.kernel_source import load_hook, load_kernel
     from kernelladder.deploy.placement import HookError, place, unpatched_twin
-    from kernelladder.verifier.candidate import LoadFailure
+    from kernelladder.verifier.worker.candidate import LoadFailure
 
     say(f"loading the kernel ({kernel.label})")
     loaded = None
@@ -253,7 +253,7 @@ def _run_live(run_dir: str | None) -> bool:
     """Whether the kernel's run is live now: its verifications may share the GPU."""
     if not run_dir:
         return False
-    from kernelladder.engine.log import writer_active
+    from kernelladder.engine import writer_active
 
     return writer_active(run_dir)
 
@@ -278,7 +278,7 @@ def _prepare_triton(device: str) -> None:
                 "TRITON_INTERPRET=1 to run the kernel on the CPU"
             )
         os.environ["TRITON_INTERPRET"] = "1"
-    from kernelladder.verifier import interp_patch
+    from kernelladder.verifier.worker import interp_patch
 
     interp_patch.apply()
 

@@ -2,7 +2,7 @@
 it), or a file with the op named; and, for a workspace, its deploy.py hook.
 
 The kernel is the user's own found kernel: it runs in this process, loaded as the
-verifier loads a candidate (verifier/candidate.py), not in the verifier's sandbox.
+verifier loads a candidate (verifier/worker/candidate.py), not in the verifier's sandbox.
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ class KernelSource:
 def from_run(run_dir: str, attempt: int | None = None) -> KernelSource:
     """The run's best that held, or attempt `attempt`; DeployError (one line) when the
     run cannot be read or holds no such kernel."""
-    from kernelladder.engine.log import LogError, read_attempt_source, read_log, read_meta
-    from kernelladder.engine.op_info import OpInfo
-    from kernelladder.engine.state import fold
+    from kernelladder.engine import LogError, OpInfo, fold, read_attempt_source, read_log, read_meta
 
     try:
         read = read_log(run_dir)
@@ -147,9 +145,9 @@ class LoadedKernel:
 
 def load_kernel(kernel: KernelSource, device: str) -> LoadedKernel:
     """The kernel's entry point, loaded as the verifier loads a candidate. LoadFailure
-    (verifier/candidate.py) with one line when it does not load."""
+    (verifier/worker/candidate.py) with one line when it does not load."""
     from kernelladder.ops.registry import op_from_wire
-    from kernelladder.verifier import candidate
+    from kernelladder.verifier.worker import candidate
 
     spec = op_from_wire(kernel.op_wire)
     scratch = tempfile.mkdtemp(prefix="kernelladder-deploy-")

@@ -37,7 +37,7 @@ from kernelladder.deploy.calls import CallFailure, KernelCalls, compare_tensors
 from kernelladder.deploy.opaque import opaque_kernel
 
 ATTENTION_NAME = "kernelladder"
-OP_EPS = {"rmsnorm": 1e-6}  # ops/rmsnorm.py: the op's contract fixes eps
+OP_EPS = {"rmsnorm": 1e-6}  # ops/rmsnorm/spec.py: the op's contract fixes eps
 
 
 @dataclass
@@ -211,7 +211,7 @@ def _place_attention(kernel: Any, model: Any, calls: KernelCalls) -> Placement:
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    from kernelladder.ops.attention import ATTENTION_TOL
+    from kernelladder.ops.attention.spec import ATTENTION_TOL
 
     can_set = getattr(model, "_can_set_attn_implementation", None)
     if callable(can_set) and not can_set():
@@ -322,7 +322,7 @@ def _attention_unsupported(
 def _place_kv_quant(kernel: Any, model: Any, calls: KernelCalls) -> Placement:
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
-    from kernelladder.ops.kv_quant import KV_QUANT
+    from kernelladder.ops.kv_quant.spec import KV_QUANT
     from kernelladder.ops.spec import Shape
 
     opaque = opaque_kernel("kv_quant", kernel)
@@ -412,8 +412,8 @@ def _place_kv_quant(kernel: Any, model: Any, calls: KernelCalls) -> Placement:
 
 
 def _place_int8_matmul(kernel: Any, model: Any, calls: KernelCalls) -> Placement:
-    from kernelladder.ops.int8_matmul import INT8_MATMUL
-    from kernelladder.ops.kv_quant import QMAX
+    from kernelladder.ops.int8_matmul.spec import INT8_MATMUL
+    from kernelladder.ops.kv_quant.spec import QMAX
     from kernelladder.ops.spec import Shape
 
     layers = _decoder_layers(model)

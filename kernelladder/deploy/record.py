@@ -3,7 +3,7 @@
 
 A run no process writes is appended to directly (the log's writer lock, held for the
 append); a live run's engine records it itself, sent through the run's control channel
-(engine/control.py), so the log keeps one writer.
+(engine/run/control.py), so the log keeps one writer.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ def event_fields(result: dict[str, Any]) -> dict[str, Any]:
 def record(run_dir: str, result: dict[str, Any]) -> Recorded:
     """Append the result's DeployChecked event to the run's log (or have the live run do
     it). Never raises for a log it cannot write: the Recorded says why."""
-    from kernelladder.engine.control import read_owner
-    from kernelladder.engine.log import LogError, writer_active
+    from kernelladder.engine import LogError, read_owner, writer_active
 
     fields = event_fields(result)
     deadline = time.monotonic() + WRITER_WAIT_S
@@ -65,9 +64,7 @@ def record(run_dir: str, result: dict[str, Any]) -> Recorded:
 
 
 def _append(run_dir: str, fields: dict[str, Any]) -> int:
-    from kernelladder.engine.commands import deploy_event
-    from kernelladder.engine.log import EventLog, read_events
-    from kernelladder.engine.state import fold
+    from kernelladder.engine import EventLog, deploy_event, fold, read_events
 
     log = EventLog(run_dir)  # takes the writer lock (LogError when a run holds it)
     try:
@@ -78,7 +75,7 @@ def _append(run_dir: str, fields: dict[str, Any]) -> int:
 
 
 async def _send(path: str, fields: dict[str, Any]) -> Any:
-    from kernelladder.engine.control import ControlClient
+    from kernelladder.engine import ControlClient
 
     client = ControlClient(path)
     try:

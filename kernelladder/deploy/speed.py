@@ -61,8 +61,8 @@ def time_variants(
 ) -> dict[str, Any]:
     """The timing table (rows per variant, patched against unpatched); `clock` and
     `compile_model` are for tests on the CPU (the CLI times only on a GPU)."""
-    from kernelladder.verifier.paired_rounds import paired_result
-    from kernelladder.verifier.timing import summarize
+    from kernelladder.verifier.worker.paired_rounds import paired_result
+    from kernelladder.verifier.worker.timing import summarize
 
     say = on_progress or (lambda _line: None)
     kw = forward_kwarg(model)

@@ -1,8 +1,6 @@
-"""The engine's seams: runners (where candidates are verified), proposers (who writes
-them) and the steering API (what the TUI calls). Implementations live beside this file:
-runners/ (local.py: the local worker pool; ssh/: remote hosts), proposers/ (search, api, code, replay),
-engine.py (the run itself implements RunControl).
-"""
+"""The engine's seams: Runner (where candidates are verified), Proposer (who writes
+them), RunControl (the steering API the app calls) and the requests and proposals that
+cross them, with the bases that declare a backend's optional hooks."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 # --- runners --------------------------------------------------------------------------
 
@@ -34,7 +32,7 @@ class VerifyRequest:
     paired_min_rounds: int | None = None
     fresh_worker: bool = False
     unseen_seed: int | None = None  # None: fresh unseen shapes (a verdict names its seed)
-    pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/gates.py)
+    pipeline: bool = False  # compile ahead, then the GPU per stage (verifier/worker/gates.py)
     # the branch's best ({"attempt", "timings": {shape: ms}, "noise"}): a candidate clearly
     # slower at the largest shape stops after a first look (None: every shape in full)
     early_stop: dict[str, Any] | None = None
@@ -115,7 +113,7 @@ class RunnerBase:
       and compile op's baselines there, so the end's re-measure does not wait for a
       worker's start or a compile; by default nothing.
     - hand_back_workers(): at the run's end, before RunFinished, keep the idle workers
-      warm for the next run (the local runner hands them to verifier/keeper.py) and say
+      warm for the next run (the local runner hands them to verifier/host/keeper.py) and say
       so in a notice; by default nothing (close() shuts them down).
     """
 
@@ -205,7 +203,7 @@ class ProposalContext:
     stagnation_limit: int | None = None  # the stagnation exit rule (None: off)
     profile: dict[str, Any] | None = None  # Nsight Compute summary of the parent, if taken
     hardware: dict[str, Any] | None = None  # the GPU the verifier judges on, if known
-    # the branch's line (engine/branch_line.py): the family it works in, and the families
+    # the branch's line (engine/run/branch_line.py): the family it works in, and the families
     # it may not change to, with why (another live branch's line, one it left, a veto)
     line_family: str | None = None
     closed_families: Mapping[str, str] = field(default_factory=dict)

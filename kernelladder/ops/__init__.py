@@ -1,1 +1,1 @@
-"""Layer: the fixed op contracts (imports torch only)."""
+"""Layer: the fixed op contracts, one folder per built-in op (imports torch only)."""

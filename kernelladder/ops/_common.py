@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from kernelladder.ops.spec import ANY_SIZE_RULE, SANDBOX_RULE, Mismatch, Tolerance
-
-CANDIDATES_DIR = Path(__file__).resolve().parent / "candidates"
 
 # From this many elements inputs are drawn on the device itself (a CPU draw of a
 # 268M-element tensor takes seconds, of a 4M-element one 28 ms on the H200's host
@@ -32,10 +29,6 @@ ELEMENTWISE_TOL: dict[torch.dtype, Tolerance] = {
     torch.float16: Tolerance(atol=2.0**-23, rtol=2.0**-9),
     torch.float64: Tolerance(atol=1e-300, rtol=1e-12),
 }
-
-
-def candidate_path(op_name: str) -> str:
-    return str(CANDIDATES_DIR / f"{op_name}.py")
 
 
 def generator(seed: int, device: str, numel: int) -> torch.Generator:

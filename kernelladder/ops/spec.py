@@ -61,7 +61,7 @@ class Mismatch:
     reason: str = ""  # e.g. "nan where reference is finite", "int8 code off by 3"
 
 
-# What the sandbox allows a candidate (verifier/sandbox.py), for every op's FENCE.
+# What the sandbox allows a candidate (verifier/contract/sandbox.py), for every op's FENCE.
 SANDBOX_RULE = (
     "The candidate runs walled in: it may allocate tensors, read its inputs, compile and "
     "launch Triton kernels (@triton.autotune too) and write its working directory and "

@@ -13,7 +13,7 @@ from kernelladder.app.screens.main import (
     STEERING_ACTIONS,
     MainScreen,
 )
-from kernelladder.engine.control import STEERING_COMMANDS
+from kernelladder.engine.run.control import STEERING_COMMANDS
 
 
 def test_each_action_is_one_row_and_every_view_is_built_from_the_rows():

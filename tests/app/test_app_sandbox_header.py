@@ -6,8 +6,8 @@ from __future__ import annotations
 from kernelladder.app import view as v
 from kernelladder.app.folding import build_view
 from kernelladder.app.widgets.run_header import header_line
-from kernelladder.engine import events as ev
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import fold
 
 OFF = "off (the kernel has no Landlock (ENOSYS; Linux < 5.13))"
 

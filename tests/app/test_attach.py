@@ -21,12 +21,12 @@ from kernelladder.app import view as v
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.attach import AttachedRun, AttachError
 from kernelladder.app.modals.leave_run import LeaveRunScreen
-from kernelladder.engine import events as ev
-from kernelladder.engine.control import OWNER_FILE, live_owner, read_owner
-from kernelladder.engine.engine import create_run, resume_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run, resume_run
 from kernelladder.engine.protocols import ProposerBase
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.control import OWNER_FILE, live_owner, read_owner
+from kernelladder.engine.run.options import RunOptions
 
 SIZE = (150, 44)
 

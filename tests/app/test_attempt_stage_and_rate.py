@@ -13,9 +13,9 @@ from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.folding import build_view
 from kernelladder.app.widgets.run_header import status_line
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
 
 RUN = H200_RUNS / "rmsnorm-search"
 

@@ -18,9 +18,9 @@ from helpers import HeldProposer, ScriptedRunner, move, scripted_op, until
 
 from kernelladder.app.attach import AttachedRun
 from kernelladder.app.headless import HeadlessView
-from kernelladder.engine.control import read_owner
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.run.control import read_owner
+from kernelladder.engine.run.options import RunOptions
 
 
 def gated_run(tmp_path):

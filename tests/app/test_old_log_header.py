@@ -8,7 +8,7 @@ from __future__ import annotations
 from helpers import DATA
 
 from kernelladder.cli.replay import read_run_log
-from kernelladder.engine.state import fold
+from kernelladder.engine.record.state import fold
 
 ATTENTION = DATA / "old-logs" / "attention-2026-11-30"
 

@@ -14,8 +14,8 @@ from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.replay import load_events
 from kernelladder.app.screenshots import SIZE, settle
 from kernelladder.app.widgets.profile_view import NOT_TAKEN, profile_content
-from kernelladder.engine import events as ev
-from kernelladder.verifier.profile import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.verifier.host.profile import summarize
 
 EXAMPLE = EXAMPLES / "cpu-rmsnorm-run"
 NCU = ROOT / "tests" / "data" / "ncu"

@@ -20,9 +20,9 @@ import pytest
 from headless_chromium import Chromium, chromium_path
 from helpers import ROOT, Served, free_port, http_status, stop_owner, websocket_status
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.control import read_owner
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_log
+from kernelladder.engine.run.control import read_owner
 
 pytestmark = [
     pytest.mark.slow,

@@ -33,8 +33,8 @@ from helpers import EXAMPLES, Served, free_port, http_status, stop_owner, websoc
 from reverse_proxy import ReverseProxy
 
 from kernelladder.app.attach import start_detached
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_log
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from helpers import live_app, logged, ready, until
 
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 
 
 async def test_a_read_only_app_sends_no_steering_and_says_why(tmp_path):

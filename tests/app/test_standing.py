@@ -68,14 +68,14 @@ def test_replay_prints_the_standing_after_the_best():
 def _verdict(run: Path, n: int):
     import json
 
-    from kernelladder.verifier.verdict import Verdict
+    from kernelladder.verifier.contract.verdict import Verdict
 
     return Verdict.from_dict(json.loads((run / "attempts" / f"{n}.json").read_text()))
 
 
 def test_each_verdict_line_says_where_the_attempt_stands():
     # the engine's one line per verdict (the live view, the app's tree and log, replay)
-    from kernelladder.engine.engine import verdict_line
+    from kernelladder.engine import verdict_line
 
     # vs best leads (against the fastest baseline per shape), the reference second
     assert verdict_line(_verdict(RMSNORM, 5)) == (
@@ -94,7 +94,7 @@ def _demo_with_standing():
     from dataclasses import replace
 
     from kernelladder.app.scripted import demo_script
-    from kernelladder.engine import events as ev
+    from kernelladder.engine.record import events as ev
 
     script = []
     for e in demo_script(attempts=3):
@@ -108,8 +108,8 @@ def _demo_with_standing():
 def test_the_standing_travels_in_the_verdict_event_and_folds_into_the_attempt():
     from dataclasses import replace
 
-    from kernelladder.engine import events as ev
-    from kernelladder.engine.state import apply, new_state
+    from kernelladder.engine.record import events as ev
+    from kernelladder.engine.record.state import apply, new_state
 
     script = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(_demo_with_standing())]
     verdict = next(e for e in script if isinstance(e, ev.VerdictReady) and e.attempt == 2)
@@ -153,9 +153,9 @@ async def test_the_tree_marks_attempts_that_beat_every_baseline():
 def test_the_json_summary_names_the_attempts_that_beat_every_baseline():
     from dataclasses import replace
 
-    from kernelladder.engine.log import read_events
-    from kernelladder.engine.state import fold
-    from kernelladder.engine.summary import summarize
+    from kernelladder.engine.record.log import read_events
+    from kernelladder.engine.record.state import fold
+    from kernelladder.engine.record.summary import summarize
 
     script = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(_demo_with_standing())]
     summary = summarize(fold(script))

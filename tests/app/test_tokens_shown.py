@@ -12,8 +12,8 @@ from rich.console import Console
 from kernelladder.app.folding import build_view, log_line
 from kernelladder.app.headless import event_line, render_state
 from kernelladder.app.widgets.run_header import status_line
-from kernelladder.engine import events as ev
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import fold
 
 
 def run_events(budget_tokens: int | None = 50_000, failed_tokens: int = 700) -> list[ev.Event]:

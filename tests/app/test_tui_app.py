@@ -23,7 +23,7 @@ from kernelladder.app.scripted import ScriptedRun, demo_script
 from kernelladder.app.view import EMPTY_VIEW
 from kernelladder.app.widgets.run_header import NO_GPU
 from kernelladder.app.widgets.speedup_chart import chart_data, draw
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 
 
 def messages(app) -> list[tuple[str, str]]:
@@ -156,7 +156,7 @@ def test_chart_draws_points_best_lines_target_and_band():
     from dataclasses import replace
 
     from kernelladder.app.folding import build_view
-    from kernelladder.engine.state import fold
+    from kernelladder.engine.record.state import fold
 
     events = [replace(e, seq=i, ts=float(i)) for i, e in enumerate(demo_script())]
     view = build_view(fold(events))

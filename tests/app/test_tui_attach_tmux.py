@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, Terminal
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_log
 
 pytestmark = [
     pytest.mark.tmux,
@@ -113,7 +113,7 @@ def test_detach_starts_the_run_in_the_background_and_attaches_to_it(tmp_path):
     import asyncio
 
     from kernelladder.app.attach import AttachedRun
-    from kernelladder.engine.control import read_owner
+    from kernelladder.engine.run.control import read_owner
 
     run_dir = tmp_path / "run"
     app = Terminal(

@@ -114,7 +114,7 @@ async def test_ctrl_c_pressed_again_while_quitting_asks_stops_and_quits(tmp_path
     from helpers import live_app, logged, ready
 
     from kernelladder.app.modals.confirm import ConfirmScreen
-    from kernelladder.engine import events as ev
+    from kernelladder.engine.record import events as ev
 
     app, run = live_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -15,7 +15,7 @@ from helpers import ROOT, replay_app, saved_run, until
 from kernelladder.app.widgets.deploy_view import NOT_YET, DeployView, deploy_content
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.deploy.record import record
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record.log import read_events
 
 RESULT = ROOT / "tests" / "data" / "deploy" / "cpu-rmsnorm-llama-tiny.json"
 

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from kernelladder.app.modals.gate_prompt import GatePrompt
 from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 
 SIZE = (160, 48)
 

@@ -10,7 +10,7 @@ from helpers import cpu_search_app, logged, until
 from textual.widgets import Static
 
 from kernelladder.app.modals.hints_editor import HintsEditor
-from kernelladder.engine import events as ev
+from kernelladder.engine.record import events as ev
 
 SIZE = (160, 48)
 

@@ -10,8 +10,8 @@ from helpers import SIZE, ScriptedProposer, ScriptedRunner, move, scripted_op, u
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.modals.help_screen import HelpScreen
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.run.options import RunOptions
 
 
 def two_gates_app(tmp_path) -> tuple[KernelLadderApp, ScriptedProposer]:
@@ -61,7 +61,7 @@ async def test_an_attached_app_announces_only_the_gates_still_waiting(tmp_path):
     import asyncio
 
     from kernelladder.app.attach import AttachedRun
-    from kernelladder.engine.control import read_owner
+    from kernelladder.engine.run.control import read_owner
 
     owner_app, proposer = two_gates_app(tmp_path)
     run = owner_app.bridge.run

@@ -65,10 +65,10 @@ from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.state import apply, new_state
-from kernelladder.engine.summary import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import apply, new_state
+from kernelladder.engine.record.summary import summarize
 
 PERSON_EXAMPLES = int(os.environ.get("KL_PERSON_EXAMPLES", "6"))
 PERSON_STEPS = int(os.environ.get("KL_PERSON_STEPS", "14"))

@@ -24,8 +24,8 @@ from sshd_fixture import SSHServer, sshd  # noqa: F401 (fixture)
 
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.cli.tui import _make_live_run, build_parser
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
 
 DID_NOT_START = "the runner did not start: "
 

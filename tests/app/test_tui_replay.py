@@ -16,8 +16,8 @@ from helpers import SIZE, live_app, logged, ready, until
 from kernelladder.app.app import KernelLadderApp
 from kernelladder.app.replay import ReplayController, load_events
 from kernelladder.app.scripted import demo_script
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
 
 
 def stamped(script, t0: float = 1_700_000_000.0, step: float = 0.05):

@@ -34,8 +34,8 @@ from kernelladder.app.widgets.run_header import NO_GPU, RunHeader, status_line
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.app.widgets.verdict_view import VerdictView, render_speed
-from kernelladder.engine import events as ev
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.engine.record import events as ev
+from kernelladder.verifier.contract.verdict import Verdict
 
 EXAMPLES = ROOT / "examples"
 CPU_RUN = EXAMPLES / "cpu-rmsnorm-run"  # speed not measured

@@ -17,7 +17,7 @@ from kernelladder.app.folding import build_view
 from kernelladder.app.screenshots import SIZE, settle
 from kernelladder.app.widgets.run_header import status_line
 from kernelladder.app.widgets.speedup_chart import SERIES_FLOOR, chart_data, draw
-from kernelladder.engine.state import fold
+from kernelladder.engine.record.state import fold
 
 RUN = H200_RUNS / "rmsnorm-search"
 

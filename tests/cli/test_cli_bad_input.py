@@ -190,7 +190,7 @@ def test_read_only_run_directories_are_one_line(tmp_path):
 
 _HOLD_THE_LOG = """
 import sys
-from kernelladder.engine.log import EventLog
+from kernelladder.engine.record.log import EventLog
 log = EventLog(sys.argv[1])
 log._file.write(b'{"kind":"notice","seq":')  # a line half written by the live run
 log._file.flush()
@@ -217,7 +217,7 @@ def test_resume_of_a_run_another_process_is_writing_is_refused(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    from kernelladder.engine.log import EventLog, repair_tail
+    from kernelladder.engine.record.log import EventLog, repair_tail
 
     assert repair_tail(saved)  # the killed writer's lock is gone with it
     EventLog(saved).close()
@@ -343,7 +343,7 @@ def test_a_problem_file_with_a_null_byte_names_no_line_none(capsys, tmp_path):
 
 _HOLD_OPEN = """
 import sys
-from kernelladder.engine.log import EventLog
+from kernelladder.engine.record.log import EventLog
 log = EventLog(sys.argv[1])
 print("writing", flush=True)
 sys.stdin.read()
@@ -441,7 +441,7 @@ def test_a_reader_asking_whether_a_run_is_live_does_not_block_its_writer(tmp_pat
     import fcntl
     import threading
 
-    from kernelladder.engine.log import EventLog, writer_active
+    from kernelladder.engine.record.log import EventLog, writer_active
 
     saved = tmp_path / "saved"
     shutil.copytree(CPU_RUN, saved)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events, read_log
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events, read_log
 
 EXAMPLE_PROBLEM = ROOT / "examples/kernelbench/relu_bias_scale.py"
 

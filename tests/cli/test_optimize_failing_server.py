@@ -20,9 +20,9 @@ from fake_openai_server import FakeOpenAIServer, completion, error, html_page
 
 from kernelladder.app.folding import build_view
 from kernelladder.app.widgets.run_header import status_line
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_log
+from kernelladder.engine.record.state import fold
 
 
 def optimize(*args: str, env: dict[str, str] | None = None, timeout: float = 300):

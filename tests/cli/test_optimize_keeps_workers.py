@@ -15,9 +15,9 @@ import time
 import pytest
 
 from kernelladder.cli.doctor import kept_workers_check
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.verifier.scratch import owner_alive, process_start_time
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

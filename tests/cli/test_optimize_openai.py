@@ -13,10 +13,10 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, completion, error
 from helpers import ROOT, usage_line
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_log
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_log
 
-START = (ROOT / "kernelladder/ops/candidates/rmsnorm.py").read_text()
+START = (ROOT / "kernelladder/ops/rmsnorm/start.py").read_text()
 
 
 def reply(num_warps: int) -> str:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions, unattended_gate_policy
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.options import RunOptions, unattended_gate_policy
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,7 @@ class Terminal:
 def risky_saved_run(tmp_path) -> Path:
     """A saved run for the replay proposer: the search proposer's rmsnorm starting
     candidate three times, each move marked high undo cost (so each waits at a gate)."""
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     family = catalog()["rmsnorm"][0]
     source = family.render(family.start)

@@ -13,8 +13,8 @@ import sys
 from helpers import make_run, move
 
 from kernelladder.app.headless import HeadlessView, TerminalGatePrompt, render_state
-from kernelladder.engine import events as ev
-from kernelladder.engine.summary import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.summary import summarize
 
 
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -98,9 +98,9 @@ async def test_reverify_reports_verdict_changes(tmp_path):
     re-verified by the real CPU worker, which passes it: the change is reported."""
     from helpers import ScriptedProposer, ScriptedRunner
 
-    from kernelladder.engine.engine import create_run, load_op_info
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run, load_op_info
     from kernelladder.engine.protocols import Proposal
+    from kernelladder.engine.run.options import RunOptions
 
     op = load_op_info("rmsnorm")
     start = op.starting_source
@@ -127,8 +127,8 @@ def test_the_summary_names_the_family_the_best_and_each_branch_stand_on():
     summary says so as the screen does (its strategy field stays what it was opened with)."""
     from helpers import H100_RUNS
 
-    from kernelladder.engine.log import read_events
-    from kernelladder.engine.state import fold
+    from kernelladder.engine.record.log import read_events
+    from kernelladder.engine.record.state import fold
 
     state = fold(read_events(H100_RUNS / "rmsnorm-search"))
     out = summarize(state)

@@ -16,7 +16,7 @@ from helpers import ScriptedProposer, ScriptedRunner, make_run
 from kernelladder.cli import UsageError, build_parser
 from kernelladder.cli.run_arguments import options_from_args, resume_overrides
 from kernelladder.cli.tui import build_parser as build_tui_parser
-from kernelladder.engine.options import (
+from kernelladder.engine.run.options import (
     COUNT,
     INTEGER,
     NON_NEGATIVE,
@@ -29,7 +29,7 @@ from kernelladder.engine.options import (
     RunOption,
     RunOptions,
 )
-from kernelladder.engine.setup import resume_run
+from kernelladder.engine.run.setup import resume_run
 
 AS_GIVEN = [o for o in RUN_OPTIONS if o.as_given]
 # flags a run option needs beside it to be accepted at all (they check each other)

@@ -118,7 +118,7 @@ def test_the_timing_protocol_times_four_variants_in_rotating_rounds():
     from kernelladder.deploy.speed import time_variants
 
     _prepare_triton("cpu")
-    kernel = load_kernel(from_file("kernelladder/ops/candidates/rmsnorm.py", "rmsnorm"), "cpu")
+    kernel = load_kernel(from_file("kernelladder/ops/rmsnorm/start.py", "rmsnorm"), "cpu")
     model = build_model(
         sized_config(model_choice(None), tiny=True, layers=1), dtype=torch.bfloat16,
         device="cpu", seed=0,

@@ -17,10 +17,10 @@ pytest.importorskip("transformers")
 from helpers import ROOT, saved_run, usage_line  # noqa: E402
 
 from kernelladder.cli import main  # noqa: E402
-from kernelladder.engine.events import DeployChecked  # noqa: E402
-from kernelladder.engine.log import read_events  # noqa: E402
+from kernelladder.engine.record.events import DeployChecked  # noqa: E402
+from kernelladder.engine.record.log import read_events  # noqa: E402
 
-RMSNORM = str(ROOT / "kernelladder" / "ops" / "candidates" / "rmsnorm.py")
+RMSNORM = str(ROOT / "kernelladder" / "ops" / "rmsnorm" / "start.py")
 FAST = ["--prompt", "8", "--new-tokens", "4"]
 
 

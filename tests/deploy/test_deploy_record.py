@@ -11,10 +11,10 @@ from helpers import HeldProposer, ScriptedRunner, move, saved_run, scripted_op, 
 
 from kernelladder.app.replay import log_ending
 from kernelladder.deploy.record import record
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.state import fold, latest_deploys
-from kernelladder.engine.summary import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold, latest_deploys
+from kernelladder.engine.record.summary import summarize
 
 
 def result_of(attempt: int | None, status: str = "match") -> dict:
@@ -48,8 +48,8 @@ def test_a_deploy_of_an_attempt_the_run_does_not_have_is_not_recorded(tmp_path):
 
 
 async def test_a_live_run_records_the_deploy_itself_through_its_control_channel(tmp_path):
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
+    from kernelladder.engine.run.options import RunOptions
 
     options = RunOptions(
         op="scripted", proposer="scripted", branches=1, gate="veto", device="cuda",

@@ -11,13 +11,13 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from helpers import EXAMPLES, ROOT  # noqa: E402
+from helpers import EXAMPLES  # noqa: E402
 
 from kernelladder.deploy.deployment import DeployRequest, run_deploy  # noqa: E402
 from kernelladder.deploy.kernel_source import from_file  # noqa: E402
 from kernelladder.deploy.result import exit_code, result_lines  # noqa: E402
+from kernelladder.ops.registry import start_path
 
-CANDIDATES = ROOT / "kernelladder" / "ops" / "candidates"
 SMALL = {"batch": 2, "prompt": 12, "new_tokens": 6}
 
 
@@ -26,7 +26,7 @@ def deploy(kernel: Path | str, op: str, **request) -> dict:
 
 
 def wrong_copy(tmp_path: Path, op: str, old: str, new: str) -> Path:
-    source = (CANDIDATES / f"{op}.py").read_text()
+    source = (start_path(op)).read_text()
     assert old in source
     path = tmp_path / f"wrong_{op}.py"
     path.write_text(source.replace(old, new))
@@ -35,7 +35,7 @@ def wrong_copy(tmp_path: Path, op: str, old: str, new: str) -> Path:
 
 @pytest.mark.parametrize("op", ["rmsnorm", "attention"])
 def test_the_starting_kernel_in_a_tiny_llama_matches_the_model_without_it(op):
-    result = deploy(CANDIDATES / f"{op}.py", op)
+    result = deploy(start_path(op), op)
     assert result["status"] == "match", "\n".join(result_lines(result))
     assert exit_code(result) == 0
     check = result["check"]
@@ -82,19 +82,19 @@ def test_an_attention_kernel_without_the_causal_mask_is_caught_at_the_first_atte
 
 
 def test_a_model_without_the_op_says_so():
-    result = deploy(CANDIDATES / "rmsnorm.py", "rmsnorm", model="gpt2")
+    result = deploy(start_path("rmsnorm"), "rmsnorm", model="gpt2")
     assert result["status"] == "not-used" and exit_code(result) == 1
     assert result["placement"]["where"] == (
         "not used by this model: no RMSNorm module (it normalizes with LayerNorm)"
     )
     assert result["check"] is None
-    softmax = deploy(CANDIDATES / "softmax.py", "softmax")
+    softmax = deploy(start_path("softmax"), "softmax")
     assert softmax["status"] == "not-used"
     assert softmax["placement"]["where"].startswith("not used by this model: its attention's")
 
 
 def test_an_attention_kernel_that_never_runs_in_the_model_is_not_used_with_the_reason():
-    result = deploy(CANDIDATES / "attention.py", "attention", dtype="float32")
+    result = deploy(start_path("attention"), "attention", dtype="float32")
     assert result["status"] == "not-used"
     assert "the kernel never ran" in result["placement"]["where"]
     assert "float32 (the op takes bf16/fp16)" in result["placement"]["where"]
@@ -103,9 +103,9 @@ def test_an_attention_kernel_that_never_runs_in_the_model_is_not_used_with_the_r
 def test_the_model_eps_kept_shows_the_op_eps_kernel_does_not_match_llama(tmp_path):
     """The op fixes eps at 1e-6, Llama-3 uses 1e-5: aligned by default (and said), kept
     on request, when the check names the first norm."""
-    aligned = deploy(CANDIDATES / "rmsnorm.py", "rmsnorm", dtype="float32")
+    aligned = deploy(start_path("rmsnorm"), "rmsnorm", dtype="float32")
     assert aligned["status"] == "match"
-    kept = deploy(CANDIDATES / "rmsnorm.py", "rmsnorm", dtype="float32", keep_model_eps=True)
+    kept = deploy(start_path("rmsnorm"), "rmsnorm", dtype="float32", keep_model_eps=True)
     assert kept["status"] == "mismatch"
     assert kept["check"]["failure"]["site"] == "model.layers.0.input_layernorm"
     assert "the check compares the kernel with the model's eps" in kept["placement"]["notes"][0]
@@ -113,7 +113,7 @@ def test_the_model_eps_kept_shows_the_op_eps_kernel_does_not_match_llama(tmp_pat
 
 @pytest.mark.parametrize("op", ["kv_quant", "int8_matmul"])
 def test_quantizing_kernels_go_where_the_model_quantizes(op):
-    result = deploy(CANDIDATES / f"{op}.py", op, batch=1, prompt=8, new_tokens=4)
+    result = deploy(start_path(op), op, batch=1, prompt=8, new_tokens=4)
     assert result["status"] == "match", "\n".join(result_lines(result))
     where = result["placement"]["where"]
     if op == "kv_quant":
@@ -125,7 +125,7 @@ def test_quantizing_kernels_go_where_the_model_quantizes(op):
 
 
 def test_int8_matmul_has_no_place_in_a_model_of_conv1d_projections():
-    result = deploy(CANDIDATES / "int8_matmul.py", "int8_matmul", model="gpt2")
+    result = deploy(start_path("int8_matmul"), "int8_matmul", model="gpt2")
     assert result["status"] == "not-used"
     assert "no nn.Linear projections (Conv1D instead)" in result["placement"]["where"]
 

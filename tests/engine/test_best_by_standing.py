@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 from helpers import H200_RUNS, ROOT, ScriptedRunner, make_run, move, reranked_events, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine import rules, standing_rank
-from kernelladder.engine.log import read_attempt_verdict, read_events
 from kernelladder.engine.protocols import ProposerExhausted
-from kernelladder.engine.standing_rank import Merit
-from kernelladder.engine.state import apply, fold, improvement, new_state
-from kernelladder.engine.summary import summarize
-from kernelladder.verifier.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record import standing_rank
+from kernelladder.engine.record.log import read_attempt_verdict, read_events
+from kernelladder.engine.record.standing_rank import Merit
+from kernelladder.engine.record.state import apply, fold, improvement, new_state
+from kernelladder.engine.record.summary import summarize
+from kernelladder.engine.run import rules
+from kernelladder.verifier.contract.verdict import GATES, Feedback, GateResult, ShapeTiming, Verdict
 
 SUMMARIES = ROOT / "tests" / "data" / "replay-summaries"
 
@@ -215,7 +216,7 @@ def test_target_is_on_vs_best_and_target_over_reference_keeps_the_old_meaning():
 
 
 def test_target_over_is_an_option_and_older_runs_resume_with_the_reference():
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine.run.options import RunOptions
 
     assert RunOptions(op="rmsnorm").target_over == "best"
     assert RunOptions(op="rmsnorm").min_speedup == 0.0
@@ -578,7 +579,7 @@ async def test_the_end_s_fresh_worker_is_asked_for_after_the_first_verdict(tmp_p
 async def test_the_re_measure_runs_beside_a_profile_still_in_flight(tmp_path, monkeypatch):
     """Doubles: profile_candidate_async and availability (no GPU or ncu here), held until
     the test lets the profile finish (ncu takes 8-18 s on the H200)."""
-    from kernelladder.verifier import profile as profile_mod
+    from kernelladder.verifier.host import profile as profile_mod
 
     release = asyncio.Event()
 

@@ -14,12 +14,12 @@ import asyncio
 
 from helpers import ScriptedRunner, make_run, move, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.run.options import RunOptions
 
 
 async def test_the_approved_move_is_the_base_the_branch_builds_on(tmp_path):

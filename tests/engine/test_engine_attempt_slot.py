@@ -4,12 +4,12 @@ local run on two CPU workers records which one verified each attempt."""
 from __future__ import annotations
 
 from kernelladder.app.folding import log_line
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners import LocalRunner
-from kernelladder.engine.state import fold
 
 
 def test_attempt_started_round_trips_with_and_without_a_slot():

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import (
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import (
     EventLog,
     LogError,
     read_attempt_source,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import DATA, ScriptedProposer, make_run, move, scripted_op, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.verifier import profile as profile_mod
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.verifier.host import profile as profile_mod
 
 NCU = DATA / "ncu"
 
@@ -49,8 +49,8 @@ def _own_kernel_op():
 
 
 def _run(tmp_path, moves, proposer=None, **options):
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
+    from kernelladder.engine.run.options import RunOptions
 
     run, runner, scripted = make_run(tmp_path, moves, **options)
     proposer = proposer or scripted
@@ -187,7 +187,7 @@ async def test_a_stalled_branch_s_profile_that_would_land_too_late_is_skipped(
     ],
 )
 def test_profile_lands_late(left, walls, gaps, late):
-    from kernelladder.engine.profiling import profile_lands_late
+    from kernelladder.engine.run.profiling import profile_lands_late
 
     assert bool(profile_lands_late(left, walls, gaps)) is late
 

@@ -10,11 +10,11 @@ import shutil
 import pytest
 from helpers import ScriptedProposer, ScriptedRunner, make_run, move, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import resume_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.state import fold
-from kernelladder.engine.summary import summarize
+from kernelladder.engine import resume_run
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.record.summary import summarize
 
 
 def _numbers(run_dir) -> list[int]:

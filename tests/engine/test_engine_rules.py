@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.gains import failure_signature, is_gain, normalize_error
-from kernelladder.engine.gating import assess_undo, fence_concerns
-from kernelladder.engine.state import apply, fold, new_state
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.gains import failure_signature, is_gain, normalize_error
+from kernelladder.engine.record.state import apply, fold, new_state
+from kernelladder.engine.run.gating import assess_undo, fence_concerns
 
 
 def test_normalize_error_blanks_numbers_addresses_paths():
@@ -79,8 +79,8 @@ def test_fold_is_deterministic_and_tracks_branches_and_time():
 
 def test_state_module_stays_light():
     code = (
-        "import sys, kernelladder.engine.state, kernelladder.engine.summary, "
-        "kernelladder.engine.log; "
+        "import sys, kernelladder.engine.record.state, kernelladder.engine.record.summary, "
+        "kernelladder.engine.record.log; "
         "print(sorted(m for m in ('torch','networkx','rich','textual') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

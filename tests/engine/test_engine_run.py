@@ -7,10 +7,10 @@ import json
 
 from helpers import ScriptedProposer, ScriptedRunner, kinds, make_run, move, verdict_for
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events, sha256_text
-from kernelladder.engine.state import fold
-from kernelladder.engine.summary import summarize
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events, sha256_text
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.record.summary import summarize
 
 
 async def test_basic_run_numbers_attempts_and_writes_files(tmp_path):

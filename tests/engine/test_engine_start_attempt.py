@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from helpers import ScriptedProposer, ScriptedRunner, move, scripted_op
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.options import RunOptions
 
 
 def _run(tmp_path, start: str, moves):

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from helpers import ScriptedProposer, ScriptedRunner, kinds, make_run, move, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
 
 
 def _started(run):

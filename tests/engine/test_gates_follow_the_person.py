@@ -8,9 +8,9 @@ import asyncio
 
 from helpers import make_run, move, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
-from kernelladder.engine.state import apply, new_state
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import apply, new_state
 
 
 def _family_switch(family: str, params: dict | None = None):

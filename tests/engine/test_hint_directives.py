@@ -3,13 +3,13 @@ and the lines the hints editor shows back."""
 
 from __future__ import annotations
 
-from kernelladder.engine.directives import (
+from kernelladder.engine.run.directives import (
     FREE_TEXT,
     SEARCH_READS_ONLY_DIRECTIVES,
     directive_lines,
     parse_directives,
 )
-from kernelladder.engine.hints import op_vocabulary, read_hints
+from kernelladder.engine.run.hints import op_vocabulary, read_hints
 
 
 def test_each_verb_is_understood_case_insensitively_and_free_text_is_kept_apart():

@@ -1,4 +1,4 @@
-"""Hints are read by one reader with the op's vocabulary (engine/hints.py): the editor,
+"""Hints are read by one reader with the op's vocabulary (engine/run/hints.py): the editor,
 the steering commands, the search and the gate re-check agree, so a line the editor
 rejects has no effect anywhere, and a branch's hints touch only that branch's gates.
 
@@ -13,11 +13,11 @@ import asyncio
 import pytest
 from helpers import cpu_search_app, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.hints import op_vocabulary, read_hints, refusal
-from kernelladder.engine.log import read_events
 from kernelladder.engine.proposers.search_steering import steering
-from kernelladder.engine.proposers.templates import catalog
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.hints import op_vocabulary, read_hints, refusal
+from kernelladder.ops.registry import catalog
 
 
 async def three_gates(run) -> asyncio.Task:

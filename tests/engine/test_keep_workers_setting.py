@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernelladder.engine.options import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, RunOptions
+from kernelladder.engine.run.options import DEFAULT_KEEP_WORKERS_S, KEEP_WORKERS_ENV, RunOptions
+from kernelladder.engine.run.setup import RESUMABLE_OPTIONS
 from kernelladder.engine.runners.local import LocalRunner, make_runner
-from kernelladder.engine.setup import RESUMABLE_OPTIONS
 
 
 @pytest.mark.parametrize(

@@ -30,8 +30,9 @@ import pytest
 from fake_messages_server import FakeMessagesServer, message
 
 from kernelladder.app.run_files import starting_candidate
-from kernelladder.engine.gating import fence_concerns
-from kernelladder.engine.proposers.templates import catalog, parse_header
+from kernelladder.engine.run.gating import fence_concerns
+from kernelladder.ops.family import parse_header
+from kernelladder.ops.registry import catalog
 
 pytestmark = pytest.mark.timeout(600)
 START = starting_candidate("rmsnorm") or ""

@@ -11,12 +11,12 @@ import time
 
 from helpers import ScriptedProposer, ScriptedRunner, move, scripted_op, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import GATE, create_run, resume_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
-from kernelladder.engine.state import fold
-from kernelladder.engine.summary import summarize
+from kernelladder.engine import GATE, create_run, resume_run
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.record.summary import summarize
+from kernelladder.engine.run.options import RunOptions
 
 DOWN_S = 3600.0  # how long the run was down between the stop and the resume
 

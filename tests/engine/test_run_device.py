@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import ScriptedProposer, ScriptedRunner, scripted_op
 
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners import local
 
 

@@ -9,8 +9,6 @@ from typing import Any
 
 from helpers import ScriptedProposer, make_run, move, verdict_for
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.log import read_events
 from kernelladder.engine.protocols import (
     Proposer,
     ProposerBase,
@@ -18,7 +16,9 @@ from kernelladder.engine.protocols import (
     RunnerBase,
     VerifyRequest,
 )
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.verifier.contract.verdict import Verdict
 
 
 class ProtocolOnlyRunner(RunnerBase):
@@ -108,7 +108,7 @@ async def test_the_run_ends_when_profiling_is_decided_after_its_last_verdict(tmp
     import threading
     import time
 
-    from kernelladder.verifier import profile as profile_mod
+    from kernelladder.verifier.host import profile as profile_mod
 
     judged = threading.Event()
 

@@ -11,18 +11,18 @@ import pytest
 from helpers import DATA
 
 from kernelladder.cli.replay import read_run_log
-from kernelladder.engine import events as ev
-from kernelladder.engine import standing_rank
-from kernelladder.engine.log import read_log
-from kernelladder.engine.state import apply, closest_to_holding, fold, new_state
-from kernelladder.engine.summary import summarize
-from kernelladder.verifier.speed_gate import paired_result
-from kernelladder.verifier.verdict import (
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record import standing_rank
+from kernelladder.engine.record.log import read_log
+from kernelladder.engine.record.state import apply, closest_to_holding, fold, new_state
+from kernelladder.engine.record.summary import summarize
+from kernelladder.verifier.contract.verdict import (
     PRACTICAL_MARGIN,
     ShapeTiming,
     geomean_noise,
     versus_fastest_baseline,
 )
+from kernelladder.verifier.worker.speed_gate import paired_result
 
 RMSNORM = DATA / "old-logs" / "rmsnorm-2026-12-01"
 SOFTMAX = DATA / "old-logs" / "softmax-2026-11-30"
@@ -113,8 +113,8 @@ def test_an_old_log_replays_leading_with_vs_best_from_its_saved_verdicts():
     assert finish is not None
     assert finish.endswith("best #16 1.49x vs torch.compile · 5 faster (2.08x over reference)")
     # computed the same way as the live engine: the speed gate's timings per shape
-    from kernelladder.engine.log import read_attempt_verdict
-    from kernelladder.verifier.verdict import Verdict, vs_best
+    from kernelladder.engine.record.log import read_attempt_verdict
+    from kernelladder.verifier.contract.verdict import Verdict, vs_best
 
     saved = Verdict.from_dict(read_attempt_verdict(SOFTMAX, 16))
     assert state.attempts[16].vs_best == pytest.approx(vs_best(saved.timings), abs=1e-6)

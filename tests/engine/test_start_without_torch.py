@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine import op_info
-from kernelladder.engine.op_info import OpInfo, cached_builtin, load_op_info, ops_digest
+from kernelladder.engine.run import op_info
+from kernelladder.engine.run.op_info import OpInfo, cached_builtin, load_op_info, ops_digest
 from kernelladder.engine.runners import local
-from kernelladder.ops.builtin_names import BUILTIN_OPS
+from kernelladder.ops.registry import BUILTIN_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,12 +57,21 @@ def test_a_kept_op_of_other_ops_files_is_not_used(cache_dir: Path) -> None:
 
 
 def test_the_digest_follows_every_ops_file(tmp_path: Path) -> None:
-    (tmp_path / "candidates").mkdir()
+    (tmp_path / "toy").mkdir()
     (tmp_path / "a.py").write_text("A = 1\n")
-    (tmp_path / "candidates" / "b.py").write_text("B = 1\n")
+    (tmp_path / "toy" / "start.py").write_text("B = 1\n")
     before = ops_digest(tmp_path)
-    (tmp_path / "candidates" / "b.py").write_text("B = 2\n")
+    (tmp_path / "toy" / "start.py").write_text("B = 2\n")
     assert ops_digest(tmp_path) != before
+
+
+def test_the_digest_reads_the_ops_package_itself(tmp_path: Path) -> None:
+    """By default the digest covers the package's own ops (every op folder's spec and
+    start), not an empty or misplaced folder whose digest never changes."""
+    import kernelladder.ops
+
+    assert ops_digest() == ops_digest(Path(kernelladder.ops.__file__).parent)
+    assert ops_digest() != ops_digest(tmp_path)
 
 
 def test_a_start_file_over_a_kept_op(cache_dir: Path, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The steering commands as pure functions (engine/commands.py): the state of a folded
+"""The steering commands as pure functions (engine/run/commands.py): the state of a folded
 log and the command's arguments in, the events it records out, or the one-line refusal
 a person is shown. No run, no runner: the same checks Run's async methods make."""
 
@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from kernelladder.engine import commands
-from kernelladder.engine import events as ev
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.run import commands
 
 
 def _state(*extra: ev.Event):

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.gate_keeper import GateKeeper
-from kernelladder.engine.options import RunOptions
 from kernelladder.engine.protocols import Proposal
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.run.gate_keeper import GateKeeper
+from kernelladder.engine.run.options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 

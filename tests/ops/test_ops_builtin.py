@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op
 from kernelladder.ops.spec import BaselineNotApplicable, OpSpec, Shape, aten_name
-from kernelladder.verifier import interp_patch
+from kernelladder.verifier.worker import interp_patch
 
 SEEDS = (0, 1)
 
@@ -101,7 +101,7 @@ def test_reference_holds_tolerance_on_larger_shapes(name, dims, dtype):
 @pytest.mark.parametrize("name", BUILTIN_OPS)
 def test_make_inputs_is_deterministic_per_seed_and_differs_across_seeds(name):
     """Bit for bit at every CPU shape and at unseen shapes: the verifier draws a call's
-    inputs again after the call to check it (verifier/candidate_run.py), and trusts the
+    inputs again after the call to check it (verifier/worker/candidate_run.py), and trusts the
     built-in ops to draw the same inputs twice without trying."""
     import random
 
@@ -280,7 +280,7 @@ def test_cost_model_and_description(name):
         assert flops.count > 0 and flops.unit in {"fp32", "bf16", "fp16", "int8"}
     info = op.describe()
     assert info["name"] == name and info["fence"] and len(op.gpu_shapes) >= 4
-    assert op.starting_candidate and op.starting_candidate.endswith(f"{name}.py")
+    assert op.starting_candidate and op.starting_candidate.endswith(f"{name}/start.py")
 
 
 def test_gpu_suites_include_a_shape_that_fills_an_h200():

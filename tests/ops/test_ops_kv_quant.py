@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelladder.ops.kv_quant import TIE_EPS, compare_codes, near_tie
+from kernelladder.ops.kv_quant.spec import TIE_EPS, compare_codes, near_tie
 from kernelladder.ops.registry import get_op
 from kernelladder.ops.spec import Shape
 

@@ -15,10 +15,10 @@ from helpers import ROOT
 
 from kernelladder.engine.proposers.tune.knobs import WARPS, find, with_config
 from kernelladder.engine.proposers.tune.space import Space
+from kernelladder.ops.registry import start_path
 
 REPO = ROOT
 EXAMPLE = REPO / "examples" / "own-kernel"
-CANDIDATES = REPO / "kernelladder" / "ops" / "candidates"
 
 # A whole row per program: BLOCK must cover the row (300 columns), so a step below 512
 # breaks correctness; the launch's grid does not use BLOCK.
@@ -84,7 +84,7 @@ def _events(run_dir: Path) -> list[dict]:
 
 @pytest.mark.parametrize("op", ["softmax", "rmsnorm", "attention", "int8_matmul", "kv_quant"])
 def test_tune_finds_launch_parameters_in_each_builtin_start(op):
-    source = (CANDIDATES / f"{op}.py").read_text()
+    source = (start_path(op)).read_text()
     found = find(source)
     # a launch option computed from the inputs is a fact, not a knob, and is said so
     warps = [k for k in found.knobs if k.role == WARPS]
@@ -255,7 +255,7 @@ def test_a_candidate_computing_in_torch_fails_the_fence(tmp_path):
 
 def test_start_file_is_attempt_zero_of_a_builtin_op(tmp_path):
     start = tmp_path / "my_rmsnorm.py"
-    start.write_text((CANDIDATES / "rmsnorm.py").read_text().replace("1e-6,", "1e-6,  # mine"))
+    start.write_text((start_path("rmsnorm")).read_text().replace("1e-6,", "1e-6,  # mine"))
     run_dir = tmp_path / "run"
     done = _cli(
         "optimize", "rmsnorm", "--start", str(start), "--proposer", "tune", "--branches", "1",
@@ -298,7 +298,7 @@ def test_without_reference_py_torch_compile_of_the_kernel_is_no_baseline(tmp_pat
     flag on every attempt. With a reference.py it stays the compiled baseline."""
     from kernelladder.ops.registry import get_op
     from kernelladder.ops.workspace import WorkspaceSpec
-    from kernelladder.verifier.gates import Verifier
+    from kernelladder.verifier.worker.gates import Verifier
 
     own = WorkspaceSpec.from_dir(EXAMPLE)
     assert own.reference_kind == "original" and not own.compiled_baseline

@@ -15,10 +15,9 @@ import torch
 from helpers import load_source
 
 from kernelladder.engine.proposers.prompt import build_prompt
-from kernelladder.engine.proposers.templates import catalog, knowledge
 from kernelladder.engine.protocols import ProposalContext, VerifyRequest
-from kernelladder.ops.registry import get_op
-from kernelladder.verifier.client import verify_sync
+from kernelladder.ops.registry import catalog, get_op, knowledge
+from kernelladder.verifier.host.client import verify_sync
 
 FAMILIES = {f.name: f for f in catalog()["attention"]}
 HOPPER = ("flash-ring", "flash-persistent")
@@ -152,7 +151,7 @@ def test_three_branches_start_on_flash_wgmma_flash_ring_and_flash_tma():
     import asyncio
 
     from kernelladder.engine.proposers.search import SearchProposer
-    from kernelladder.engine.proposers.templates import parse_header
+    from kernelladder.ops.family import parse_header
 
     search = SearchProposer()
     op = get_op("attention").describe()

@@ -25,9 +25,9 @@ import pytest
 import torch
 from helpers import load_source
 
-from kernelladder.engine.proposers.templates import catalog
 from kernelladder.engine.protocols import VerifyRequest
-from kernelladder.verifier.client import verify_sync
+from kernelladder.ops.registry import catalog
+from kernelladder.verifier.host.client import verify_sync
 
 FAMILY = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
 # the start (warp-specialised: two consumers of 64 rows, 128-key blocks; persistent; O by
@@ -136,7 +136,7 @@ def test_the_persistent_schedule_deals_every_tile_once_in_launch_order(B, H, S, 
 
 def test_the_persistent_schedule_is_made_without_torch_compute(tmp_path):
     # the verifier's fence (a built-in op): torch may allocate and copy, not compute
-    from kernelladder.verifier.fence import FenceRecorder
+    from kernelladder.verifier.worker.fence import FenceRecorder
 
     module = _load({}, tmp_path, "wgmma_schedule_fence")
     with FenceRecorder(frozenset(), builtin=True) as fence:

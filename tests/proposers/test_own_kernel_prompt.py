@@ -8,12 +8,12 @@ import asyncio
 
 from helpers import DATA, ROOT
 
-from kernelladder.engine.engine import load_op_info
+from kernelladder.engine import load_op_info
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.proposers.tune import DOWN, UP, TuneProposer, profile_order
 from kernelladder.engine.protocols import ProposalContext
 from kernelladder.ops.workspace import knowledge_text
-from kernelladder.verifier.profile import summarize
+from kernelladder.verifier.host.profile import summarize
 
 REPO = ROOT
 EXAMPLE = REPO / "examples" / "own-kernel"

@@ -10,12 +10,8 @@ import pytest
 import torch
 from helpers import load_source
 
-from kernelladder.engine.proposers.templates import (
-    Family,
-    catalog,
-    config_key,
-    parse_header,
-)
+from kernelladder.ops.family import Family, config_key, parse_header
+from kernelladder.ops.registry import catalog
 
 CATALOG = catalog()
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from helpers import ScriptedRunner, make_run, move, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import resume_run
-from kernelladder.engine.log import read_events
+from kernelladder.engine import resume_run
 from kernelladder.engine.proposers.replay import ReplayProposer
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
 
 
 def _proposals(events: list[ev.Event]) -> list[ev.ProposalReceived]:

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from helpers import ConstantSpeedRunner, ScriptedRunner
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.proposers.templates import catalog
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.run.options import RunOptions
+from kernelladder.ops.registry import catalog
 
 OPS = sorted(catalog())
 MAX_ATTEMPTS = 90
@@ -33,7 +33,7 @@ MAX_ATTEMPTS = 90
 def line_violations(events: list[ev.Event]) -> tuple[list[str], dict[str, Any]]:
     """What in the log breaks a rule of the branches' lines (an empty list when none),
     and counts: gates and family changes per branch. A model of the rules kept apart from
-    the engine's own (engine/branch_line.py)."""
+    the engine's own (engine/run/branch_line.py)."""
     line: dict[str, str] = {}  # each branch's family, once it has one
     left: dict[str, set[str]] = {}
     live: set[str] = set()

@@ -15,13 +15,13 @@ from typing import Any
 
 from helpers import ConstantSpeedRunner, until
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run, resume_run
-from kernelladder.engine.log import read_events
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run, resume_run
 from kernelladder.engine.proposers.search import SearchProposer
 from kernelladder.engine.protocols import ProposalContext
-from kernelladder.engine.state import fold
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.record.log import read_events
+from kernelladder.engine.record.state import fold
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.ops.registry import get_op
 
 RMSNORM = get_op("rmsnorm").describe()
@@ -173,7 +173,7 @@ TINY_BODY = "def kernel(x, weight):\n    return x\n"
 
 
 def _tiny():
-    from kernelladder.engine.proposers.templates import Family, Param
+    from kernelladder.ops.family import Family, Param
 
     return {
         "rmsnorm": (

@@ -356,8 +356,8 @@ def test_nothing_imports_ray_unless_the_ray_runner_is_chosen():
     probe = r"""
 import json, sys
 import kernelladder.cli, kernelladder.cli.optimize, kernelladder.cli.doctor
-import kernelladder.engine.engine, kernelladder.engine.runners, kernelladder.engine.runners.ray
-from kernelladder.engine.options import RunOptions
+import kernelladder.engine, kernelladder.engine.runners, kernelladder.engine.runners.ray
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners import make_runner
 make_runner(RunOptions(op="rmsnorm", ray_address="auto", ray_slots=2), "cpu")  # built, not started
 make_runner(RunOptions(op="rmsnorm"), "cpu")
@@ -472,8 +472,8 @@ async def test_the_app_runs_on_a_local_cluster_and_names_it_in_the_header(tmp_pa
     actors per node."""
     pytest.importorskip("textual")
     from kernelladder.app.app import KernelLadderApp
-    from kernelladder.engine.engine import create_run
-    from kernelladder.engine.options import RunOptions
+    from kernelladder.engine import create_run
+    from kernelladder.engine.run.options import RunOptions
 
     for key, value in RAY_ENV.items():
         monkeypatch.setenv(key, value)

@@ -18,7 +18,7 @@ from kernelladder.cli.common import (
     remote_requested,
     remote_settings,
 )
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners.ssh.config import (
     ENV_NAMES,
     OPTION_NAMES,

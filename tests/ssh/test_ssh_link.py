@@ -49,6 +49,18 @@ async def connected(sshd, **changes) -> HostLink:  # noqa: F811
     return link
 
 
+def test_the_box_gets_the_worker_and_the_contract_not_the_callers_side():
+    verifier = {p for p in local_manifest() if p.startswith("kernelladder/verifier/")}
+    assert {
+        "kernelladder/verifier/__init__.py",
+        "kernelladder/verifier/worker/__main__.py",  # python -m kernelladder.verifier.worker
+        "kernelladder/verifier/contract/protocol.py",
+        "kernelladder/verifier/contract/env.py",  # the bootstrap's imports
+        "kernelladder/verifier/contract/scratch.py",
+    } <= verifier
+    assert not [p for p in verifier if p.startswith("kernelladder/verifier/host/")]
+
+
 async def test_sync_sends_only_what_changed(sshd, tmp_path):  # noqa: F811
     root = copy_package(tmp_path / "local")
     link = HostLink(sshd.host_config(remote_dir=str(tmp_path / "remote")), root=root)

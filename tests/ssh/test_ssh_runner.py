@@ -19,18 +19,18 @@ import pytest
 from helpers import ROOT
 from sshd_fixture import FAKE_CONTAINER, SSHServer, process_alive, sshd  # noqa: F401
 
-from kernelladder.engine import events as ev
-from kernelladder.engine.engine import create_run
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine import create_run
 from kernelladder.engine.proposers import get_proposer
 from kernelladder.engine.protocols import ProposerBase, RunnerLost, VerifyRequest
+from kernelladder.engine.record import events as ev
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners.ssh.config import RemoteConfig
 from kernelladder.engine.runners.ssh.pool import PoolRunner, SSHRunner
-from kernelladder.ops.candidates import __path__ as candidates_path
+from kernelladder.ops.registry import start_path
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
-RMSNORM = Path(candidates_path[0], "rmsnorm.py").read_text()
+RMSNORM = start_path("rmsnorm").read_text()
 # the starting kernel, made slow enough that a test can act while it is being verified
 SLOW_SUFFIX = (
     "\nimport time as _time\n_fast = kernel\n\n"

@@ -21,7 +21,7 @@ from sshd_fixture import sshd  # noqa: F401 (fixture)
 
 from kernelladder.engine.protocols import VerifyRequest
 from kernelladder.engine.runners.ssh.pool import SSHRunner
-from kernelladder.verifier import sandbox, source_files
+from kernelladder.verifier.contract import sandbox, source_files
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ import textwrap
 
 from helpers import RecordingArbiter
 
-from kernelladder.verifier.client import LocalTransport, WorkerClient
-from kernelladder.verifier.gpu_arbiter import GpuArbiter
-from kernelladder.verifier.protocol import PROTOCOL_VERSION
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
 DOUBLE = textwrap.dedent(
     """

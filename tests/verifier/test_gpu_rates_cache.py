@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernelladder.verifier import calibration
-from kernelladder.verifier.calibration import GpuIdentity
-from kernelladder.verifier.gpu_arbiter import GpuFacts
+from kernelladder.verifier.host import calibration
+from kernelladder.verifier.host.calibration import GpuIdentity
+from kernelladder.verifier.host.gpu_arbiter import GpuFacts
 
 H200 = GpuIdentity("NVIDIA H200", "570.86.15", "2.11.0+cu128")
 RATES = {"copy": 4.23e9, "bf16": 7.9e11, "int8": 1.58e12}
@@ -128,7 +128,7 @@ def test_rates_kept_the_old_way_one_median_each_are_measured_again(cache_dir):
 def test_a_ceiling_is_the_fastest_of_several_medians():
     # a stand-in for GpuTimer (no GPU here): its medians as an H100's bf16 matmul read them
     # one after another, the first from cold and the later ones after the clocks came down
-    from kernelladder.verifier import timing
+    from kernelladder.verifier.worker import timing
 
     class Medians:
         def __init__(self, ms):

@@ -1,4 +1,4 @@
-"""The keeper process itself (verifier/keeper.py): one keeper however many start it at
+"""The keeper process itself (verifier/host/keeper.py): one keeper however many start it at
 once, a stale socket file replaced, a request without the token or from another user
 refused, at most `cap` workers of one recipe held, a dead process never taken in. The
 processes it holds here are plain stand-ins with the three pipes a worker has: the
@@ -18,8 +18,8 @@ import time
 import pytest
 from helpers import ROOT
 
-from kernelladder.verifier import keeper
-from kernelladder.verifier.scratch import process_start_time
+from kernelladder.verifier.contract.scratch import process_start_time
+from kernelladder.verifier.host import keeper
 
 
 def stand_in() -> subprocess.Popen:
@@ -38,7 +38,7 @@ def put(proc: subprocess.Popen, path: str, *, recipe: str = "r", cap: int = 4) -
 
 def serve(path: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kernelladder.verifier.keeper", "serve", "--socket", path,
+        [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve", "--socket", path,
          "--idle-s", "60"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -169,7 +169,7 @@ def test_a_socket_path_too_long_for_a_unix_socket_starts_no_keeper(tmp_path):
 def test_the_keeper_and_the_client_side_import_no_torch():
     probe = (
         "import sys\n"
-        "import kernelladder.verifier.keeper, kernelladder.verifier.pool\n"
+        "import kernelladder.verifier.host.keeper, kernelladder.verifier.host.pool\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'textual') "
         "or m.startswith('kernelladder.engine')))\n"
     )

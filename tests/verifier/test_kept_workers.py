@@ -1,4 +1,4 @@
-"""Workers kept warm between runs (verifier/keeper.py): a pool with keeping on hands its
+"""Workers kept warm between runs (verifier/host/keeper.py): a pool with keeping on hands its
 idle workers to the keeper as it closes, and the next pool of the same recipe takes
 them (the same processes: no new one starts) and verifies through them; another recipe,
 a worker killed while kept, an edit of the verifier's files, keeping off and a keeper
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from helpers import CHEATS, ROOT, until
 
-from kernelladder.verifier import keeper
-from kernelladder.verifier.local_transport import KEPT_NOTE
-from kernelladder.verifier.pool import LocalPool
-from kernelladder.verifier.scratch import owner_alive, process_start_time
+from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
+from kernelladder.verifier.host import keeper
+from kernelladder.verifier.host.local_transport import KEPT_NOTE
+from kernelladder.verifier.host.pool import LocalPool
 
 HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 REQUEST = {"op": "rmsnorm", "source": HONEST, "device": "cpu"}
@@ -31,7 +31,7 @@ KEEP_S = 60.0
 # A run of its own, in another process that then exits: its pool hands its worker over.
 EARLIER_RUN = """\
 import asyncio, sys
-from kernelladder.verifier.pool import LocalPool
+from kernelladder.verifier.host.pool import LocalPool
 async def main():
     pool = LocalPool("cpu", 1, keep_s=60)
     await pool.start()
@@ -135,7 +135,7 @@ def test_a_worker_of_other_verifier_files_is_neither_taken_nor_kept(keeper_socke
     root = tmp_path / "tree"
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "kernelladder", root / "kernelladder", ignore=skip)
-    edited = root / "kernelladder" / "verifier" / "options.py"
+    edited = root / "kernelladder" / "verifier" / "worker" / "options.py"
 
     async def go():
         before = await started_pool(keep_s=KEEP_S, package_root=str(root))
@@ -211,7 +211,7 @@ def test_kept_workers_go_after_their_idle_time_and_the_keeper_with_them(keeper_s
 def test_a_pythonpath_that_names_the_package_root_already_is_the_same_recipe():
     """The CLI's own PYTHONPATH often names the checkout the workers import from: those
     workers are interchangeable with the ones of a caller whose PYTHONPATH does not."""
-    from kernelladder.verifier.local_transport import LocalTransport, package_root
+    from kernelladder.verifier.host.local_transport import LocalTransport, package_root
 
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     plain = LocalTransport("cpu", environ=base)

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from helpers import DATA
 
-from kernelladder.engine import events as ev
-from kernelladder.verifier.profile import (
+from kernelladder.engine.record import events as ev
+from kernelladder.verifier.host.profile import (
     L2_HIT_METRIC,
     SECTIONS,
     STALL_METRICS,
@@ -148,7 +148,7 @@ def test_the_kernel_filter_names_gluon_kernels_too():
         "def jitter():\n    pass\n"
     )
     assert jit_kernels(source) == ("_pointer_fwd", "_gl_fwd", "_tuned", "_bare")
-    from kernelladder.engine.proposers.templates import catalog
+    from kernelladder.ops.registry import catalog
 
     wgmma = next(f for f in catalog()["attention"] if f.name == "flash-wgmma")
     names = jit_kernels(wgmma.render(wgmma.start))
@@ -176,7 +176,7 @@ if "--import" in args:
     sys.exit(0)
 base = args[args.index("-o") + 1]
 assert args[args.index("--profile-from-start") + 1] == "off"
-assert "kernelladder.verifier.profile" in args and "drive" in args
+assert "kernelladder.verifier.worker.profile_driver" in args and "drive" in args
 def phase(say, wait=None):  # the driver's handshake, played
     pathlib.Path(base + say).touch()
     while wait and not pathlib.Path(base + wait).exists():
@@ -203,7 +203,7 @@ def _fake_ncu(tmp_path, monkeypatch, blocked: bool, refuse_metrics: bool = False
 
 
 def test_profile_candidate_exports_and_summarises(tmp_path, monkeypatch):
-    from kernelladder.verifier.profile import profile_candidate
+    from kernelladder.verifier.host.profile import profile_candidate
 
     _fake_ncu(tmp_path, monkeypatch, blocked=False)
     out = tmp_path / "run" / "profiles"
@@ -216,7 +216,7 @@ def test_profile_candidate_exports_and_summarises(tmp_path, monkeypatch):
 
 
 def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
-    from kernelladder.verifier.profile import profile_candidate
+    from kernelladder.verifier.host.profile import profile_candidate
 
     _fake_ncu(tmp_path, monkeypatch, blocked=True)
     outcome = profile_candidate("rmsnorm", "x = 1\n", tmp_path / "p", "0")
@@ -225,7 +225,7 @@ def test_profile_candidate_with_counters_blocked(tmp_path, monkeypatch):
 
 
 def test_a_gpu_without_a_stall_metric_is_profiled_with_the_sections_alone(tmp_path, monkeypatch):
-    from kernelladder.verifier.profile import profile_candidate
+    from kernelladder.verifier.host.profile import profile_candidate
 
     _fake_ncu(tmp_path, monkeypatch, blocked=False, refuse_metrics=True)
     outcome = profile_candidate("rmsnorm", "def kernel(x, weight): ...\n", tmp_path / "p", "2")

@@ -18,9 +18,9 @@ import textwrap
 import pytest
 from helpers import CHEATS, RecordingArbiter
 
-from kernelladder.verifier.client import LocalTransport, WorkerClient
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
-from kernelladder.verifier.protocol import PROTOCOL_VERSION
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
 
 HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 
@@ -310,11 +310,11 @@ KNOWN_AT_THE_TURN = r"""
 import json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
-from kernelladder.verifier import fence, interp_patch, poison
+from kernelladder.verifier.worker import fence, interp_patch, poison
 interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
 from kernelladder.ops.registry import get_op
-from kernelladder.verifier.gates import Verifier, VerifyOptions
-from kernelladder.verifier.timing import Timing
+from kernelladder.verifier.worker.gates import Verifier, VerifyOptions
+from kernelladder.verifier.worker.timing import Timing
 
 TIMED = []
 class NamingTimer:
@@ -369,7 +369,7 @@ def test_a_worker_handed_facts_at_its_timing_turn_does_not_time_them_again():
 
 
 def _timed(label: str, ref: float, base: dict, rates: dict | None = None):
-    from kernelladder.verifier.verdict import GATES, GateResult, ShapeTiming, Verdict
+    from kernelladder.verifier.contract.verdict import GATES, GateResult, ShapeTiming, Verdict
 
     timing = ShapeTiming(
         label=label, reference_ms=ref, candidate_ms=1.0, noise=0.01, speedup=ref,
@@ -383,7 +383,7 @@ def _timed(label: str, ref: float, base: dict, rates: dict | None = None):
 
 
 def test_gpu_facts_are_learned_from_a_verdict_and_age(monkeypatch):
-    from kernelladder.verifier import gpu_arbiter
+    from kernelladder.verifier.host import gpu_arbiter
 
     clock = [100.0]
     monkeypatch.setattr(gpu_arbiter.time, "monotonic", lambda: clock[0])
@@ -410,9 +410,9 @@ import json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 from kernelladder.ops.registry import get_op
-from kernelladder.verifier import gates
-from kernelladder.verifier.gates import Verifier
-from kernelladder.verifier.timing import Timing
+from kernelladder.verifier.worker import gates
+from kernelladder.verifier.worker.gates import Verifier
+from kernelladder.verifier.worker.timing import Timing
 
 class CountingTimer:
     calls = 0

@@ -2,7 +2,7 @@
 process start (Python, torch, the candidate), the GPU beside correctness runs while it
 warms up, the GPU to itself only for the profiled call.
 
-Real parts: the real driver (`python3 -m kernelladder.verifier.profile drive`) runs the
+Real parts: the real driver (`python3 -m kernelladder.verifier.worker.profile_driver drive`) runs the
 real rmsnorm start candidate in Triton's interpreter on the CPU, and the engine side is
 the real GpuArbiter the local pool's workers share. The stand-in: this machine has no
 ncu, so a small script plays it (sleeps as ncu's own start does, runs the driver, writes
@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-import kernelladder.ops
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
-from kernelladder.verifier.profile import DONE, READY, WARM, profile_candidate_async
+from kernelladder.ops.registry import start_path
+from kernelladder.verifier.contract.profile_phases import DONE, READY, WARM
+from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter
+from kernelladder.verifier.host.profile import profile_candidate_async
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ncu"
-CANDIDATES = Path(kernelladder.ops.__file__).parent / "candidates"
 NCU_START_S = 0.5
 
 # plays ncu: its own start, then the application (the arguments after -o REPORT), then
@@ -60,7 +60,7 @@ def _fake_ncu(tmp_path, monkeypatch) -> None:
 
 async def test_a_profile_holds_no_gpu_while_the_profiler_starts(tmp_path, monkeypatch):
     _fake_ncu(tmp_path, monkeypatch)
-    source = (CANDIDATES / "rmsnorm.py").read_text()
+    source = (start_path("rmsnorm")).read_text()
     out = tmp_path / "profiles"
     base = str(out / "3")
     arbiter = GpuArbiter("cuda:0")

@@ -12,8 +12,8 @@ import random
 
 from helpers import ROOT
 
-from kernelladder.verifier.speed_gate import paired_result, settled_word
-from kernelladder.verifier.verdict import beyond_margin
+from kernelladder.verifier.contract.verdict import beyond_margin
+from kernelladder.verifier.worker.speed_gate import paired_result, settled_word
 
 MIN_ROUNDS = 5  # best_confirmation.CONFIRM_MIN_ROUNDS
 

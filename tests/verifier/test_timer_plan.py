@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from kernelladder.verifier import timing
-from kernelladder.verifier.paired_rounds import time_rounds
+from kernelladder.verifier.worker import timing
+from kernelladder.verifier.worker.paired_rounds import time_rounds
 
 
 class RecordingTimer(timing.GpuTimer):

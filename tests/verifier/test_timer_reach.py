@@ -56,8 +56,8 @@ def test_the_timer_holds_torch_cs_own_clocks_and_medians_no_patch_moves():
     out = run(
         """
         import json, statistics, types, torch, triton.testing
-        from kernelladder.verifier import integrity, timing
-        from kernelladder.verifier.integrity import TRUSTED
+        from kernelladder.verifier.worker import integrity, timing
+        from kernelladder.verifier.worker.integrity import TRUSTED
         before = integrity.take()
         samples = [1.0, 2.0, 3.0, 4.0, 10.0, 2.5, 3.5]
         exact = timing.summarize(samples)
@@ -113,7 +113,7 @@ def test_a_candidate_patching_the_timer_gets_its_true_time_on_a_gpu():
     out = run(
         f"""
         import importlib.util, json, torch
-        from kernelladder.verifier.timing import GpuTimer
+        from kernelladder.verifier.worker.timing import GpuTimer
         x = torch.randn(16384, 8192, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(8192, device="cuda", dtype=torch.bfloat16)
         spec = importlib.util.spec_from_file_location(

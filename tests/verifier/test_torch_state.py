@@ -1,4 +1,4 @@
-"""The audit of torch's global state (verifier/torch_state.py), each in a fresh interpreter
+"""The audit of torch's global state (verifier/worker/torch_state.py), each in a fresh interpreter
 (the changes it makes are global and would outlive the test): what each kind of change
 is called, that nothing reads as changed when torch merely reads its configs or defines
 an operator of a new namespace, that the comparison never runs an object's own code, and
@@ -14,7 +14,7 @@ import textwrap
 
 from helpers import ROOT
 
-from kernelladder.verifier import torch_state
+from kernelladder.verifier.worker import torch_state
 
 
 def run(script: str, prelude: str = "") -> dict:
@@ -33,8 +33,8 @@ def run(script: str, prelude: str = "") -> dict:
 PRELUDE = """
 import json, torch, triton
 import torch._dynamo, torch._inductor.config
-from kernelladder.verifier import torch_state as ts, selftest
-from kernelladder.verifier.registration_log import REGISTRATIONS
+from kernelladder.verifier.worker import torch_state as ts, selftest
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 REGISTRATIONS.install()
 selftest.warm_custom_ops("cpu")
 before = ts.take(full=True)
@@ -125,7 +125,7 @@ def test_the_operators_checked_after_every_call_are_those_the_judgement_runs():
         """
         import json, torch
         from kernelladder.ops.registry import builtin_ops
-        from kernelladder.verifier.gate_tools import _digest, _same_value
+        from kernelladder.verifier.worker.gate_tools import _digest, _same_value
         seen = set()
         for spec in builtin_ops():
             for shape in spec.cpu_shapes:
@@ -153,7 +153,7 @@ def test_the_registration_log_notes_only_while_armed_and_says_when_it_was_put_ba
     out = run(
         """
         import json, torch
-        from kernelladder.verifier.registration_log import REGISTRATIONS as log
+        from kernelladder.verifier.worker.registration_log import REGISTRATIONS as log
         log.install()
         quiet = torch.library.Library("kl_test_quiet", "DEF")
         quiet.define("f(Tensor x) -> Tensor")

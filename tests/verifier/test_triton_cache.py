@@ -19,8 +19,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from kernelladder.verifier.env import TRITON_CACHE_MANAGER, worker_env  # noqa: E402
-from kernelladder.verifier.triton_cache import RelocatableCacheManager  # noqa: E402
+from kernelladder.verifier.contract.env import TRITON_CACHE_MANAGER, worker_env  # noqa: E402
+from kernelladder.verifier.worker.triton_cache import RelocatableCacheManager  # noqa: E402
 
 KEY = "0123456789abcdef"
 

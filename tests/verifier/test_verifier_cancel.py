@@ -10,7 +10,7 @@ import os
 import pytest
 from helpers import ROOT
 
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 CHEATS = ROOT / "tests" / "cheats"
 

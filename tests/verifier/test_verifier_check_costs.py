@@ -17,8 +17,8 @@ import torch
 from helpers import CHEATS, ROOT
 
 from kernelladder.ops.registry import get_op
-from kernelladder.verifier.correctness import DETERMINISM_REPEATS
-from kernelladder.verifier.gate_tools import DIGEST_WIDTH, _digest
+from kernelladder.verifier.worker.correctness import DETERMINISM_REPEATS
+from kernelladder.verifier.worker.gate_tools import DIGEST_WIDTH, _digest
 
 
 def run(script: str, *args: str) -> dict:
@@ -34,7 +34,7 @@ def test_the_check_after_a_call_reads_no_functions_code_while_none_moved():
     out = run(
         """
         import json, sys, torch
-        from kernelladder.verifier import integrity
+        from kernelladder.verifier.worker import integrity
         reads = [0]
         def hook(event, args):
             if event == "object.__getattr__":
@@ -64,12 +64,12 @@ TIMED = r"""
 import json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
-from kernelladder.verifier import fence, interp_patch, poison
+from kernelladder.verifier.worker import fence, interp_patch, poison
 interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
-from kernelladder.ops.rmsnorm import RmsNormSpec
-from kernelladder.verifier.gates import Verifier, VerifyOptions
-from kernelladder.verifier.speed_gate import SpeedGate
-from kernelladder.verifier.timing import Timing
+from kernelladder.ops.rmsnorm.spec import RmsNormSpec
+from kernelladder.verifier.worker.gates import Verifier, VerifyOptions
+from kernelladder.verifier.worker.speed_gate import SpeedGate
+from kernelladder.verifier.worker.timing import Timing
 
 counted = {"speed": False, "reference_hp": 0}
 plain_hp, plain_gate = RmsNormSpec.reference_hp, SpeedGate._speed_gate

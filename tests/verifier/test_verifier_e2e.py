@@ -15,9 +15,9 @@ import pytest
 from helpers import ROOT
 
 from kernelladder.ops.registry import BUILTIN_OPS, get_op
-from kernelladder.verifier.client import LocalTransport, WorkerClient
-from kernelladder.verifier.protocol import PROTOCOL_VERSION, encode
-from kernelladder.verifier.verdict import GATES
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION, encode
+from kernelladder.verifier.contract.verdict import GATES
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 CHEATS = ROOT / "tests" / "cheats"
 KB_PROBLEM = ROOT / "examples" / "kernelbench" / "relu_bias_scale.py"

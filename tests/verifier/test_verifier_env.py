@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import base64
 
-from kernelladder.verifier.env import REDACTED, Redactor, scrub_env, secret_values, worker_env
+from kernelladder.verifier.contract.env import (
+    REDACTED,
+    Redactor,
+    scrub_env,
+    secret_values,
+    worker_env,
+)
 
 CALLER = {
     "PATH": "/usr/bin",

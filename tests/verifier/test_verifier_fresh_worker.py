@@ -9,7 +9,7 @@ import asyncio
 from helpers import CHEATS
 
 from kernelladder.engine.protocols import VerifyRequest
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 

@@ -16,7 +16,7 @@ import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
 if sys.argv[1] == "patched":
-    from kernelladder.verifier import interp_patch
+    from kernelladder.verifier.worker import interp_patch
     interp_patch.apply()
 
 @triton.jit

@@ -32,13 +32,13 @@ SCRIPT = r"""
 import json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
-from kernelladder.verifier import fence, interp_patch, poison, registration_log
+from kernelladder.verifier.worker import fence, interp_patch, poison, registration_log
 interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
 registration_log.REGISTRATIONS.install()
 from kernelladder.ops.registry import get_op
-from kernelladder.ops.rmsnorm import RmsNormSpec
-from kernelladder.verifier.gates import Verifier, VerifyOptions
-from kernelladder.verifier.timing import Timing
+from kernelladder.ops.rmsnorm.spec import RmsNormSpec
+from kernelladder.verifier.worker.gates import Verifier, VerifyOptions
+from kernelladder.verifier.worker.timing import Timing
 
 scenario = json.loads(sys.argv[1])
 calls = {"baseline": 0, "reference": 0}

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 from helpers import CHEATS
 
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 

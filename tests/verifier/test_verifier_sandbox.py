@@ -1,4 +1,4 @@
-"""The walls around a worker (Landlock, verifier/sandbox.py) and the verifier-file hashes,
+"""The walls around a worker (Landlock, verifier/contract/sandbox.py) and the verifier-file hashes,
 through a real worker process and the real Triton interpreter on the CPU.
 
 Each wall cheat does one forbidden thing, swallows the error and then computes the right
@@ -22,8 +22,8 @@ import threading
 import pytest
 from helpers import ROOT
 
-from kernelladder.verifier import sandbox, source_files
-from kernelladder.verifier.client import LocalTransport, WorkerClient, WorkerUnavailable
+from kernelladder.verifier.contract import sandbox, source_files
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient, WorkerUnavailable
 
 CHEATS = ROOT / "tests" / "cheats"
 SECRET = "sk-test-SANDBOX-NEVER-SHOWN-98765"
@@ -115,7 +115,7 @@ def test_applied_walls_hold_in_a_process_and_its_children(tmp_path, fake_home):
     script = textwrap.dedent(
         f"""
         import os, socket, subprocess, sys
-        from kernelladder.verifier import sandbox
+        from kernelladder.verifier.contract import sandbox
         policy = sandbox.build_policy({str(scratch)!r}, home={str(fake_home)!r})
         state = sandbox.apply(policy, "require")
         print("state", sandbox.describe_state(state))
@@ -162,9 +162,10 @@ def test_applied_walls_hold_in_a_process_and_its_children(tmp_path, fake_home):
 # --- through a real worker ----------------------------------------------------------------
 
 WALL_CHEATS = {
-    "wall_write_package": "write to " + str(ROOT / "kernelladder" / "verifier" / "gates.py"),
+    "wall_write_package": "write to "
+    + str(ROOT / "kernelladder" / "verifier" / "worker" / "gates.py"),
     "wall_write_package_at_import": "write to "
-    + str(ROOT / "kernelladder" / "verifier" / "gates.py"),
+    + str(ROOT / "kernelladder" / "verifier" / "worker" / "gates.py"),
     "wall_write_home": "write to ",
     "wall_read_ssh": "read of ",
     "wall_read_parent_environ": "read of /proc/",
@@ -261,12 +262,15 @@ def test_changed_verifier_files_fail_the_verdict_and_replace_the_worker(tmp_path
         assert (v.verdict, v.gate) == ("fail", "anti-cheat"), gates_text(v)
         detail = v.gates["anti-cheat"].detail
         assert (
-            detail == "the candidate changed the verifier's files: kernelladder/verifier/gates.py"
+            detail
+            == "the candidate changed the verifier's files: kernelladder/verifier/worker/gates.py"
         )
         assert "verifier-files-changed" in v.flags
         assert v.gates["anti-cheat"].evidence["walls"][0].endswith("attempted (sandbox off)")
         assert not client.alive, "the worker that loaded a changed verifier was kept"
-        assert "the candidate was here" in (copy / "kernelladder/verifier/gates.py").read_text()
+        assert (
+            "the candidate was here" in (copy / "kernelladder/verifier/worker/gates.py").read_text()
+        )
         # and no fresh worker is trusted with the altered verifier
         with pytest.raises(WorkerUnavailable, match="the verifier's files changed on disk"):
             loop.run_until_complete(client.hello())
@@ -403,7 +407,10 @@ def test_wall_log_names_only_a_candidates_attempts_on_the_walls(tmp_path):
     inet, unix = socket.socket(), socket.socket(socket.AF_UNIX)
     try:
         calls = [
-            ("open", (str(ROOT / "kernelladder" / "verifier" / "gates.py"), "a", os.O_WRONLY)),
+            (
+                "open",
+                (str(ROOT / "kernelladder" / "verifier" / "worker" / "gates.py"), "a", os.O_WRONLY),
+            ),
             ("open", (str(scratch / "ok.txt"), "w", os.O_WRONLY | os.O_CREAT)),
             ("open", (str(home / ".ssh" / "id_ed25519"), "r", os.O_RDONLY)),
             ("open", (f"/proc/{os.getppid()}/environ", "rb", os.O_RDONLY)),
@@ -423,7 +430,7 @@ def test_wall_log_names_only_a_candidates_attempts_on_the_walls(tmp_path):
         inet.close()
         unix.close()
     assert log.take() == [
-        f"write to {ROOT}/kernelladder/verifier/gates.py denied",
+        f"write to {ROOT}/kernelladder/verifier/worker/gates.py denied",
         f"read of {home}/.ssh/id_ed25519 denied",
         f"read of /proc/{os.getppid()}/environ denied",
         "connect to 127.0.0.1:9 denied",

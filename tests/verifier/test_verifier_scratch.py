@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 from kernelladder.engine.runners.ssh.link import WORKER_BOOTSTRAP
-from kernelladder.verifier import scratch
-from kernelladder.verifier.client import LocalTransport, WorkerClient
-from kernelladder.verifier.local_transport import package_root
+from kernelladder.verifier.contract import scratch
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.local_transport import package_root
 
 START_S = 120.0
 
 # A caller in its own process: starts a worker, says where its scratch dir is, waits.
 CALLER = """\
 import asyncio
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 async def main():
     transport = LocalTransport("cpu")
     client = WorkerClient(lambda: transport)

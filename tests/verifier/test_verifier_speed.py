@@ -23,10 +23,10 @@ import itertools, json, os, sys, tempfile
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 
-from kernelladder.verifier import fence, interp_patch, poison
+from kernelladder.verifier.worker import fence, interp_patch, poison
 interp_patch.apply(); poison.setup_cpu_malloc(); fence.install_launch_counter()
-from kernelladder.verifier.gates import Verifier, VerifyOptions
-from kernelladder.verifier.timing import Timing
+from kernelladder.verifier.worker.gates import Verifier, VerifyOptions
+from kernelladder.verifier.worker.timing import Timing
 from kernelladder.ops.registry import get_op
 
 CAND_MS = 1.0
@@ -204,7 +204,7 @@ def test_timed_calls_must_be_the_checked_calls(verdicts):
 
 @pytest.mark.parametrize("index", range(len(PAIRED) - 2))
 def test_a_close_baseline_is_timed_back_to_back(verdicts, index):
-    from kernelladder.verifier.gates import PAIRED_ROUNDS
+    from kernelladder.verifier.worker.gates import PAIRED_ROUNDS
 
     _cand, _path, word = PAIRED[index]
     v = verdicts[len(SCENARIOS) + 1 + index]
@@ -247,7 +247,7 @@ def test_timed_calls_are_checked_against_inputs_drawn_again(verdicts):
 
 
 def test_the_int8_ceiling_is_the_higher_of_int_mm_and_twice_bf16():
-    from kernelladder.verifier.timing import with_int8_ceiling
+    from kernelladder.verifier.worker.timing import with_int8_ceiling
 
     h200 = {"copy": 4.1e9, "bf16": 7.89e11, "int8_int_mm": 9.52e11}  # ops/ms, as measured
     assert with_int8_ceiling(h200)["int8"] == 2 * 7.89e11
@@ -289,8 +289,8 @@ def test_a_correct_kernel_slower_than_the_reference_passes_at_min_speedup_zero(v
 
 @pytest.mark.parametrize("index", range(len(EARLY)))
 def test_a_clearly_slower_candidate_stops_early_and_a_close_one_gets_full_timing(verdicts, index):
-    from kernelladder.verifier.speed_gate import COARSE_TARGET_MS
-    from kernelladder.verifier.timing import TARGET_MS
+    from kernelladder.verifier.worker.speed_gate import COARSE_TARGET_MS
+    from kernelladder.verifier.worker.timing import TARGET_MS
 
     cand, best, stops = EARLY[index]
     v = verdicts[len(SCENARIOS) + 2 + len(PAIRED) + index]
@@ -315,9 +315,9 @@ def test_pipelined_timing_pools_a_first_look_with_the_rounds_or_more_trials(verd
     """No repeated work: the pipelined path does not time the candidate in full and then
     again in the rounds; its time is the first look's trials and the rounds' (or more
     trials, to the same total as the serial path's), and the rounds' rigor is unchanged."""
-    from kernelladder.verifier.gates import PAIRED_ROUNDS
-    from kernelladder.verifier.speed_gate import COARSE_TARGET_MS, PAIRED_TARGET_MS
-    from kernelladder.verifier.timing import TARGET_MS
+    from kernelladder.verifier.worker.gates import PAIRED_ROUNDS
+    from kernelladder.verifier.worker.speed_gate import COARSE_TARGET_MS, PAIRED_TARGET_MS
+    from kernelladder.verifier.worker.timing import TARGET_MS
 
     cand, _extra, kind = PIPELINED[index]
     v = verdicts[len(SCENARIOS) + 2 + len(PAIRED) + len(EARLY) + index]

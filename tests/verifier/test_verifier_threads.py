@@ -11,7 +11,7 @@ import time
 from torch._inductor.compile_worker.subproc_pool import SubprocPool
 from torch._inductor.compile_worker.timer import Timer
 
-from kernelladder.verifier.anti_cheat import _compile_pool_timer
+from kernelladder.verifier.worker.anti_cheat import _compile_pool_timer
 
 
 def _started(timer: Timer) -> threading.Thread:

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from kernelladder.engine.proposers.templates import catalog
-from kernelladder.ops.registry import BUILTIN_OPS, get_op
-from kernelladder.verifier import sandbox
-from kernelladder.verifier.client import LocalTransport, WorkerClient
+from kernelladder.ops.registry import BUILTIN_OPS, catalog, get_op
+from kernelladder.verifier.contract import sandbox
+from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
 pytestmark = pytest.mark.slow
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from helpers import CHEATS
 
-from kernelladder.engine.options import RunOptions
+from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.runners import local
-from kernelladder.verifier import pool as pool_mod
-from kernelladder.verifier.pool import LocalPool, discard_unclaimed, start_ahead
-from kernelladder.verifier.scratch import owner_alive, process_start_time
+from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
+from kernelladder.verifier.host import pool as pool_mod
+from kernelladder.verifier.host.pool import LocalPool, discard_unclaimed, start_ahead
 
 HONEST = (CHEATS / "honest_rmsnorm.py").read_text()
 

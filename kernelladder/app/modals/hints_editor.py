@@ -1,8 +1,8 @@
 """The hints editor: what the person wants the next proposals to try or avoid, for the
 whole run or for one branch. Dismissed with the new text, or None when cancelled. Below
 the text it shows, as the person types, which lines are directives the search obeys
-(engine/directives.py) and which are not understood, read by the engine's one reader
-of hints (engine/hints.py) with the op's vocabulary. Text with a line not understood is
+(engine/run/directives.py) and which are not understood, read by the engine's one reader
+of hints (engine/run/hints.py) with the op's vocabulary. Text with a line not understood is
 not applied (it would have no effect anywhere), and unchanged text sends nothing."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Static, TextArea
 
 from kernelladder.app.modals.dialog import Dialog
-from kernelladder.engine.directives import SYNTAX, directive_lines
-from kernelladder.engine.hints import op_vocabulary, read_hints, refusal
-from kernelladder.engine.proposers.search import NAME as SEARCH
+from kernelladder.engine import DIRECTIVE_SYNTAX as SYNTAX
+from kernelladder.engine import SEARCH, directive_lines, op_vocabulary, read_hints, refusal
 
 
 class HintsEditor(Dialog[str | None]):

@@ -54,7 +54,7 @@ def profile_content(
             f"#{attempt}: no profile ({profile.get('reason') or profile.get('status')})",
             "$warning",
         )
-    from kernelladder.verifier.profile import ProfileSummary
+    from kernelladder.verifier.host.profile import ProfileSummary
 
     summary = ProfileSummary.from_dict(profile.get("summary") or {})
     head = f"#{attempt} profiled ({profile.get('reason')}); report {profile.get('report') or 'n/a'}"

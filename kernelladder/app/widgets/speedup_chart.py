@@ -21,7 +21,7 @@ from textual.widget import Widget
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
-from kernelladder.verifier.verdict import PRACTICAL_MARGIN
+from kernelladder.verifier.contract.verdict import PRACTICAL_MARGIN
 
 REDRAW_EVERY_S = 0.5
 BRANCH_COLOURS = 6

@@ -18,7 +18,7 @@ from textual.widgets.tree import TreeNode
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
-from kernelladder.verifier.verdict import BEATS_EVERY_BASELINE
+from kernelladder.verifier.contract.verdict import BEATS_EVERY_BASELINE
 
 # after an attempt's speedup: faster than every library baseline at every shape
 BEATS_MARK = "▲"

@@ -12,13 +12,15 @@ from textual.widgets import Static
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.verdict_report import stages_text
-from kernelladder.engine.standing_rank import (
-    best_baseline_name,
-    ranking_noise,
-    standing_counts,
-    standing_shapes,
+from kernelladder.engine import best_baseline_name, ranking_noise, standing_counts, standing_shapes
+from kernelladder.verifier.contract.verdict import (
+    FAIL,
+    GATES,
+    PASS,
+    Verdict,
+    early_stop_text,
+    vs_best,
 )
-from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, early_stop_text, vs_best
 
 
 def _pct1(x: float | None) -> str:

@@ -63,7 +63,7 @@ def strategies_for(op: dict[str, Any], k: int) -> list[str]:
     labels: list[str] = []
     if not is_kernelbench(op):
         try:
-            from kernelladder.engine.proposers.templates import catalog
+            from kernelladder.ops.registry import catalog
 
             labels = [f.name for f in catalog().get(str(op.get("name")), ())]
         except Exception:  # labels are a convenience; fall back to the generic ones

@@ -106,11 +106,11 @@ def _op_section(op: Mapping[str, Any], device: str) -> str:
 
 
 def _search_knowledge(op: Mapping[str, Any]) -> str:
-    """The built-in op's template notes (templates.knowledge), else ""."""
+    """The built-in op's template notes (ops/family.py: knowledge), else ""."""
     if op.get("kind") != "builtin":  # a workspace may share a built-in op's name
         return ""
     try:
-        from kernelladder.engine.proposers.templates import knowledge
+        from kernelladder.ops.registry import knowledge
 
         return knowledge(str(op.get("name")))
     except Exception:  # the notes are optional; a broken template must not block a proposal
@@ -122,7 +122,7 @@ def _strategy_note(op: Mapping[str, Any], strategy: str) -> str:
     if is_kernelbench(op):
         return ""
     try:
-        from kernelladder.engine.proposers.templates import catalog
+        from kernelladder.ops.registry import catalog
 
         families = catalog().get(str(op.get("name")), ())
     except Exception:  # the note is optional; a broken template must not block a proposal
@@ -240,7 +240,7 @@ def hardware_text(hw: Mapping[str, Any]) -> str:
 
 
 def profile_text(profile: Mapping[str, Any]) -> str:
-    from kernelladder.verifier.profile import ProfileSummary
+    from kernelladder.verifier.host.profile import ProfileSummary
 
     try:
         return "\n".join(ProfileSummary.from_dict(profile).lines())

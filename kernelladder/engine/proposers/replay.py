@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine.log import sha256_text
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
@@ -25,6 +24,7 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
+from kernelladder.engine.record.log import sha256_text
 
 NAME = "replay"
 

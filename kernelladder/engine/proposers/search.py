@@ -16,14 +16,14 @@ the branch's line and the rings around it are walked in a fixed order.
 
 The branch works in the family of its line as the engine's fold says (ctx.line_family),
 and changes only to a family open to it: not one another live branch works in or waits
-at a gate to take, not one it left (ctx.closed_families; engine/branch_line.py), unless
+at a gate to take, not one it left (ctx.closed_families; engine/run/branch_line.py), unless
 the person prefers it. Its undo class rates a move against the attempt it is made from;
-a change of family is rated high by the engine (engine/gating.py), with the why the
+a change of family is rated high by the engine (engine/run/gating.py), with the why the
 search gives in meta["line_why"].
 
 Steering it obeys (read from the context each time, so a resume keeps it): a family the
 person vetoed on the branch is never proposed there again, nor a vetoed step; the hint
-directives (engine/directives.py) prefer or avoid families and fix, avoid or try
+directives (engine/run/directives.py) prefer or avoid families and fix, avoid or try
 parameter values. A branch that stagnates for half its stagnation limit is offered a
 change of family (a high undo-cost move a person weighs at a gate) before it runs out;
 on the CPU, where only a line's first passing kernel is a gain, that is half that many
@@ -38,8 +38,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelladder.engine import standing_rank
-from kernelladder.engine.directives import matches
 from kernelladder.engine.proposers.search_memory import (
     FAIL,
     PASS,
@@ -50,15 +48,6 @@ from kernelladder.engine.proposers.search_memory import (
     ingest,
 )
 from kernelladder.engine.proposers.search_steering import Steering, steering
-from kernelladder.engine.proposers.templates import (
-    FOCUS_ALL,
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    Family,
-    Param,
-    catalog,
-    config_key,
-)
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
@@ -66,7 +55,11 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
-from kernelladder.verifier.verdict import ShapeTiming, fastest_baseline
+from kernelladder.engine.record import standing_rank
+from kernelladder.engine.run.directives import matches
+from kernelladder.ops.family import FOCUS_ALL, FOCUS_LARGE, FOCUS_SMALL, Family, Param, config_key
+from kernelladder.ops.registry import catalog
+from kernelladder.verifier.contract.verdict import ShapeTiming, fastest_baseline
 
 NAME = "search"
 KERNELBENCH_MESSAGE = (

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.log import sha256_text
-from kernelladder.engine.proposers.templates import Family, config_key, parse_header
 from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.record.log import sha256_text
+from kernelladder.ops.family import Family, config_key, parse_header
 
 PASS, FAIL, PENDING, VETOED = "pass", "fail", "pending", "vetoed"
 

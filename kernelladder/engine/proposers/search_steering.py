@@ -1,6 +1,6 @@
 """What the person has said to the search about a branch, read afresh from each proposal's
 context (so a resume keeps it): the families vetoed there, the hint directives
-(engine/directives.py), the families its line may not change to (engine/branch_line.py),
+(engine/run/directives.py), the families its line may not change to (engine/run/branch_line.py),
 and whether the branch is due a change of family.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kernelladder.engine.directives import Directives
-from kernelladder.engine.hints import read_hints, vocabulary_of
-from kernelladder.engine.proposers.templates import Family
 from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.run.directives import Directives
+from kernelladder.engine.run.hints import read_hints, vocabulary_of
+from kernelladder.ops.family import Family
 
 
 @dataclass(frozen=True)

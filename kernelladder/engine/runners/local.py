@@ -15,10 +15,10 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from kernelladder.engine.options import KEEP_WORKERS_ENV, RunOptions
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.verifier.gpu_arbiter import EXCLUSIVE, SHARED
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.engine.run.options import KEEP_WORKERS_ENV, RunOptions
+from kernelladder.verifier.contract.verdict import Verdict
+from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED
 
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the driver knows
 
@@ -103,7 +103,7 @@ class LocalRunner(RunnerBase):
     ):
         self.device = device
         # > 0: workers kept from an earlier run are taken at the start, the idle ones are
-        # handed to the keeper at the end for this long (verifier/keeper.py)
+        # handed to the keeper at the end for this long (verifier/host/keeper.py)
         self.keep_workers_s = max(0.0, float(keep_workers_s))
         self._handed_back = False
         self._devices = slots if slots is not None else (_gpu_count() if device == "cuda" else 1)
@@ -124,8 +124,8 @@ class LocalRunner(RunnerBase):
         return self._slots
 
     async def start(self) -> None:
-        from kernelladder.verifier.client import WorkerUnavailable
-        from kernelladder.verifier.pool import LocalPool
+        from kernelladder.verifier.host.client import WorkerUnavailable
+        from kernelladder.verifier.host.pool import LocalPool
 
         if self._pool is None:
             self._pool = LocalPool(
@@ -152,7 +152,7 @@ class LocalRunner(RunnerBase):
         on_progress: ProgressFn | None = None,
         on_slot: Callable[[str], None] | None = None,
     ) -> Verdict:
-        from kernelladder.verifier.client import WorkerUnavailable
+        from kernelladder.verifier.host.client import WorkerUnavailable
 
         if self._pool is None:
             await self.start()
@@ -185,7 +185,7 @@ class LocalRunner(RunnerBase):
         re-measure's timing turns wait for no compile."""
         if self._pool is None or self._fresh is not None or not self._pool.clients:
             return
-        from kernelladder.verifier.client import WorkerClient
+        from kernelladder.verifier.host.client import WorkerClient
 
         first = self._pool.clients[0]  # its GPU, arbiter and transport
         self._fresh = WorkerClient(first._factory, arbiter=first.arbiter)
@@ -211,7 +211,7 @@ class LocalRunner(RunnerBase):
         re-measure (pair_every_shape): the worker started ahead for them (or now)."""
         from dataclasses import replace
 
-        from kernelladder.verifier.client import WorkerUnavailable
+        from kernelladder.verifier.host.client import WorkerUnavailable
 
         self.prepare_fresh_worker()
         assert self._fresh is not None and self._fresh_start is not None
@@ -264,7 +264,7 @@ class LocalRunner(RunnerBase):
         if self._handed_back or self._pool is None or self.keep_workers_s <= 0:
             return
         self._handed_back = True
-        from kernelladder.verifier.pool import keep_idle_workers
+        from kernelladder.verifier.host.pool import keep_idle_workers
 
         clients = list(self._pool.clients)
         if self._fresh is not None and self._fresh_start is not None and self._fresh_start.done():
@@ -369,7 +369,7 @@ def start_workers_ahead(options: RunOptions) -> int:
         keep = options.keep_workers_seconds("cuda")
     except ValueError:  # create_run says what is wrong with it
         return 0
-    from kernelladder.verifier.pool import start_ahead
+    from kernelladder.verifier.host.pool import start_ahead
 
     return len(start_ahead("cuda", max(1, gpus), options.worker_count(), keep))
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.engine.runners.free_slots import FreeSlots
-from kernelladder.verifier.sandbox import ENV_VAR as SANDBOX_ENV
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.sandbox import ENV_VAR as SANDBOX_ENV
+from kernelladder.verifier.contract.verdict import Verdict
 
 NAMESPACE = "kernelladder"  # the actors' Ray namespace (a test or an operator finds them here)
 ADDRESS_ENV = "KL_RAY_ADDRESS"
@@ -156,7 +156,11 @@ class VerifierActor:
         """Start the worker; its hello plus the node. {"error": line} when it cannot."""
         import ray
 
-        from kernelladder.verifier.client import LocalTransport, WorkerClient, WorkerUnavailable
+        from kernelladder.verifier.host.client import (
+            LocalTransport,
+            WorkerClient,
+            WorkerUnavailable,
+        )
 
         ip, host = self._where()
         gpus = [str(g) for g in ray.get_gpu_ids()]
@@ -179,7 +183,7 @@ class VerifierActor:
                 "the verifier needs torch and Triton on every node",
             }
         if not self.clients:
-            from kernelladder.verifier.gpu_arbiter import GpuArbiter
+            from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
             cuda = 0 if self.device == "cuda" else None  # index into the actor's GPUs
             arbiter = GpuArbiter(self.slot)
@@ -197,7 +201,7 @@ class VerifierActor:
     async def verify(self, request: dict[str, Any], request_id: str) -> dict[str, Any]:
         """{"verdict": Verdict.to_dict()}, or {"unavailable": line} when no worker can
         take it (not the candidate's fault)."""
-        from kernelladder.verifier.client import WorkerUnavailable
+        from kernelladder.verifier.host.client import WorkerUnavailable
 
         if not self._idle:
             return {"unavailable": f"all {self.lanes} of its workers are busy"}
@@ -587,7 +591,7 @@ class RayRunner(RunnerBase):
     async def _verify_on(
         self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
     ) -> Verdict:
-        from kernelladder.verifier.client import request_dict
+        from kernelladder.verifier.host.client import request_dict
 
         ray = self._ray
         request_id = uuid.uuid4().hex

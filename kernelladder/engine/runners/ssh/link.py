@@ -21,14 +21,14 @@ import asyncssh
 
 from kernelladder.engine.runners.ssh.config import HostConfig
 from kernelladder.engine.runners.ssh.sync import SyncResult, remote_state, sync_tree
-from kernelladder.verifier.protocol import WORKER_MODULE
+from kernelladder.verifier.contract.protocol import WORKER_MODULE
 
 KEEPALIVE_INTERVAL_S = 10.0  # a silent peer is declared lost after interval * count
 KEEPALIVE_COUNT_MAX = 3
 
 # Runs on the box with the login environment, before anything of the candidate's:
 # a new session (so pid == pgid and the whole group can be killed), the same scrubbed
-# environment as a local worker (verifier/env.py, synced with the tree), then the
+# environment as a local worker (verifier/contract/env.py, synced with the tree), then the
 # worker itself. Its scratch dir names this pid as owner (the worker keeps the pid and
 # start time across execve), first sweeping the dirs of workers killed on the box, and
 # the worker removes it as it exits. Values arrive as argv, never as code.
@@ -37,8 +37,8 @@ import os, sys, tempfile
 tree, gpu, device = sys.argv[1:4]
 sandbox = sys.argv[4] if len(sys.argv) > 4 else "auto"
 sys.path.insert(0, tree)
-from kernelladder.verifier.env import worker_env
-from kernelladder.verifier.scratch import make_scratch
+from kernelladder.verifier.contract.env import worker_env
+from kernelladder.verifier.contract.scratch import make_scratch
 try:
     os.setsid()
 except OSError:

@@ -37,9 +37,9 @@ from kernelladder.engine.runners.ssh.config import (
     physical_gpus,
 )
 from kernelladder.engine.runners.ssh.link import HostKeyError, HostLink, RemoteError, python_command
-from kernelladder.verifier.client import WorkerClient, WorkerUnavailable
-from kernelladder.verifier.gpu_arbiter import GpuArbiter
-from kernelladder.verifier.verdict import Verdict
+from kernelladder.verifier.contract.verdict import Verdict
+from kernelladder.verifier.host.client import WorkerClient, WorkerUnavailable
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # then the host leaves the pool
 PGID_LINE_TYPE = "kl-pgid"
@@ -96,7 +96,7 @@ class SSHTransport:
     async def start(self) -> None:
         if not self.link.connected or self.link.conn is None:
             raise RemoteError(f"{self.link.host.target}: not connected")
-        from kernelladder.verifier.sandbox import mode_from_env
+        from kernelladder.verifier.contract.sandbox import mode_from_env
 
         sandbox = self.sandbox or mode_from_env()
         command = self.link.worker_command(

@@ -1,7 +1,8 @@
 """Sync the verifier and the ops to a GPU box over SFTP, by content hash.
 
-Only what the worker imports travels: kernelladder/__init__.py, kernelladder/ops/** and
-kernelladder/verifier/**. Layout under REMOTE_DIR:
+Only what the worker imports travels: kernelladder/__init__.py, kernelladder/ops/**, and of
+kernelladder/verifier/ its __init__.py, contract/** and worker/** (host/ stays here).
+Layout under REMOTE_DIR:
 
     blobs/<sha256>               one file per distinct content (sent once, ever)
     trees/<tree>/kernelladder/   the package for one manifest, hard links to blobs
@@ -33,7 +34,7 @@ MANIFEST_NAME = ".manifest.json"
 SYNC_SCHEMA = 1
 KEEP_TREES = 6  # other runs on the same box may still be using a recent tree
 _PARALLEL_SFTP = 8
-_SYNCED_DIRS = ("ops", "verifier")
+_SYNCED_DIRS = ("ops", "verifier/contract", "verifier/worker")
 _SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache"})
 
 
@@ -65,7 +66,7 @@ def package_root() -> Path:
 def local_manifest(root: Path | None = None) -> dict[str, str]:
     """{posix path relative to the tree, e.g. "kernelladder/ops/spec.py": sha256}."""
     root = (root or package_root()).resolve()
-    files = [root / "__init__.py"]
+    files = [root / "__init__.py", root / "verifier" / "__init__.py"]
     for sub in _SYNCED_DIRS:
         base = root / sub
         if base.is_dir():

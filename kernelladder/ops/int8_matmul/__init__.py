@@ -1,0 +1,4 @@
+"""The built-in op int8_matmul: its spec (spec.py), its starting candidate (start.py) and the
+built-in search's kernel families for it (families.py)."""
+
+PLACE = 3  # where it stands among the built-in ops (listings, help)

@@ -1,0 +1,674 @@
+"""The keeper: verifier workers kept warm between local runs, one small process per user.
+
+A local run that ends with idle, healthy workers hands them here instead of shutting
+them down (`put`); the next local run on this machine whose workers would be started
+from the same recipe (client.LocalTransport.recipe) takes them (`take`), their hello
+already said, their compiled baselines and caches kept. The keeper holds no GPU and
+runs nothing a client sends: it only holds each worker's pipes (its stdin's write end,
+its stdout's and stderr's read ends), which travel over a unix socket as SCM_RIGHTS.
+
+    python -m kernelladder.verifier.host.keeper serve --socket PATH --idle-s N
+    python -m kernelladder.verifier.host.keeper list|stop
+
+Where: $KERNELLADDER_KEEPER_SOCKET, else $XDG_RUNTIME_DIR/kernelladder/keeper.sock, else
+keeper/keeper.sock in kernelladder's cache directory (calibration.cache_file's). The
+directory is the user's own, mode 0700; the socket answers only peers of the keeper's
+uid (SO_PEERCRED) that send the token kept beside it (a 0600 file), so a candidate
+behind the sandbox's walls, which cannot read that directory, cannot hand a forged
+worker to the next run, take one, or stop the keeper.
+
+One request per connection, one JSON line each way (the descriptors ride with the line):
+    put   {"worker": {recipe, pid, start_time, home, hello, device, gpu, cuda_device},
+           "keep_s": s, "cap": n}  + 3 fds          -> {"ok": true}
+    take  {"recipe": key, "count": n}               -> {"ok": true, "workers": [...]} + 3 fds each
+    list  {}                                        -> {"ok": true, "workers": [...], "pid": ...}
+    stop  {}                                        -> {"ok": true, "stopped": [pid, ...]}
+
+A worker is kept `keep_s` seconds (default --idle-s), then killed (its process group:
+each worker leads its own session) and its scratch directory removed; one that dies
+while kept is dropped the same way and never handed out. At most `cap` workers of one
+recipe are kept (the number the run that last handed some back had): the longest kept
+go first. With nothing kept the keeper exits after min(LINGER_S, --idle-s). Standard
+library only, like the rest of the verifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelladder.verifier.contract.scratch import SCRATCH_PREFIX, owner_alive, process_start_time
+
+SOCKET_ENV = "KERNELLADDER_KEEPER_SOCKET"
+SOCKET_NAME = "keeper.sock"
+TOKEN_NAME = "token"
+LOCK_NAME = "keeper.lock"
+WIRE_VERSION = 1
+FDS_PER_WORKER = 3  # stdin's write end, stdout's and stderr's read ends
+REQUEST_TIMEOUT_S = 0.5  # a keeper that does not answer costs a run's end this, no more
+START_TIMEOUT_S = 2.0  # a keeper started now listens within this (typically 0.1 s)
+LINGER_S = 30.0  # with nothing kept, the keeper exits after this (or --idle-s, if shorter)
+TICK_S = 0.25  # how often the keeper looks for dead and expired workers
+MAX_TAKE = 64
+MAX_LINE = 4 * 1024 * 1024
+WORKER_FIELDS = ("recipe", "pid", "start_time", "home", "hello", "device", "gpu", "cuda_device")
+
+
+class KeeperError(Exception):
+    """The keeper refused a request, or answered nothing usable."""
+
+
+class KeeperUnreachable(KeeperError):
+    """No keeper listens (or it is exiting): one may be started."""
+
+
+# --- where -------------------------------------------------------------------------------
+
+
+def socket_path() -> str:
+    given = os.environ.get(SOCKET_ENV)
+    if given:
+        return os.path.abspath(given)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "kernelladder", SOCKET_NAME)
+    from kernelladder.verifier.host.calibration import cache_file
+
+    return os.path.join(str(cache_file().parent), "keeper", SOCKET_NAME)
+
+
+def private_dir(path: str, *, make: bool) -> str:
+    """The socket's directory: this user's own, a real directory, closed to others (made
+    so when missing and `make`); KeeperError otherwise (it is never chmod-ed: it may be a
+    shared directory someone named by mistake)."""
+    folder = os.path.dirname(path)
+    if make:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        raise KeeperUnreachable(f"no keeper directory {folder}") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise KeeperError(f"{folder} is not a directory of this user's")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise KeeperError(f"{folder} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
+    return folder
+
+
+def _token(folder: str) -> str:
+    """The secret a request must carry: made once (the first maker's stands), 0600."""
+    path = os.path.join(folder, TOKEN_NAME)
+    with contextlib.suppress(FileNotFoundError):
+        return _read_token(path)
+    partial = f"{path}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode())
+    finally:
+        os.close(fd)
+    try:
+        os.link(partial, path)  # atomic: a reader never sees half a token
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(partial)
+    return _read_token(path)
+
+
+def _read_token(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+            raise KeeperError(f"{path} is not this user's private token")
+        return f.read(128).decode("ascii", errors="replace").strip()
+
+
+# --- the wire ----------------------------------------------------------------------------
+
+
+def _send(
+    sock: socket.socket, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()
+) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
+    if sent < len(data):  # nothing more once the line is out: the peer may have closed
+        sock.sendall(data[sent:])
+
+
+def _receive(sock: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
+    """One JSON line and the descriptors that came with it (close-on-exec)."""
+    data, fds = bytearray(), []
+    ancillary = socket.CMSG_SPACE(max_fds * 4) if max_fds else 0
+    try:
+        while b"\n" not in data:
+            chunk, anc, flags, _ = sock.recvmsg(65536, ancillary, socket.MSG_CMSG_CLOEXEC)
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    got = array.array("i")
+                    got.frombytes(payload[: len(payload) - len(payload) % got.itemsize])
+                    fds.extend(got)
+            if flags & socket.MSG_CTRUNC:
+                raise KeeperError("more descriptors came than were asked for")
+            if not chunk:
+                raise ConnectionResetError("the peer closed the connection")
+            data += chunk
+            if len(data) > MAX_LINE:
+                raise KeeperError("an over-long line")
+        message = json.loads(bytes(data[: data.index(b"\n")]))
+        if not isinstance(message, dict):
+            raise KeeperError("not a JSON object")
+        return message, fds
+    except BaseException:
+        _close(fds)
+        raise
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+MAX_SOCKET_PATH = 107  # bytes: sun_path's size on Linux, less its terminating NUL
+
+
+def _check_supported(path: str) -> None:
+    """KeeperError where no keeper can be had: not Linux (SO_PEERCRED, MSG_CMSG_CLOEXEC),
+    or a socket path longer than a unix socket's address holds."""
+    if not (hasattr(socket, "SO_PEERCRED") and hasattr(socket, "MSG_CMSG_CLOEXEC")):
+        raise KeeperError("keeping workers needs Linux (SO_PEERCRED)")
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise KeeperError(f"the keeper's socket path is too long for a unix socket: {path}")
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+# --- the client's calls -------------------------------------------------------------------
+
+
+def request(
+    message: dict[str, Any],
+    fds: list[int] | tuple[int, ...] = (),
+    *,
+    max_fds: int = 0,
+    path: str | None = None,
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> tuple[dict[str, Any], list[int]]:
+    """One request to the keeper: its answer and the descriptors that came with it.
+    KeeperUnreachable when none listens; KeeperError when it refuses or does not answer
+    within `timeout` (per step: connect, send, receive)."""
+    path = path or socket_path()
+    _check_supported(path)
+    folder = private_dir(path, make=False)
+    if not os.path.exists(path):
+        raise KeeperUnreachable(f"no keeper at {path}")
+    token = _token(folder)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+            if _peer_uid(sock) != os.getuid():
+                raise KeeperError(f"{path} is served by another user")
+            _send(sock, {**message, "version": WIRE_VERSION, "token": token}, fds)
+            answer, got = _receive(sock, max_fds)
+        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
+            raise KeeperUnreachable(f"no keeper answers at {path}") from None
+        except TimeoutError:
+            raise KeeperError(f"the keeper at {path} did not answer within {timeout:g}s") from None
+        except (OSError, ValueError) as exc:
+            raise KeeperError(f"the keeper at {path}: {type(exc).__name__}: {exc}") from None
+    if not answer.get("ok"):
+        _close(got)
+        error = str(answer.get("error") or "refused")
+        raise (KeeperUnreachable if answer.get("exiting") else KeeperError)(error)
+    return answer, got
+
+
+def answers(path: str | None = None) -> bool:
+    """Whether a keeper listens and answers this user."""
+    try:
+        request({"op": "list"}, path=path)
+    except (KeeperError, OSError):
+        return False
+    return True
+
+
+_disowned: list[int] = []  # children left to live on (workers kept, keepers): reaped later
+_start_lock = threading.Lock()
+_failed_at: dict[str, float] = {}  # path -> when a keeper last failed to start there
+RETRY_START_S = 30.0  # after a failed start, the run's other workers do not wait again
+
+
+def disown(proc: subprocess.Popen[bytes]) -> None:
+    """Let a child live on past its Popen (a worker handed to the keeper, a keeper):
+    reaped by reap_disowned once it exits, never waited for or warned about by Popen."""
+    _disowned.append(proc.pid)
+    proc.returncode = 0  # Popen's own reaping and its "still running" warning stand down
+
+
+def reap_disowned() -> None:
+    for pid in list(_disowned):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _disowned.remove(pid)
+
+
+def ensure_running(idle_s: float, *, path: str | None = None) -> bool:
+    """A keeper listening at `path`: the one there, or one started now (detached: its
+    own session, stdio to /dev/null, a scrubbed environment). False when none answers
+    within START_TIMEOUT_S or the directory is not private."""
+    path = path or socket_path()
+    try:
+        _check_supported(path)
+    except KeeperError:
+        return False
+    with _start_lock:
+        reap_disowned()
+        if answers(path):
+            return True
+        if time.monotonic() - _failed_at.get(path, -RETRY_START_S) < RETRY_START_S:
+            return False
+        _failed_at[path] = time.monotonic()  # cleared once one answers
+        try:
+            private_dir(path, make=True)
+        except (KeeperError, OSError):
+            return False
+        import kernelladder
+        from kernelladder.verifier.contract.env import scrub_env
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(kernelladder.__file__)))
+        env = scrub_env(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        args = [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve"]
+        args += ["--socket", path, "--idle-s", f"{float(idle_s):g}"]
+        try:
+            disown(
+                subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd="/",
+                    env=env,
+                    start_new_session=True,
+                )  # fmt: skip
+            )
+        except OSError:
+            return False
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if answers(path):
+                _failed_at.pop(path, None)
+                return True
+            time.sleep(0.02)
+        return False
+
+
+def put(
+    worker: dict[str, Any], fds: list[int], *, keep_s: float, cap: int, path: str | None = None
+) -> None:
+    """Hand one worker to the keeper (it holds its own copies of `fds` from now on)."""
+    meta = {k: worker.get(k) for k in WORKER_FIELDS}
+    request({"op": "put", "worker": meta, "keep_s": keep_s, "cap": cap}, fds, path=path)
+
+
+def hand_over(
+    worker: dict[str, Any], fds: list[int], *, keep_s: float, cap: int, path: str | None = None
+) -> None:
+    """put(), starting a keeper first when none answers (KeeperError if none can be had)."""
+    try:
+        put(worker, fds, keep_s=keep_s, cap=cap, path=path)
+    except KeeperUnreachable:
+        if not ensure_running(keep_s, path=path):
+            raise
+        put(worker, fds, keep_s=keep_s, cap=cap, path=path)
+
+
+def take(
+    recipe: str, count: int, *, path: str | None = None
+) -> list[tuple[dict[str, Any], list[int]]]:
+    """Up to `count` kept workers of `recipe`, each with its three descriptors (now the
+    caller's); [] when there are none or no keeper answers."""
+    count = max(0, min(int(count), MAX_TAKE))
+    if count == 0:
+        return []
+    try:
+        answer, fds = request(
+            {"op": "take", "recipe": recipe, "count": count},
+            max_fds=count * FDS_PER_WORKER,
+            path=path,
+        )
+    except (KeeperError, OSError):
+        return []
+    workers = answer.get("workers")
+    if not isinstance(workers, list) or len(fds) != len(workers) * FDS_PER_WORKER:
+        _close(fds)  # the workers see their stdin close and exit
+        return []
+    return [
+        (dict(w), fds[i * FDS_PER_WORKER : (i + 1) * FDS_PER_WORKER]) for i, w in enumerate(workers)
+    ]
+
+
+def list_kept(path: str | None = None) -> list[dict[str, Any]] | None:
+    """The kept workers (recipe, pid, device, age_s, left_s, ...); None: no keeper runs.
+    KeeperError when one is there but does not answer."""
+    try:
+        answer, _ = request({"op": "list"}, path=path)
+    except KeeperUnreachable:
+        return None
+    return [dict(w) for w in answer.get("workers") or []]
+
+
+def stop(path: str | None = None) -> list[int] | None:
+    """Stop the keeper: every kept worker killed, their scratch removed; their pids.
+    None: no keeper ran."""
+    try:
+        answer, _ = request({"op": "stop"}, path=path, timeout=10.0)
+    except KeeperUnreachable:
+        return None
+    return [int(p) for p in answer.get("stopped") or []]
+
+
+# --- the server --------------------------------------------------------------------------
+
+
+@dataclass
+class Kept:
+    """One worker held: what the run that kept it said, and its pipes."""
+
+    meta: dict[str, Any]
+    fds: list[int]
+    keep_s: float
+    kept_at: float = field(default_factory=time.time)
+    until: float = 0.0  # monotonic
+
+    @property
+    def pid(self) -> int:
+        return int(self.meta["pid"])
+
+    def alive(self) -> bool:
+        start = self.meta.get("start_time")
+        return owner_alive(self.pid, int(start) if start is not None else None)
+
+    def still_there(self) -> bool:
+        """Its pid still names it, alive or a zombie (its process group may hold the
+        candidates' children): safe to signal."""
+        start = self.meta.get("start_time")
+        if start is None:
+            return self.alive()
+        return process_start_time(self.pid) == int(start)
+
+    def shown(self) -> dict[str, Any]:
+        now = time.time()
+        return {
+            **{k: self.meta.get(k) for k in WORKER_FIELDS if k != "hello"},
+            "kept_at": self.kept_at,
+            "age_s": round(now - self.kept_at, 1),
+            "left_s": round(max(0.0, self.until - time.monotonic()), 1),
+        }
+
+
+def _scratch_of_ours(path: Any) -> str:
+    """The worker's scratch directory if it looks like one (else "": nothing removed)."""
+    if not isinstance(path, str) or not os.path.basename(path).startswith(SCRATCH_PREFIX):
+        return ""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return ""
+    return path if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() else ""
+
+
+def end_workers(workers: list[Kept]) -> None:
+    """Kill each (its whole process group), wait for them to go, remove their scratch."""
+    for worker in workers:
+        _close(worker.fds)  # its stdin closes: a worker that still reads exits by itself too
+        worker.fds = []
+        if worker.still_there():  # not a pid some other process has been given since
+            with contextlib.suppress(OSError):
+                os.killpg(worker.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while any(w.alive() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for worker in workers:
+        home = _scratch_of_ours(worker.meta.get("home"))
+        if home:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+class Keeper:
+    """What the server holds, and its answer to each request."""
+
+    def __init__(self, idle_s: float, token: str):
+        self.idle_s = max(0.0, float(idle_s))
+        self.token = token
+        self.workers: list[Kept] = []
+        self.empty_since = time.monotonic()
+
+    def linger_s(self) -> float:
+        return min(LINGER_S, self.idle_s)
+
+    def sweep(self) -> None:
+        """Drop the dead and the expired."""
+        now = time.monotonic()
+        gone = [w for w in self.workers if now >= w.until or not w.alive()]
+        if gone:
+            self.workers = [w for w in self.workers if w not in gone]
+            end_workers(gone)
+        if self.workers:
+            self.empty_since = now
+
+    def done(self) -> bool:
+        return not self.workers and time.monotonic() - self.empty_since >= self.linger_s()
+
+    def answer(self, message: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[Kept]]:
+        """The answer to one request and the workers it hands out (sent with it)."""
+        if not secrets.compare_digest(str(message.get("token") or ""), self.token):
+            return {"ok": False, "error": "wrong token"}, []
+        if message.get("version") != WIRE_VERSION:
+            return {"ok": False, "error": f"the keeper speaks wire version {WIRE_VERSION}"}, []
+        op = message.get("op")
+        if op == "put":
+            return self._put(message, fds), []
+        if op == "take":
+            return self._take(message)
+        if op == "list":
+            self.sweep()
+            return {
+                "ok": True,
+                "pid": os.getpid(),
+                "workers": [w.shown() for w in self.workers],
+            }, []
+        if op == "stop":
+            workers, self.workers = self.workers, []
+            end_workers(workers)
+            return {"ok": True, "stopped": [w.pid for w in workers], "stopping": True}, []
+        return {"ok": False, "error": f"unknown op {op!r}"}, []
+
+    def _put(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        meta = message.get("worker")
+        if not isinstance(meta, dict) or len(fds) != FDS_PER_WORKER:
+            return {"ok": False, "error": "a put needs a worker and its three descriptors"}
+        try:
+            keep_s = float(message.get("keep_s") or self.idle_s)
+            cap = max(1, int(message.get("cap") or 1))
+            worker = Kept({k: meta.get(k) for k in WORKER_FIELDS}, list(fds), keep_s)
+            if not isinstance(meta.get("recipe"), str) or not worker.alive():
+                return {"ok": False, "error": "no such worker (or no recipe)"}
+        except (TypeError, ValueError, KeyError):
+            return {"ok": False, "error": "a malformed worker"}
+        worker.until = time.monotonic() + keep_s
+        fds.clear()  # the worker's now
+        for held in [w for w in self.workers if w.pid == worker.pid]:  # handed over again
+            _close(held.fds)
+            self.workers.remove(held)
+        self.workers.append(worker)
+        same = [w for w in self.workers if w.meta["recipe"] == worker.meta["recipe"]]
+        surplus = sorted(same, key=lambda w: w.kept_at)[: max(0, len(same) - cap)]
+        if surplus:
+            self.workers = [w for w in self.workers if w not in surplus]
+            end_workers(surplus)
+        self.empty_since = time.monotonic()
+        return {"ok": True}
+
+    def _take(self, message: dict[str, Any]) -> tuple[dict[str, Any], list[Kept]]:
+        self.sweep()
+        try:
+            count = max(0, min(int(message.get("count") or 0), MAX_TAKE))
+        except (TypeError, ValueError):
+            return {"ok": False, "error": "a malformed count"}, []
+        recipe = message.get("recipe")
+        same = [w for w in self.workers if w.meta["recipe"] == recipe]
+        given = sorted(same, key=lambda w: w.kept_at, reverse=True)[:count]  # the warmest
+        return {"ok": True, "workers": [w.meta for w in given]}, given
+
+    def serve_one(self, conn: socket.socket) -> bool:
+        """One connection's request; True when it asked the keeper to stop."""
+        conn.settimeout(REQUEST_TIMEOUT_S / 2)
+        fds: list[int] = []
+        answer: dict[str, Any] = {}
+        try:
+            if _peer_uid(conn) != os.getuid():
+                return False  # another user's process: not a word
+            message, fds = _receive(conn, FDS_PER_WORKER)
+            answer, given = self.answer(message, fds)
+            _send(conn, answer, [fd for w in given for fd in w.fds])
+            if given:  # sent: they are the taker's now
+                self.workers = [w for w in self.workers if w not in given]
+                for worker in given:
+                    _close(worker.fds)
+                    worker.fds = []
+                self.empty_since = time.monotonic()
+        except (OSError, ValueError, KeeperError):
+            pass  # a client gone or garbled: it shuts its workers down itself
+        finally:
+            _close(fds)  # what was not kept
+        return bool(answer.get("stopping"))
+
+
+def _lock(folder: str, path: str) -> int | None:
+    """The keeper's lock (held for its life): an fd, or None when another keeper answers
+    at `path` (or still holds the lock after START_TIMEOUT_S)."""
+    fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            # another keeper: running (it answers), starting, or on its way out
+            if answers(path) or time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.02)
+
+
+def serve(path: str, idle_s: float) -> int:
+    """Listen at `path` until nothing has been kept for the linger time, or a stop."""
+    folder = private_dir(path, make=True)
+    lock = _lock(folder, path)
+    if lock is None:
+        return 0  # another keeper won
+    keeper = Keeper(idle_s, _token(folder))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # the lock was free: whatever socket file is there is stale
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    inode = os.stat(path).st_ino
+    listener.listen(64)
+    listener.settimeout(TICK_S)
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stopping.append(signum))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        while not stopping:
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, InterruptedError):
+                conn = None
+            if conn is not None:
+                with conn:
+                    if keeper.serve_one(conn):
+                        break
+            keeper.sweep()
+            if keeper.done():
+                break
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)  # new clients now start a new keeper
+        _refuse_backlog(listener)
+        listener.close()
+        workers, keeper.workers = keeper.workers, []
+        end_workers(workers)
+        os.close(lock)
+    return 0
+
+
+def _refuse_backlog(listener: socket.socket) -> None:
+    """Connections that came as the keeper decided to exit: told so (a put is then made
+    to a new keeper); their descriptors close with the connection."""
+    listener.settimeout(0)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn, contextlib.suppress(OSError, ValueError, KeeperError):
+            conn.settimeout(REQUEST_TIMEOUT_S / 2)
+            _, fds = _receive(conn, FDS_PER_WORKER)
+            _close(fds)
+            _send(conn, {"ok": False, "exiting": True, "error": "the keeper is exiting"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelladder.verifier.host.keeper")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_p = sub.add_parser("serve", help="hold workers handed over (started by the clients)")
+    serve_p.add_argument("--socket", default=None, help=f"default: {socket_path()}")
+    serve_p.add_argument("--idle-s", type=float, default=600.0, help="seconds a worker is kept")
+    sub.add_parser("list", help="the kept workers, as JSON")
+    sub.add_parser("stop", help="kill the kept workers and stop the keeper")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            return serve(args.socket or socket_path(), args.idle_s)
+        except (KeeperError, OSError) as exc:
+            print(f"keeper: {exc}", file=sys.stderr)
+            return 1
+    try:
+        result: Any = list_kept() if args.command == "list" else stop()
+    except (KeeperError, OSError) as exc:
+        print(f"keeper: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
