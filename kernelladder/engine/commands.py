@@ -11,7 +11,7 @@ from kernelladder.engine import hints
 from kernelladder.engine.directives import AVOID, FIX, Directives, matches
 from kernelladder.engine.lines import one_line
 from kernelladder.engine.rules import attempts_left
-from kernelladder.engine.state import VETOED, BranchState, GateState, RunState
+from kernelladder.engine.state import AttemptStatus, BranchState, GateState, RunState
 
 # the stop reasons a stop command may name; any other text is a user stop with that detail
 STOP_RULES = {
@@ -203,7 +203,7 @@ def set_aside_by_stop(state: RunState, n: int) -> bool:
     a resume asks again)?"""
     a = state.attempts[n]
     g = state.gates.get(a.gate_id) if a.gate_id is not None else None
-    return a.status == VETOED and g is not None and g.by == STOPPED_BY
+    return a.status == AttemptStatus.VETOED and g is not None and g.by == STOPPED_BY
 
 
 DEPLOY_STATUSES = ("match", "mismatch", "not-used", "error")  # deploy/result.py's

@@ -42,7 +42,7 @@ from kernelladder.engine.rules import (
     run_exit,
 )
 from kernelladder.engine.session_opening import SessionOpening
-from kernelladder.engine.state import GATED, RunState, fold, new_state
+from kernelladder.engine.state import AttemptStatus, RunState, fold, new_state
 from kernelladder.engine.verification import (
     DONE,
     GATE,
@@ -514,7 +514,7 @@ class Run:
         for n in list(self._work.get(bid, ())):
             a = self.state.attempts[n]
             go = True
-            if a.status == GATED and a.gate_id is not None:
+            if a.status == AttemptStatus.GATED and a.gate_id is not None:
                 go = await self._gate_wait(bid, self._gates.resumed(a.gate_id)) == "approve"
             elif commands.set_aside_by_stop(self.state, n):  # asked again, its timeout from now
                 go = await self._gate(bid, n, a.move, a.undo_cost, a.undo_reason) == "approve"

@@ -16,7 +16,7 @@ from kernelladder.engine.proposal_inputs import ProposalInputs
 from kernelladder.engine.protocols import Runner, RunnerLost, VerifyRequest
 from kernelladder.engine.rules import branch_exit
 from kernelladder.engine.standing_rank import standing_shapes
-from kernelladder.engine.state import RUNNING_ATTEMPT, RunState, improvement
+from kernelladder.engine.state import AttemptStatus, RunState, improvement
 from kernelladder.verifier.verdict import Verdict, standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
@@ -218,7 +218,7 @@ class AttemptVerification:
         def record(gate: str, message: str) -> None:
             if self._closed() or self._state.attempts.get(n) is None:
                 return
-            if self._state.attempts[n].status != RUNNING_ATTEMPT:
+            if self._state.attempts[n].status != AttemptStatus.RUNNING:
                 return
             count = seen.get(gate, 0)
             now = time.monotonic()

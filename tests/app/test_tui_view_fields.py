@@ -62,8 +62,11 @@ def test_a_paused_branch_waiting_at_a_gate_says_both():
     "waiting at gate" (the footer kept `b Pause br.`)."""
     from kernelladder.app import format as fmt
     from kernelladder.app import view as v
+    from kernelladder.engine.state import BranchStatus
 
-    gated = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED)
+    gated = v.BranchView(branch_id="b2", strategy="rows", state=BranchStatus.WAITING_GATE)
     assert fmt.branch_status(gated) == "waiting at gate"
-    paused = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED, paused=True)
+    paused = v.BranchView(
+        branch_id="b2", strategy="rows", state=BranchStatus.WAITING_GATE, paused=True
+    )
     assert fmt.branch_status(paused) == "paused, waiting at gate"

@@ -18,6 +18,7 @@ from kernelladder.engine.standing_rank import (
     standing_counts,
     standing_shapes,
 )
+from kernelladder.engine.state import AttemptStatus
 from kernelladder.verifier.verdict import FAIL, GATES, PASS, Verdict, early_stop_text, vs_best
 
 
@@ -106,10 +107,10 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         Content(""),
     ]
     if verdict is None:
-        if attempt.state == v.ATTEMPT_JUDGED:
+        if attempt.state == AttemptStatus.JUDGED:
             lines.append(Content.assemble(("verdict ", "bold"), attempt.summary))
             lines.append(Content.styled("(full verdict file not available)", "$text-muted"))
-        elif attempt.state == v.ATTEMPT_VETOED:  # never verified, and never will be
+        elif attempt.state == AttemptStatus.VETOED:  # never verified, and never will be
             lines.append(Content.assemble(("vetoed", "bold $warning"), " at ",
                                           attempt.vetoed or "its gate"))  # fmt: skip
             lines.append(Content.styled("never verified: the move is a dead end of its branch",
