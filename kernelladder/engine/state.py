@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelladder.engine import events as ev
 from kernelladder.engine import gains, standing_rank
+from kernelladder.engine import graph as lineage_graph
 from kernelladder.engine.state_model import (  # noqa: F401 (re-exported)
     Attempt,
     AttemptStatus,
@@ -116,6 +117,7 @@ def _branch_opened(s: RunState, e: ev.BranchOpened) -> None:
         b.baseline_speedup = origin.speedup
         b.baseline_noise = origin.noise
     s.branches[e.branch_id] = b
+    lineage_graph.add_branch(s.graph, e.branch_id, e.from_attempt)
 
 
 def _branch_pruned(s: RunState, e: ev.BranchPruned) -> None:
@@ -177,6 +179,7 @@ def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
         received_ts=e.ts,
     )
     s.attempts[e.attempt] = a
+    lineage_graph.add_attempt(s.graph, e.attempt, e.branch_id, e.parent_attempt)
     s.attempts_used += 1
     if e.undo_cost != ev.UNDO_HIGH:  # not gated: its family is the branch's line from now
         _admit(s, a, approved=False)
@@ -283,7 +286,8 @@ def vetoed_family_change(s: RunState, a: Attempt) -> str | None:
         return None
     declared = a.meta.get("from_family") if isinstance(a.meta, dict) else None
     b = s.branches.get(a.branch_id)
-    parent = s.attempts.get(a.parent) if a.parent is not None else None
+    parent_n = lineage_graph.parent(s.graph, a.number)
+    parent = s.attempts.get(parent_n) if parent_n is not None else None
     for before in (declared, b.line_family if b is not None else None, parent and parent.family):
         if before and before != a.family:
             return str(before)

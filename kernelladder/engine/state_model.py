@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import networkx as nx
+
+from kernelladder.engine import graph as lineage_graph
+
 
 class BranchStatus(StrEnum):
     """A branch's status, as shown to a person (str-valued: logs and JSON keep the word)."""
@@ -228,6 +232,8 @@ class RunState:
     hints: str = ""  # global hints
     branches: dict[str, BranchState] = field(default_factory=dict)
     attempts: dict[int, Attempt] = field(default_factory=dict)
+    # every lineage question is answered by this graph (engine/graph.py)
+    graph: nx.DiGraph = field(default_factory=lineage_graph.new_graph)
     gates: dict[str, GateState] = field(default_factory=dict)
     pending_gates: dict[str, None] = field(default_factory=dict)  # ordered set of ids
     notices: list[NoticeState] = field(default_factory=list)
@@ -284,17 +290,7 @@ class RunState:
 
     def subtree_branches(self, branch_id: str) -> list[str]:
         """This branch and every branch opened (transitively) from its attempts."""
-        out = [branch_id]
-        seen = {branch_id}
-        i = 0
-        while i < len(out):
-            owned = set(self.branches[out[i]].attempts)
-            for b in self.branches.values():
-                if b.id not in seen and b.from_attempt is not None and b.from_attempt in owned:
-                    seen.add(b.id)
-                    out.append(b.id)
-            i += 1
-        return out
+        return lineage_graph.subtree_branches(self.graph, branch_id)
 
     def hints_for(self, branch_id: str) -> str:
         branch = self.branches.get(branch_id)
