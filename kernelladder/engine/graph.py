@@ -1,5 +1,5 @@
-"""The strategy graph: one networkx DiGraph, folded from the events with the run state,
-that answers every lineage question (an attempt's parent and ancestors, the branches a
+"""The strategy graph: one networkx DiGraph of the folded run (`of(state)`), the one answer
+to every lineage question (an attempt's parent and ancestors, the branches a
 prune takes with it, a branch's line).
 
 Nodes are attempt numbers (int), branch ids (str) and START, the op's starting
@@ -12,16 +12,32 @@ candidate. Edges carry a `kind`:
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import networkx as nx
+
+if TYPE_CHECKING:
+    from kernelladder.engine.state_model import RunState
 
 START = "<start>"  # the starting candidate (a run from own kernels has an attempt 0)
 DERIVED, HOLDS, OPENED = "derived", "holds", "opened"
 
 
-def new_graph() -> nx.DiGraph:
+def of(state: RunState) -> nx.DiGraph:
+    """The graph of the state's attempts and branches, built once for as many of them as
+    the fold has (an attempt's parent and a branch's origin never change once folded)."""
+    size = (len(state.attempts), len(state.branches))
+    cached = state.lineage_cache
+    if cached is not None and cached[:2] == size:
+        return cached[2]
     g = nx.DiGraph()
     g.add_node(START)
+    for b in state.branches.values():
+        add_branch(g, b.id, b.from_attempt)
+    for n in sorted(state.attempts):
+        a = state.attempts[n]
+        add_attempt(g, n, a.branch_id, a.parent)
+    state.lineage_cache = (*size, g)
     return g
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from kernelladder.engine import events as ev
 from kernelladder.engine import gains, standing_rank
-from kernelladder.engine import graph as lineage_graph
 from kernelladder.engine.state_model import (  # noqa: F401 (re-exported)
     Attempt,
     AttemptStatus,
@@ -117,7 +116,6 @@ def _branch_opened(s: RunState, e: ev.BranchOpened) -> None:
         b.baseline_speedup = origin.speedup
         b.baseline_noise = origin.noise
     s.branches[e.branch_id] = b
-    lineage_graph.add_branch(s.graph, e.branch_id, e.from_attempt)
 
 
 def _branch_pruned(s: RunState, e: ev.BranchPruned) -> None:
@@ -179,7 +177,6 @@ def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
         received_ts=e.ts,
     )
     s.attempts[e.attempt] = a
-    lineage_graph.add_attempt(s.graph, e.attempt, e.branch_id, e.parent_attempt)
     s.attempts_used += 1
     if e.undo_cost != ev.UNDO_HIGH:  # not gated: its family is the branch's line from now
         _admit(s, a, approved=False)
@@ -286,8 +283,7 @@ def vetoed_family_change(s: RunState, a: Attempt) -> str | None:
         return None
     declared = a.meta.get("from_family") if isinstance(a.meta, dict) else None
     b = s.branches.get(a.branch_id)
-    parent_n = lineage_graph.parent(s.graph, a.number)
-    parent = s.attempts.get(parent_n) if parent_n is not None else None
+    parent = s.attempts.get(a.parent) if a.parent is not None else None
     for before in (declared, b.line_family if b is not None else None, parent and parent.family):
         if before and before != a.family:
             return str(before)
@@ -340,15 +336,11 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a = s.attempts.get(e.attempt)
     if a is None:
         return
-    # the practical margin applied to recorded words, so older logs read as today's rule
-    shapes = standing_rank.judged_rows(e.standing_shapes)
-    standing = (
-        standing_rank.rows_text(shapes) if shapes and shapes != e.standing_shapes else e.standing
-    )
     a = s.attempts[e.attempt] = replace(
         a, status=AttemptStatus.JUDGED, verdict=e.verdict, verdict_kind=e.verdict_kind,
         failed_gate=e.gate, speedup=e.speedup, floor_fraction=e.floor_fraction, noise=e.noise,
-        summary=e.summary, vs_best=e.vs_best, standing_shapes=shapes, standing=standing,
+        summary=e.summary, vs_best=e.vs_best, standing_shapes=e.standing_shapes,
+        standing=e.standing,
         early_stop=e.early_stop, verdict_hash=e.verdict_hash, elapsed_s=e.elapsed_s,
         judged_ts=e.ts,
     )  # fmt: skip
@@ -424,27 +416,16 @@ def _best_improved(s: RunState, e: ev.BestImproved) -> None:
         s.ranked_best = e.attempt
 
 
-SLOWER_REASON = "slower than the fastest baseline at"  # best_confirmation's words
-
-
 def _best_confirmed(s: RunState, e: ev.BestConfirmed) -> None:
-    shapes = standing_rank.judged_rows(e.shapes)
-    held, detail = e.held, e.detail
-    slower = any(row.get("standing") == "slower" for row in shapes.values())
-    if not held and detail.startswith(SLOWER_REASON) and shapes and not slower:
-        # an older log's "slower" by less than the practical margin: a tie, so it held
-        held = True
-        margin = f"{standing_rank.PRACTICAL_MARGIN:.0%}"
-        detail = f"held within the {margin} practical margin (recorded: {detail})"
     s.confirmations[e.attempt] = {
         "attempt": e.attempt,
-        "held": held,
+        "held": e.held,
         "vs_best": e.vs_best,
         "recorded_vs_best": e.recorded_vs_best,
-        "shapes": shapes,
+        "shapes": e.shapes,
         "noise": e.noise,
         "rounds": e.rounds,
-        "detail": detail,
+        "detail": e.detail,
     }
     held_best = best_that_held(s)
     if held_best is not None and held_best != s.best_attempt:

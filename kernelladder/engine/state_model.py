@@ -9,10 +9,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import networkx as nx
-
-from kernelladder.engine import graph as lineage_graph
-
 
 class BranchStatus(StrEnum):
     """A branch's status, as shown to a person (str-valued: logs and JSON keep the word)."""
@@ -232,8 +228,9 @@ class RunState:
     hints: str = ""  # global hints
     branches: dict[str, BranchState] = field(default_factory=dict)
     attempts: dict[int, Attempt] = field(default_factory=dict)
-    # every lineage question is answered by this graph (engine/graph.py)
-    graph: nx.DiGraph = field(default_factory=lineage_graph.new_graph)
+    # the strategy graph (engine/graph.py), built on the first lineage question asked of
+    # this many attempts and branches (networkx is not imported until then)
+    lineage_cache: tuple[int, int, Any] | None = field(default=None, compare=False, repr=False)
     gates: dict[str, GateState] = field(default_factory=dict)
     pending_gates: dict[str, None] = field(default_factory=dict)  # ordered set of ids
     notices: list[NoticeState] = field(default_factory=list)
@@ -290,7 +287,9 @@ class RunState:
 
     def subtree_branches(self, branch_id: str) -> list[str]:
         """This branch and every branch opened (transitively) from its attempts."""
-        return lineage_graph.subtree_branches(self.graph, branch_id)
+        from kernelladder.engine import graph as lineage_graph
+
+        return lineage_graph.subtree_branches(lineage_graph.of(self), branch_id)
 
     def hints_for(self, branch_id: str) -> str:
         branch = self.branches.get(branch_id)

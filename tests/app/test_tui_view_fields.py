@@ -30,7 +30,7 @@ NOT_SHOWN = {
     "passed": "the attempts table shows each attempt's verdict",
     "proposal_failures": "engine-internal counter for the exit rules",
     "retries": "per-attempt retries are shown on AttemptView.retries",
-    "graph": "lineage answers (engine/graph.py); each branch shows its from_attempt, each attempt its parent",
+    "lineage_cache": "lineage answers (engine/graph.py); each branch shows its from_attempt, each attempt its parent",
     "ranked_best": "shown through best_confirmed ('confirmed (#30 did not hold)')",
 }
 

@@ -31,7 +31,8 @@ from fake_messages_server import FakeMessagesServer, message
 
 from kernelladder.app.run_files import starting_candidate
 from kernelladder.engine.gating import fence_concerns
-from kernelladder.engine.proposers.templates import catalog, parse_header
+from kernelladder.engine.proposers.templates import catalog
+from kernelladder.engine.upcast import search_header as parse_header
 
 pytestmark = pytest.mark.timeout(600)
 START = starting_candidate("rmsnorm") or ""

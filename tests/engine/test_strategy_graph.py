@@ -48,7 +48,7 @@ def _brute_subtree(holds: dict, opened: dict, order: list, branch_id: str) -> li
 @pytest.mark.parametrize("run_dir", LOGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_lineage_answer_agrees_with_a_walk_of_the_events(run_dir: Path):
     events = read_events(run_dir)
-    g = fold(events).graph
+    g = lineage_graph.of(fold(events))
     parent, holds, opened, order = _walk(events)
     assert parent, "a saved log with no attempt tells nothing"
     for n, p in parent.items():
@@ -87,5 +87,5 @@ def test_a_prune_takes_the_branches_opened_from_its_attempts_in_the_order_opened
     state = fold(events)
     assert state.subtree_branches("b1") == ["b1", "b2", "b3", "b4"]
     assert state.subtree_branches("b3") == ["b3", "b4"]
-    assert lineage_graph.lineage(state.graph, 3) == [3, 1]
-    assert lineage_graph.ancestors(state.graph, 2) == {1}
+    assert lineage_graph.lineage(lineage_graph.of(state), 3) == [3, 1]
+    assert lineage_graph.ancestors(lineage_graph.of(state), 2) == {1}

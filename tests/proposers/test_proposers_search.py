@@ -10,7 +10,7 @@ import pytest
 
 from kernelladder.engine.proposers import get_proposer
 from kernelladder.engine.proposers.search import KERNELBENCH_MESSAGE, SearchProposer
-from kernelladder.engine.proposers.templates import Family, Param, parse_header
+from kernelladder.engine.proposers.templates import Family, Param
 from kernelladder.engine.protocols import (
     Proposal,
     ProposalContext,
@@ -18,6 +18,7 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
+from kernelladder.engine.upcast import search_header as parse_header
 from kernelladder.ops.registry import get_op
 
 RMSNORM = get_op("rmsnorm").describe()

@@ -14,8 +14,8 @@ from kernelladder.engine.proposers.templates import (
     Family,
     catalog,
     config_key,
-    parse_header,
 )
+from kernelladder.engine.upcast import search_header as parse_header
 
 CATALOG = catalog()
 

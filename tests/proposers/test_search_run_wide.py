@@ -11,8 +11,8 @@ import hashlib
 from typing import Any
 
 from kernelladder.engine.proposers.search import SearchProposer
-from kernelladder.engine.proposers.templates import parse_header
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerExhausted
+from kernelladder.engine.upcast import search_header as parse_header
 from kernelladder.ops.registry import get_op
 
 STAGNATION = 8  # the default run's stagnation rule
