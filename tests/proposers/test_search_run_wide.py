@@ -57,6 +57,7 @@ class Run:
             strategy=self.branches[bid],
             parent_attempt=parent,
             parent_source=self.sources.get(parent, START) if parent else START,
+            parent_meta=dict(self.proposals[parent][1].meta) if parent else {},
             parent_verdict=self.verdicts.get(parent) if parent else None,
             feedback={},
             dead_ends=(),
