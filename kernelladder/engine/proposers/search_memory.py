@@ -12,8 +12,10 @@ from typing import Any
 from kernelladder.engine.log import sha256_text
 from kernelladder.engine.proposers.templates import Family, config_key
 from kernelladder.engine.protocols import ProposalContext
+from kernelladder.engine.state_model import AttemptStatus
 
-PASS, FAIL, PENDING, VETOED = "pass", "fail", "pending", "vetoed"
+PASS, FAIL, PENDING = "pass", "fail", "pending"  # a trial: its verdict, or none yet
+VETOED = AttemptStatus.VETOED
 
 
 @dataclass
