@@ -145,7 +145,7 @@ async def test_a_vetoed_attempts_verdict_tab_says_it_was_vetoed_with_the_note(tm
         await pilot.press("2")
         await pilot.pause(0.1)
         shown = str(app.main.query_one("#verdict-body").render())
-        assert "vetoed at gate g1 by user: vetoed from the gates panel" in shown, shown
+        assert "vetoed at gate g1 by user: vetoed with v, no note given" in shown, shown
         assert "not judged yet" not in shown
         assert shown == render_verdict(app.main.view.attempts[3], None).plain
 

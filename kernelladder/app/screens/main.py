@@ -501,7 +501,7 @@ class MainScreen(Screen):
     def action_veto_gate(self) -> None:
         gate = self._gate_or_say(DECIDE)
         if gate is not None:
-            self._decide(gate, VETO, "vetoed from the gates panel")
+            self._decide(gate, VETO, "vetoed with v, no note given")
 
     def action_open_gate(self, gate_id: str | None = None) -> None:
         if why := self.steering_refusal():
