@@ -158,7 +158,7 @@ def attempt_stage(a: st.Attempt, s: RunState) -> str:
     """The stage a running attempt is in (from its latest progress line), or "profile"
     while a judged one is being profiled (not once the run has ended: a forced stop
     cancels a profile in flight, which then never reports); "" otherwise."""
-    gate = a.last_progress_gate
+    gate = s.progress[a.number][1] if a.number in s.progress else ""
     if gate == "profile":
         return "" if a.number in s.profiles or s.finished else "profile"
     if a.status != st.AttemptStatus.RUNNING:

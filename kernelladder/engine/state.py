@@ -10,7 +10,6 @@ holding on to a state that is still being folded into.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 from kernelladder.engine import events as ev
@@ -67,7 +66,7 @@ def _run_reopened(s: RunState, e: ev.RunReopened) -> None:
     for n in e.requeued_attempts:
         a = s.attempts.get(n)
         if a is not None and a.status in (AttemptStatus.RUNNING, AttemptStatus.CANCELLED):
-            s.attempts[n] = replace(a, status=AttemptStatus.PROPOSED)
+            s.attempts[n] = a.evolve(status=AttemptStatus.PROPOSED)
     # a gate left pending is asked again: its timeout (as this session sets it) restarts
     for gid in s.pending_gates:
         g = s.gates[gid]
@@ -215,7 +214,7 @@ def _gate_raised(s: RunState, e: ev.GateRaised) -> None:
     s.pending_gates[e.gate_id] = None
     a = s.attempts.get(e.attempt)
     if a is not None:
-        s.attempts[e.attempt] = replace(a, status=AttemptStatus.GATED, gate_id=e.gate_id)
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.GATED, gate_id=e.gate_id)
     b = s.branches.get(e.branch_id)
     if b is not None:
         b.pending_gate = e.gate_id
@@ -236,10 +235,10 @@ def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
     if a is None:
         return
     if e.decision == "approve":
-        a = s.attempts[g.attempt] = replace(a, status=AttemptStatus.PROPOSED, approved=True)
+        a = s.attempts[g.attempt] = a.evolve(status=AttemptStatus.PROPOSED, approved=True)
         _admit(s, a, approved=True)
     else:
-        a = s.attempts[g.attempt] = replace(a, status=AttemptStatus.VETOED)
+        a = s.attempts[g.attempt] = a.evolve(status=AttemptStatus.VETOED)
         if b is not None and e.by != "stop":  # a stop's veto is no verdict on the move
             b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
             _bind_veto(s, b, a)
@@ -298,8 +297,7 @@ def bare_move(move: str) -> str:
 def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:
     a = s.attempts.get(e.attempt)
     if a is not None:
-        s.attempts[e.attempt] = replace(
-            a, status=AttemptStatus.RUNNING, runner=e.runner, slot=e.slot, started_ts=e.ts,
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.RUNNING, runner=e.runner, slot=e.slot, started_ts=e.ts,
             retries=max(a.retries, e.retry),
         )  # fmt: skip
     b = s.branches.get(e.branch_id)
@@ -308,25 +306,22 @@ def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:
 
 
 def _attempt_progress(s: RunState, e: ev.AttemptProgress) -> None:
-    a = s.attempts.get(e.attempt)
-    if a is not None:
-        s.attempts[e.attempt] = replace(
-            a, last_progress=e.message, last_progress_gate=e.gate,
-            progress_count=a.progress_count + 1,
-        )  # fmt: skip
+    if e.attempt in s.attempts:
+        count = s.progress[e.attempt][2] if e.attempt in s.progress else 0
+        s.progress[e.attempt] = (e.message, e.gate, count + 1)
 
 
 def _attempt_retried(s: RunState, e: ev.AttemptRetried) -> None:
     s.retries += 1
     a = s.attempts.get(e.attempt)
     if a is not None:
-        s.attempts[e.attempt] = replace(a, retries=a.retries + 1)
+        s.attempts[e.attempt] = a.evolve(retries=a.retries + 1)
 
 
 def _attempt_cancelled(s: RunState, e: ev.AttemptCancelled) -> None:
     a = s.attempts.get(e.attempt)
     if a is not None and a.status != AttemptStatus.JUDGED:
-        s.attempts[e.attempt] = replace(a, status=AttemptStatus.CANCELLED)
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.CANCELLED)
     b = s.branches.get(e.branch_id)
     if b is not None and b.running == e.attempt:
         b.running = None
@@ -336,8 +331,7 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a = s.attempts.get(e.attempt)
     if a is None:
         return
-    a = s.attempts[e.attempt] = replace(
-        a, status=AttemptStatus.JUDGED, verdict=e.verdict, verdict_kind=e.verdict_kind,
+    a = s.attempts[e.attempt] = a.evolve(status=AttemptStatus.JUDGED, verdict=e.verdict, verdict_kind=e.verdict_kind,
         failed_gate=e.gate, speedup=e.speedup, floor_fraction=e.floor_fraction, noise=e.noise,
         summary=e.summary, vs_best=e.vs_best, standing_shapes=e.standing_shapes,
         standing=e.standing,

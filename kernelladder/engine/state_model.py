@@ -75,9 +75,14 @@ class Attempt:
     received_ts: float = 0.0
     started_ts: float | None = None
     judged_ts: float | None = None
-    last_progress: str = ""
-    last_progress_gate: str = ""
-    progress_count: int = 0
+
+    def evolve(self, **changes: Any) -> Attempt:
+        """A copy with `changes` (dataclasses.replace without its per-call introspection:
+        the fold replaces a record per event, so this is its hot path)."""
+        new = object.__new__(Attempt)
+        for name in _ATTEMPT_SLOTS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     @property
     def passed(self) -> bool:
@@ -91,6 +96,9 @@ class Attempt:
             AttemptStatus.RUNNING,
             AttemptStatus.CANCELLED,
         )
+
+
+_ATTEMPT_SLOTS = Attempt.__slots__
 
 
 @dataclass(slots=True)
@@ -228,6 +236,9 @@ class RunState:
     hints: str = ""  # global hints
     branches: dict[str, BranchState] = field(default_factory=dict)
     attempts: dict[int, Attempt] = field(default_factory=dict)
+    # each attempt's latest progress line (message, gate) and how many it wrote: kept
+    # beside the frozen records, as a busy run writes many more of these than anything else
+    progress: dict[int, tuple[str, str, int]] = field(default_factory=dict)
     # the strategy graph (engine/graph.py), built on the first lineage question asked of
     # this many attempts and branches (networkx is not imported until then)
     lineage_cache: tuple[int, int, Any] | None = field(default=None, compare=False, repr=False)

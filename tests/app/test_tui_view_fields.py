@@ -17,7 +17,8 @@ RENAMED = {
     "stopping": "state",
     "finished": "state",
     "pending_gates": "gates",  # the pending ones, as GateViews, oldest first
-    "confirmations": "best_confirmed",  # the best's re-measure: confirmed / did not hold
+    "confirmations": "best_confirmed",
+    "progress": "attempts",  # each attempt's latest progress gate, as its stage  # the best's re-measure: confirmed / did not hold
 }
 
 # RunState fields the screen deliberately does not show (say why when adding one).
