@@ -134,39 +134,14 @@ def _confirmed(s: RunState, attempt: int | None) -> str:
     return "" if attempt is None else held_mark(s, attempt)
 
 
-def _attempt_view(a: st.AttemptState, s: RunState) -> v.AttemptView:
+def _attempt_view(a: st.Attempt, s: RunState) -> v.AttemptView:
     gate = s.gates.get(a.gate_id) if a.gate_id is not None else None
     vetoed = ""
-    if a.status == st.VETOED and gate is not None:
+    if a.status == st.AttemptStatus.VETOED and gate is not None:
         vetoed = f"gate {gate.gate_id} by {gate.by or 'user'}" + (
             f": {gate.note}" if gate.note else ""
         )
-    return v.AttemptView(
-        number=a.number,
-        branch_id=a.branch_id,
-        parent=a.parent,
-        strategy=a.family or a.strategy,  # what the attempt is: its family, else its branch's
-        move=a.move,
-        undo_cost=a.undo_cost,
-        undo_reason=a.undo_reason,
-        state=a.status,
-        verdict=a.verdict,
-        verdict_kind=a.verdict_kind,
-        gate=a.failed_gate,
-        speedup=a.speedup,
-        floor_fraction=a.floor_fraction,
-        noise=a.noise,
-        summary=a.summary,
-        standing=a.standing,
-        vs_best=a.vs_best,
-        standing_shapes=a.standing_shapes,  # replaced, never changed, by the fold
-        source_hash=a.source_hash,
-        elapsed_s=a.elapsed_s,
-        retries=a.retries,
-        stage=attempt_stage(a, s),
-        vetoed=vetoed,
-        early_stop=a.early_stop,
-    )
+    return v.AttemptView(a, stage=attempt_stage(a, s), vetoed=vetoed)
 
 
 # the verifier's progress gates, as the stage a person reads
@@ -178,14 +153,14 @@ _STAGES = {
 }  # fmt: skip
 
 
-def attempt_stage(a: st.AttemptState, s: RunState) -> str:
+def attempt_stage(a: st.Attempt, s: RunState) -> str:
     """The stage a running attempt is in (from its latest progress line), or "profile"
     while a judged one is being profiled (not once the run has ended: a forced stop
     cancels a profile in flight, which then never reports); "" otherwise."""
-    gate = a.last_progress_gate
+    gate = s.progress[a.number][1] if a.number in s.progress else ""
     if gate == "profile":
         return "" if a.number in s.profiles or s.finished else "profile"
-    if a.status != st.RUNNING_ATTEMPT:
+    if a.status != st.AttemptStatus.RUNNING:
         return ""
     return _STAGES.get(gate, "")
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.app import view as v
-from kernelladder.engine import best_baseline_name, judged_rows, standing_counts
+from kernelladder.engine import (
+    AttemptStatus,
+    BranchStatus,
+    best_baseline_name,
+    judged_rows,
+    standing_counts,
+)
 from kernelladder.verifier.contract.verdict import PRACTICAL_MARGIN, versus_fastest_baseline
 
 # One glyph per attempt state or verdict kind; all single-cell wide.
@@ -14,14 +20,14 @@ MARKS = {
     "fail": "✗",
     "crash": "✗",
     "timeout": "✗",
-    v.ATTEMPT_PROPOSED: "·",
-    v.ATTEMPT_GATED: "?",
-    v.ATTEMPT_VETOED: "⊘",
-    v.ATTEMPT_RUNNING: "…",
-    v.ATTEMPT_CANCELLED: "-",
+    AttemptStatus.PROPOSED: "·",
+    AttemptStatus.GATED: "?",
+    AttemptStatus.VETOED: "⊘",
+    AttemptStatus.RUNNING: "…",
+    AttemptStatus.CANCELLED: "-",
 }
 
-BRANCH_WORDS = {v.BRANCH_GATED: "waiting at gate"}
+BRANCH_WORDS = {BranchStatus.WAITING_GATE: "waiting at gate"}
 
 
 def speedup(x: float | None, *, unmeasured: str = "—") -> str:
@@ -63,7 +69,7 @@ def tokens_shown(used: int, budget: Any) -> bool:
 
 
 def attempt_mark(a: v.AttemptView) -> str:
-    if a.state == v.ATTEMPT_JUDGED:
+    if a.state == AttemptStatus.JUDGED:
         return MARKS.get(a.verdict_kind or "", "✗")
     return MARKS.get(a.state, "·")
 
@@ -83,7 +89,7 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
     """What the tree says after the mark: vs best (where the log records it), else the
     speedup over the reference, a failing gate, or the state; "· profiling" after a
     judged attempt while its profile runs (beside its branch, which has gone on)."""
-    if a.state == v.ATTEMPT_JUDGED:
+    if a.state == AttemptStatus.JUDGED:
         if a.passed:
             if a.vs_best is not None:
                 result = f"{a.vs_best:.2f}× vs best"
@@ -95,7 +101,7 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
         if a.gate and a.gate != a.verdict_kind:
             return f"{a.verdict_kind} at {a.gate}"
         return a.verdict_kind or "fail"
-    if a.state == v.ATTEMPT_RUNNING and a.stage:
+    if a.state == AttemptStatus.RUNNING and a.stage:
         return f"running: {a.stage}"
     return a.state
 
@@ -103,11 +109,13 @@ def attempt_result(a: v.AttemptView, speed_measured: bool) -> str:
 def branch_status(b: v.BranchView) -> str:
     if b.waits_with_run:  # not "running" while nothing runs
         return "best, paused with the run" if b.is_best else "paused with the run"
-    if b.state == v.BRANCH_EXHAUSTED:
+    if b.state == BranchStatus.EXHAUSTED:
         return f"exhausted: {b.rule}" if b.rule else "exhausted"
-    if b.state == v.BRANCH_GATED and b.paused:  # the gate waits; after it, the branch too
+    if (
+        b.state == BranchStatus.WAITING_GATE and b.paused
+    ):  # the gate waits; after it, the branch too
         return "paused, waiting at gate"
-    if b.is_best and b.state == v.BRANCH_RUNNING:
+    if b.is_best and b.state == BranchStatus.RUNNING:
         return "best, running"
     return BRANCH_WORDS.get(b.state, b.state)
 

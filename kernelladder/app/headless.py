@@ -126,7 +126,8 @@ def render_state(
         elif a.verdict is not None:
             result = Text(f"{a.failed_gate or a.verdict_kind}: {a.summary}", style="red")
         else:
-            result = Text(a.status + (f" {a.last_progress_gate}" if a.status == "running" else ""))
+            gate = state.progress[n][1] if n in state.progress else ""
+            result = Text(a.status + (f" {gate}" if a.status == "running" else ""))
         recent.add_row(str(n), a.branch_id, a.move, a.undo_cost, result)
     parts: list[Any] = [header, branches, recent]
     for gid in state.pending_gates:

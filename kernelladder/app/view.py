@@ -1,7 +1,7 @@
 """What the screen shows, as frozen data: a view of the folded run state.
 
 Widgets read only these; `build_view` (app/folding.py) is the one place that knows the
-shape of the engine's state. Nothing here imports textual, so it is tested alone.
+shape of the engine's state. An attempt is the engine's own frozen record, not a copy. Nothing here imports textual, so it is tested alone.
 """
 
 from __future__ import annotations
@@ -9,22 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-# Attempt states (the engine's words, engine/record/state.py).
-ATTEMPT_PROPOSED = "proposed"
-ATTEMPT_GATED = "gated"
-ATTEMPT_VETOED = "vetoed"
-ATTEMPT_RUNNING = "running"
-ATTEMPT_JUDGED = "judged"
-ATTEMPT_CANCELLED = "cancelled"
+from kernelladder.engine import Attempt, AttemptStatus, BranchStatus
 
-# Branch states (the engine's words).
-BRANCH_RUNNING = "running"
-BRANCH_PAUSED = "paused"
-BRANCH_GATED = "waiting-gate"
-BRANCH_EXHAUSTED = "exhausted"
-BRANCH_PRUNED = "pruned"
-BRANCH_STOPPED = "stopped"
-
+# Attempt and branch states are the engine's own enums (engine/state_model.py); the run's
+# state below is the screen's word for the run as a whole.
 RUN_RUNNING = "running"
 RUN_PAUSED = "paused"
 RUN_STOPPING = "stopping"
@@ -34,45 +22,41 @@ RUN_RESUMING = "resuming"  # a resumed run before its session's first event
 RUN_LOG_ENDS = "log ends"  # a replay at the end of a log that never finished
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptView:
-    number: int
-    branch_id: str
-    parent: int | None
-    strategy: str = ""
-    move: str = ""
-    undo_cost: str = ""
-    undo_reason: str = ""
-    state: str = ATTEMPT_PROPOSED
-    verdict: str | None = None  # "pass" | "fail" once judged
-    verdict_kind: str | None = None  # "pass" | "fail" | "crash" | "timeout"
-    gate: str | None = None  # first failing gate
-    speedup: float | None = None
-    floor_fraction: float | None = None
-    noise: float | None = None
-    summary: str = ""
-    standing: str = ""  # against the fastest baseline per shape (VerdictReady.standing)
-    vs_best: float | None = None  # geomean over the fastest baseline per shape
-    standing_shapes: dict[str, Any] = field(default_factory=dict)  # label -> row
-    source_hash: str = ""
-    elapsed_s: float = 0.0
-    retries: int = 0
+    """An attempt as the screen shows it: the fold's own frozen record, read through, and
+    what only the screen needs beside it."""
+
+    record: Attempt
     # where it is now: "baselines" | "compile" | "correct" | "time" | "profile" | ""
     stage: str = ""
     vetoed: str = ""  # a vetoed move: which gate, by whom, with the note
-    # its timing stopped early, not faster than this attempt: coarse times, never a best
-    early_stop: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "record":  # not set yet (a copy being made): no record to read through
+            raise AttributeError(name)
+        return getattr(self.record, name)
 
     @property
-    def passed(self) -> bool:
-        return self.verdict == "pass"
+    def state(self) -> AttemptStatus:
+        return self.record.status
+
+    @property
+    def gate(self) -> str | None:
+        """The first failing gate."""
+        return self.record.failed_gate
+
+    @property
+    def strategy(self) -> str:
+        """What the attempt is: its family, else its branch's strategy."""
+        return self.record.family or self.record.strategy
 
 
 @dataclass(frozen=True)
 class BranchView:
     branch_id: str
     strategy: str
-    state: str = BRANCH_RUNNING
+    state: BranchStatus = BranchStatus.RUNNING
     rule: str = ""  # the exit rule that ended it
     detail: str = ""
     from_attempt: int | None = None
@@ -88,7 +72,7 @@ class BranchView:
     @property
     def waits_with_run(self) -> bool:
         """A running branch of a paused run: nothing of it runs until the run resumes."""
-        return self.run_paused and self.state == BRANCH_RUNNING
+        return self.run_paused and self.state == BranchStatus.RUNNING
 
 
 @dataclass(frozen=True)

@@ -207,6 +207,8 @@ class ProposalContext:
     # it may not change to, with why (another live branch's line, one it left, a veto)
     line_family: str | None = None
     closed_families: Mapping[str, str] = field(default_factory=dict)
+    # the parent's proposal meta as recorded (the search's grid point: family, params)
+    parent_meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _ShownParent:

@@ -1,22 +1,21 @@
-"""A search family: one algorithm for an op (e.g. softmax "online") as a parameterized
-Triton kernel template, a fixed kernel body plus a grid of parameters (block sizes, warps
-per element, rows per program, cache hints ...). `render` turns one point of that grid
-into a complete, self-contained candidate file whose first line records the point, so
-the search can read back what a source is. Each built-in op keeps its families in its
-folder (ops/NAME/families.py); plain Python, no torch.
+"""Parameterized Triton kernel templates for the five built-in ops.
+
+A `Family` is one algorithm for an op (e.g. softmax "online"): a fixed kernel body plus a
+grid of parameters (block sizes, warps per element, rows per program, cache hints ...).
+`render` turns one point of that grid into a complete, self-contained candidate file whose
+first line records the point for a person (the search reads the point from the proposal's
+meta; engine/record/upcast.py reads the header back only for logs older than that).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 HEADER_PREFIX = "# kernelladder-search: "
-_HEADER_RE = re.compile(r"^# kernelladder-search: (\{.*\})\s*$", re.MULTILINE)
 
 # What a parameter mostly affects, so verdict feedback can pick which to move first.
 FOCUS_LARGE, FOCUS_SMALL, FOCUS_ALL = "large", "small", "all"
@@ -120,24 +119,6 @@ class Family:
 def config_key(op: str, family: str, params: Params) -> str:
     """The identity of a grid point: the same key is never proposed twice on a branch."""
     return f"{op}/{family}:" + json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
-
-
-def parse_header(source: str | None) -> dict[str, Any] | None:
-    """{"op", "family", "params"} of a source the search wrote, else None."""
-    if not source:
-        return None
-    m = _HEADER_RE.search(source[:4096])
-    if not m:
-        return None
-    try:
-        data = json.loads(m.group(1))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
-        return None
-    if not isinstance(data.get("family"), str) or not isinstance(data.get("op"), str):
-        return None
-    return data
 
 
 def next_pow2(n: int) -> int:

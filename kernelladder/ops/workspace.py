@@ -475,10 +475,6 @@ class WorkspaceSpec(OpSpec):
 # --- reading the files -------------------------------------------------------------------
 
 
-def is_workspace(path: str) -> bool:
-    return Path(path).is_dir()
-
-
 def _read(path: Path, where: str, *, required: bool) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -492,14 +488,6 @@ def _read(path: Path, where: str, *, required: bool) -> str | None:
         raise OpLoadError(
             f"{where}: cannot read {path.name}: {_common.error_line(exc, 300)}"
         ) from None
-
-
-def hints_text(path: str | Path) -> str | None:
-    """DIR/HINTS.md, when there is one."""
-    try:
-        return (Path(path) / HINTS_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def knowledge_text(path: str | Path, budget: int = KNOWLEDGE_BUDGET_CHARS) -> tuple[str, list[str]]:

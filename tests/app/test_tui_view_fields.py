@@ -17,7 +17,8 @@ RENAMED = {
     "stopping": "state",
     "finished": "state",
     "pending_gates": "gates",  # the pending ones, as GateViews, oldest first
-    "confirmations": "best_confirmed",  # the best's re-measure: confirmed / did not hold
+    "confirmations": "best_confirmed",
+    "progress": "attempts",  # each attempt's latest progress gate, as its stage  # the best's re-measure: confirmed / did not hold
 }
 
 # RunState fields the screen deliberately does not show (say why when adding one).
@@ -30,6 +31,7 @@ NOT_SHOWN = {
     "passed": "the attempts table shows each attempt's verdict",
     "proposal_failures": "engine-internal counter for the exit rules",
     "retries": "per-attempt retries are shown on AttemptView.retries",
+    "lineage_cache": "lineage answers (engine/graph.py); each branch shows its from_attempt, each attempt its parent",
     "ranked_best": "shown through best_confirmed ('confirmed (#30 did not hold)')",
 }
 
@@ -62,8 +64,11 @@ def test_a_paused_branch_waiting_at_a_gate_says_both():
     "waiting at gate" (the footer kept `b Pause br.`)."""
     from kernelladder.app import format as fmt
     from kernelladder.app import view as v
+    from kernelladder.engine.record.state import BranchStatus
 
-    gated = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED)
+    gated = v.BranchView(branch_id="b2", strategy="rows", state=BranchStatus.WAITING_GATE)
     assert fmt.branch_status(gated) == "waiting at gate"
-    paused = v.BranchView(branch_id="b2", strategy="rows", state=v.BRANCH_GATED, paused=True)
+    paused = v.BranchView(
+        branch_id="b2", strategy="rows", state=BranchStatus.WAITING_GATE, paused=True
+    )
     assert fmt.branch_status(paused) == "paused, waiting at gate"

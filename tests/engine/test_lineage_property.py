@@ -30,8 +30,8 @@ import pytest
 from fake_messages_server import FakeMessagesServer, message
 
 from kernelladder.app.run_files import starting_candidate
+from kernelladder.engine.record.upcast import search_header as parse_header
 from kernelladder.engine.run.gating import fence_concerns
-from kernelladder.ops.family import parse_header
 from kernelladder.ops.registry import catalog
 
 pytestmark = pytest.mark.timeout(600)

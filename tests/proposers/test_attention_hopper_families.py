@@ -151,7 +151,7 @@ def test_three_branches_start_on_flash_wgmma_flash_ring_and_flash_tma():
     import asyncio
 
     from kernelladder.engine.proposers.search import SearchProposer
-    from kernelladder.ops.family import parse_header
+    from kernelladder.engine.record.upcast import search_header as parse_header
 
     search = SearchProposer()
     op = get_op("attention").describe()

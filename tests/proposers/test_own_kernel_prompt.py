@@ -121,7 +121,7 @@ def test_a_low_occupancy_profile_makes_search_shrink_resource_hungry_parameters_
         )
     )
     after_start = ProposalContext(
-        **base, parent_attempt=1, parent_source=first.source,
+        **base, parent_attempt=1, parent_source=first.source, parent_meta=first.meta,
         parent_verdict={"verdict": "pass", "gate": None, "gates": {}, "speedup": 3.0, "timings": []},
     )  # fmt: skip
     plain = asyncio.run(SearchProposer().propose(after_start))

@@ -17,7 +17,8 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
-from kernelladder.ops.family import Family, Param, parse_header
+from kernelladder.engine.record.upcast import search_header as parse_header
+from kernelladder.ops.family import Family, Param
 from kernelladder.ops.registry import get_op
 
 RMSNORM = get_op("rmsnorm").describe()
@@ -35,6 +36,7 @@ def ctx(
     dead_ends: tuple[str, ...] = (),
     device: str = "cuda",
     branch: str = "b1",
+    meta: dict[str, Any] | None = None,
 ) -> ProposalContext:
     return ProposalContext(
         op=op,
@@ -48,6 +50,7 @@ def ctx(
         hints="",
         history=history,
         device=device,
+        parent_meta=meta or {},
     )
 
 
@@ -80,6 +83,7 @@ class Driver:
     def __init__(self, proposer: SearchProposer, strategy: str, device: str = "cuda"):
         self.proposer, self.strategy, self.device = proposer, strategy, device
         self.sources: dict[int, str] = {}
+        self.metas: dict[int, dict] = {}  # each proposal's meta, as the log records it
         self.verdicts: dict[int, dict] = {}
         self.history: list[dict] = []
         self.best: int | None = None
@@ -92,6 +96,7 @@ class Driver:
                 strategy=self.strategy,
                 parent=parent,
                 source=self.sources.get(parent, START),
+                meta=self.metas.get(parent),
                 verdict=self.verdicts.get(parent),
                 history=tuple(self.history),
                 device=self.device,
@@ -99,6 +104,7 @@ class Driver:
         )
         n = len(self.sources) + 1
         self.sources[n] = p.source
+        self.metas[n] = dict(p.meta)
         verdict = judge(p)
         self.verdicts[n] = verdict
         self.history.append(
@@ -192,13 +198,14 @@ def test_the_move_that_improved_the_base_is_tried_again_first():
 def test_a_failing_parent_leads_to_a_different_move_from_the_best():
     s = SearchProposer()
     first = propose(s, ctx())
-    second = propose(s, ctx(parent=1, source=first.source, verdict=passed(5.0)))
+    second = propose(s, ctx(parent=1, source=first.source, meta=first.meta, verdict=passed(5.0)))
     # the engine hands the failed attempt back as context: the search moves elsewhere
     third = propose(
         s,
         ctx(
             parent=1,
             source=first.source,
+            meta=first.meta,
             verdict=passed(5.0),
             history=(
                 {"attempt": 2, "move": second.move, "verdict": "fail", "gate": "correctness"},
@@ -217,7 +224,12 @@ def test_resource_failures_shrink_resource_hungry_parameters_first():
     second = propose(
         s,
         ctx(
-            op=attention, strategy="flash-split", parent=1, source=first.source, verdict=passed(3.0)
+            op=attention,
+            strategy="flash-split",
+            parent=1,
+            source=first.source,
+            meta=first.meta,
+            verdict=passed(3.0),
         ),
     )
     third = propose(
@@ -227,6 +239,7 @@ def test_resource_failures_shrink_resource_hungry_parameters_first():
             strategy="flash-split",
             parent=1,
             source=first.source,
+            meta=first.meta,
             verdict=passed(3.0),
             history=(
                 {
@@ -276,7 +289,14 @@ def test_feedback_focus_moves_the_parameters_of_the_slow_shapes_first(
     first = propose(s, ctx(strategy="one-row-per-program"))
     verdict = passed(3.0, _timings(big_fraction, small_vs_best))
     second = propose(
-        s, ctx(strategy="one-row-per-program", parent=1, source=first.source, verdict=verdict)
+        s,
+        ctx(
+            strategy="one-row-per-program",
+            parent=1,
+            source=first.source,
+            meta=first.meta,
+            verdict=verdict,
+        ),
     )
     family = next(
         f for f in SearchProposer()._families["rmsnorm"] if f.name == "one-row-per-program"
@@ -289,25 +309,38 @@ def test_feedback_focus_moves_the_parameters_of_the_slow_shapes_first(
 def test_vetoed_moves_are_dead_ends_and_not_proposed_again():
     s = SearchProposer()
     first = propose(s, ctx())
-    second = propose(s, ctx(parent=1, source=first.source, verdict=passed(2.0)))
+    second = propose(s, ctx(parent=1, source=first.source, meta=first.meta, verdict=passed(2.0)))
     third = propose(
-        s, ctx(parent=1, source=first.source, verdict=passed(2.0), dead_ends=(second.move,))
+        s,
+        ctx(
+            parent=1,
+            source=first.source,
+            meta=first.meta,
+            verdict=passed(2.0),
+            dead_ends=(second.move,),
+        ),
     )
     assert third.move != second.move
     # a fresh proposer (e.g. after a resume) also avoids the dead end, knowing only the move
     fresh = propose(
         SearchProposer(),
-        ctx(parent=1, source=first.source, verdict=passed(2.0), dead_ends=(second.move,)),
+        ctx(
+            parent=1,
+            source=first.source,
+            meta=first.meta,
+            verdict=passed(2.0),
+            dead_ends=(second.move,),
+        ),
     )
     assert fresh.move != second.move
 
 
-def test_history_with_sources_rebuilds_the_tried_set_after_a_resume():
+def test_history_with_recorded_points_rebuilds_the_tried_set_after_a_resume():
     d = Driver(SearchProposer(), "one-row-per-program")
     for _ in range(4):
         d.step(lambda p: passed(1.0))
     tried = {parse_header(src)["params"].__repr__() for src in d.sources.values()}
-    history = tuple({**h, "source": d.sources[h["attempt"]]} for h in d.history)
+    history = tuple({**h, "meta": d.metas[h["attempt"]]} for h in d.history)
     fresh = SearchProposer()
     p = propose(
         fresh,
@@ -315,6 +348,7 @@ def test_history_with_sources_rebuilds_the_tried_set_after_a_resume():
             strategy="one-row-per-program",
             parent=1,
             source=d.sources[1],
+            meta=d.metas[1],
             verdict=passed(1.0),
             history=history,
         ),

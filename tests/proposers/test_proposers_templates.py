@@ -10,7 +10,8 @@ import pytest
 import torch
 from helpers import load_source
 
-from kernelladder.ops.family import Family, config_key, parse_header
+from kernelladder.engine.record.upcast import search_header as parse_header
+from kernelladder.ops.family import Family, config_key
 from kernelladder.ops.registry import catalog
 
 CATALOG = catalog()

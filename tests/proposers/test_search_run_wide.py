@@ -12,7 +12,7 @@ from typing import Any
 
 from kernelladder.engine.proposers.search import SearchProposer
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerExhausted
-from kernelladder.ops.family import parse_header
+from kernelladder.engine.record.upcast import search_header as parse_header
 from kernelladder.ops.registry import get_op
 
 STAGNATION = 8  # the default run's stagnation rule
@@ -57,6 +57,7 @@ class Run:
             strategy=self.branches[bid],
             parent_attempt=parent,
             parent_source=self.sources.get(parent, START) if parent else START,
+            parent_meta=dict(self.proposals[parent][1].meta) if parent else {},
             parent_verdict=self.verdicts.get(parent) if parent else None,
             feedback={},
             dead_ends=(),

@@ -100,7 +100,7 @@ def test_try_directive_is_the_next_step_from_the_base():
     nxt = asyncio.run(
         s.propose(
             _ctx(
-                parent_attempt=1, parent_source=first.source, parent_verdict=verdict,
+                parent_attempt=1, parent_source=first.source, parent_meta=first.meta, parent_verdict=verdict,
                 hints="try ROWS=16\nthe rest is free text",
             )
         )
@@ -112,7 +112,9 @@ def test_a_vetoed_step_is_not_proposed_again_from_the_folded_state():
     s = SearchProposer()
     first = asyncio.run(s.propose(_ctx()))
     verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.2, "timings": []}
-    kw = dict(parent_attempt=1, parent_source=first.source, parent_verdict=verdict)
+    kw = dict(
+        parent_attempt=1, parent_source=first.source, parent_meta=first.meta, parent_verdict=verdict
+    )
     second = asyncio.run(s.propose(_ctx(**kw)))
     fresh = asyncio.run(SearchProposer().propose(_ctx(vetoed_moves=(second.move,), **kw)))
     assert fresh.move != second.move
@@ -195,13 +197,15 @@ def _walk(hints: str, steps: int, **kw: Any) -> list:
     history: list[dict] = []
     out = []
     parent, source, verdict = None, "def kernel(x, weight):\n    return x\n", None
+    meta: dict = {}
     for n in range(1, steps + 1):
         try:
             p = asyncio.run(
                 s.propose(
                     _ctx(
                         strategy="alpha", hints=hints, history=tuple(history),
-                        parent_attempt=parent, parent_source=source, parent_verdict=verdict, **kw,
+                        parent_attempt=parent, parent_source=source, parent_meta=meta,
+                        parent_verdict=verdict, **kw,
                     )
                 )
             )  # fmt: skip
@@ -211,7 +215,7 @@ def _walk(hints: str, steps: int, **kw: Any) -> list:
         verdict = {"verdict": "pass", "gate": None, "gates": {}, "speedup": 1.0, "timings": []}
         history.append({"attempt": n, "move": p.move, "verdict": "pass", "meta": p.meta})
         if parent is None:
-            parent, source = n, p.source
+            parent, source, meta = n, p.source, dict(p.meta)
     return out
 
 
@@ -234,7 +238,7 @@ def test_avoid_family_and_prefer_family():
     change = asyncio.run(
         s.propose(
             _ctx(
-                strategy="alpha", parent_attempt=1, parent_source=first.source,
+                strategy="alpha", parent_attempt=1, parent_source=first.source, parent_meta=first.meta,
                 parent_verdict=verdict, history=history, hints="prefer beta",
             )
         )

@@ -51,6 +51,7 @@ from kernelladder.app.widgets.run_header import RunHeader
 from kernelladder.app.widgets.speedup_chart import SpeedupChart
 from kernelladder.app.widgets.strategy_tree import StrategyTree
 from kernelladder.app.widgets.tree_filter import TreeFilter
+from kernelladder.engine import BranchStatus
 
 FOOTER_DROP_ORDER = footer_drop_order()
 # what a gate key does with the gate in question: decide it at once (a, v) or open its
@@ -58,7 +59,7 @@ FOOTER_DROP_ORDER = footer_drop_order()
 DECIDE, OPEN = "decide", "open"
 APPROVE, VETO = "approve", "veto"
 NARROW_BELOW = 80  # columns: the graph and the attempt share the width (the stylesheet)
-CLOSED = (v.BRANCH_EXHAUSTED, v.BRANCH_PRUNED, v.BRANCH_STOPPED)
+CLOSED = (BranchStatus.EXHAUSTED, BranchStatus.PRUNED, BranchStatus.STOPPED)
 # priority keys a focused filter must still receive as text
 TYPED_OVER = frozenset(("replay_end", "replay_start"))
 
@@ -449,7 +450,7 @@ class MainScreen(Screen):
         branch = self._need_branch()
         if branch is None:
             return
-        if branch.state == v.BRANCH_PRUNED:
+        if branch.state == BranchStatus.PRUNED:
             self.notify(f"Branch {branch.branch_id} is already pruned.", severity="warning")
             return
 

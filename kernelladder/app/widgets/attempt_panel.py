@@ -18,6 +18,7 @@ from kernelladder.app.widgets.diff_view import DiffView
 from kernelladder.app.widgets.profile_view import ProfileView
 from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
+from kernelladder.engine import AttemptStatus
 
 TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile", "tab-deploy")
 DIFF_LONG = "Diff vs parent"
@@ -135,7 +136,7 @@ class AttemptPanel(Vertical):
         attempt = self._view.attempts.get(n) if n is not None else None
         if tab == "tab-verdict":
             verdict = (
-                self.files.verdict(n) if attempt and attempt.state == v.ATTEMPT_JUDGED else None
+                self.files.verdict(n) if attempt and attempt.state == AttemptStatus.JUDGED else None
             )
             self.query_one(VerdictView).show(attempt, verdict)
         elif tab == "tab-source":

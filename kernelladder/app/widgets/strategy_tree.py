@@ -18,6 +18,7 @@ from textual.widgets.tree import TreeNode
 
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
+from kernelladder.engine import AttemptStatus, BranchStatus
 from kernelladder.verifier.contract.verdict import BEATS_EVERY_BASELINE
 
 # after an attempt's speedup: faster than every library baseline at every shape
@@ -44,18 +45,18 @@ class NodeRef:
 def branch_look(b: v.BranchView) -> str:
     """The state a branch's label is styled as: a running branch of a paused run looks
     paused."""
-    return v.BRANCH_PAUSED if b.waits_with_run else b.state
+    return BranchStatus.PAUSED if b.waits_with_run else b.state
 
 
 # Tree labels are Rich Text: their styles come from component classes, styled in CSS
 # with theme variables.
 BRANCH_STYLES = {
-    v.BRANCH_RUNNING: "running",
-    v.BRANCH_PAUSED: "paused",
-    v.BRANCH_GATED: "gated",
-    v.BRANCH_EXHAUSTED: "muted",
-    v.BRANCH_PRUNED: "pruned",
-    v.BRANCH_STOPPED: "muted",
+    BranchStatus.RUNNING: "running",
+    BranchStatus.PAUSED: "paused",
+    BranchStatus.WAITING_GATE: "gated",
+    BranchStatus.EXHAUSTED: "muted",
+    BranchStatus.PRUNED: "pruned",
+    BranchStatus.STOPPED: "muted",
 }
 VERDICT_STYLES = {"pass": "pass", "fail": "fail", "crash": "crash", "timeout": "fail"}
 _MARK_PARTS = {"▲": "pass", "=": "gated", "▼": "fail", "?": "muted"}  # per-shape standing
@@ -301,9 +302,9 @@ class StrategyTree(Tree[NodeRef]):
 
     def _attempt_label(self, a: v.AttemptView) -> Text:
         mark = fmt.attempt_mark(a)
-        if a.state == v.ATTEMPT_JUDGED:
+        if a.state == AttemptStatus.JUDGED:
             style = VERDICT_STYLES.get(a.verdict_kind or "", "fail")
-        elif a.state == v.ATTEMPT_GATED:
+        elif a.state == AttemptStatus.GATED:
             style = "gated"
         else:
             style = "muted"

@@ -12,7 +12,13 @@ from textual.widgets import Static
 from kernelladder.app import format as fmt
 from kernelladder.app import view as v
 from kernelladder.app.verdict_report import stages_text
-from kernelladder.engine import best_baseline_name, ranking_noise, standing_counts, standing_shapes
+from kernelladder.engine import (
+    AttemptStatus,
+    best_baseline_name,
+    ranking_noise,
+    standing_counts,
+    standing_shapes,
+)
 from kernelladder.verifier.contract.verdict import (
     FAIL,
     GATES,
@@ -108,10 +114,10 @@ def render_verdict(attempt: v.AttemptView | None, verdict: Verdict | None) -> Co
         Content(""),
     ]
     if verdict is None:
-        if attempt.state == v.ATTEMPT_JUDGED:
+        if attempt.state == AttemptStatus.JUDGED:
             lines.append(Content.assemble(("verdict ", "bold"), attempt.summary))
             lines.append(Content.styled("(full verdict file not available)", "$text-muted"))
-        elif attempt.state == v.ATTEMPT_VETOED:  # never verified, and never will be
+        elif attempt.state == AttemptStatus.VETOED:  # never verified, and never will be
             lines.append(Content.assemble(("vetoed", "bold $warning"), " at ",
                                           attempt.vetoed or "its gate"))  # fmt: skip
             lines.append(Content.styled("never verified: the move is a dead end of its branch",

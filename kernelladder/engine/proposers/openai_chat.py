@@ -163,10 +163,6 @@ class OpenAIChatProposer(ApiProposer):
     def _usage_of(self, tokens_in: int, tokens_out: int) -> Any:
         return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}
 
-    def cost_known(self) -> bool:
-        """Whether a call's cost can be priced (the table or --price-in/--price-out)."""
-        return price_of(self.model, self.price_in, self.price_out) is not None
-
     def _get_client(self) -> Any:
         if self._client is None:
             import openai

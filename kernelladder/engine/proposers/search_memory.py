@@ -11,9 +11,11 @@ from typing import Any
 
 from kernelladder.engine.protocols import ProposalContext
 from kernelladder.engine.record.log import sha256_text
-from kernelladder.ops.family import Family, config_key, parse_header
+from kernelladder.engine.record.state_model import AttemptStatus
+from kernelladder.ops.family import Family, config_key
 
-PASS, FAIL, PENDING, VETOED = "pass", "fail", "pending", "vetoed"
+PASS, FAIL, PENDING = "pass", "fail", "pending"  # a trial: its verdict, or none yet
+VETOED = AttemptStatus.VETOED
 
 
 @dataclass
@@ -113,14 +115,16 @@ def _apply(trial: Trial, fields: Mapping[str, Any]) -> None:
         setattr(trial, name, value)
 
 
-def _trial_from_source(
-    memory: BranchMemory, source: str | None, op: str, by_name: Mapping[str, Family]
+def _trial_from_meta(
+    memory: BranchMemory, meta: Any, op: str, by_name: Mapping[str, Family]
 ) -> Trial | None:
-    header = parse_header(source)
-    if not header or header["op"] != op or header["family"] not in by_name:
+    """The trial of a proposal the search made, from the grid point its meta records."""
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("params"), Mapping):
         return None
-    family = by_name[header["family"]]
-    params = {**family.start, **header["params"]}
+    family = by_name.get(meta.get("family"))  # type: ignore[arg-type]
+    if family is None:
+        return None
+    params = {**family.start, **meta["params"]}
     key = config_key(op, family.name, params)
     return memory.add(Trial(key, family.name, params, memory.next_order()))
 
@@ -134,15 +138,8 @@ def ingest(
     for entry in ctx.history:
         if not isinstance(entry, Mapping):
             continue
-        trial = None
-        meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
-        if meta.get("family") in by_name and isinstance(meta.get("params"), Mapping):
-            params = {**by_name[meta["family"]].start, **meta["params"]}
-            key = config_key(op, meta["family"], params)
-            trial = memory.add(Trial(key, meta["family"], params, memory.next_order()))
-        elif entry.get("source"):
-            trial = _trial_from_source(memory, entry.get("source"), op, by_name)
-        elif entry.get("move"):
+        trial = _trial_from_meta(memory, entry.get("meta"), op, by_name)
+        if trial is None and entry.get("move"):
             # our own proposal, known by its move line, judged since
             trial = next(
                 (
@@ -162,7 +159,7 @@ def ingest(
         if entry.get("speedup") is not None:
             fields.setdefault("speedup", entry["speedup"])
         _apply(trial, fields)
-    parent = _trial_from_source(memory, ctx.parent_source, op, by_name)
+    parent = _trial_from_meta(memory, ctx.parent_meta, op, by_name)
     if parent is not None:
         if parent.attempt is None:
             parent.attempt = ctx.parent_attempt

@@ -3,7 +3,7 @@
 The engine appends each to RUN_DIR/events.jsonl (flushed and fsync'd) before publishing
 it. Run state is a fold over them (engine/record/state.py); the TUI and the headless view only
 ever see events. Adding a field: give it a default so older logs still load; changing a
-meaning: bump SCHEMA_VERSION and keep reading the old one.
+meaning: bump SCHEMA_VERSION and upcast the old one (engine/record/upcast.py, the one place).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # older events are upcast as they are read (engine/record/upcast.py)
 
 # Undo-cost classes of a proposed move.
 UNDO_LOW, UNDO_MEDIUM, UNDO_HIGH = "low", "medium", "high"

@@ -12,12 +12,13 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelladder.engine.record.events import Event, event_from_dict
+from kernelladder.engine.record.upcast import upcast
 
 try:
     import fcntl
@@ -131,7 +132,7 @@ def read_log(run_dir: str | os.PathLike[str]) -> LogRead:
         last = end < 0
         line = data[pos:] if last else data[pos:end]
         try:
-            event = event_from_dict(_json_object(line))
+            event = event_from_dict(upcast(_json_object(line), run_dir))
         except (ValueError, TypeError) as exc:
             if last or data[end + 1 :].strip() == b"":
                 torn = True
@@ -151,10 +152,6 @@ def read_log(run_dir: str | os.PathLike[str]) -> LogRead:
 def read_events(run_dir: str | os.PathLike[str]) -> list[Event]:
     """The run's events in order; a torn last line is left out (see `read_log`)."""
     return read_log(run_dir).events
-
-
-def iter_events(run_dir: str | os.PathLike[str]) -> Iterator[Event]:
-    yield from read_log(run_dir).events
 
 
 def repair_tail(run_dir: str | os.PathLike[str]) -> bool:
@@ -261,7 +258,7 @@ class EventLog:
         with open(self.path, "rb") as f:
             f.seek(self._offsets[seq])
             for _ in range(seq, stop):
-                out.append(event_from_dict(json.loads(f.readline())))
+                out.append(event_from_dict(upcast(json.loads(f.readline()), self.run_dir)))
         return out
 
     def write_source(self, attempt: int, source: str) -> str:

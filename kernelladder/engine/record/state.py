@@ -15,20 +15,10 @@ from typing import Any
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record import gains, standing_rank
 from kernelladder.engine.record.state_model import (  # noqa: F401 (re-exported)
-    CANCELLED,
-    EXHAUSTED,
-    GATED,
-    JUDGED,
-    PAUSED,
-    PROPOSED,
-    PRUNED,
-    RUNNING,
-    RUNNING_ATTEMPT,
-    STOPPED,
-    VETOED,
-    WAITING_GATE,
-    AttemptState,
+    Attempt,
+    AttemptStatus,
     BranchState,
+    BranchStatus,
     GateState,
     NoticeState,
     RunState,
@@ -75,8 +65,8 @@ def _run_reopened(s: RunState, e: ev.RunReopened) -> None:
         b.running = None
     for n in e.requeued_attempts:
         a = s.attempts.get(n)
-        if a is not None and a.status in (RUNNING_ATTEMPT, CANCELLED):
-            a.status = PROPOSED
+        if a is not None and a.status in (AttemptStatus.RUNNING, AttemptStatus.CANCELLED):
+            s.attempts[n] = a.evolve(status=AttemptStatus.PROPOSED)
     # a gate left pending is asked again: its timeout (as this session sets it) restarts
     for gid in s.pending_gates:
         g = s.gates[gid]
@@ -131,14 +121,14 @@ def _branch_pruned(s: RunState, e: ev.BranchPruned) -> None:
     for bid in e.pruned or (e.branch_id,):
         b = s.branches.get(bid)
         if b is not None and not b.closed:
-            b.closed_as = PRUNED
+            b.closed_as = BranchStatus.PRUNED
             b.requesting = False
 
 
 def _branch_exhausted(s: RunState, e: ev.BranchExhausted) -> None:
     b = s.branches.get(e.branch_id)
     if b is not None and not b.closed:
-        b.closed_as = EXHAUSTED
+        b.closed_as = BranchStatus.EXHAUSTED
         b.rule = e.rule
         b.detail = e.detail
         b.requesting = False
@@ -167,7 +157,7 @@ def _proposal_requested(s: RunState, e: ev.ProposalRequested) -> None:
 
 
 def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
-    a = AttemptState(
+    a = Attempt(
         number=e.attempt,
         branch_id=e.branch_id,
         parent=e.parent_attempt,
@@ -224,8 +214,7 @@ def _gate_raised(s: RunState, e: ev.GateRaised) -> None:
     s.pending_gates[e.gate_id] = None
     a = s.attempts.get(e.attempt)
     if a is not None:
-        a.status = GATED
-        a.gate_id = e.gate_id
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.GATED, gate_id=e.gate_id)
     b = s.branches.get(e.branch_id)
     if b is not None:
         b.pending_gate = e.gate_id
@@ -246,17 +235,16 @@ def _gate_resolved(s: RunState, e: ev.GateResolved) -> None:
     if a is None:
         return
     if e.decision == "approve":
-        a.status = PROPOSED
-        a.approved = True
+        a = s.attempts[g.attempt] = a.evolve(status=AttemptStatus.PROPOSED, approved=True)
         _admit(s, a, approved=True)
     else:
-        a.status = VETOED
+        a = s.attempts[g.attempt] = a.evolve(status=AttemptStatus.VETOED)
         if b is not None and e.by != "stop":  # a stop's veto is no verdict on the move
             b.dead_ends.append(f"{a.move} (vetoed{': ' + e.note if e.note else ''})")
             _bind_veto(s, b, a)
 
 
-def _admit(s: RunState, a: AttemptState, approved: bool) -> None:
+def _admit(s: RunState, a: Attempt, approved: bool) -> None:
     """An attempt its branch goes on with (not gated, or approved at its gate): a family
     other than the branch's line's changes the line (the family left is remembered); an
     approved move begins a line at that attempt, the base the branch builds on."""
@@ -274,7 +262,7 @@ def _admit(s: RunState, a: AttemptState, approved: bool) -> None:
         b.line_best = None
 
 
-def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
+def _bind_veto(s: RunState, b: BranchState, a: Attempt) -> None:
     """A vetoed family change closes that family on this branch; any other vetoed move
     closes that step (its move line without the "(from #N)" of its base)."""
     changed_from = vetoed_family_change(s, a)
@@ -287,7 +275,7 @@ def _bind_veto(s: RunState, b: BranchState, a: AttemptState) -> None:
         b.vetoed_moves.append(step)
 
 
-def vetoed_family_change(s: RunState, a: AttemptState) -> str | None:
+def vetoed_family_change(s: RunState, a: Attempt) -> str | None:
     """The family an attempt moved away from, when it changed its branch's line (or,
     before the branch had one, its parent's family)."""
     if not a.family:
@@ -309,35 +297,31 @@ def bare_move(move: str) -> str:
 def _attempt_started(s: RunState, e: ev.AttemptStarted) -> None:
     a = s.attempts.get(e.attempt)
     if a is not None:
-        a.status = RUNNING_ATTEMPT
-        a.runner = e.runner
-        a.slot = e.slot
-        a.started_ts = e.ts
-        a.retries = max(a.retries, e.retry)
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.RUNNING, runner=e.runner, slot=e.slot, started_ts=e.ts,
+            retries=max(a.retries, e.retry),
+        )  # fmt: skip
     b = s.branches.get(e.branch_id)
     if b is not None:
         b.running = e.attempt
 
 
 def _attempt_progress(s: RunState, e: ev.AttemptProgress) -> None:
-    a = s.attempts.get(e.attempt)
-    if a is not None:
-        a.last_progress = e.message
-        a.last_progress_gate = e.gate
-        a.progress_count += 1
+    if e.attempt in s.attempts:
+        count = s.progress[e.attempt][2] if e.attempt in s.progress else 0
+        s.progress[e.attempt] = (e.message, e.gate, count + 1)
 
 
 def _attempt_retried(s: RunState, e: ev.AttemptRetried) -> None:
     s.retries += 1
     a = s.attempts.get(e.attempt)
     if a is not None:
-        a.retries += 1
+        s.attempts[e.attempt] = a.evolve(retries=a.retries + 1)
 
 
 def _attempt_cancelled(s: RunState, e: ev.AttemptCancelled) -> None:
     a = s.attempts.get(e.attempt)
-    if a is not None and a.status != JUDGED:
-        a.status = CANCELLED
+    if a is not None and a.status != AttemptStatus.JUDGED:
+        s.attempts[e.attempt] = a.evolve(status=AttemptStatus.CANCELLED)
     b = s.branches.get(e.branch_id)
     if b is not None and b.running == e.attempt:
         b.running = None
@@ -347,26 +331,13 @@ def _verdict_ready(s: RunState, e: ev.VerdictReady) -> None:
     a = s.attempts.get(e.attempt)
     if a is None:
         return
-    a.status = JUDGED
-    a.verdict = e.verdict
-    a.verdict_kind = e.verdict_kind
-    a.failed_gate = e.gate
-    a.speedup = e.speedup
-    a.floor_fraction = e.floor_fraction
-    a.noise = e.noise
-    a.summary = e.summary
-    a.vs_best = e.vs_best
-    # the practical margin applied to recorded words, so older logs read as today's rule
-    a.standing_shapes = standing_rank.judged_rows(e.standing_shapes)
-    a.standing = (
-        standing_rank.rows_text(a.standing_shapes)
-        if a.standing_shapes and a.standing_shapes != e.standing_shapes
-        else e.standing
-    )
-    a.early_stop = e.early_stop
-    a.verdict_hash = e.verdict_hash
-    a.elapsed_s = e.elapsed_s
-    a.judged_ts = e.ts
+    a = s.attempts[e.attempt] = a.evolve(status=AttemptStatus.JUDGED, verdict=e.verdict, verdict_kind=e.verdict_kind,
+        failed_gate=e.gate, speedup=e.speedup, floor_fraction=e.floor_fraction, noise=e.noise,
+        summary=e.summary, vs_best=e.vs_best, standing_shapes=e.standing_shapes,
+        standing=e.standing,
+        early_stop=e.early_stop, verdict_hash=e.verdict_hash, elapsed_s=e.elapsed_s,
+        judged_ts=e.ts,
+    )  # fmt: skip
     s.judged += 1
     b = s.branches.get(e.branch_id)
     if b is None:
@@ -439,27 +410,16 @@ def _best_improved(s: RunState, e: ev.BestImproved) -> None:
         s.ranked_best = e.attempt
 
 
-SLOWER_REASON = "slower than the fastest baseline at"  # best_confirmation's words
-
-
 def _best_confirmed(s: RunState, e: ev.BestConfirmed) -> None:
-    shapes = standing_rank.judged_rows(e.shapes)
-    held, detail = e.held, e.detail
-    slower = any(row.get("standing") == "slower" for row in shapes.values())
-    if not held and detail.startswith(SLOWER_REASON) and shapes and not slower:
-        # an older log's "slower" by less than the practical margin: a tie, so it held
-        held = True
-        margin = f"{standing_rank.PRACTICAL_MARGIN:.0%}"
-        detail = f"held within the {margin} practical margin (recorded: {detail})"
     s.confirmations[e.attempt] = {
         "attempt": e.attempt,
-        "held": held,
+        "held": e.held,
         "vs_best": e.vs_best,
         "recorded_vs_best": e.recorded_vs_best,
-        "shapes": shapes,
+        "shapes": e.shapes,
         "noise": e.noise,
         "rounds": e.rounds,
-        "detail": detail,
+        "detail": e.detail,
     }
     held_best = best_that_held(s)
     if held_best is not None and held_best != s.best_attempt:

@@ -6,27 +6,38 @@ re-exports every name here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-# Branch status, as shown to a person.
-RUNNING = "running"
-PAUSED = "paused"
-WAITING_GATE = "waiting-gate"
-EXHAUSTED = "exhausted"
-PRUNED = "pruned"
-STOPPED = "stopped"
 
-# Attempt status.
-PROPOSED = "proposed"  # numbered, source saved, not started
-GATED = "gated"  # waiting at an undo-cost gate
-VETOED = "vetoed"  # the gate said no: never verified
-RUNNING_ATTEMPT = "running"  # being verified
-JUDGED = "judged"  # has a verdict
-CANCELLED = "cancelled"  # started, stopped without a verdict (re-run on resume)
+class BranchStatus(StrEnum):
+    """A branch's status, as shown to a person (str-valued: logs and JSON keep the word)."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_GATE = "waiting-gate"
+    EXHAUSTED = "exhausted"
+    PRUNED = "pruned"
+    STOPPED = "stopped"
 
 
-@dataclass(slots=True)
-class AttemptState:
+class AttemptStatus(StrEnum):
+    """An attempt's status: the one set of words the fold, the views, the search and the
+    tuner read (str-valued: logs and JSON keep the word)."""
+
+    PROPOSED = "proposed"  # numbered, source saved, not started
+    GATED = "gated"  # waiting at an undo-cost gate
+    VETOED = "vetoed"  # the gate said no: never verified
+    RUNNING = "running"  # being verified
+    JUDGED = "judged"  # has a verdict
+    CANCELLED = "cancelled"  # started, stopped without a verdict (re-run on resume)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt as the fold knows it: frozen, replaced (never changed) by each event
+    that concerns it, so a view, the search or the tuner may hold it as it is."""
+
     number: int
     branch_id: str
     parent: int | None
@@ -42,7 +53,7 @@ class AttemptState:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
-    status: str = PROPOSED
+    status: AttemptStatus = AttemptStatus.PROPOSED
     gate_id: str | None = None  # the undo-cost gate it waited at, if any
     approved: bool = False  # went through a gate with "approve"
     verdict: str | None = None  # "pass" | "fail"
@@ -64,9 +75,14 @@ class AttemptState:
     received_ts: float = 0.0
     started_ts: float | None = None
     judged_ts: float | None = None
-    last_progress: str = ""
-    last_progress_gate: str = ""
-    progress_count: int = 0
+
+    def evolve(self, **changes: Any) -> Attempt:
+        """A copy with `changes` (dataclasses.replace without its per-call introspection:
+        the fold replaces a record per event, so this is its hot path)."""
+        new = object.__new__(Attempt)
+        for name in _ATTEMPT_SLOTS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     @property
     def passed(self) -> bool:
@@ -75,7 +91,14 @@ class AttemptState:
     @property
     def needs_verify(self) -> bool:
         """Numbered and allowed to run, but without a verdict (resume re-runs these)."""
-        return self.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED)
+        return self.status in (
+            AttemptStatus.PROPOSED,
+            AttemptStatus.RUNNING,
+            AttemptStatus.CANCELLED,
+        )
+
+
+_ATTEMPT_SLOTS = Attempt.__slots__
 
 
 @dataclass(slots=True)
@@ -128,7 +151,7 @@ class BranchState:
     stagnation: int = 0  # judged attempts since the last gain
     passes: int = 0
     fails: int = 0
-    closed_as: str | None = None  # EXHAUSTED | PRUNED, once it will never run again
+    closed_as: BranchStatus | None = None  # EXHAUSTED | PRUNED, once it will never run again
     rule: str | None = None  # the exit rule, when exhausted
     detail: str = ""
     paused: bool = False
@@ -153,16 +176,16 @@ class BranchState:
         return self.closed_as is not None
 
     @property
-    def status(self) -> str:
+    def status(self) -> BranchStatus:
         if self.closed_as is not None:
             return self.closed_as
         if self.stopped:
-            return STOPPED
+            return BranchStatus.STOPPED
         if self.pending_gate is not None:
-            return WAITING_GATE
+            return BranchStatus.WAITING_GATE
         if self.paused:
-            return PAUSED
-        return RUNNING
+            return BranchStatus.PAUSED
+        return BranchStatus.RUNNING
 
     @property
     def head(self) -> int | None:
@@ -212,7 +235,13 @@ class RunState:
     finish_detail: str = ""
     hints: str = ""  # global hints
     branches: dict[str, BranchState] = field(default_factory=dict)
-    attempts: dict[int, AttemptState] = field(default_factory=dict)
+    attempts: dict[int, Attempt] = field(default_factory=dict)
+    # each attempt's latest progress line (message, gate) and how many it wrote: kept
+    # beside the frozen records, as a busy run writes many more of these than anything else
+    progress: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+    # the strategy graph (engine/graph.py), built on the first lineage question asked of
+    # this many attempts and branches (networkx is not imported until then)
+    lineage_cache: tuple[int, int, Any] | None = field(default=None, compare=False, repr=False)
     gates: dict[str, GateState] = field(default_factory=dict)
     pending_gates: dict[str, None] = field(default_factory=dict)  # ordered set of ids
     notices: list[NoticeState] = field(default_factory=list)
@@ -269,17 +298,9 @@ class RunState:
 
     def subtree_branches(self, branch_id: str) -> list[str]:
         """This branch and every branch opened (transitively) from its attempts."""
-        out = [branch_id]
-        seen = {branch_id}
-        i = 0
-        while i < len(out):
-            owned = set(self.branches[out[i]].attempts)
-            for b in self.branches.values():
-                if b.id not in seen and b.from_attempt is not None and b.from_attempt in owned:
-                    seen.add(b.id)
-                    out.append(b.id)
-            i += 1
-        return out
+        from kernelladder.engine.record import graph as lineage_graph
+
+        return lineage_graph.subtree_branches(lineage_graph.of(self), branch_id)
 
     def hints_for(self, branch_id: str) -> str:
         branch = self.branches.get(branch_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.record.standing_rank import best_baseline_name
-from kernelladder.engine.record.state import JUDGED, VETOED, RunState, closest_to_holding
+from kernelladder.engine.record.state import AttemptStatus, RunState, closest_to_holding
 from kernelladder.verifier.contract.verdict import BEATS_EVERY_BASELINE
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -19,7 +19,7 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 def summarize(state: RunState) -> dict[str, Any]:
     attempts = state.attempts.values()
-    judged = [a for a in attempts if a.status == JUDGED]
+    judged = [a for a in attempts if a.status == AttemptStatus.JUDGED]
     best = state.attempts.get(state.best_attempt) if state.best_attempt is not None else None
     gates = state.gates.values()
     out = {
@@ -39,8 +39,10 @@ def summarize(state: RunState) -> dict[str, Any]:
             "judged": len(judged),
             "passed": sum(1 for a in judged if a.passed),
             "failed": sum(1 for a in judged if not a.passed),
-            "vetoed": sum(1 for a in attempts if a.status == VETOED),
-            "unverified": sum(1 for a in attempts if a.status not in (JUDGED, VETOED)),
+            "vetoed": sum(1 for a in attempts if a.status == AttemptStatus.VETOED),
+            "unverified": sum(
+                1 for a in attempts if a.status not in (AttemptStatus.JUDGED, AttemptStatus.VETOED)
+            ),
             "retries": state.retries,
         },
         "branches": [

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelladder.engine.record import events as ev
-from kernelladder.engine.record.state import VETOED, BranchState, GateState, RunState
+from kernelladder.engine.record.state import AttemptStatus, BranchState, GateState, RunState
 from kernelladder.engine.run import hints
 from kernelladder.engine.run.directives import AVOID, FIX, Directives, matches
 from kernelladder.engine.run.lines import one_line
@@ -203,7 +203,7 @@ def set_aside_by_stop(state: RunState, n: int) -> bool:
     a resume asks again)?"""
     a = state.attempts[n]
     g = state.gates.get(a.gate_id) if a.gate_id is not None else None
-    return a.status == VETOED and g is not None and g.by == STOPPED_BY
+    return a.status == AttemptStatus.VETOED and g is not None and g.by == STOPPED_BY
 
 
 DEPLOY_STATUSES = ("match", "mismatch", "not-used", "error")  # deploy/result.py's

@@ -88,6 +88,7 @@ class ProposalInputs:
             hardware=self._hardware(),
             line_family=b.line_family,
             closed_families=closed_families(s, bid),
+            parent_meta=dict(s.attempts[parent].meta) if parent in s.attempts else {},
         )
 
     def _profile_of(self, n: int) -> dict[str, Any] | None:

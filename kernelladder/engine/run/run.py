@@ -24,7 +24,7 @@ from kernelladder.engine.protocols import Proposer, Runner
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.channels import Subscription
 from kernelladder.engine.record.log import EventLog
-from kernelladder.engine.record.state import GATED, RunState, fold, new_state
+from kernelladder.engine.record.state import AttemptStatus, RunState, fold, new_state
 from kernelladder.engine.run import commands
 from kernelladder.engine.run.best_confirmation import BestConfirmation
 from kernelladder.engine.run.control import ControlServer
@@ -514,7 +514,7 @@ class Run:
         for n in list(self._work.get(bid, ())):
             a = self.state.attempts[n]
             go = True
-            if a.status == GATED and a.gate_id is not None:
+            if a.status == AttemptStatus.GATED and a.gate_id is not None:
                 go = await self._gate_wait(bid, self._gates.resumed(a.gate_id)) == "approve"
             elif commands.set_aside_by_stop(self.state, n):  # asked again, its timeout from now
                 go = await self._gate(bid, n, a.move, a.undo_cost, a.undo_reason) == "approve"

@@ -11,7 +11,7 @@ from typing import Any
 
 from kernelladder.engine.protocols import Proposer, ProposerError, Runner
 from kernelladder.engine.record import events as ev
-from kernelladder.engine.record.state import CANCELLED, GATED, PROPOSED, RUNNING_ATTEMPT, RunState
+from kernelladder.engine.record.state import AttemptStatus, RunState
 from kernelladder.engine.run import commands
 from kernelladder.engine.run.lines import one_line
 from kernelladder.engine.run.op_info import OpInfo
@@ -172,9 +172,9 @@ def resume_plan(state: RunState) -> tuple[dict[str, list[int]], list[int]]:
         b = state.branches.get(a.branch_id)
         if b is None or b.closed:
             continue
-        gate_pending = a.status == GATED and a.gate_id in state.pending_gates
+        gate_pending = a.status == AttemptStatus.GATED and a.gate_id in state.pending_gates
         gate_pending = gate_pending or commands.set_aside_by_stop(state, n)
-        if a.status in (PROPOSED, RUNNING_ATTEMPT, CANCELLED) or gate_pending:
+        if a.needs_verify or gate_pending:
             work.setdefault(a.branch_id, []).append(n)
             if not gate_pending:
                 requeued.append(n)

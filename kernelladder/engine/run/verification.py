@@ -12,7 +12,7 @@ from typing import Any
 from kernelladder.engine.protocols import Runner, RunnerLost, VerifyRequest
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.standing_rank import standing_shapes
-from kernelladder.engine.record.state import RUNNING_ATTEMPT, RunState, improvement
+from kernelladder.engine.record.state import AttemptStatus, RunState, improvement
 from kernelladder.engine.run.lines import one_line, verdict_line
 from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.run.proposal_inputs import ProposalInputs
@@ -218,7 +218,7 @@ class AttemptVerification:
         def record(gate: str, message: str) -> None:
             if self._closed() or self._state.attempts.get(n) is None:
                 return
-            if self._state.attempts[n].status != RUNNING_ATTEMPT:
+            if self._state.attempts[n].status != AttemptStatus.RUNNING:
                 return
             count = seen.get(gate, 0)
             now = time.monotonic()

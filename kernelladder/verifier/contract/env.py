@@ -147,10 +147,6 @@ class Redactor:
             else None
         )
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Redactor:
-        return cls(secret_values(environ))
-
     def __bool__(self) -> bool:
         return self._pattern is not None
 

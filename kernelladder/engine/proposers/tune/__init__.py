@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -466,16 +466,3 @@ class TuneProposer(ProposerBase):
             },
             base_attempt=base.attempt,
         )
-
-
-def knob_values(source: str) -> dict[str, int]:
-    """{knob key: value} of a source (for tests and the bench)."""
-    return {k.key: k.value for k in find(source).knobs}
-
-
-def iter_unique(items: Iterable[Config]) -> Iterator[Config]:
-    seen: set[Config] = set()
-    for c in items:
-        if c not in seen:
-            seen.add(c)
-            yield c
