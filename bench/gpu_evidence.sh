@@ -13,7 +13,7 @@
 # GPU) and a short table last. Longer than one device call: run it detached,
 #   bash bench/detached.sh start gpu bash bench/gpu_evidence.sh
 #   bash bench/detached.sh wait gpu
-# DEPLOY_S (default 420) bounds the deploy table, RATE_S (300) each default_rate call.
+# DEPLOY_S (default 600: two deploys took about 540 s on an H100) bounds the deploy table, RATE_S (300) each default_rate call.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -50,8 +50,8 @@ for op in rmsnorm attention; do
     [ -f "$runs/$op/events.jsonl" ] && deploy_runs+=("$runs/$op")
 done
 if [ ${#deploy_runs[@]} -gt 0 ]; then
-    step deploy "${DEPLOY_S:-420}" python3 bench/deploy_table.py --record \
-        --timeout "${DEPLOY_S:-420}" "${deploy_runs[@]}"
+    step deploy "${DEPLOY_S:-600}" python3 bench/deploy_table.py --record \
+        --timeout "${DEPLOY_S:-600}" "${deploy_runs[@]}"
 fi
 step rate-2 "${RATE_S:-300}" python3 bench/default_rate.py --ops softmax kv_quant int8_matmul \
     --budget-s "${RATE_S:-300}" --out "$OUT/rate-2"

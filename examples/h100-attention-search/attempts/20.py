@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EARLY_RESCALE":false,"EPILOGUE":"tma","FILL":false,"HEAD_GROUP":4,"KV_PAIRS":false,"NUM_STAGES":2,"PERSISTENT":true,"PINGPONG":false,"WS":true}}
+# kernelladder-search: {"family":"flash-wgmma","op":"attention","params":{"BLOCK_M":128,"BLOCK_N":128,"DIAG_HALF":true,"EARLY_RESCALE":false,"EPILOGUE":"tma","FILL":false,"HEAD_GROUP":16,"KV_PAIRS":false,"NUM_STAGES":2,"PERSISTENT":true,"PINGPONG":false,"WS":true}}
 """attention, search family "flash-wgmma": Gluon flash forward for Hopper: the next key block's Q K^T and this block's P V as asynchronous warpgroup MMAs, the next softmax while P V runs, K/V through a TMA ring filled by a loader warp, unmasked blocks below the diagonal, persistent CTAs over the longest query tiles of each head group first, O out by TMA store (the pointer kernel where Gluon cannot run)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -13,7 +13,7 @@ BLOCK_N = 128
 NUM_STAGES = 2
 WS = True
 BLOCK_M = 128
-HEAD_GROUP = 4
+HEAD_GROUP = 16
 EPILOGUE = 'tma'
 PERSISTENT = True
 FILL = False

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"flash-ring","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"HEAD_GROUP":16,"NUM_STAGES":2,"NUM_WARPS":4,"WS":true}}
-"""attention, search family "flash-ring": flash forward through tensor descriptors: unmasked blocks below the diagonal, masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined ring (optionally warp-specialised), the longest query tiles of each group of heads first, output stored by descriptor
+# kernelladder-search: {"family":"flash-persistent","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":128,"HEAD_GROUP":16,"NUM_STAGES":3,"NUM_WARPS":4,"PROGRAMS_PER_SM":2,"WS":"inner"}}
+"""attention, search family "flash-persistent": persistent programs over (batch, head, query tile), the longest tiles of each group of heads first, each tile as flash-ring computes it (descriptors, two stages, pipelined K/V ring)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,9 +9,10 @@ import triton
 import triton.language as tl
 
 # search parameters
-BLOCK_N = 64
-NUM_STAGES = 2
-WS = True
+PROGRAMS_PER_SM = 2
+BLOCK_N = 128
+NUM_STAGES = 3
+WS = 'inner'
 NUM_WARPS = 4
 BLOCK_M = 64
 HEAD_GROUP = 16
@@ -277,6 +278,20 @@ def _tma_ok(q, k, v):
         for t in (q, k, v)
     )
 
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
 
 def kernel(q, k, v):
     B, H, S, D = q.shape
@@ -286,10 +301,13 @@ def kernel(q, k, v):
         return o
     block_m, block_n, block_d = _ring_blocks(S, D)
     n_m = triton.cdiv(S, block_m)
-    _attn_fwd_ring[(n_m * B * H,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
-        H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
-        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
+    _attn_fwd_persistent[(programs,)](
+        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS != "off"), o,
+        1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
+        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
+        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", DEVICE_DESC=WS != "off",
+        GROUP=HEAD_GROUP,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"flash-ring","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":64,"HEAD_GROUP":16,"NUM_STAGES":3,"NUM_WARPS":8,"WS":false}}
+# kernelladder-search: {"family":"flash-ring","op":"attention","params":{"BLOCK_M":64,"BLOCK_N":32,"HEAD_GROUP":16,"NUM_STAGES":3,"NUM_WARPS":4,"WS":true}}
 """attention, search family "flash-ring": flash forward through tensor descriptors: unmasked blocks below the diagonal, masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined ring (optionally warp-specialised), the longest query tiles of each group of heads first, output stored by descriptor
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,10 +9,10 @@ import triton
 import triton.language as tl
 
 # search parameters
-BLOCK_N = 64
+BLOCK_N = 32
 NUM_STAGES = 3
-WS = False
-NUM_WARPS = 8
+WS = True
+NUM_WARPS = 4
 BLOCK_M = 64
 HEAD_GROUP = 16
 SPLIT_DIAG = True  # fixed by the family

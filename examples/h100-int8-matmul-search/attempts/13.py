@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"split-k","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":64,"BLOCK_N":64,"GROUP_M":16,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true,"SPLIT_BELOW_FILL":1,"SPLIT_K":4}}
+# kernelladder-search: {"family":"split-k","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":64,"BLOCK_N":128,"GROUP_M":8,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true,"SPLIT_BELOW_FILL":1,"SPLIT_K":4}}
 """int8_matmul, search family "split-k": split-K when the tiles cannot fill the GPU: exact int32 partials, reduced
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -11,12 +11,12 @@ import triton.language as tl
 # search parameters
 SPLIT_K = 4
 SPLIT_BELOW_FILL = 1
-BLOCK_N = 64
+BLOCK_N = 128
 BLOCK_M = 64
 NUM_STAGES = 3
 BLOCK_K = 128
 NUM_WARPS = 8
-GROUP_M = 16
+GROUP_M = 8
 PAD = True
 
 @triton.jit

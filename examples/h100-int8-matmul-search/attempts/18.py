@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"tiled","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":64,"GROUP_M":16,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true}}
-"""int8_matmul, search family "tiled": tiled int8 tl.dot with int32 accumulation, GROUP_M swizzled tile order
+# kernelladder-search: {"family":"persistent","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":64,"GROUP_M":8,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true,"PROGRAMS_PER_SM":1}}
+"""int8_matmul, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over swizzled tiles
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,12 +9,13 @@ import triton
 import triton.language as tl
 
 # search parameters
+PROGRAMS_PER_SM = 1
 BLOCK_N = 64
 BLOCK_M = 128
 NUM_STAGES = 3
 BLOCK_K = 128
 NUM_WARPS = 8
-GROUP_M = 16
+GROUP_M = 8
 PAD = True
 
 @triton.jit
@@ -125,11 +126,44 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 
 
+@triton.jit
+def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _dot_tile(A, B, pid_m, pid_n, M, N, 0, K, sam, sak, sbn, sbk,
+                        BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+        _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
+
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
+
 def kernel(a, b, scale_a, scale_b):
     M, K = a.shape
     N = b.shape[0]
     c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     block_m, block_n, block_k = _blocks(M, N, K)
     a, b, K = _aligned(a, b, K, block_k)
-    _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
+    _int8_mm_persistent[(programs,)](
+        a, b, scale_a, scale_b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+        b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=K % block_k == 0, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
     return c

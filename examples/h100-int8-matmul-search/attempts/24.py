@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"tiled","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":64,"BLOCK_N":128,"GROUP_M":16,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true}}
-"""int8_matmul, search family "tiled": tiled int8 tl.dot with int32 accumulation, GROUP_M swizzled tile order
+# kernelladder-search: {"family":"split-k","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":128,"GROUP_M":8,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true,"SPLIT_BELOW_FILL":1,"SPLIT_K":4}}
+"""int8_matmul, search family "split-k": split-K when the tiles cannot fill the GPU: exact int32 partials, reduced
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,12 +9,14 @@ import triton
 import triton.language as tl
 
 # search parameters
+SPLIT_K = 4
+SPLIT_BELOW_FILL = 1
 BLOCK_N = 128
-BLOCK_M = 64
+BLOCK_M = 128
 NUM_STAGES = 3
 BLOCK_K = 128
 NUM_WARPS = 8
-GROUP_M = 16
+GROUP_M = 8
 PAD = True
 
 @triton.jit
@@ -125,11 +127,79 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 
 
+@triton.jit
+def _int8_mm_partial(A, B, WS, M, N, K, k_per_split, sam, sak, sbn, sbk,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     GROUP_M: tl.constexpr):
+    pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    split = tl.program_id(1)
+    k_lo = split * k_per_split
+    k_hi = tl.minimum(k_lo + k_per_split, K)
+    acc = _dot_tile(A, B, pid_m, pid_n, M, N, k_lo, k_hi, sam, sak, sbn, sbk,
+                    BLOCK_M, BLOCK_N, BLOCK_K, False)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    base = WS + split.to(tl.int64) * M * N
+    tl.store(base + rm.to(tl.int64)[:, None] * N + rn[None, :], acc, mask=mask)
+
+
+@triton.jit
+def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    # integer partial sums: exact and independent of order
+    acc = tl.zeros([BLOCK], dtype=tl.int32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(WS + offs + s * MN, mask=mask, other=0)
+    rm = offs // N
+    rn = offs % N
+    sa = tl.load(SA + rm, mask=mask, other=0.0)
+    sb = tl.load(SB + rn, mask=mask, other=0.0)
+    c = acc.to(tl.float32) * (sa * sb)
+    tl.store(C + rm * scm + rn * scn, c.to(C.dtype.element_ty), mask=mask)
+
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
+
 def kernel(a, b, scale_a, scale_b):
     M, K = a.shape
     N = b.shape[0]
     c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     block_m, block_n, block_k = _blocks(M, N, K)
     a, b, K = _aligned(a, b, K, block_k)
-    _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    k_blocks = triton.cdiv(K, block_k)
+    split = min(SPLIT_K, k_blocks)
+    if split < 2 or tiles * SPLIT_BELOW_FILL > _num_sms(a.device):
+        # the tiles alone fill the GPU: no split
+        _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
+        return c
+    k_per_split = triton.cdiv(k_blocks, split) * block_k
+    split = triton.cdiv(K, k_per_split)
+    ws = torch.empty((split, M, N), dtype=torch.int32, device=a.device)
+    _int8_mm_partial[(tiles, split)](
+        a, b, ws, M, N, K, k_per_split, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    block = 1024
+    _int8_mm_reduce[(triton.cdiv(M * N, block),)](
+        ws, scale_a, scale_b, c, M, N, M * N, c.stride(0), c.stride(1), SPLIT=split,
+        BLOCK=block,
+        num_warps=4,
+    )
     return c

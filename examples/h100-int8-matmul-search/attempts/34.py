@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"tiled","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":128,"GROUP_M":8,"NUM_STAGES":2,"NUM_WARPS":8,"PAD":true}}
+# kernelladder-search: {"family":"tiled","op":"int8_matmul","params":{"BLOCK_K":256,"BLOCK_M":128,"BLOCK_N":128,"GROUP_M":16,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true}}
 """int8_matmul, search family "tiled": tiled int8 tl.dot with int32 accumulation, GROUP_M swizzled tile order
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -11,10 +11,10 @@ import triton.language as tl
 # search parameters
 BLOCK_N = 128
 BLOCK_M = 128
-NUM_STAGES = 2
-BLOCK_K = 128
+NUM_STAGES = 3
+BLOCK_K = 256
 NUM_WARPS = 8
-GROUP_M = 8
+GROUP_M = 16
 PAD = True
 
 @triton.jit

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"persistent","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":256,"BLOCK_N":128,"GROUP_M":16,"NUM_STAGES":4,"NUM_WARPS":8,"PAD":true,"PROGRAMS_PER_SM":2}}
+# kernelladder-search: {"family":"persistent","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":128,"GROUP_M":16,"NUM_STAGES":4,"NUM_WARPS":8,"PAD":true,"PROGRAMS_PER_SM":1}}
 """int8_matmul, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over swizzled tiles
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,9 +9,9 @@ import triton
 import triton.language as tl
 
 # search parameters
-PROGRAMS_PER_SM = 2
+PROGRAMS_PER_SM = 1
 BLOCK_N = 128
-BLOCK_M = 256
+BLOCK_M = 128
 NUM_STAGES = 4
 BLOCK_K = 128
 NUM_WARPS = 8

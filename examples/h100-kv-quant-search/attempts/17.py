@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"one-row-per-program","op":"kv_quant","params":{"NUM_WARPS":1,"QDIV":"rn","Q_CACHE":".cs","X_EVICT":"evict_first"}}
+# kernelladder-search: {"family":"one-row-per-program","op":"kv_quant","params":{"NUM_WARPS":2,"QDIV":"div","Q_CACHE":"","X_EVICT":""}}
 """kv_quant, search family "one-row-per-program": one program per row of D (grid = T * H), the plain layout
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,10 +9,10 @@ import triton
 import triton.language as tl
 
 # search parameters
-NUM_WARPS = 1
-QDIV = 'rn'
-X_EVICT = 'evict_first'
-Q_CACHE = '.cs'
+NUM_WARPS = 2
+QDIV = 'div'
+X_EVICT = ''
+Q_CACHE = ''
 ROWS = 1  # fixed by the family
 MIN_PROGRAMS_PER_SM = 1  # fixed by the family
 

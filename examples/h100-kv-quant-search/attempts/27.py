@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"persistent","op":"kv_quant","params":{"NUM_WARPS":4,"PREFETCH":false,"PROGRAMS_PER_SM":4,"QDIV":"rcp","Q_CACHE":".cs","ROWS":16,"X_EVICT":"evict_first"}}
+# kernelladder-search: {"family":"persistent","op":"kv_quant","params":{"NUM_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":4,"QDIV":"div","Q_CACHE":"","ROWS":16,"X_EVICT":"evict_first"}}
 """kv_quant, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles, prefetching
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -12,10 +12,10 @@ import triton.language as tl
 PROGRAMS_PER_SM = 4
 ROWS = 16
 NUM_WARPS = 4
-PREFETCH = False
-QDIV = 'rcp'
+PREFETCH = True
+QDIV = 'div'
 X_EVICT = 'evict_first'
-Q_CACHE = '.cs'
+Q_CACHE = ''
 
 @triton.jit
 def _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh,

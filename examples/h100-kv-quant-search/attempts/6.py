@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":4,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":""}}
-"""kv_quant, search family "multi-row": a [ROWS, D] tile per program (fewer rows when the input is small)
+# kernelladder-search: {"family":"persistent","op":"kv_quant","params":{"NUM_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":4,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":"evict_first"}}
+"""kv_quant, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles, prefetching
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,11 +9,12 @@ import triton
 import triton.language as tl
 
 # search parameters
+PROGRAMS_PER_SM = 4
 ROWS = 16
 NUM_WARPS = 4
-MIN_PROGRAMS_PER_SM = 2
+PREFETCH = True
 QDIV = 'rcp'
-X_EVICT = ''
+X_EVICT = 'evict_first'
 Q_CACHE = ''
 
 @triton.jit
@@ -50,15 +51,29 @@ def _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT: tl.conste
 
 
 @triton.jit
-def _kv_quant_tile(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
-                   ROWS: tl.constexpr, BLOCK_D: tl.constexpr, X_EVICT: tl.constexpr,
-                   QDIV: tl.constexpr, Q_CACHE: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+def _kv_quant_persistent(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
+                         ROWS: tl.constexpr, BLOCK_D: tl.constexpr, PREFETCH: tl.constexpr,
+                         X_EVICT: tl.constexpr, QDIV: tl.constexpr, Q_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    tiles = tl.cdiv(R, ROWS)
+    lane = tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_D)
-    rmask = rows < R
     cmask = cols < D
-    x = _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT)
-    _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
+    if PREFETCH:
+        nrows = (pid * ROWS + lane).to(tl.int64)
+        x_next = _load_rows(X, nrows, cols, nrows < R, cmask, H, sxt, sxh, sxd, X_EVICT)
+    for tile in range(pid, tiles, nprog):
+        rows = (tile * ROWS + lane).to(tl.int64)
+        rmask = rows < R
+        if PREFETCH:
+            x = x_next
+            # issue the next tile's loads before quantizing this one
+            nrows = ((tile + nprog) * ROWS + lane).to(tl.int64)
+            x_next = _load_rows(X, nrows, cols, nrows < R, cmask, H, sxt, sxh, sxd, X_EVICT)
+        else:
+            x = _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT)
+        _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
 
 _SM_COUNT = {}
 
@@ -80,13 +95,11 @@ def kernel(x):
     q = torch.empty((T, H, D), dtype=torch.int8, device=x.device)
     scale = torch.empty((T, H), dtype=torch.float32, device=x.device)
     R = T * H
-    rows = ROWS
-    # small inputs: fewer rows per program so every SM gets work
-    while rows > 1 and triton.cdiv(R, rows) < _num_sms(x.device) * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    _kv_quant_tile[(triton.cdiv(R, rows),)](
+    tiles = triton.cdiv(R, ROWS)
+    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
+    _kv_quant_persistent[(programs,)](
         x, q, scale, R, H, D, *x.stride(), *q.stride(), *scale.stride(),
-        ROWS=rows, BLOCK_D=triton.next_power_of_2(D), X_EVICT=X_EVICT, QDIV=QDIV,
-        Q_CACHE=Q_CACHE, num_warps=NUM_WARPS,
+        ROWS=ROWS, BLOCK_D=triton.next_power_of_2(D), PREFETCH=PREFETCH, X_EVICT=X_EVICT,
+        QDIV=QDIV, Q_CACHE=Q_CACHE, num_warps=NUM_WARPS,
     )
     return q, scale

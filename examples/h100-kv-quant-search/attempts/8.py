@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"one-row-per-program","op":"kv_quant","params":{"NUM_WARPS":1,"QDIV":"rcp","Q_CACHE":".cs","X_EVICT":"evict_first"}}
-"""kv_quant, search family "one-row-per-program": one program per row of D (grid = T * H), the plain layout
+# kernelladder-search: {"family":"multi-row","op":"kv_quant","params":{"MIN_PROGRAMS_PER_SM":2,"NUM_WARPS":4,"QDIV":"rcp","Q_CACHE":"","ROWS":16,"X_EVICT":""}}
+"""kv_quant, search family "multi-row": a [ROWS, D] tile per program (fewer rows when the input is small)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,12 +9,12 @@ import triton
 import triton.language as tl
 
 # search parameters
-NUM_WARPS = 1
+ROWS = 16
+NUM_WARPS = 4
+MIN_PROGRAMS_PER_SM = 2
 QDIV = 'rcp'
-X_EVICT = 'evict_first'
-Q_CACHE = '.cs'
-ROWS = 1  # fixed by the family
-MIN_PROGRAMS_PER_SM = 1  # fixed by the family
+X_EVICT = ''
+Q_CACHE = ''
 
 @triton.jit
 def _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh,

@@ -20,7 +20,7 @@ def _bias_gelu(X, B, Y, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
 def kernel(x, bias):
     m, n = x.shape
     y = torch.empty_like(x)
-    BLOCK_N = 512
+    BLOCK_N = 1024
     grid = (m, triton.cdiv(n, BLOCK_N))
     _bias_gelu[grid](x, bias, y, n, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, num_warps=1)
     return y

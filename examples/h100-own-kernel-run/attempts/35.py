@@ -22,5 +22,5 @@ def kernel(x, bias):
     y = torch.empty_like(x)
     BLOCK_N = 128
     grid = (m, triton.cdiv(n, BLOCK_N))
-    _bias_gelu[grid](x, bias, y, n, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, num_warps=16)
+    _bias_gelu[grid](x, bias, y, n, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, num_warps=2)
     return y

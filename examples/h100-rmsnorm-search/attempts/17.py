@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"one-row-per-program","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":2,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_last","Y_CACHE":""}}
+# kernelladder-search: {"family":"one-row-per-program","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":8,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_last","Y_CACHE":""}}
 """rmsnorm, search family "one-row-per-program": one program per row, the whole row in registers (grid = M)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,9 +9,9 @@ import triton
 import triton.language as tl
 
 # search parameters
-EPT = 16
+EPT = 8
 MAX_WARPS = 16
-MIN_WARPS = 2
+MIN_WARPS = 4
 CONST_N = True
 X_EVICT = 'evict_last'
 W_EVICT = 'evict_last'

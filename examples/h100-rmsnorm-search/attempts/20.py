@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"persistent","op":"rmsnorm","params":{"CHUNK":4096,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":8,"ROWS":1,"STATS_EVICT":"evict_last","W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
+# kernelladder-search: {"family":"persistent","op":"rmsnorm","params":{"CHUNK":4096,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":4,"ROWS":1,"STATS_EVICT":"evict_last","W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
 """rmsnorm, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,11 +9,11 @@ import triton
 import triton.language as tl
 
 # search parameters
-PROGRAMS_PER_SM = 8
+PROGRAMS_PER_SM = 4
 PREFETCH = True
 ROWS = 1
 EPT = 16
-MAX_WARPS = 16
+MAX_WARPS = 8
 MIN_WARPS = 4
 X_EVICT = 'evict_last'
 W_EVICT = ''

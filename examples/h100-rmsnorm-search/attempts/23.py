@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"persistent","op":"rmsnorm","params":{"CHUNK":4096,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":2,"ROWS":1,"STATS_EVICT":"evict_last","W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
-"""rmsnorm, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
+# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":8,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":4,"MIN_WARPS":4,"ROWS":16,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
+"""rmsnorm, search family "multi-row": a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,12 +9,13 @@ import triton
 import triton.language as tl
 
 # search parameters
-PROGRAMS_PER_SM = 2
-PREFETCH = True
-ROWS = 1
-EPT = 16
+ROWS = 16
+EPT = 8
+MIN_PROGRAMS_PER_SM = 4
+TILE_MAX = 16384
 MAX_WARPS = 16
 MIN_WARPS = 4
+CONST_N = True
 X_EVICT = 'evict_last'
 W_EVICT = ''
 Y_CACHE = ''
@@ -59,42 +60,30 @@ def _load_weight(W, cols, N, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
 
 
 @triton.jit
-def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
-                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
-                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
-                        W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    tiles = tl.cdiv(M, ROWS)
+def _rmsnorm_tile(X, W, Y, M, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
+                  W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    if N_CONST > 0:  # as in the one-row kernel: masks and row alignment known
+        N = N_CONST
+    else:
+        N = N_ARG
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    lane = tl.arange(0, ROWS)
-    # the weight is read once per program, not once per row
+    if WIDE:
+        rows = rows.to(tl.int64)
+    if CONTIG:
+        x_off = rows[:, None] * N + cols[None, :]
+        y_off = rows[:, None] * N + cols[None, :]
+    else:
+        x_off = rows[:, None] * sxm + cols[None, :] * sxn
+        y_off = rows[:, None] * sym + cols[None, :] * syn
+    x = _load_tile(X + x_off, rows, cols, M, N, EVEN_M, EVEN_N, X_EVICT).to(tl.float32)
     w = _load_weight(W, cols, N, EVEN_N, W_EVICT)
-    if PREFETCH:
-        rows = pid * ROWS + lane
-        if WIDE:
-            rows = rows.to(tl.int64)
-        x_next = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
-                            False, EVEN_N, X_EVICT)
-    for tile in range(pid, tiles, nprog):
-        rows = tile * ROWS + lane
-        if WIDE:
-            rows = rows.to(tl.int64)
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-            # issue the next tile's loads before reducing this one
-            nrows = (tile + nprog) * ROWS + lane
-            if WIDE:
-                nrows = nrows.to(tl.int64)
-            x_next = _load_tile(X + nrows[:, None] * sxm + cols[None, :] * sxn, nrows, cols,
-                                M, N, False, EVEN_N, X_EVICT)
-        else:
-            x = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
-                           False, EVEN_N, X_EVICT).to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-        y = x * rstd[:, None] * w[None, :]
-        _store_tile(Y + rows[:, None] * sym + cols[None, :] * syn, y.to(Y.dtype.element_ty),
-                    rows, cols, M, N, False, EVEN_N, Y_CACHE)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    y = x * rstd[:, None] * w[None, :]
+    _store_tile(Y + y_off, y.to(Y.dtype.element_ty), rows, cols, M, N, EVEN_M, EVEN_N,
+                Y_CACHE)
 
 @triton.jit
 def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
@@ -139,6 +128,11 @@ def _launch_chunked(x, weight, y, M, N):
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 
+
+def _contig(x, y):
+    # rows addressed as row * N (a compile-time N) when both tensors are dense
+    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
+
 _SM_COUNT = {}
 
 
@@ -154,6 +148,14 @@ def _num_sms(device):
     return count
 
 
+def _rows_per_program(M, block, sms):
+    rows = max(1, min(ROWS, TILE_MAX // block))
+    # small M: keep enough programs to fill the GPU rather than packing rows
+    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
+        rows //= 2
+    return rows
+
+
 def kernel(x, weight):
     M, N = x.shape
     y = torch.empty_like(x)
@@ -161,12 +163,12 @@ def kernel(x, weight):
     if block > MAX_BLOCK:
         _launch_chunked(x, weight, y, M, N)
         return y
-    rows = max(1, min(ROWS, 16384 // block))
-    tiles = triton.cdiv(M, rows)
-    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
-    _rmsnorm_persistent[(programs,)](
+    rows = _rows_per_program(M, block, _num_sms(x.device))
+    _rmsnorm_tile[(triton.cdiv(M, rows),)](
         x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
-        X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
+        N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), ROWS=rows, BLOCK=block,
+        EVEN_M=M % rows == 0, EVEN_N=block == N,
+        WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE,
+        num_warps=_warps(rows * block),
     )
     return y

@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":8,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":4,"MIN_WARPS":4,"ROWS":16,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
+# kernelladder-search: {"family":"multi-row","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":8,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":4,"MIN_WARPS":4,"ROWS":8,"STATS_EVICT":"evict_last","TILE_MAX":16384,"W_EVICT":"","X_EVICT":"evict_last","Y_CACHE":""}}
 """rmsnorm, search family "multi-row": a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 # search parameters
-ROWS = 16
+ROWS = 8
 EPT = 8
 MIN_PROGRAMS_PER_SM = 4
 TILE_MAX = 16384

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":4,"MAX_BLOCK":8192,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
-"""rmsnorm, search family "two-pass": rows in chunks: a sum-of-squares pass that keeps the row in L2, then a normalize pass (short rows stay in registers)
+# kernelladder-search: {"family":"persistent","op":"rmsnorm","params":{"CHUNK":4096,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"PREFETCH":true,"PROGRAMS_PER_SM":4,"ROWS":1,"STATS_EVICT":"evict_last","W_EVICT":"","X_EVICT":"","Y_CACHE":""}}
+"""rmsnorm, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,51 +9,92 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 4096
-MAX_BLOCK = 8192
-EPT = 4
-STATS_EVICT = 'evict_last'
-X_EVICT = 'evict_first'
+PROGRAMS_PER_SM = 4
+PREFETCH = True
+ROWS = 1
+EPT = 16
 MAX_WARPS = 16
 MIN_WARPS = 4
-W_EVICT = 'evict_last'
+X_EVICT = ''
+W_EVICT = ''
 Y_CACHE = ''
-CONST_N = True
+MAX_BLOCK = 16384
+CHUNK = 4096
+STATS_EVICT = 'evict_last'
 
 @triton.jit
-def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
-                 CONTIG: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, WIDE: tl.constexpr,
-                 X_EVICT: tl.constexpr, W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    # N_CONST > 0: the row length is known when compiling, so the mask is too; with
-    # CONTIG (dense rows) a row starts at row * N_CONST, whose alignment is known as well,
-    # so the loads of a row like 1000 fp32 are vectorized (a runtime 1000 is not)
-    if N_CONST > 0:
-        N = N_CONST
+def _load_tile(ptrs, rows, cols, M, N, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+               EVICT: tl.constexpr):
+    if EVEN_N:
+        if EVEN_M:
+            v = tl.load(ptrs, eviction_policy=EVICT)
+        else:
+            v = tl.load(ptrs, mask=(rows < M)[:, None], other=0.0, eviction_policy=EVICT)
     else:
-        N = N_ARG
-    row = tl.program_id(0)
-    if WIDE:
-        row = row.to(tl.int64)
+        mask = (rows < M)[:, None] & (cols < N)[None, :]
+        v = tl.load(ptrs, mask=mask, other=0.0, eviction_policy=EVICT)
+    return v
+
+
+@triton.jit
+def _store_tile(ptrs, y, rows, cols, M, N, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+                CACHE: tl.constexpr):
+    if EVEN_N:
+        if EVEN_M:
+            tl.store(ptrs, y, cache_modifier=CACHE)
+        else:
+            tl.store(ptrs, y, mask=(rows < M)[:, None], cache_modifier=CACHE)
+    else:
+        mask = (rows < M)[:, None] & (cols < N)[None, :]
+        tl.store(ptrs, y, mask=mask, cache_modifier=CACHE)
+
+
+@triton.jit
+def _load_weight(W, cols, N, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+    if EVEN_N:
+        w = tl.load(W + cols, eviction_policy=EVICT)
+    else:
+        w = tl.load(W + cols, mask=cols < N, other=0.0, eviction_policy=EVICT)
+    return w.to(tl.float32)
+
+
+@triton.jit
+def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
+                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, X_EVICT: tl.constexpr,
+                        W_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    tiles = tl.cdiv(M, ROWS)
     cols = tl.arange(0, BLOCK)
-    if CONTIG:
-        x_ptrs = X + row * N + cols
-        y_ptrs = Y + row * N + cols
-    else:
-        x_ptrs = X + row * sxm + cols * sxn
-        y_ptrs = Y + row * sym + cols * syn
-    # EVEN: the row is exactly one block, so no mask at all
-    if EVEN:
-        x = tl.load(x_ptrs, eviction_policy=X_EVICT).to(tl.float32)
-        w = tl.load(W + cols, eviction_policy=W_EVICT).to(tl.float32)
-    else:
-        x = tl.load(x_ptrs, mask=cols < N, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
-        w = tl.load(W + cols, mask=cols < N, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-    y = (x * rstd * w).to(Y.dtype.element_ty)
-    if EVEN:
-        tl.store(y_ptrs, y, cache_modifier=Y_CACHE)
-    else:
-        tl.store(y_ptrs, y, mask=cols < N, cache_modifier=Y_CACHE)
+    lane = tl.arange(0, ROWS)
+    # the weight is read once per program, not once per row
+    w = _load_weight(W, cols, N, EVEN_N, W_EVICT)
+    if PREFETCH:
+        rows = pid * ROWS + lane
+        if WIDE:
+            rows = rows.to(tl.int64)
+        x_next = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
+                            False, EVEN_N, X_EVICT)
+    for tile in range(pid, tiles, nprog):
+        rows = tile * ROWS + lane
+        if WIDE:
+            rows = rows.to(tl.int64)
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            # issue the next tile's loads before reducing this one
+            nrows = (tile + nprog) * ROWS + lane
+            if WIDE:
+                nrows = nrows.to(tl.int64)
+            x_next = _load_tile(X + nrows[:, None] * sxm + cols[None, :] * sxn, nrows, cols,
+                                M, N, False, EVEN_N, X_EVICT)
+        else:
+            x = _load_tile(X + rows[:, None] * sxm + cols[None, :] * sxn, rows, cols, M, N,
+                           False, EVEN_N, X_EVICT).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+        y = x * rstd[:, None] * w[None, :]
+        _store_tile(Y + rows[:, None] * sym + cols[None, :] * syn, y.to(Y.dtype.element_ty),
+                    rows, cols, M, N, False, EVEN_N, Y_CACHE)
 
 @triton.jit
 def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
@@ -98,10 +139,19 @@ def _launch_chunked(x, weight, y, M, N):
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 
+_SM_COUNT = {}
 
-def _contig(x, y):
-    # rows addressed as row * N (a compile-time N) when both tensors are dense
-    return bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
 
 
 def kernel(x, weight):
@@ -111,10 +161,12 @@ def kernel(x, weight):
     if block > MAX_BLOCK:
         _launch_chunked(x, weight, y, M, N)
         return y
-    _rmsnorm_row[(M,)](
-        x, weight, y, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
-        N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), BLOCK=block, EVEN=block == N,
-        WIDE=_wide(x, y), X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE,
-        num_warps=_warps(block),
+    rows = max(1, min(ROWS, 16384 // block))
+    tiles = triton.cdiv(M, rows)
+    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
+    _rmsnorm_persistent[(programs,)](
+        x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
+        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
+        X_EVICT=X_EVICT, W_EVICT=W_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y

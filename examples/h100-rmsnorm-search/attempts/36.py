@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":1024,"CONST_N":true,"EPT":4,"MAX_BLOCK":8192,"MAX_WARPS":16,"MIN_WARPS":2,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
+# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":2048,"CONST_N":true,"EPT":4,"MAX_BLOCK":2048,"MAX_WARPS":16,"MIN_WARPS":2,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
 """rmsnorm, search family "two-pass": rows in chunks: a sum-of-squares pass that keeps the row in L2, then a normalize pass (short rows stay in registers)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 1024
-MAX_BLOCK = 8192
+CHUNK = 2048
+MAX_BLOCK = 2048
 EPT = 4
 STATS_EVICT = 'evict_last'
 X_EVICT = 'evict_first'

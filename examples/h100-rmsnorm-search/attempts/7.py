@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":2048,"CONST_N":false,"EPT":4,"MAX_BLOCK":4096,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
+# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":2048,"CONST_N":true,"EPT":4,"MAX_BLOCK":4096,"MAX_WARPS":16,"MIN_WARPS":1,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
 """rmsnorm, search family "two-pass": rows in chunks: a sum-of-squares pass that keeps the row in L2, then a normalize pass (short rows stay in registers)
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -15,10 +15,10 @@ EPT = 4
 STATS_EVICT = 'evict_last'
 X_EVICT = 'evict_first'
 MAX_WARPS = 16
-MIN_WARPS = 4
+MIN_WARPS = 1
 W_EVICT = 'evict_last'
 Y_CACHE = ''
-CONST_N = False
+CONST_N = True
 
 @triton.jit
 def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,

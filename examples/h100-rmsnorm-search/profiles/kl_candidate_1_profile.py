@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"two-pass","op":"rmsnorm","params":{"CHUNK":2048,"CONST_N":true,"EPT":4,"MAX_BLOCK":4096,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_first","Y_CACHE":""}}
-"""rmsnorm, search family "two-pass": rows in chunks: a sum-of-squares pass that keeps the row in L2, then a normalize pass (short rows stay in registers)
+# kernelladder-search: {"family":"one-row-per-program","op":"rmsnorm","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_WARPS":4,"STATS_EVICT":"evict_last","W_EVICT":"evict_last","X_EVICT":"evict_last","Y_CACHE":""}}
+"""rmsnorm, search family "one-row-per-program": one program per row, the whole row in registers (grid = M)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,16 +9,16 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 2048
-MAX_BLOCK = 4096
-EPT = 4
-STATS_EVICT = 'evict_last'
-X_EVICT = 'evict_first'
+EPT = 16
 MAX_WARPS = 16
 MIN_WARPS = 4
+CONST_N = True
+X_EVICT = 'evict_last'
 W_EVICT = 'evict_last'
 Y_CACHE = ''
-CONST_N = True
+MAX_BLOCK = 16384
+CHUNK = 4096
+STATS_EVICT = 'evict_last'
 
 @triton.jit
 def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,

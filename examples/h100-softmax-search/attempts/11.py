@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":4,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":4,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "one-pass": a [ROWS, N] tile per program in registers: one read, one write
+# kernelladder-search: {"family":"online","op":"softmax","params":{"CHUNK":8192,"EPT":8,"EXP2":true,"MAX_WARPS":8,"MIN_WARPS":4,"STATS_EVICT":"evict_last","X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "online": chunked online max/sum, one row per program (one read when the row fits)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,18 +9,14 @@ import triton
 import triton.language as tl
 
 # search parameters
-EPT = 16
-MAX_WARPS = 4
-ROWS = 1
+CHUNK = 8192
+EPT = 8
+STATS_EVICT = 'evict_last'
+MAX_WARPS = 8
 MIN_WARPS = 4
-MIN_PROGRAMS_PER_SM = 2
-TILE_MAX = 16384
-CONST_N = True
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
-MAX_BLOCK = 16384
-CHUNK = 4096
 
 LOG2E = 1.4426950408889634
 
@@ -102,100 +98,9 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
         STATS_EVICT=stats_evict, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 
-@triton.jit
-def _load_rows(X, src, cols, N, sxm, sxn, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
-    # src rows are clamped into range by the caller: only columns need a mask
-    ptrs = X + src[:, None] * sxm + cols[None, :] * sxn
-    if EVEN_N:
-        x = tl.load(ptrs, eviction_policy=EVICT)
-    else:
-        x = tl.load(ptrs, mask=(cols < N)[None, :], other=-float("inf"), eviction_policy=EVICT)
-    return x
-
-
-@triton.jit
-def _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M: tl.constexpr,
-                EVEN_N: tl.constexpr, CACHE: tl.constexpr):
-    ptrs = Y + rows[:, None] * sym + cols[None, :] * syn
-    if EVEN_N:
-        if EVEN_M:
-            tl.store(ptrs, y, cache_modifier=CACHE)
-        else:
-            tl.store(ptrs, y, mask=(rows < M)[:, None], cache_modifier=CACHE)
-    else:
-        tl.store(ptrs, y, mask=(rows < M)[:, None] & (cols < N)[None, :], cache_modifier=CACHE)
-
-
-@triton.jit
-def _softmax_rows(x, EXP2: tl.constexpr):
-    m = tl.max(x, axis=1)
-    e = _exp(x - m[:, None], EXP2)
-    return e * (1.0 / tl.sum(e, axis=1))[:, None]
-
-
-@triton.jit
-def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
-                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
-                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
-                  X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
-    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
-    if N_CONST > 0:
-        N = N_CONST
-    else:
-        N = N_ARG
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
-    # rows past M re-read the last row (no NaN from all-padding rows); never stored
-    src = tl.minimum(rows, M - 1)
-    if WIDE:
-        rows = rows.to(tl.int64)
-        src = src.to(tl.int64)
-    if CONTIG:
-        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
-    else:
-        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
-    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
-    if CONTIG:
-        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
-    else:
-        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
-
-_SM_COUNT = {}
-
-
-def _num_sms(device):
-    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
-    if device.type != "cuda":
-        return 2
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    count = _SM_COUNT.get(index)
-    if count is None:
-        count = torch.cuda.get_device_properties(index).multi_processor_count
-        _SM_COUNT[index] = count
-    return count
-
-
-def _rows_per_program(M, block, sms):
-    rows = max(1, min(ROWS, TILE_MAX // block))
-    # small M: keep enough programs to fill the GPU rather than packing rows
-    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    return rows
-
 
 def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_online(x, y, M, N, CHUNK, "evict_last")
-        return y
-    rows = _rows_per_program(M, block, _num_sms(x.device))
-    contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
-    _softmax_tile[(triton.cdiv(M, rows),)](
-        x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-        N_CONST=N if CONST_N else 0, CONTIG=contig, ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N, WIDE=_wide(x, y),
-        EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
-    )
+    _launch_online(x, y, M, N, CHUNK, STATS_EVICT)
     return y

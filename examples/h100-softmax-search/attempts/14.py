@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"split-row","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"SEGMENT":2048,"SPLIT_BELOW_ROWS_PER_SM":2,"X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "split-row": tiny M: each row split over programs, partial max/sum combined in a 2nd kernel
+# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":4,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "one-pass": a [ROWS, N] tile per program in registers: one read, one write
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,11 +9,13 @@ import triton
 import triton.language as tl
 
 # search parameters
-SEGMENT = 2048
-SPLIT_BELOW_ROWS_PER_SM = 2
 EPT = 16
-MAX_WARPS = 8
+MAX_WARPS = 16
+ROWS = 1
 MIN_WARPS = 4
+MIN_PROGRAMS_PER_SM = 2
+TILE_MAX = 16384
+CONST_N = True
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
@@ -101,39 +103,63 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
     )
 
 @triton.jit
-def _softmax_partial(X, WS_M, WS_S, N, sxm, sxn, SPLIT,
-                     SEG: tl.constexpr, EXP2: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    cols = part * SEG + tl.arange(0, SEG)
-    # keep the segment in L2 for the second kernel
-    x = tl.load(X + row * sxm + cols * sxn, mask=cols < N, other=-float("inf"),
-                eviction_policy="evict_last").to(tl.float32)
-    m = tl.max(x, axis=0)
-    s = tl.sum(_exp(x - m, EXP2), axis=0)
-    tl.store(WS_M + row * SPLIT + part, m)
-    tl.store(WS_S + row * SPLIT + part, s)
+def _load_rows(X, src, cols, N, sxm, sxn, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+    # src rows are clamped into range by the caller: only columns need a mask
+    ptrs = X + src[:, None] * sxm + cols[None, :] * sxn
+    if EVEN_N:
+        x = tl.load(ptrs, eviction_policy=EVICT)
+    else:
+        x = tl.load(ptrs, mask=(cols < N)[None, :], other=-float("inf"), eviction_policy=EVICT)
+    return x
 
 
 @triton.jit
-def _softmax_finish(X, Y, WS_M, WS_S, N, sxm, sxn, sym, syn, SPLIT,
-                    SEG: tl.constexpr, SPLIT_BLOCK: tl.constexpr, EXP2: tl.constexpr,
-                    X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    parts = tl.arange(0, SPLIT_BLOCK)
-    pmask = parts < SPLIT
-    pm = tl.load(WS_M + row * SPLIT + parts, mask=pmask, other=-float("inf"))
-    ps = tl.load(WS_S + row * SPLIT + parts, mask=pmask, other=0.0)
-    m = tl.max(pm, axis=0)
-    s = tl.sum(ps * _exp(pm - m, EXP2), axis=0)
-    cols = part * SEG + tl.arange(0, SEG)
-    mask = cols < N
-    x = tl.load(X + row * sxm + cols * sxn, mask=mask, other=0.0,
-                eviction_policy=X_EVICT).to(tl.float32)
-    y = _exp(x - m, EXP2) / s
-    tl.store(Y + row * sym + cols * syn, y.to(Y.dtype.element_ty), mask=mask,
-             cache_modifier=Y_CACHE)
+def _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M: tl.constexpr,
+                EVEN_N: tl.constexpr, CACHE: tl.constexpr):
+    ptrs = Y + rows[:, None] * sym + cols[None, :] * syn
+    if EVEN_N:
+        if EVEN_M:
+            tl.store(ptrs, y, cache_modifier=CACHE)
+        else:
+            tl.store(ptrs, y, mask=(rows < M)[:, None], cache_modifier=CACHE)
+    else:
+        tl.store(ptrs, y, mask=(rows < M)[:, None] & (cols < N)[None, :], cache_modifier=CACHE)
+
+
+@triton.jit
+def _softmax_rows(x, EXP2: tl.constexpr):
+    m = tl.max(x, axis=1)
+    e = _exp(x - m[:, None], EXP2)
+    return e * (1.0 / tl.sum(e, axis=1))[:, None]
+
+
+@triton.jit
+def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
+                  X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
+    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    # rows past M re-read the last row (no NaN from all-padding rows); never stored
+    src = tl.minimum(rows, M - 1)
+    if WIDE:
+        rows = rows.to(tl.int64)
+        src = src.to(tl.int64)
+    if CONTIG:
+        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
+    else:
+        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
+    if CONTIG:
+        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
+    else:
+        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
 
 _SM_COUNT = {}
 
@@ -150,26 +176,26 @@ def _num_sms(device):
     return count
 
 
+def _rows_per_program(M, block, sms):
+    rows = max(1, min(ROWS, TILE_MAX // block))
+    # small M: keep enough programs to fill the GPU rather than packing rows
+    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
+        rows //= 2
+    return rows
+
+
 def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
     block = triton.next_power_of_2(N)
-    split = triton.cdiv(N, SEGMENT)
-    if split <= 1 or M >= _num_sms(x.device) * SPLIT_BELOW_ROWS_PER_SM:
-        # enough rows to fill the GPU: one program per row
-        chunk = block if block <= MAX_BLOCK else CHUNK
-        _launch_online(x, y, M, N, chunk, "evict_last")
+    if block > MAX_BLOCK:
+        _launch_online(x, y, M, N, CHUNK, "evict_last")
         return y
-    ws_m = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    ws_s = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    warps = _warps(SEGMENT)
-    _softmax_partial[(M, split)](
-        x, ws_m, ws_s, N, x.stride(0), x.stride(1), split,
-        SEG=SEGMENT, EXP2=EXP2, num_warps=warps,
-    )
-    _softmax_finish[(M, split)](
-        x, y, ws_m, ws_s, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), split,
-        SEG=SEGMENT, SPLIT_BLOCK=triton.next_power_of_2(split), EXP2=EXP2,
-        X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=warps,
+    rows = _rows_per_program(M, block, _num_sms(x.device))
+    contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
+    _softmax_tile[(triton.cdiv(M, rows),)](
+        x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+        N_CONST=N if CONST_N else 0, CONTIG=contig, ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N, WIDE=_wide(x, y),
+        EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"split-row","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"SEGMENT":4096,"SPLIT_BELOW_ROWS_PER_SM":2,"X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "split-row": tiny M: each row split over programs, partial max/sum combined in a 2nd kernel
+# kernelladder-search: {"family":"online","op":"softmax","params":{"CHUNK":8192,"EPT":16,"EXP2":true,"MAX_WARPS":8,"MIN_WARPS":4,"STATS_EVICT":"","X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "online": chunked online max/sum, one row per program (one read when the row fits)
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,16 +9,14 @@ import triton
 import triton.language as tl
 
 # search parameters
-SEGMENT = 4096
-SPLIT_BELOW_ROWS_PER_SM = 2
+CHUNK = 8192
 EPT = 16
+STATS_EVICT = ''
 MAX_WARPS = 8
 MIN_WARPS = 4
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
-MAX_BLOCK = 16384
-CHUNK = 4096
 
 LOG2E = 1.4426950408889634
 
@@ -100,76 +98,9 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
         STATS_EVICT=stats_evict, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 
-@triton.jit
-def _softmax_partial(X, WS_M, WS_S, N, sxm, sxn, SPLIT,
-                     SEG: tl.constexpr, EXP2: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    cols = part * SEG + tl.arange(0, SEG)
-    # keep the segment in L2 for the second kernel
-    x = tl.load(X + row * sxm + cols * sxn, mask=cols < N, other=-float("inf"),
-                eviction_policy="evict_last").to(tl.float32)
-    m = tl.max(x, axis=0)
-    s = tl.sum(_exp(x - m, EXP2), axis=0)
-    tl.store(WS_M + row * SPLIT + part, m)
-    tl.store(WS_S + row * SPLIT + part, s)
-
-
-@triton.jit
-def _softmax_finish(X, Y, WS_M, WS_S, N, sxm, sxn, sym, syn, SPLIT,
-                    SEG: tl.constexpr, SPLIT_BLOCK: tl.constexpr, EXP2: tl.constexpr,
-                    X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    parts = tl.arange(0, SPLIT_BLOCK)
-    pmask = parts < SPLIT
-    pm = tl.load(WS_M + row * SPLIT + parts, mask=pmask, other=-float("inf"))
-    ps = tl.load(WS_S + row * SPLIT + parts, mask=pmask, other=0.0)
-    m = tl.max(pm, axis=0)
-    s = tl.sum(ps * _exp(pm - m, EXP2), axis=0)
-    cols = part * SEG + tl.arange(0, SEG)
-    mask = cols < N
-    x = tl.load(X + row * sxm + cols * sxn, mask=mask, other=0.0,
-                eviction_policy=X_EVICT).to(tl.float32)
-    y = _exp(x - m, EXP2) / s
-    tl.store(Y + row * sym + cols * syn, y.to(Y.dtype.element_ty), mask=mask,
-             cache_modifier=Y_CACHE)
-
-_SM_COUNT = {}
-
-
-def _num_sms(device):
-    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
-    if device.type != "cuda":
-        return 2
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    count = _SM_COUNT.get(index)
-    if count is None:
-        count = torch.cuda.get_device_properties(index).multi_processor_count
-        _SM_COUNT[index] = count
-    return count
-
 
 def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    split = triton.cdiv(N, SEGMENT)
-    if split <= 1 or M >= _num_sms(x.device) * SPLIT_BELOW_ROWS_PER_SM:
-        # enough rows to fill the GPU: one program per row
-        chunk = block if block <= MAX_BLOCK else CHUNK
-        _launch_online(x, y, M, N, chunk, "evict_last")
-        return y
-    ws_m = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    ws_s = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    warps = _warps(SEGMENT)
-    _softmax_partial[(M, split)](
-        x, ws_m, ws_s, N, x.stride(0), x.stride(1), split,
-        SEG=SEGMENT, EXP2=EXP2, num_warps=warps,
-    )
-    _softmax_finish[(M, split)](
-        x, y, ws_m, ws_s, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), split,
-        SEG=SEGMENT, SPLIT_BLOCK=triton.next_power_of_2(split), EXP2=EXP2,
-        X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=warps,
-    )
+    _launch_online(x, y, M, N, CHUNK, STATS_EVICT)
     return y

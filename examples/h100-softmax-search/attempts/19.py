@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"online","op":"softmax","params":{"CHUNK":8192,"EPT":32,"EXP2":true,"MAX_WARPS":8,"MIN_WARPS":4,"STATS_EVICT":"","X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "online": chunked online max/sum, one row per program (one read when the row fits)
+# kernelladder-search: {"family":"persistent","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":2,"PREFETCH":true,"PROGRAMS_PER_SM":2,"ROWS":1,"X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,14 +9,17 @@ import triton
 import triton.language as tl
 
 # search parameters
-CHUNK = 8192
-EPT = 32
-STATS_EVICT = ''
+PROGRAMS_PER_SM = 2
+PREFETCH = True
+ROWS = 1
+EPT = 16
 MAX_WARPS = 8
-MIN_WARPS = 4
+MIN_WARPS = 2
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
+MAX_BLOCK = 16384
+CHUNK = 4096
 
 LOG2E = 1.4426950408889634
 
@@ -98,9 +101,128 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
         STATS_EVICT=stats_evict, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 
+@triton.jit
+def _load_rows(X, src, cols, N, sxm, sxn, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+    # src rows are clamped into range by the caller: only columns need a mask
+    ptrs = X + src[:, None] * sxm + cols[None, :] * sxn
+    if EVEN_N:
+        x = tl.load(ptrs, eviction_policy=EVICT)
+    else:
+        x = tl.load(ptrs, mask=(cols < N)[None, :], other=-float("inf"), eviction_policy=EVICT)
+    return x
+
+
+@triton.jit
+def _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M: tl.constexpr,
+                EVEN_N: tl.constexpr, CACHE: tl.constexpr):
+    ptrs = Y + rows[:, None] * sym + cols[None, :] * syn
+    if EVEN_N:
+        if EVEN_M:
+            tl.store(ptrs, y, cache_modifier=CACHE)
+        else:
+            tl.store(ptrs, y, mask=(rows < M)[:, None], cache_modifier=CACHE)
+    else:
+        tl.store(ptrs, y, mask=(rows < M)[:, None] & (cols < N)[None, :], cache_modifier=CACHE)
+
+
+@triton.jit
+def _softmax_rows(x, EXP2: tl.constexpr):
+    m = tl.max(x, axis=1)
+    e = _exp(x - m[:, None], EXP2)
+    return e * (1.0 / tl.sum(e, axis=1))[:, None]
+
+
+@triton.jit
+def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
+                  X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
+    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    # rows past M re-read the last row (no NaN from all-padding rows); never stored
+    src = tl.minimum(rows, M - 1)
+    if WIDE:
+        rows = rows.to(tl.int64)
+        src = src.to(tl.int64)
+    if CONTIG:
+        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
+    else:
+        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
+    if CONTIG:
+        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
+    else:
+        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
+
+@triton.jit
+def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
+                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
+                        X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    tiles = tl.cdiv(M, ROWS)
+    cols = tl.arange(0, BLOCK)
+    lane = tl.arange(0, ROWS)
+    if PREFETCH:
+        src = tl.minimum(pid * ROWS + lane, M - 1)
+        if WIDE:
+            src = src.to(tl.int64)
+        x_next = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT)
+    for tile in range(pid, tiles, nprog):
+        rows = tile * ROWS + lane
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            # issue the next tile's loads before reducing this one
+            nsrc = tl.minimum((tile + nprog) * ROWS + lane, M - 1)
+            if WIDE:
+                nsrc = nsrc.to(tl.int64)
+            x_next = _load_rows(X, nsrc, cols, N, sxm, sxn, EVEN_N, X_EVICT)
+        else:
+            src = tl.minimum(rows, M - 1)
+            if WIDE:
+                src = src.to(tl.int64)
+            x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+        if WIDE:
+            rows = rows.to(tl.int64)
+        y = _softmax_rows(x, EXP2)
+        _store_rows(Y, y.to(Y.dtype.element_ty), rows, cols, M, N, sym, syn, False, EVEN_N,
+                    Y_CACHE)
+
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
 
 def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
-    _launch_online(x, y, M, N, CHUNK, STATS_EVICT)
+    block = triton.next_power_of_2(N)
+    if block > MAX_BLOCK:
+        _launch_online(x, y, M, N, CHUNK, "evict_last")
+        return y
+    rows = max(1, min(ROWS, 16384 // block))
+    tiles = triton.cdiv(M, rows)
+    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
+    _softmax_persistent[(programs,)](
+        x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
+        EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
+    )
     return y

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"split-row","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"SEGMENT":4096,"SPLIT_BELOW_ROWS_PER_SM":8,"X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "split-row": tiny M: each row split over programs, partial max/sum combined in a 2nd kernel
+# kernelladder-search: {"family":"persistent","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":1,"PREFETCH":true,"PROGRAMS_PER_SM":2,"ROWS":2,"X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,11 +9,12 @@ import triton
 import triton.language as tl
 
 # search parameters
-SEGMENT = 4096
-SPLIT_BELOW_ROWS_PER_SM = 8
+PROGRAMS_PER_SM = 2
+PREFETCH = True
+ROWS = 2
 EPT = 16
 MAX_WARPS = 8
-MIN_WARPS = 4
+MIN_WARPS = 1
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
@@ -101,39 +102,98 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
     )
 
 @triton.jit
-def _softmax_partial(X, WS_M, WS_S, N, sxm, sxn, SPLIT,
-                     SEG: tl.constexpr, EXP2: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    cols = part * SEG + tl.arange(0, SEG)
-    # keep the segment in L2 for the second kernel
-    x = tl.load(X + row * sxm + cols * sxn, mask=cols < N, other=-float("inf"),
-                eviction_policy="evict_last").to(tl.float32)
-    m = tl.max(x, axis=0)
-    s = tl.sum(_exp(x - m, EXP2), axis=0)
-    tl.store(WS_M + row * SPLIT + part, m)
-    tl.store(WS_S + row * SPLIT + part, s)
+def _load_rows(X, src, cols, N, sxm, sxn, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+    # src rows are clamped into range by the caller: only columns need a mask
+    ptrs = X + src[:, None] * sxm + cols[None, :] * sxn
+    if EVEN_N:
+        x = tl.load(ptrs, eviction_policy=EVICT)
+    else:
+        x = tl.load(ptrs, mask=(cols < N)[None, :], other=-float("inf"), eviction_policy=EVICT)
+    return x
 
 
 @triton.jit
-def _softmax_finish(X, Y, WS_M, WS_S, N, sxm, sxn, sym, syn, SPLIT,
-                    SEG: tl.constexpr, SPLIT_BLOCK: tl.constexpr, EXP2: tl.constexpr,
-                    X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
-    parts = tl.arange(0, SPLIT_BLOCK)
-    pmask = parts < SPLIT
-    pm = tl.load(WS_M + row * SPLIT + parts, mask=pmask, other=-float("inf"))
-    ps = tl.load(WS_S + row * SPLIT + parts, mask=pmask, other=0.0)
-    m = tl.max(pm, axis=0)
-    s = tl.sum(ps * _exp(pm - m, EXP2), axis=0)
-    cols = part * SEG + tl.arange(0, SEG)
-    mask = cols < N
-    x = tl.load(X + row * sxm + cols * sxn, mask=mask, other=0.0,
-                eviction_policy=X_EVICT).to(tl.float32)
-    y = _exp(x - m, EXP2) / s
-    tl.store(Y + row * sym + cols * syn, y.to(Y.dtype.element_ty), mask=mask,
-             cache_modifier=Y_CACHE)
+def _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M: tl.constexpr,
+                EVEN_N: tl.constexpr, CACHE: tl.constexpr):
+    ptrs = Y + rows[:, None] * sym + cols[None, :] * syn
+    if EVEN_N:
+        if EVEN_M:
+            tl.store(ptrs, y, cache_modifier=CACHE)
+        else:
+            tl.store(ptrs, y, mask=(rows < M)[:, None], cache_modifier=CACHE)
+    else:
+        tl.store(ptrs, y, mask=(rows < M)[:, None] & (cols < N)[None, :], cache_modifier=CACHE)
+
+
+@triton.jit
+def _softmax_rows(x, EXP2: tl.constexpr):
+    m = tl.max(x, axis=1)
+    e = _exp(x - m[:, None], EXP2)
+    return e * (1.0 / tl.sum(e, axis=1))[:, None]
+
+
+@triton.jit
+def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
+                  CONTIG: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN_M: tl.constexpr,
+                  EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
+                  X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    # N_CONST > 0: the row length is compiled in, so masks are known; with CONTIG (dense
+    # rows) a row starts at row * N_CONST, so its alignment is known and loads vectorize
+    if N_CONST > 0:
+        N = N_CONST
+    else:
+        N = N_ARG
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    # rows past M re-read the last row (no NaN from all-padding rows); never stored
+    src = tl.minimum(rows, M - 1)
+    if WIDE:
+        rows = rows.to(tl.int64)
+        src = src.to(tl.int64)
+    if CONTIG:
+        x = _load_rows(X, src, cols, N, N, 1, EVEN_N, X_EVICT).to(tl.float32)
+    else:
+        x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+    y = _softmax_rows(x, EXP2).to(Y.dtype.element_ty)
+    if CONTIG:
+        _store_rows(Y, y, rows, cols, M, N, N, 1, EVEN_M, EVEN_N, Y_CACHE)
+    else:
+        _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
+
+@triton.jit
+def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
+                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
+                        X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    tiles = tl.cdiv(M, ROWS)
+    cols = tl.arange(0, BLOCK)
+    lane = tl.arange(0, ROWS)
+    if PREFETCH:
+        src = tl.minimum(pid * ROWS + lane, M - 1)
+        if WIDE:
+            src = src.to(tl.int64)
+        x_next = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT)
+    for tile in range(pid, tiles, nprog):
+        rows = tile * ROWS + lane
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            # issue the next tile's loads before reducing this one
+            nsrc = tl.minimum((tile + nprog) * ROWS + lane, M - 1)
+            if WIDE:
+                nsrc = nsrc.to(tl.int64)
+            x_next = _load_rows(X, nsrc, cols, N, sxm, sxn, EVEN_N, X_EVICT)
+        else:
+            src = tl.minimum(rows, M - 1)
+            if WIDE:
+                src = src.to(tl.int64)
+            x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
+        if WIDE:
+            rows = rows.to(tl.int64)
+        y = _softmax_rows(x, EXP2)
+        _store_rows(Y, y.to(Y.dtype.element_ty), rows, cols, M, N, sym, syn, False, EVEN_N,
+                    Y_CACHE)
 
 _SM_COUNT = {}
 
@@ -154,22 +214,15 @@ def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
     block = triton.next_power_of_2(N)
-    split = triton.cdiv(N, SEGMENT)
-    if split <= 1 or M >= _num_sms(x.device) * SPLIT_BELOW_ROWS_PER_SM:
-        # enough rows to fill the GPU: one program per row
-        chunk = block if block <= MAX_BLOCK else CHUNK
-        _launch_online(x, y, M, N, chunk, "evict_last")
+    if block > MAX_BLOCK:
+        _launch_online(x, y, M, N, CHUNK, "evict_last")
         return y
-    ws_m = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    ws_s = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    warps = _warps(SEGMENT)
-    _softmax_partial[(M, split)](
-        x, ws_m, ws_s, N, x.stride(0), x.stride(1), split,
-        SEG=SEGMENT, EXP2=EXP2, num_warps=warps,
-    )
-    _softmax_finish[(M, split)](
-        x, y, ws_m, ws_s, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), split,
-        SEG=SEGMENT, SPLIT_BLOCK=triton.next_power_of_2(split), EXP2=EXP2,
-        X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=warps,
+    rows = max(1, min(ROWS, 16384 // block))
+    tiles = triton.cdiv(M, rows)
+    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
+    _softmax_persistent[(programs,)](
+        x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
+        EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y

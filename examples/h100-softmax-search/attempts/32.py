@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"split-row","op":"softmax","params":{"CHUNK":4096,"EPT":32,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"SEGMENT":8192,"SPLIT_BELOW_ROWS_PER_SM":8,"X_EVICT":"","Y_CACHE":""}}
+# kernelladder-search: {"family":"split-row","op":"softmax","params":{"CHUNK":4096,"EPT":32,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"SEGMENT":2048,"SPLIT_BELOW_ROWS_PER_SM":2,"X_EVICT":"","Y_CACHE":""}}
 """softmax, search family "split-row": tiny M: each row split over programs, partial max/sum combined in a 2nd kernel
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 # search parameters
-SEGMENT = 8192
-SPLIT_BELOW_ROWS_PER_SM = 8
+SEGMENT = 2048
+SPLIT_BELOW_ROWS_PER_SM = 2
 EPT = 32
 MAX_WARPS = 8
 MIN_WARPS = 4

@@ -1,5 +1,5 @@
-# kernelladder-search: {"family":"persistent","op":"softmax","params":{"CHUNK":4096,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_WARPS":4,"PREFETCH":false,"PROGRAMS_PER_SM":1,"ROWS":1,"X_EVICT":"","Y_CACHE":""}}
-"""softmax, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles
+# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":32,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":16,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":1,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
+"""softmax, search family "one-pass": a [ROWS, N] tile per program in registers: one read, one write
 
 Written by kernelladder's built-in search from a parameterized template.
 """
@@ -9,12 +9,13 @@ import triton
 import triton.language as tl
 
 # search parameters
-PROGRAMS_PER_SM = 1
-PREFETCH = False
+EPT = 32
+MAX_WARPS = 16
 ROWS = 1
-EPT = 16
-MAX_WARPS = 8
-MIN_WARPS = 4
+MIN_WARPS = 1
+MIN_PROGRAMS_PER_SM = 2
+TILE_MAX = 16384
+CONST_N = True
 EXP2 = True
 X_EVICT = ''
 Y_CACHE = ''
@@ -160,41 +161,6 @@ def _softmax_tile(X, Y, M, N_ARG, sxm, sxn, sym, syn, N_CONST: tl.constexpr,
     else:
         _store_rows(Y, y, rows, cols, M, N, sym, syn, EVEN_M, EVEN_N, Y_CACHE)
 
-@triton.jit
-def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
-                        ROWS: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr,
-                        EVEN_N: tl.constexpr, WIDE: tl.constexpr, EXP2: tl.constexpr,
-                        X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    tiles = tl.cdiv(M, ROWS)
-    cols = tl.arange(0, BLOCK)
-    lane = tl.arange(0, ROWS)
-    if PREFETCH:
-        src = tl.minimum(pid * ROWS + lane, M - 1)
-        if WIDE:
-            src = src.to(tl.int64)
-        x_next = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT)
-    for tile in range(pid, tiles, nprog):
-        rows = tile * ROWS + lane
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-            # issue the next tile's loads before reducing this one
-            nsrc = tl.minimum((tile + nprog) * ROWS + lane, M - 1)
-            if WIDE:
-                nsrc = nsrc.to(tl.int64)
-            x_next = _load_rows(X, nsrc, cols, N, sxm, sxn, EVEN_N, X_EVICT)
-        else:
-            src = tl.minimum(rows, M - 1)
-            if WIDE:
-                src = src.to(tl.int64)
-            x = _load_rows(X, src, cols, N, sxm, sxn, EVEN_N, X_EVICT).to(tl.float32)
-        if WIDE:
-            rows = rows.to(tl.int64)
-        y = _softmax_rows(x, EXP2)
-        _store_rows(Y, y.to(Y.dtype.element_ty), rows, cols, M, N, sym, syn, False, EVEN_N,
-                    Y_CACHE)
-
 _SM_COUNT = {}
 
 
@@ -210,6 +176,14 @@ def _num_sms(device):
     return count
 
 
+def _rows_per_program(M, block, sms):
+    rows = max(1, min(ROWS, TILE_MAX // block))
+    # small M: keep enough programs to fill the GPU rather than packing rows
+    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
+        rows //= 2
+    return rows
+
+
 def kernel(x):
     M, N = x.shape
     y = torch.empty_like(x)
@@ -217,12 +191,11 @@ def kernel(x):
     if block > MAX_BLOCK:
         _launch_online(x, y, M, N, CHUNK, "evict_last")
         return y
-    rows = max(1, min(ROWS, 16384 // block))
-    tiles = triton.cdiv(M, rows)
-    programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
-    _softmax_persistent[(programs,)](
+    rows = _rows_per_program(M, block, _num_sms(x.device))
+    contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
+    _softmax_tile[(triton.cdiv(M, rows),)](
         x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-        ROWS=rows, BLOCK=block, PREFETCH=PREFETCH, EVEN_N=block == N, WIDE=_wide(x, y),
+        N_CONST=N if CONST_N else 0, CONTIG=contig, ROWS=rows, BLOCK=block, EVEN_M=M % rows == 0, EVEN_N=block == N, WIDE=_wide(x, y),
         EXP2=EXP2, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(rows * block),
     )
     return y

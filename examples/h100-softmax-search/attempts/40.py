@@ -1,4 +1,4 @@
-# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":16,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":1,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
+# kernelladder-search: {"family":"one-pass","op":"softmax","params":{"CHUNK":4096,"CONST_N":true,"EPT":32,"EXP2":true,"MAX_BLOCK":16384,"MAX_WARPS":8,"MIN_PROGRAMS_PER_SM":2,"MIN_WARPS":2,"ROWS":1,"TILE_MAX":16384,"X_EVICT":"","Y_CACHE":""}}
 """softmax, search family "one-pass": a [ROWS, N] tile per program in registers: one read, one write
 
 Written by kernelladder's built-in search from a parameterized template.
@@ -9,10 +9,10 @@ import triton
 import triton.language as tl
 
 # search parameters
-EPT = 16
+EPT = 32
 MAX_WARPS = 8
 ROWS = 1
-MIN_WARPS = 1
+MIN_WARPS = 2
 MIN_PROGRAMS_PER_SM = 2
 TILE_MAX = 16384
 CONST_N = True

@@ -1,0 +1,169 @@
+# kernelladder-search: {"family":"persistent","op":"int8_matmul","params":{"BLOCK_K":128,"BLOCK_M":128,"BLOCK_N":256,"GROUP_M":8,"NUM_STAGES":3,"NUM_WARPS":8,"PAD":true,"PROGRAMS_PER_SM":1}}
+"""int8_matmul, search family "persistent": a persistent grid (SMs x PROGRAMS_PER_SM) looping over swizzled tiles
+
+Written by kernelladder's built-in search from a parameterized template.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# search parameters
+PROGRAMS_PER_SM = 1
+BLOCK_N = 256
+BLOCK_M = 128
+NUM_STAGES = 3
+BLOCK_K = 128
+NUM_WARPS = 8
+GROUP_M = 8
+PAD = True
+
+@triton.jit
+def _tile_coords(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 GROUP_M: tl.constexpr):
+    # GROUP_M swizzle: consecutive tiles walk down a group of GROUP_M block-rows
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_n
+    group = tile // width
+    first_m = group * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % width) % size_m
+    pid_n = (tile % width) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _dot_tile(A, B, pid_m, pid_n, M, N, k_lo, k_hi, sam, sak, sbn, sbk,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              EVEN_K: tl.constexpr):
+    # rows past M / N wrap around (loads stay in bounds; those results are never stored)
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = A + rm.to(tl.int64)[:, None] * sam + (k_lo + rk)[None, :] * sak
+    b_ptrs = B + rn.to(tl.int64)[None, :] * sbn + (k_lo + rk)[:, None] * sbk
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
+    for k in range(k_lo, k_hi, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=(k + rk)[None, :] < k_hi, other=0)
+            b = tl.load(b_ptrs, mask=(k + rk)[:, None] < k_hi, other=0)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
+    return acc
+
+
+@triton.jit
+def _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+    sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+    c = acc.to(tl.float32) * (sa[:, None] * sb[None, :])
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    tl.store(C + rm.to(tl.int64)[:, None] * scm + rn[None, :] * scn,
+             c.to(C.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _int8_mm(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = _dot_tile(A, B, pid_m, pid_n, M, N, 0, K, sam, sak, sbn, sbk,
+                    BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+    _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _pad_rows(SRC, DST, K, KP, s_src, BLOCK: tl.constexpr):
+    # copy one row into a 16-byte aligned row of KP (a multiple of BLOCK_K), zero-filled
+    row = tl.program_id(0).to(tl.int64)
+    for start in range(0, KP, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        v = tl.load(SRC + row * s_src + cols, mask=cols < K, other=0)
+        tl.store(DST + row * KP + cols, v, mask=cols < KP)
+
+
+def _aligned(a, b, K, block_k):
+    """(a, b, K) with rows a whole number of BLOCK_K, when PAD and a row is unaligned:
+    unaligned int8 rows cannot be loaded in 16-byte vectors."""
+    if not PAD or (K % block_k == 0 and a.stride(1) == 1 and b.stride(1) == 1
+                   and a.stride(0) % 16 == 0 and b.stride(0) % 16 == 0):
+        return a, b, K
+    kp = triton.cdiv(K, block_k) * block_k
+    padded = []
+    for t in (a, b):
+        if t.stride(1) != 1:
+            return a, b, K
+        dst = torch.empty((t.shape[0], kp), dtype=t.dtype, device=t.device)
+        block = min(1024, triton.next_power_of_2(kp))
+        _pad_rows[(t.shape[0],)](t, dst, K, kp, t.stride(0), BLOCK=block, num_warps=4)
+        padded.append(dst)
+    return padded[0], padded[1], kp
+
+
+def _blocks(M, N, K):
+    # tl.dot needs 16 rows / 32 int8 k-elements at least; small M gets a small block
+    block_m = min(BLOCK_M, max(16, triton.next_power_of_2(M)))
+    block_n = min(BLOCK_N, max(16, triton.next_power_of_2(N)))
+    block_k = min(BLOCK_K, max(32, triton.next_power_of_2(K)))
+    return block_m, block_n, block_k
+
+
+def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k):
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    _int8_mm[(tiles,)](
+        a, b, scale_a, scale_b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+        b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=K % block_k == 0, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+
+
+@triton.jit
+def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _dot_tile(A, B, pid_m, pid_n, M, N, 0, K, sam, sak, sbn, sbk,
+                        BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+        _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
+
+_SM_COUNT = {}
+
+
+def _num_sms(device):
+    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
+    if device.type != "cuda":
+        return 2
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNT.get(index)
+    if count is None:
+        count = torch.cuda.get_device_properties(index).multi_processor_count
+        _SM_COUNT[index] = count
+    return count
+
+
+def kernel(a, b, scale_a, scale_b):
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    block_m, block_n, block_k = _blocks(M, N, K)
+    a, b, K = _aligned(a, b, K, block_k)
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
+    _int8_mm_persistent[(programs,)](
+        a, b, scale_a, scale_b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+        b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=K % block_k == 0, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    return c
