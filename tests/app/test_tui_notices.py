@@ -86,9 +86,12 @@ async def test_gates_raised_apart_are_one_announcement_naming_all_that_wait(tmp_
 
     from helpers import HeldProposer
 
+    first_shown = asyncio.Event()  # b2's gate is raised only once g1's toast was read
+
     class Apart(HeldProposer):
         async def propose(self, ctx):
             if ctx.branch_id == "b2":
+                await first_shown.wait()
                 await asyncio.sleep(0.5)
             return await super().propose(ctx)
 
@@ -108,6 +111,7 @@ async def test_gates_raised_apart_are_one_announcement_naming_all_that_wait(tmp_
         assert [t for t in toasts(app) if "gate" in t] == [
             "gate g1 waits for you: two-pass — press g to decide"
         ]
+        first_shown.set()
         await until(lambda: app.main.view.gate("g2") is not None, "g2", pilot=pilot)
         await pilot.pause(0.2)
         gates = [t for t in toasts(app) if "gate" in t]
