@@ -294,7 +294,7 @@ class CandidateRun(
         """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
         the candidate is loaded, once per worker, so its timing turns only time; the GPU
         asked for as measured.BASELINES_GPU says (alone; the caller grants it shared once
-        another worker of the GPU compiled them alone: client._grant_stage)."""
+        another worker of the GPU compiled them alone: stage_grants.StageGrants.grant)."""
         if not self._baselines_to_prepare():
             return
         self.report("baselines", "compiling torch.compile's baselines")

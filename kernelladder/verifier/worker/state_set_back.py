@@ -15,7 +15,7 @@ backends' order at its first call on a Hopper GPU) is not the candidate's doing:
   entries (`SET_BACK`). A change to anything else (the dispatcher, the mode stacks, the
   default dtype, grad mode...) is not set back.
 
-Every setter is bound here, at import, before any candidate (as torch_state.py binds its
+Every setter is bound here, at import, before any candidate (as torch_switches.py binds its
 getters).
 """
 
@@ -30,10 +30,8 @@ from kernelladder.verifier.worker.torch_state import (
     _C,
     _CONTEXT_VAR_GET,
     _GETATTR,
-    _SWITCHES,
     _TYPE,
     _VARS,
-    SWITCHES,
     StateSnapshot,
     _backend_flags,
     _backend_modules,
@@ -43,11 +41,11 @@ from kernelladder.verifier.worker.torch_state import (
     _fallbacks,
     _modes,
     _override_vars,
-    _read_switches,
     _shown,
     _triton_knobs,
     same,
 )
+from kernelladder.verifier.worker.torch_switches import GETTERS, SWITCHES, read_switches
 
 _CONTEXT_VAR_SET = ContextVar.set
 
@@ -93,7 +91,7 @@ def _bind_setters() -> dict[str, Callable[[Any], None]]:
     answers and that may be set back."""
     answering = {label for label, *_ in SWITCHES}
     setters: dict[str, Callable[[Any], None]] = {}
-    for label, name, args in _SWITCHES:
+    for label, name, args in GETTERS:
         if label not in answering or label in _JUDGEMENT_SWITCHES or label in _DETERMINISTIC:
             continue
         setter = _GETATTR(_C, _SETTER_NAMES.get(name, name.replace("_get_", "_set_", 1)), None)
@@ -117,7 +115,7 @@ def set_back(before: StateSnapshot) -> list[str]:
     ("torch.backends.cuda.flash_sdp_enabled(): False -> True (set back)"). What cannot
     be set back is left as it is (torch_state.changes still names it)."""
     done: list[str] = []
-    now = _read_switches(before.switches)
+    now = read_switches(before.switches)
     for label, value in before.switches.items():
         if label in now and not same(value, now[label]) and label in SETTERS:
             try:
@@ -176,7 +174,7 @@ def retake(before: StateSnapshot) -> StateSnapshot:
         config_modules=configs,
         config_vars=overrides,
         config_var_values=tuple(map(_CONTEXT_VAR_GET, overrides)),
-        switches=_read_switches(),
+        switches=read_switches(),
         backend_flags=_backend_flags(backends),
         configs=_configs(configs),
         triton=_triton_knobs(),
