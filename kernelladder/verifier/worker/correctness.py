@@ -19,7 +19,7 @@ from kernelladder.verifier.contract.verdict import (
     Feedback,
     GateResult,
 )
-from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _Stop
+from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _Stop, ops_text
 from kernelladder.verifier.worker.integrity import TRUSTED
 from kernelladder.verifier.worker.torch_state import END
 
@@ -169,7 +169,7 @@ class CorrectnessTrials:
             "fence",
             PASS,
             f"{self.obs.launches} Triton launches over {self.obs.calls} calls "
-            f"({per_call:.1f} per call); torch ops: {self._ops_text(rec.calls)}",
+            f"({per_call:.1f} per call); torch ops: {ops_text(rec.calls)}",
             launches=self.obs.launches,
             calls=self.obs.calls,
             torch_ops=dict(rec.calls),

@@ -176,19 +176,11 @@ class Verifier(MeasuredTimes):
         changed since (code a candidate left behind) is set back where it can be; what
         cannot be is `fault`."""
         assert self._state is not None
-        intact = REGISTRATIONS.intact()
-        changes = torch_state.changes(
-            self._state, level if intact else FULL, registrations=REGISTRATIONS.take()
-        )
-        if intact and not changes.problems:
+        settled = state_set_back.settle(self._state, level, full_if_bypassed=True)
+        if settled is None:
             return
-        lines = state_set_back.set_back(self._state)
+        lines, self.fault = settled
         self._set_back += [f"{line}, before the candidate loaded" for line in lines]
-        left = [p for p in changes.problems if p.startswith("torch.library: ")]
-        left += torch_state.changes(self._state, level).problems
-        if not intact:
-            left.insert(0, "torch.library's door to the dispatcher was replaced")
-        self.fault = left
 
     def take_set_back(self) -> list[str]:
         """What a proof set back since the last verdict (for the next one to name)."""

@@ -21,17 +21,22 @@ getters).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
+from kernelladder.verifier.worker import torch_state
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 from kernelladder.verifier.worker.torch_state import (
     _C,
     _CONTEXT_VAR_GET,
     _GETATTR,
     _TYPE,
     _VARS,
+    FULL,
     StateSnapshot,
     _backend_flags,
     _backend_modules,
@@ -159,6 +164,32 @@ def set_back(before: StateSnapshot) -> list[str]:
         for module, values in before.configs.items():
             done += _compare_dict(f"{module}.", configs.get(module, {}), values)
     return [line + " (set back)" for line in done]
+
+
+def settle(
+    before: StateSnapshot,
+    level: str,
+    *,
+    full_if_bypassed: bool = False,
+    timed: AbstractContextManager[Any] | None = None,
+) -> tuple[list[str], list[str]] | None:
+    """Torch's state against `before` where only the verifier's own code ran since it
+    was taken (audited to `level`, in full where `full_if_bypassed` and torch.library's
+    door to the dispatcher was replaced; the first read inside `timed`): None when
+    nothing changed; else what was set back (set_back's lines) and what is left changed
+    that cannot be set back."""
+    intact = REGISTRATIONS.intact()
+    first = FULL if full_if_bypassed and not intact else level
+    with timed or contextlib.nullcontext():
+        changes = torch_state.changes(before, first, registrations=REGISTRATIONS.take())
+    if intact and not changes.problems:
+        return None
+    lines = set_back(before)
+    left = [p for p in changes.problems if p.startswith("torch.library: ")]
+    left += torch_state.changes(before, level).problems
+    if not intact:
+        left.insert(0, "torch.library's door to the dispatcher was replaced")
+    return lines, left
 
 
 def retake(before: StateSnapshot) -> StateSnapshot:
