@@ -1,7 +1,7 @@
 """The correctness gate, with determinism: every shape of the suite at each seed, the
 same inputs called again, new values written into the same tensors (results cached by
 pointer fail), and shapes no proposer has seen. The reference is computed after each
-call, from the inputs drawn again (candidate_run.py), and must be bit for bit the one
+call, from the inputs drawn again (input_draws.py), and must be bit for bit the one
 fingerprinted before the candidate loaded (fingerprints.py); the repeats are compared
 with digests of the first call's outputs: nothing the judgement reads is alive while the
 candidate runs. A part of CandidateRun (candidate_run.py)."""

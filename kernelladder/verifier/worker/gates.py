@@ -9,14 +9,6 @@ Trials per shape of the suite: seed s0 (then two more calls on the same inputs f
 determinism), the other seeds with fresh inputs, and one trial that writes new values
 into the seed-s0 input tensors (same pointers) and calls again, so results cached by
 pointer fail.
-
-Files by job: this one holds the Verifier (a verification from request to verdict,
-inside the sandbox's walls); options.py what a verification is asked; measured.py what a
-worker keeps between candidates (timer, reference and baseline times); candidate_run.py
-one candidate's run (load, fence, the checked call, the verdict), whose stages sit beside
-it: compile_ahead.py (the pipelined compile), correctness.py (with determinism and
-unseen shapes), anti_cheat.py, speed_gate.py (timing.py times, paired_rounds.py the
-back-to-back rounds); gate_tools.py has what they share.
 """
 
 from __future__ import annotations

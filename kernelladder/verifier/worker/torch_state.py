@@ -6,10 +6,9 @@ differently, and that no attribute of torch's modules shows.
   lists them (`torch._C._dispatch_dump`), the backend fallbacks, and the operators and
   namespaces that exist; Python-side tables the Python dispatcher reads (an operator's
   `py_kernels`, a higher-order operator's tables) and torch.ops' cached operators;
-- the switches that choose what a kernel runs: SDPA's backends (flash, memory-efficient,
-  cuDNN, math...), cuDNN's, TF32 and float32 matmul precision, reduced-precision
-  reductions, deterministic algorithms, BLAS and linear-algebra backends, threads, the
-  default dtype, grad and autocast modes, and the plain flags of torch.backends' modules;
+- the switches that choose what a kernel runs (torch_switches.SWITCHES: SDPA's backends,
+  TF32, deterministic algorithms, the default dtype, grad and autocast modes...) and the
+  plain flags of torch.backends' modules;
 - every torch config module (dynamo's, inductor's, functorch's...) and Triton's knobs
   (its launch hooks among them);
 - torch's function tables: the __torch_function__ and __torch_dispatch__ mode stacks, the
