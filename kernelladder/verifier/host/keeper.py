@@ -414,4 +414,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as the module keeper_server imports, so that one KeeperError class is raised and caught
+    from kernelladder.verifier.host import keeper
+
+    sys.exit(keeper.main())

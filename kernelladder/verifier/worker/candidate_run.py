@@ -362,10 +362,10 @@ class CandidateRun(
         finally:
             candidate_mod.unload(self.cand.module_name)
 
-    def _crashed(self, expected: str = "", saw: str = "") -> Outcome:
-        """A crash verdict (the crash's result set), the worker replaced."""
+    def _crashed(self, expected: str | None = None, saw: str = "") -> Outcome:
+        """A crash verdict, the worker replaced (and the feedback, where `expected` is given)."""
         self.recycle = True
-        if saw:
+        if expected is not None:
             self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
         return Outcome(self._verdict(kind="crash"), True)
 
