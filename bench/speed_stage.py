@@ -180,7 +180,7 @@ class StageParts:
         candidate.load = load_timed
         self.wrap(poison, "poison_before_call", "poisoned memory")
         self.wrap(integrity, "altered", "integrity comparison")
-        self.wrap(run, "_device_healthy", "device healthy (sync)")
+        self.wrap(candidate_run, "device_healthy", "device healthy (sync)")
         self.wrap(AntiCheatChecks, "_outputs", "outputs checked")
         self.wrap(AntiCheatChecks, "_side_work", "side work")
         self.wrap(AntiCheatChecks, "_anti_cheat_after_call", "anti-cheat after call")

@@ -1,4 +1,4 @@
-"""The keeper process itself (verifier/host/keeper.py): one keeper however many start it at
+"""The keeper process itself (verifier/host/keeper.py, keeper_server.py): one keeper however many start it at
 once, a stale socket file replaced, a request without the token or from another user
 refused, at most `cap` workers of one recipe held, a dead process never taken in. The
 processes it holds here are plain stand-ins with the three pipes a worker has: the
@@ -158,6 +158,22 @@ def test_a_keeper_directory_open_to_others_is_refused(keeper_socket):
         keeper.list_kept(keeper_socket)
 
 
+def test_a_keeper_served_in_a_directory_open_to_others_says_why_in_one_line(keeper_socket):
+    folder = os.path.dirname(keeper_socket)
+    os.makedirs(folder, mode=0o700)
+    os.chmod(folder, 0o755)
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve", "--socket",
+         keeper_socket, "--idle-s", "1"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"keeper: {folder} is open to other users (mode 755)"
+    ], out.stderr
+
+
 def test_a_socket_path_too_long_for_a_unix_socket_starts_no_keeper(tmp_path):
     path = str(tmp_path / ("d" * 120) / "keeper.sock")
     assert not keeper.ensure_running(60, path=path)
@@ -169,7 +185,8 @@ def test_a_socket_path_too_long_for_a_unix_socket_starts_no_keeper(tmp_path):
 def test_the_keeper_and_the_client_side_import_no_torch():
     probe = (
         "import sys\n"
-        "import kernelladder.verifier.host.keeper, kernelladder.verifier.host.pool\n"
+        "import kernelladder.verifier.host.keeper, kernelladder.verifier.host.keeper_server\n"
+        "import kernelladder.verifier.host.pool\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'textual') "
         "or m.startswith('kernelladder.engine')))\n"
     )

@@ -54,6 +54,7 @@ string that reaches the caller is scrubbed of the caller's secret values.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 PROTOCOL_VERSION = 2
@@ -71,3 +72,15 @@ def decode(line: bytes | str) -> dict[str, Any]:
     if not isinstance(obj, dict) or "type" not in obj:
         raise ValueError("protocol line is not an object with a 'type'")
     return obj
+
+
+def request_dict(request: Any) -> dict[str, Any]:
+    """A verify request as a dict (accepts a dict or a VerifyRequest-like object)."""
+    if isinstance(request, Mapping):
+        return dict(request)
+    keys = (
+        "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
+        "paired_rounds", "pair_every_shape", "paired_min_rounds", "fresh_worker", "unseen_shapes", "unseen_seed",
+        "pipeline", "early_stop",
+    )  # fmt: skip
+    return {k: getattr(request, k) for k in keys if hasattr(request, k)}

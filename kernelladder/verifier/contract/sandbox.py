@@ -37,7 +37,7 @@ import resource
 import socket
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 MODES = ("auto", "require", "off")
 ENV_VAR = "KERNELLADDER_SANDBOX"  # the caller's choice; --sandbox sets it
@@ -315,14 +315,7 @@ class SandboxState:
     mode: str = "auto"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "on": self.on,
-            "abi": self.abi,
-            "reason": self.reason,
-            "walls": list(self.walls),
-            "writable": list(self.writable),
-            "mode": self.mode,
-        }
+        return {**asdict(self), "walls": list(self.walls), "writable": list(self.writable)}
 
 
 def describe_state(state: SandboxState) -> str:

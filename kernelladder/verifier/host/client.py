@@ -15,30 +15,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import signal
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from kernelladder.verifier.contract.env import Redactor, secret_values
-from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION, decode, encode
-from kernelladder.verifier.contract.verdict import (
-    FAIL,
-    Feedback,
-    GateResult,
-    Verdict,
-    fault_verdict,
-    source_hash,
-)
+from kernelladder.verifier.contract.protocol import PROTOCOL_VERSION, decode, encode, request_dict
+from kernelladder.verifier.contract.verdict import Verdict, fault_verdict, source_hash
 from kernelladder.verifier.host import keeper
-from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED, GpuArbiter, GpuFacts
+from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 from kernelladder.verifier.host.local_transport import KEPT_NOTE, LocalTransport
-from kernelladder.verifier.host.local_transport import within as _within
+from kernelladder.verifier.host.stage_grants import ProgressFn, StageGrants
+from kernelladder.verifier.host.transport import Transport, signal_text
+from kernelladder.verifier.host.transport import within as _within
+from kernelladder.verifier.host.verdict_check import forged_verdict, forgery, quiet_after
 
-ProgressFn = Callable[[str, str], None]
 DEFAULT_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 180.0  # torch import + CUDA context (+ Triton warm-up) on a cold box
-PONG_TIMEOUT_S = 15.0
 KEPT_PONG_TIMEOUT_S = 5.0  # a worker taken from the keeper answers a ping within this
 IDLE_TIMEOUT_S = 5.0  # a worker handed to the keeper drops its cached GPU memory within this
 
@@ -47,56 +40,12 @@ class WorkerUnavailable(Exception):
     """The worker could not be started or answered nonsense: not the candidate's fault."""
 
 
-class Transport(Protocol):
-    """How a worker process is reached. After `start()`: `stdin` has write(bytes) and
-    async drain(); `stdout` and `stderr` have async readline()."""
-
-    stdin: Any
-    stdout: Any
-    stderr: Any
-
-    async def start(self) -> None: ...
-
-    async def kill(self) -> None:
-        """Kill the whole worker (process group / remote process); idempotent."""
-        ...
-
-    async def wait(self) -> int | None:
-        """The exit status once it has exited (negative: killed by that signal)."""
-        ...
-
-    def describe(self) -> str: ...
-
-
-def request_dict(request: Any) -> dict[str, Any]:
-    """A verify request as a dict (accepts a dict or a VerifyRequest-like object)."""
-    if isinstance(request, Mapping):
-        return dict(request)
-    keys = (
-        "op", "source", "device", "min_speedup", "timeout_s", "suite", "baselines", "seeds",
-        "paired_rounds", "pair_every_shape", "paired_min_rounds", "fresh_worker", "unseen_shapes", "unseen_seed",
-        "pipeline", "early_stop",
-    )  # fmt: skip
-    return {k: getattr(request, k) for k in keys if hasattr(request, k)}
-
-
 def _op_label(op: Any) -> str:
     if isinstance(op, str):
         return op
     if isinstance(op, Mapping):
         return str(op.get("name") or "kernelbench")
     return str(op)
-
-
-def _signal_text(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class WorkerClient:
@@ -116,6 +65,7 @@ class WorkerClient:
         # the GPU this worker shares with others (a pipelined verification asks it for
         # the GPU per stage); None: every stage is granted at once
         self.arbiter = arbiter
+        self._stages = StageGrants(arbiter)
         self.redactor = Redactor(secret_values() if secrets is None else secrets)
         self.start_timeout_s = start_timeout_s
         self.on_stderr = on_stderr
@@ -131,9 +81,6 @@ class WorkerClient:
         self._kept_now = False  # the worker now (or last) is one kept from an earlier run
         self._hello_line = b""  # the worker's hello as it said it (handed to the keeper)
         self._verifier_files: str | None = None  # the first worker's hash of them
-        self._op_now: Any = None  # the op of the pipelined request in flight
-        # the op whose torch.compile baselines this worker compiles with the GPU alone now
-        self._baselines_alone: Any = None
 
     # --- life cycle ---------------------------------------------------------------------
     @property
@@ -251,7 +198,7 @@ class WorkerClient:
             raise
 
     def _status_text(self, code: int | None) -> str:
-        text = _signal_text(code)
+        text = signal_text(code)
         return f"{text}: {KEPT_NOTE}" if code is None and self._kept_now else text
 
     async def _exchange(
@@ -323,7 +270,7 @@ class WorkerClient:
 
     async def _discard(self) -> None:
         transport, self._transport, self._hello = self._transport, None, None
-        self._baselines_done(compiled=False)  # gone: what it compiled alone may not be done
+        self._stages.baselines_done(compiled=False)  # gone: what it compiled alone may not be done
         if transport is not None:
             with contextlib.suppress(Exception):
                 await transport.kill()
@@ -423,9 +370,9 @@ class WorkerClient:
                         continue
                     if msg.get("type") == "stage" and msg.get("id") == req_id:
                         gpu = str(msg.get("gpu") or "none")
-                        if await self._grant_stage(transport, req_id, "baselines", gpu, held, None, op=op) is None:  # fmt: skip
+                        if await self._stages.grant(transport, req_id, "baselines", gpu, held, None, op=op) is None:  # fmt: skip
                             raise ConnectionError("the worker was gone")
-                self._baselines_done(compiled="error" not in msg)
+                self._stages.baselines_done(compiled="error" not in msg)
                 return {k: v for k, v in msg.items() if k not in ("type", "id")}
             except asyncio.CancelledError:
                 await self._discard()
@@ -434,8 +381,8 @@ class WorkerClient:
                 await self._discard()
                 return {"error": f"{type(exc).__name__}: {exc}"}
             finally:
-                self._baselines_done(compiled=False)  # no-op once done
-                self._release_gpu(held)
+                self._stages.baselines_done(compiled=False)  # no-op once done
+                self._stages.release(held)
 
     async def verify(
         self,
@@ -481,7 +428,7 @@ class WorkerClient:
             message["known"] = self.arbiter.facts.known(req.get("op"))
         elif self.arbiter is not None and self.arbiter.facts.rates_only():
             message["known"] = self.arbiter.facts.rates_only()
-        self._op_now = req.get("op") if pipelined else None
+        self._stages.op_now = req.get("op") if pipelined else None
         where = {"gate": "load", "last": ""}  # the stage or gate running, its last line
 
         def fault(kind: str, detail: str, **evidence: Any) -> Verdict:
@@ -516,8 +463,8 @@ class WorkerClient:
                 transport, req_id, digest, fault, on_progress, deadline, timeout, held, where
             )
         finally:
-            self._baselines_done(compiled=False)  # no-op once done
-            self._release_gpu(held)
+            self._stages.baselines_done(compiled=False)  # no-op once done
+            self._stages.release(held)
         if self.arbiter is not None and verdict.device == "cuda":
             if pipelined:
                 self.arbiter.facts.learn(req.get("op"), verdict)
@@ -567,7 +514,7 @@ class WorkerClient:
                 tail = self._tail_text(3)
                 if tail != "(no stderr)":
                     detail += f": {tail[-300:]}"
-                return fault("crash", detail, exit_code=code, signal=_signal_text(code))
+                return fault("crash", detail, exit_code=code, signal=signal_text(code))
             try:
                 msg = decode(line)
             except ValueError:
@@ -577,7 +524,7 @@ class WorkerClient:
             kind = msg.get("type")
             if kind == "stage":
                 where["gate"], where["last"] = str(msg.get("stage") or where["gate"]), ""
-                waited = await self._grant_stage(
+                waited = await self._stages.grant(
                     transport, req_id, where["gate"], str(msg.get("gpu") or "none"), held,
                     on_progress,
                 )  # fmt: skip
@@ -600,91 +547,8 @@ class WorkerClient:
                 await self._discard()
                 return fault("crash", f"the worker rejected the request: {msg.get('message')}")
             elif kind == "verdict":
-                self._baselines_done()  # past its baselines' stage, if it had one
+                self._stages.baselines_done()  # past its baselines' stage, if it had one
                 return await self._accept(msg, req_id, digest, fault)
-
-    async def _grant_stage(
-        self,
-        transport: Transport,
-        req_id: str,
-        stage: str,
-        gpu: str,
-        held: list[str],
-        on_progress: ProgressFn | None,
-        op: Any = None,
-    ) -> float | None:
-        """Give the worker the GPU for its next stage: what it held goes back, the new
-        access is waited for (seconds waited returned), then "go". None: the worker is
-        gone. A stage that needs no GPU is only reported. torch.compile's baselines of
-        an op (stage "baselines", asked with the GPU alone: inductor benchmarks configs
-        as it compiles) are compiled beside other correctness runs once one worker of
-        this GPU compiled them alone in this process: its compile filled the shared
-        compile caches, so the others' load what it chose and benchmark nothing (one
-        that asks while the first compiles waits for it, then compiles beside the rest)."""
-        self._baselines_done()  # a new stage: the baselines' compile, if any, is over
-        self._release_gpu(held)
-        loop = asyncio.get_running_loop()
-        asked = loop.time()
-        arbiter = self.arbiter
-        op = op if op is not None else self._op_now
-        if stage == "baselines" and gpu == EXCLUSIVE and arbiter is not None and op is not None:
-            gpu = await self._baselines_access(arbiter, op, on_progress)
-        if gpu in (SHARED, EXCLUSIVE):
-            if arbiter is not None and arbiter.busy_for(gpu) and on_progress is not None:
-                alone = "to itself" if gpu == EXCLUSIVE else "beside other correctness runs"
-                with contextlib.suppress(Exception):
-                    on_progress(stage, f"waiting for the GPU ({alone})")
-            if arbiter is not None:
-                await arbiter.acquire(gpu)
-            held.append(gpu)
-            go: dict[str, Any] = {"type": "go", "id": req_id}
-            if gpu == EXCLUSIVE and self._op_now is not None and self.arbiter is not None:
-                # what other workers measured since the request was sent (the first
-                # verdicts of a run come while the others wait to time their first)
-                go["known"] = self.arbiter.facts.known(self._op_now)
-            try:
-                transport.stdin.write(encode(go))
-                await _within(transport.stdin.drain(), 30)
-            except Exception:
-                return None
-        return loop.time() - asked
-
-    async def _baselines_access(
-        self, arbiter: GpuArbiter, op: Any, on_progress: ProgressFn | None
-    ) -> str:
-        """How this worker may compile `op`'s baselines: alone when it is the GPU's first
-        (the others wait for it), else beside correctness runs."""
-        key = GpuFacts.op_key(op)
-        while (done := arbiter.baselines.get(key)) is None or not done.is_set():
-            if done is None:
-                arbiter.baselines[key] = asyncio.Event()
-                self._baselines_alone = op
-                return EXCLUSIVE
-            if on_progress is not None:
-                with contextlib.suppress(Exception):
-                    on_progress("baselines", "waiting for another worker's compile of them")
-            await done.wait()  # done, or its worker gone: then one of those waiting is first
-        return SHARED
-
-    def _baselines_done(self, compiled: bool = True) -> None:
-        """The baselines this worker compiled with the GPU alone are in the caches now
-        (`compiled` False: its worker is gone, they may not be)."""
-        op, self._baselines_alone = self._baselines_alone, None
-        if op is None or self.arbiter is None:
-            return
-        key = GpuFacts.op_key(op)
-        done = (
-            self.arbiter.baselines.get(key) if compiled else self.arbiter.baselines.pop(key, None)
-        )
-        if done is not None:
-            done.set()  # kept: compiled; gone: those waiting find no compile and one begins
-
-    def _release_gpu(self, held: list[str]) -> None:
-        """Give back the GPU access a request holds."""
-        while held:
-            mode = held.pop()
-            if self.arbiter is not None:
-                self.arbiter.release(mode)
 
     async def _accept(self, msg: dict[str, Any], req_id: str, digest: str, fault: Any) -> Verdict:
         """Check the verdict line really came from the verifier, then return it."""
@@ -694,63 +558,19 @@ class WorkerClient:
             await self._discard()
             return fault("crash", f"unreadable verdict from the worker: {type(exc).__name__}")
         recycle = bool(msg.get("recycle"))
-        forged = ""
-        if verdict.source_hash != digest:
-            forged = "the verdict names another candidate"
-        elif recycle and verdict.passed:
-            forged = "a passing verdict from a worker that must recycle"
+        forged = forgery(verdict, digest, recycle)
         if not forged and not recycle:
-            forged = await self._confirm_quiet(req_id)
+            assert self._transport is not None
+            forged = await quiet_after(self._transport, req_id)
         if forged:
             await self._discard()
-            return _forged_verdict(verdict, forged, digest)
+            return forged_verdict(verdict, forged, digest)
         if recycle:
             await self._exit_code()
             await self._discard()
         elif msg.get("retire"):  # the candidate's own operators die with this worker
             await self._discard()
         return verdict
-
-    async def _confirm_quiet(self, req_id: str) -> str:
-        """Ping; a second verdict for the same request before the pong means forgery."""
-        transport = self._transport
-        assert transport is not None
-        ping_id = uuid.uuid4().hex
-        try:
-            transport.stdin.write(encode({"type": "ping", "id": ping_id}))
-            await _within(transport.stdin.drain(), PONG_TIMEOUT_S)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + PONG_TIMEOUT_S
-            while True:
-                line = await _within(transport.stdout.readline(), max(0.01, deadline - loop.time()))
-                if not line:
-                    return "the worker exited right after its verdict"
-                with contextlib.suppress(ValueError):
-                    msg = decode(line)
-                    if msg.get("id") == req_id:
-                        return "a second verdict line for the same request (forged protocol output)"
-                    if msg.get("type") == "pong" and msg.get("id") == ping_id:
-                        return ""
-        except Exception:
-            return "the worker stopped answering after its verdict"
-
-
-def _forged_verdict(v: Verdict, why: str, digest: str) -> Verdict:
-    detail = f"protocol tampering: {why}"
-    return Verdict(
-        verdict=FAIL,
-        kind=FAIL,
-        gate="anti-cheat",
-        gates={"anti-cheat": GateResult(FAIL, detail, {"claimed": v.verdict})},
-        op=v.op,
-        device=v.device,
-        source_hash=digest,
-        feedback=Feedback(
-            expected="the verifier's verdict, untouched", saw=detail, fence=v.feedback.fence
-        ),
-        flags=("protocol-tampering",),
-        environment=v.environment,
-    )
 
 
 def verify_sync(

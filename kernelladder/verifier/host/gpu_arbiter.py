@@ -34,7 +34,7 @@ class GpuArbiter:
         # what one worker measured on this GPU, for the others (GpuFacts)
         self.facts = GpuFacts()
         # ops' torch.compile baselines compiled by a worker with this GPU alone (the others
-        # then compile theirs beside correctness runs: client._baselines_access): an op's
+        # then compile theirs beside correctness runs: StageGrants._baselines_access): an op's
         # event is set once they are; unset, a worker compiles them now; an op absent, none
         # has (or the one that began went before it was done)
         self.baselines: dict[str, asyncio.Event] = {}

@@ -45,19 +45,13 @@ from kernelladder.verifier.contract.scratch import (
     sweep_stale,
 )
 from kernelladder.verifier.host import keeper
+from kernelladder.verifier.host.transport import within
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # a verdict line with evidence can be long
 CPU_ADDRESS_SPACE = 24 * 1024**3  # RLIMIT_AS for CPU workers (CUDA needs far more VA)
 KEPT_NOTE = "a worker kept from an earlier run"
 _SCRATCH_STANDIN = "/kl-scratch-of-this-worker"  # where the recipe leaves the scratch out
 RECIPE_VERSION = 1
-
-
-async def within(awaitable: Any, timeout: float) -> Any:
-    """Await with a deadline. Unlike asyncio.wait_for on Python 3.11, a cancellation that
-    lands as the awaited read completes is never swallowed (a stopped run must stop)."""
-    async with asyncio.timeout(timeout):
-        return await awaitable
 
 
 def package_root() -> str:

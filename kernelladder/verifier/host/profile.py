@@ -436,22 +436,20 @@ async def profile_candidate_async(
               str(out / f"{name}.op.json"), str(out / f"{name}.py"), base]  # fmt: skip
     log_path = out / f"{name}.ncu.log"
     stage = on_stage or (lambda _s: None)
-    shared = shared or contextlib.nullcontext
-    exclusive = exclusive or contextlib.nullcontext
-    times: dict[str, float | None] = {"gpu_s": None, "shared_s": None}
+    turns = _Turns(
+        base, shared or contextlib.nullcontext, exclusive or contextlib.nullcontext, stage
+    )
     for stalls in (True, False):
         for suffix in (READY, WARM_GO, WARM, REPLAY_GO, DONE, PHASES):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix)
         command = profile_command(ncu, base, driver, jit_kernels(source), stalls=stalls)
-        failure, code = await _run_profiled(
-            command, log_path, base, shared, exclusive, stage, times, timeout_s
-        )
+        failure, code = await _run_profiled(command, log_path, turns, timeout_s)
         log = log_path.read_text(encoding="utf-8", errors="replace")
         if stalls and _metric_refused(log) and not Path(base + ".ncu-rep").exists():
             continue  # a GPU or ncu without one of the stall metrics: the sections alone
         break
-    extra: dict[str, Any] = {**times}
+    extra: dict[str, Any] = {**turns.times}
     with contextlib.suppress(OSError, ValueError):
         extra["phases"] = json.loads(Path(base + PHASES).read_text(encoding="utf-8"))
 
@@ -484,14 +482,7 @@ async def profile_candidate_async(
 
 
 async def _run_profiled(
-    command: list[str],
-    log_path: Path,
-    base: str,
-    shared: GpuHold,
-    exclusive: GpuHold,
-    stage: Callable[[str], None],
-    times: dict[str, float | None],
-    timeout_s: float,
+    command: list[str], log_path: Path, turns: _Turns, timeout_s: float
 ) -> tuple[str | None, int | None]:
     """ncu over the driver through the handshake: (why it failed or None, exit code)."""
     with open(log_path, "w", encoding="utf-8") as log_file:
@@ -500,9 +491,7 @@ async def _run_profiled(
             stderr=asyncio.subprocess.STDOUT, env=_driver_env(),
         )  # fmt: skip
         try:
-            failure = await asyncio.wait_for(
-                _handshake(proc, base, shared, exclusive, stage, times), timeout_s
-            )
+            failure = await asyncio.wait_for(turns.take(proc), timeout_s)
             if failure is None:
                 await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
@@ -533,36 +522,43 @@ def _metric_refused(log: str) -> bool:
     return any("==ERROR==" in line and "metric" in line.lower() for line in log.splitlines())
 
 
-async def _handshake(
-    proc: Any,
-    base: str,
-    shared: GpuHold,
-    exclusive: GpuHold,
-    stage: Callable[[str], None],
-    times: dict[str, float | None],
-) -> str | None:
-    """The driver's phases against the caller's holds on the GPU; None when the profiled
-    call is done, else why not."""
-    stage("start")
-    if not await _signal(proc, base + READY):
-        return f"the profiled process ended before it was ready (exit {proc.returncode})"
-    stage("warm")
-    async with shared():
-        t = time.monotonic()
-        Path(base + WARM_GO).touch()
-        ok = await _signal(proc, base + WARM)
-        times["shared_s"] = round(time.monotonic() - t, 3)
-    if not ok:
-        return f"the profiled process ended in its warm-up (exit {proc.returncode})"
-    stage("replay")
-    async with exclusive():
-        t = time.monotonic()
-        Path(base + REPLAY_GO).touch()
-        ok = await _signal(proc, base + DONE)
-        times["gpu_s"] = round(time.monotonic() - t, 3)
-    if not ok:
-        return f"the profiled process ended in the profiled call (exit {proc.returncode})"
-    return None
+@dataclass
+class _Turns:
+    """The profiled process's turns on the GPU against the caller's holds on it: the
+    driver's files beside the report (`base`), the holds, the stage reported, and the
+    seconds each hold lasted."""
+
+    base: str
+    shared: GpuHold
+    exclusive: GpuHold
+    stage: Callable[[str], None]
+    times: dict[str, float | None] = field(
+        default_factory=lambda: {"gpu_s": None, "shared_s": None}
+    )
+
+    async def take(self, proc: Any) -> str | None:
+        """The driver's phases, each under its hold; None when the profiled call is done,
+        else why not."""
+        self.stage("start")
+        if not await _signal(proc, self.base + READY):
+            return f"the profiled process ended before it was ready (exit {proc.returncode})"
+        self.stage("warm")
+        if not await self._turn(proc, self.shared, WARM_GO, WARM, "shared_s"):
+            return f"the profiled process ended in its warm-up (exit {proc.returncode})"
+        self.stage("replay")
+        if not await self._turn(proc, self.exclusive, REPLAY_GO, DONE, "gpu_s"):
+            return f"the profiled process ended in the profiled call (exit {proc.returncode})"
+        return None
+
+    async def _turn(self, proc: Any, hold: GpuHold, go: str, done: str, key: str) -> bool:
+        """One turn under `hold`: `go` given, `done` waited for (its seconds under
+        times[key]); False when the process ended first."""
+        async with hold():
+            t = time.monotonic()
+            Path(self.base + go).touch()
+            ok = await _signal(proc, self.base + done)
+            self.times[key] = round(time.monotonic() - t, 3)
+        return ok
 
 
 async def _signal(proc: Any, path: str) -> bool:

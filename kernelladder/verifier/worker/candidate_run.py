@@ -1,9 +1,6 @@
-"""One candidate's verification: load, fence, the checked call, the stages in order and
-the verdict. The gates' own checks are mixed in by job: compile_ahead.py (the pipelined
-compile stage), correctness.py (with determinism and unseen shapes), fingerprints.py
-(the reference's outputs taken before the candidate loads), anti_cheat.py,
-state_audit.py (torch's global state) and speed_gate.py; a pipelined run enters each
-stage through the worker's `stage` callback and records the seconds each took."""
+"""One candidate's verification: load it, enter the stages in order (compile ahead,
+correctness, speed, each through the worker's `stage` callback when pipelined, its
+seconds recorded), make each checked call, and give the verdict."""
 
 from __future__ import annotations
 
@@ -33,7 +30,15 @@ from kernelladder.verifier.worker.anti_cheat import AntiCheatChecks
 from kernelladder.verifier.worker.compile_ahead import CompileAhead
 from kernelladder.verifier.worker.correctness import CorrectnessTrials
 from kernelladder.verifier.worker.fingerprints import ReferenceFingerprints
-from kernelladder.verifier.worker.gate_tools import _Broken, _children, _same_value, _Stop
+from kernelladder.verifier.worker.gate_tools import (
+    _Broken,
+    _children,
+    _Stop,
+    device_healthy,
+    listed,
+    ops_text,
+)
+from kernelladder.verifier.worker.input_draws import held_copy, redrawable
 from kernelladder.verifier.worker.integrity import TRUSTED
 from kernelladder.verifier.worker.judgement_warmup import JudgementWarmup
 from kernelladder.verifier.worker.measured import BASELINES_GPU, _spec_key
@@ -44,45 +49,10 @@ from kernelladder.verifier.worker.options import (
     StageFn,
     VerifyOptions,
 )
+from kernelladder.verifier.worker.reference_tripwire import reference_tripwire
 from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 from kernelladder.verifier.worker.speed_gate import SpeedGate
 from kernelladder.verifier.worker.state_audit import StateAudit
-
-
-@contextlib.contextmanager
-def _workspace_tripwire(spec: OpSpec, hits: list[str]) -> Iterator[None]:
-    """A workspace's reference (reference.py, or the user's original kernel when there
-    is none) called during the candidate's call is a fence violation."""
-    patched: list[tuple[Any, str, Any]] = []
-    for module in spec.reference_modules():  # type: ignore[attr-defined]
-        for attr in ("reference", "kernel"):
-            original = module.__dict__.get(attr)
-            if callable(original) and not isinstance(original, type):
-
-                def tripped(*args: Any, _o: Any = original, _n: str = attr, **kw: Any) -> Any:
-                    hits.append(f"the reference's {_n}(...)")
-                    return _o(*args, **kw)
-
-                patched.append((module, attr, original))
-                setattr(module, attr, tripped)
-        for cls_name in ("Model", "ModelNew"):
-            cls = module.__dict__.get(cls_name)
-            forward = vars(cls).get("forward") if isinstance(cls, type) else None
-            if forward is not None:
-
-                def tripped_forward(
-                    *args: Any, _o: Any = forward, _n: str = cls_name, **kw: Any
-                ) -> Any:
-                    hits.append(f"the reference's {_n}.forward")
-                    return _o(*args, **kw)
-
-                patched.append((cls, "forward", forward))
-                cls.forward = tripped_forward
-    try:
-        yield
-    finally:
-        for owner, attr, original in reversed(patched):
-            setattr(owner, attr, original)
 
 
 @dataclass
@@ -147,16 +117,7 @@ class CandidateRun(
         self.recycle = False
         self.flags: list[str] = []
         self.speed: dict[str, Any] = {}
-        extra: list[tuple[str, Any]] = [("spec", spec), ("spec-class", type(spec))]
-        problem = getattr(spec, "module", None) if spec.kind == "kernelbench" else None
-        if spec.kind == "workspace":  # the reference's modules: guard them too
-            for i, module in enumerate(spec.reference_modules()):  # type: ignore[attr-defined]
-                extra.append((f"workspace-reference-{i}", module))
-        if problem is not None:  # the reference is the problem's Model: guard it too
-            extra.append(("problem", problem))
-            if isinstance(getattr(problem, "Model", None), type):
-                extra.append(("problem-Model", problem.Model))
-        self.extra = tuple(extra)
+        self.extra = integrity.op_objects(spec)
         self.cand: candidate_mod.LoadedCandidate | None = None
         self.recorder: fence.FenceRecorder | None = None
         self.state: Any = None  # torch's state before the load (torch_state.StateSnapshot)
@@ -183,6 +144,29 @@ class CandidateRun(
         self._set(gate, FAIL, detail, **evidence)
         if not self.feedback.saw:
             self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+
+    def _not_judged(self, why: str) -> None:
+        """The gates between the load and anti-cheat not judged yet are not judged."""
+        for gate in GATES[GATES.index("load") + 1 : GATES.index("anti-cheat")]:
+            if gate not in self.results:
+                self._set(gate, SKIPPED, f"not judged: {why}")
+
+    def _fail_at_anti_cheat_alone(self, detail: str, expected: str, evidence: dict) -> None:
+        """The candidate fails at anti-cheat, whatever the other gates said: their
+        failures kept as evidence ("then"), the gates before anti-cheat not judged."""
+        before = GATES[: GATES.index("anti-cheat")]
+        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
+        if then:
+            evidence["then"] = then
+        for gate in list(self.results):
+            if gate not in before or self.results[gate].status == FAIL:
+                del self.results[gate]
+        for gate in before:
+            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
+        self.speed = {}
+        self.early_stop = None
+        self.feedback = Feedback(fence=self.spec.fence)
+        self._fail("anti-cheat", detail, expected=expected, saw=detail, **evidence)
 
     @contextlib.contextmanager
     def _part(self, name: str, sync: bool = False) -> Iterator[None]:
@@ -294,7 +278,7 @@ class CandidateRun(
         """Pipelined on a GPU: torch.compile's baselines compiled at every shape before
         the candidate is loaded, once per worker, so its timing turns only time; the GPU
         asked for as measured.BASELINES_GPU says (alone; the caller grants it shared once
-        another worker of the GPU compiled them alone: client._grant_stage)."""
+        another worker of the GPU compiled them alone: stage_grants.StageGrants.grant)."""
         if not self._baselines_to_prepare():
             return
         self.report("baselines", "compiling torch.compile's baselines")
@@ -364,29 +348,26 @@ class CandidateRun(
             except _Stop:
                 self._fence_so_far()
             except _Broken as exc:
-                self.recycle = True
                 self._set("crash", FAIL, f"the GPU context broke: {exc}", error=str(exc))
-                self.feedback = Feedback(
-                    expected="the candidate's kernels run without a device fault",
-                    saw=f"device fault: {exc}",
-                    fence=self.spec.fence,
-                )
-                return Outcome(self._verdict(kind="crash"), True)
+                expected = "the candidate's kernels run without a device fault"
+                return self._crashed(expected, f"device fault: {exc}")
             except Exception as exc:  # a verifier error provoked by odd outputs, or a bug
-                if self.cuda and not self._device_healthy():
-                    self.recycle = True
+                if self.cuda and not device_healthy():
                     self._set("crash", FAIL, f"the GPU context broke: {exc!r:.300}")
-                    return Outcome(self._verdict(kind="crash"), True)
+                    return self._crashed()
                 line, trace = candidate_mod.describe_exception(exc, self.cand.path, limit=20)
-                self.recycle = True
                 self._set("crash", FAIL, f"verifier error while judging: {line}", traceback=trace)
-                self.feedback = Feedback(
-                    expected="outputs the verifier can judge", saw=line, fence=self.spec.fence
-                )
-                return Outcome(self._verdict(kind="crash"), True)
+                return self._crashed("outputs the verifier can judge", line)
             return Outcome(self._verdict(), self.recycle)
         finally:
             candidate_mod.unload(self.cand.module_name)
+
+    def _crashed(self, expected: str | None = None, saw: str = "") -> Outcome:
+        """A crash verdict, the worker replaced (and the feedback, where `expected` is given)."""
+        self.recycle = True
+        if expected is not None:
+            self.feedback = Feedback(expected=expected, saw=saw, fence=self.spec.fence)
+        return Outcome(self._verdict(kind="crash"), True)
 
     def _own_work_before_load(self) -> None:
         """The verifier's own work before any candidate code (torch.compile's compiles,
@@ -418,17 +399,10 @@ class CandidateRun(
         """Torch's state changed since this worker's last verdict in a way that cannot be
         set back: not this candidate's doing (it has not loaded); the worker goes."""
         problems = self.v.fault
-        detail = (
+        self._state_crash(
             "torch's state changed since this worker's last verification, before the "
-            f"candidate loaded: {'; '.join(problems[:3])}"
-            + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-            + "; the worker is replaced"
-        )
-        self._set("crash", FAIL, detail, changed=problems[:20])
-        self.feedback = Feedback(
-            expected="torch's state as the verifier's own work leaves it",
-            saw=detail,
-            fence=self.spec.fence,
+            f"candidate loaded: {listed(problems)}; the worker is replaced",
+            problems,
         )
         return Outcome(self._verdict(kind="crash"), True)
 
@@ -439,33 +413,17 @@ class CandidateRun(
         if not hits and not changed:
             return outcome
         if changed:
-            shown = ", ".join(changed[:4]) + (
-                f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
-            )
-            detail = f"the candidate changed the verifier's files: {shown}"
+            detail = f"the candidate changed the verifier's files: {listed(changed, 4, ', ')}"
             flag, evidence = "verifier-files-changed", {"files": changed}
         else:
-            detail = f"sandbox: {hits[0]}" + (f" (+{len(hits) - 1} more)" if len(hits) > 1 else "")
+            detail = f"sandbox: {listed(hits, 1)}"
             flag, evidence = "sandbox-wall", {"walls": hits}
         if changed and hits:
             evidence["walls"] = hits
-        before = GATES[: GATES.index("anti-cheat")]
-        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
-        if then:  # what the other gates said, kept as evidence
-            evidence["then"] = then
-        for gate in list(self.results):
-            if gate not in before or self.results[gate].status == FAIL:
-                del self.results[gate]
-        for gate in before:
-            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
-        self.speed = {}
-        self.feedback = Feedback(fence=self.spec.fence)
-        self._fail(
-            "anti-cheat",
+        self._fail_at_anti_cheat_alone(
             detail,
-            expected="a candidate that stays inside the sandbox's walls and leaves the verifier's files alone",
-            saw=detail,
-            **evidence,
+            "a candidate that stays inside the sandbox's walls and leaves the verifier's files alone",
+            evidence,
         )
         self.flags.append(flag)
         return Outcome(self._verdict(), outcome.recycle or bool(changed), outcome.retire)
@@ -478,35 +436,10 @@ class CandidateRun(
             "fence",
             PASS,
             f"{self.obs.launches} Triton launches over the calls made before the stop; "
-            f"torch ops: {self._ops_text(self.recorder.calls)}",
+            f"torch ops: {ops_text(self.recorder.calls)}",
             launches=self.obs.launches,
             torch_ops=dict(self.recorder.calls),
         )
-
-    @contextlib.contextmanager
-    def _reference_tripwire(self) -> Iterator[list[str]]:
-        """KernelBench: calling the problem's Model.forward during the call is a fence
-        violation (the reference itself)."""
-        hits: list[str] = []
-        if self.spec.kind == "workspace":
-            with _workspace_tripwire(self.spec, hits):
-                yield hits
-            return
-        model_cls = getattr(getattr(self.spec, "module", None), "Model", None)
-        original = vars(model_cls).get("forward") if isinstance(model_cls, type) else None
-        if self.spec.kind != "kernelbench" or original is None:
-            yield hits
-            return
-
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            hits.append("Model.forward")
-            return original(*args, **kwargs)
-
-        model_cls.forward = forward
-        try:
-            yield hits
-        finally:
-            model_cls.forward = original
 
     def _entry_text(self) -> str:
         if self.spec.kind == "kernelbench" or getattr(self.spec, "entry", "") == "ModelNew":
@@ -516,13 +449,6 @@ class CandidateRun(
     def _all_passed(self) -> bool:
         return all(r.status != FAIL for r in self.results.values())
 
-    def _device_healthy(self) -> bool:
-        try:
-            TRUSTED.cuda_synchronize()
-            return True
-        except Exception:
-            return False
-
     def _check_integrity(self, when: str) -> bool:
         with self._part("integrity"):
             problems = integrity.altered(self.before, self.extra)
@@ -531,19 +457,14 @@ class CandidateRun(
         if not problems:
             return True
         self.recycle = True
-        shown = problems[:8]
-        detail = f"the candidate altered the verifier while {when}: {', '.join(shown[:3])}"
-        if len(problems) > 3:
-            detail += f" (+{len(problems) - 3} more)"
-        for gate in GATES[GATES.index("load") + 1 : GATES.index("anti-cheat")]:
-            if gate not in self.results:
-                self._set(gate, SKIPPED, "not judged: the candidate altered the verifier")
+        detail = f"the candidate altered the verifier while {when}: {listed(problems, 3, ', ')}"
+        self._not_judged("the candidate altered the verifier")
         self._fail(
             "anti-cheat",
             detail,
             expected="the verifier's timers, synchronization and comparisons stay untouched",
             saw=detail,
-            altered=shown,
+            altered=problems[:8],
         )
         return False
 
@@ -572,12 +493,12 @@ class CandidateRun(
         active = True
         try:
             state.watch_streams = self.cuda
-            with self._part("call"), self._reference_tripwire() as reference_calls, rec:
+            with self._part("call"), reference_tripwire(self.spec) as reference_calls, rec:
                 result = self.cand.call(*args)
                 active = rec.is_active()
         except BaseException as exc:
             state.watch_streams = False
-            if self.cuda and not self._device_healthy():
+            if self.cuda and not device_healthy():
                 raise _Broken(f"{type(exc).__name__}: {str(exc)[:200]}") from None
             if self._check_integrity("being called"):
                 self._check_state("being called")
@@ -600,7 +521,7 @@ class CandidateRun(
         self._stop_at_a_wall()
         launches = state.launches - launches0
         self.obs.launches += launches
-        if self.cuda and not self._device_healthy():
+        if self.cuda and not device_healthy():
             raise _Broken("a CUDA error surfaced after the call returned")
         if not self._check_integrity("being called"):
             raise _Stop
@@ -618,7 +539,7 @@ class CandidateRun(
                 "fence",
                 f"no Triton kernel was launched on {where}",
                 expected="at least one Triton kernel launch per call",
-                saw=f"0 Triton launches on {where}; torch ops called: {self._ops_text(rec.calls)}",
+                saw=f"0 Triton launches on {where}; torch ops called: {ops_text(rec.calls)}",
                 launches=0,
                 torch_ops=dict(rec.calls),
             )
@@ -631,42 +552,14 @@ class CandidateRun(
             self._anti_cheat_after_call(outs, inputs, drawn, where)
         return outs, drawn
 
-    # --- what a call is checked against ---------------------------------------------------
-    # The candidate runs in the verifier's process and can reach any object in it (gc,
-    # frames): a copy of its inputs or a reference output alive during its call is a
-    # copy it could rewrite to agree with a wrong result (tests/cheats/
-    # overwrites_reference.py). So the inputs are drawn again after the call, from their
-    # seed, and the reference is computed from that draw: nothing the judgement reads
-    # exists while the candidate runs. An op whose inputs do not come out the same twice
-    # (a KernelBench problem or a workspace drawing from an unseeded source) is checked
-    # against a copy taken before the call, as before.
+    # --- what a call is checked against (input_draws.py) -------------------------------
     def _redrawable(self, shape: Shape) -> bool:
-        """Whether this op's inputs at `shape` come out bit for bit the same when drawn
-        again from their seed: the built-in ops by construction (seeded generators,
-        tests/ops), the others as two draws found them (once per worker)."""
-        if self.spec.kind == "builtin":
-            return True
-        key = (self.spec.name, shape.label)
-        known = self.v.redrawable.get(key)
-        if known is None:
-            seed = self.seeds[0]
-            first = self.spec.make_inputs(shape, seed, self.device)
-            again = self.spec.make_inputs(shape, seed, self.device)
-            known = first.keys() == again.keys() and all(
-                _same_value(first[n], again[n]) for n in first
-            )
-            self.v.redrawable[key] = known
-        return known
+        return redrawable(self.spec, shape, self.seeds[0], self.device, self.v.redrawable)
 
     def _held_copy(self, inputs: Mapping[str, Any], shape: Shape) -> dict[str, Any] | None:
         """None when the inputs can be drawn again after the call; else a copy of them,
         taken now."""
-        if self._redrawable(shape):
-            return None
-        return {
-            name: TRUSTED.tensor_clone(t) if isinstance(t, torch.Tensor) else t
-            for name, t in inputs.items()
-        }
+        return None if self._redrawable(shape) else held_copy(inputs)
 
     def _inputs_as_drawn(self, held: dict[str, Any] | None, shape: Shape, seed: int) -> dict:
         """The inputs as the verifier drew them for this call (drawn again now), or the
@@ -704,9 +597,3 @@ class CandidateRun(
             )
         ]
         return ", ".join(parts)
-
-    @staticmethod
-    def _ops_text(calls: Mapping[str, int]) -> str:
-        if not calls:
-            return "none"
-        return ", ".join(f"{k}x{v}" for k, v in sorted(calls.items())[:8])

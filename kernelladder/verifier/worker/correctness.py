@@ -1,7 +1,7 @@
 """The correctness gate, with determinism: every shape of the suite at each seed, the
 same inputs called again, new values written into the same tensors (results cached by
 pointer fail), and shapes no proposer has seen. The reference is computed after each
-call, from the inputs drawn again (candidate_run.py), and must be bit for bit the one
+call, from the inputs drawn again (input_draws.py), and must be bit for bit the one
 fingerprinted before the candidate loaded (fingerprints.py); the repeats are compared
 with digests of the first call's outputs: nothing the judgement reads is alive while the
 candidate runs. A part of CandidateRun (candidate_run.py)."""
@@ -19,7 +19,7 @@ from kernelladder.verifier.contract.verdict import (
     Feedback,
     GateResult,
 )
-from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _Stop
+from kernelladder.verifier.worker.gate_tools import _digest, _index_str, _Stop, ops_text
 from kernelladder.verifier.worker.integrity import TRUSTED
 from kernelladder.verifier.worker.torch_state import END
 
@@ -169,7 +169,7 @@ class CorrectnessTrials:
             "fence",
             PASS,
             f"{self.obs.launches} Triton launches over {self.obs.calls} calls "
-            f"({per_call:.1f} per call); torch ops: {self._ops_text(rec.calls)}",
+            f"({per_call:.1f} per call); torch ops: {ops_text(rec.calls)}",
             launches=self.obs.launches,
             calls=self.obs.calls,
             torch_ops=dict(rec.calls),

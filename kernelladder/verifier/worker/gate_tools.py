@@ -1,10 +1,10 @@
 """Pieces every gate uses: the signals that end a candidate's trials, bitwise tensor
-comparison, shape indices in text, the worker's child processes. Torch and stdlib only."""
+comparison, shape indices and lists in text, the worker's child processes. Torch and stdlib only."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -18,6 +18,28 @@ class _Stop(Exception):
 
 class _Broken(Exception):
     """The CUDA context is unusable (illegal memory access...): a crash verdict."""
+
+
+def ops_text(calls: Mapping[str, int]) -> str:
+    """The torch ops a candidate called, with their counts."""
+    if not calls:
+        return "none"
+    return ", ".join(f"{k}x{v}" for k, v in sorted(calls.items())[:8])
+
+
+def device_healthy() -> bool:
+    """Whether the GPU's work so far finishes without a device fault."""
+    try:
+        TRUSTED.cuda_synchronize()
+        return True
+    except Exception:
+        return False
+
+
+def listed(items: Sequence[str], shown: int = 3, sep: str = "; ") -> str:
+    """The first `shown` items joined, and how many more there are."""
+    more = f" (+{len(items) - shown} more)" if len(items) > shown else ""
+    return sep.join(items[:shown]) + more
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

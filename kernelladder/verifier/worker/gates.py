@@ -9,14 +9,6 @@ Trials per shape of the suite: seed s0 (then two more calls on the same inputs f
 determinism), the other seeds with fresh inputs, and one trial that writes new values
 into the seed-s0 input tensors (same pointers) and calls again, so results cached by
 pointer fail.
-
-Files by job: this one holds the Verifier (a verification from request to verdict,
-inside the sandbox's walls); options.py what a verification is asked; measured.py what a
-worker keeps between candidates (timer, reference and baseline times); candidate_run.py
-one candidate's run (load, fence, the checked call, the verdict), whose stages sit beside
-it: compile_ahead.py (the pipelined compile), correctness.py (with determinism and
-unseen shapes), anti_cheat.py, speed_gate.py (timing.py times, paired_rounds.py the
-back-to-back rounds); gate_tools.py has what they share.
 """
 
 from __future__ import annotations
@@ -176,19 +168,11 @@ class Verifier(MeasuredTimes):
         changed since (code a candidate left behind) is set back where it can be; what
         cannot be is `fault`."""
         assert self._state is not None
-        intact = REGISTRATIONS.intact()
-        changes = torch_state.changes(
-            self._state, level if intact else FULL, registrations=REGISTRATIONS.take()
-        )
-        if intact and not changes.problems:
+        settled = state_set_back.settle(self._state, level, full_if_bypassed=True)
+        if settled is None:
             return
-        lines = state_set_back.set_back(self._state)
+        lines, self.fault = settled
         self._set_back += [f"{line}, before the candidate loaded" for line in lines]
-        left = [p for p in changes.problems if p.startswith("torch.library: ")]
-        left += torch_state.changes(self._state, level).problems
-        if not intact:
-            left.insert(0, "torch.library's door to the dispatcher was replaced")
-        self.fault = left
 
     def take_set_back(self) -> list[str]:
         """What a proof set back since the last verdict (for the next one to name)."""

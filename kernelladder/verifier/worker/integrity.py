@@ -290,3 +290,19 @@ def altered(before: Snapshot, extra: Iterable[tuple[str, Any]] = ()) -> list[str
     seen: set[str] = set()
     unique = [f for f in found if not (f in seen or seen.add(f))]
     return unique
+
+
+def op_objects(spec: Any) -> tuple[tuple[str, Any], ...]:
+    """The op's own objects guarded beside the verifier's (`extra` of take and altered):
+    its spec, and the reference it is judged against (a workspace's reference modules,
+    a KernelBench problem's module and its Model)."""
+    extra: list[tuple[str, Any]] = [("spec", spec), ("spec-class", type(spec))]
+    problem = getattr(spec, "module", None) if spec.kind == "kernelbench" else None
+    if spec.kind == "workspace":
+        for i, module in enumerate(spec.reference_modules()):
+            extra.append((f"workspace-reference-{i}", module))
+    if problem is not None:
+        extra.append(("problem", problem))
+        if isinstance(getattr(problem, "Model", None), type):
+            extra.append(("problem-Model", problem.Model))
+    return tuple(extra)

@@ -13,21 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from kernelladder.verifier.contract.profile_phases import (
-    DONE,
-    DRIVER_MODULE,
-    PHASES,
-    READY,
-    REPLAY_GO,
-    SIGNAL_POLL_S,
-    WARM,
-    WARM_GO,
-)
+from kernelladder.verifier.contract import profile_phases as phase
 
 
 def wait_for(path: str) -> None:
     while not os.path.exists(path):
-        time.sleep(SIGNAL_POLL_S)
+        time.sleep(phase.SIGNAL_POLL_S)
 
 
 def drive(op_path: str, source_path: str, base: str) -> int:
@@ -51,8 +42,8 @@ def drive(op_path: str, source_path: str, base: str) -> int:
     if cuda:  # the context is made (seconds under ncu) before the GPU is asked for: no kernel runs
         torch.cuda.init()
         torch.empty(1, device=device)
-    Path(base + READY).touch()
-    wait_for(base + WARM_GO)
+    Path(base + phase.READY).touch()
+    wait_for(base + phase.WARM_GO)
     inputs = spec.make_inputs(shape, 0, device)
     args = [inputs[n] for n in spec.arg_names]
     loaded.call(*args)  # compiles
@@ -65,8 +56,8 @@ def drive(op_path: str, source_path: str, base: str) -> int:
         t = clock()
         torch.cuda.profiler.start()
         phases["profiler_start_s"] = clock() - t
-    Path(base + WARM).touch()
-    wait_for(base + REPLAY_GO)
+    Path(base + phase.WARM).touch()
+    wait_for(base + phase.REPLAY_GO)
     t = clock()
     loaded.call(*args)  # ncu replays it, pass after pass, inside this launch
     sync()
@@ -75,8 +66,8 @@ def drive(op_path: str, source_path: str, base: str) -> int:
         t = clock()
         torch.cuda.profiler.stop()
         phases["profiler_stop_s"] = clock() - t
-    Path(base + PHASES).write_text(json.dumps({k: round(v, 4) for k, v in phases.items()}))
-    Path(base + DONE).touch()
+    Path(base + phase.PHASES).write_text(json.dumps({k: round(v, 4) for k, v in phases.items()}))
+    Path(base + phase.DONE).touch()
     print(f"profiled {spec.name} at {shape.label}")
     return 0
 
@@ -84,5 +75,5 @@ def drive(op_path: str, source_path: str, base: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "drive":
         sys.exit(drive(sys.argv[2], sys.argv[3], sys.argv[4]))
-    print(f"usage: python3 -m {DRIVER_MODULE} drive OP.json CANDIDATE.py BASE")
+    print(f"usage: python3 -m {phase.DRIVER_MODULE} drive OP.json CANDIDATE.py BASE")
     sys.exit(2)

@@ -321,60 +321,58 @@ class SpeedGate:
         outputs are right: bit for bit the outputs of the checked call on these inputs
         (its digests; the determinism gate found that call's outputs the same on every
         call), else judged against the reference fingerprinted before the load."""
+        where = f"shape '{shape.label}' while being timed"
         with self._part("check"):
-            self._check_timed_outputs(shape, inputs, held, result, calls, launched, side_launches)
+            if self.cuda:
+                TRUSTED.cuda_synchronize()
+            drawn = self._inputs_as_drawn(held, shape, self.seeds[0])
+            if launched < calls:
+                problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
+            elif side_launches:
+                problem = f"{side_launches} Triton launches off the timed stream on {where}"
+            elif any(not _same_value(t, drawn[n]) for n, t in inputs.items()):
+                problem = f"the inputs changed on {where}"
+            else:
+                problem = self._timed_outputs_problem(shape, drawn, held, result, where)
+            if problem:
+                self._fail(
+                    "anti-cheat",
+                    f"the candidate behaves differently when timed: {problem}",
+                    expected="timed calls compute the same checked result",
+                    saw=problem,
+                )
+                raise _Stop
 
-    def _check_timed_outputs(
+    def _timed_outputs_problem(
         self,
         shape: Shape,
-        inputs: dict[str, torch.Tensor],
+        drawn: dict[str, Any],
         held: dict[str, Any] | None,
         result: Any,
-        calls: int,
-        launched: int,
-        side_launches: int,
-    ) -> None:
-        where = f"shape '{shape.label}' while being timed"
-        if self.cuda:
-            TRUSTED.cuda_synchronize()
-        problem = ""
-        drawn = self._inputs_as_drawn(held, shape, self.seeds[0])
-        if launched < calls:
-            problem = f"{calls - launched} of {calls} timed calls launched no Triton kernel (cached results?) on {where}"
-        elif side_launches:
-            problem = f"{side_launches} Triton launches off the timed stream on {where}"
-        elif any(not _same_value(t, drawn[n]) for n, t in inputs.items()):
-            problem = f"the inputs changed on {where}"
-        else:
-            outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            expected = self.spec.expected_outputs(shape)
-            ok = len(outs) == len(expected) and all(
-                type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
-                for o, (s, d) in zip(outs, expected, strict=False)
-            )
-            # inputs drawn again bit for bit (held is None): the checked call's inputs
-            checked = self.checked_digests.get(shape.label) if held is None else None
-            if not ok:
-                problem = f"the last timed call returned outputs of the wrong kind on {where}"
-            elif checked is not None and checked == [_digest(o) for o in outs]:
-                pass  # the checked call's outputs, bit for bit
-            else:
-                expected_hp = self.spec.reference_hp(drawn)
-                self._expect_reference(shape, self.seeds[0], expected_hp)
-                m = self.spec.compare(outs, expected_hp, drawn, shape)
-                if m is not None:
-                    problem = (
-                        f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "
-                        f"expected {m.expected:.6g} on {where}"
-                    )
-        if problem:
-            self._fail(
-                "anti-cheat",
-                f"the candidate behaves differently when timed: {problem}",
-                expected="timed calls compute the same checked result",
-                saw=problem,
-            )
-            raise _Stop
+        where: str,
+    ) -> str:
+        """What is wrong with the last timed call's outputs ("" if nothing)."""
+        outs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        expected = self.spec.expected_outputs(shape)
+        ok = len(outs) == len(expected) and all(
+            type(o) is torch.Tensor and tuple(o.shape) == tuple(s) and o.dtype == d
+            for o, (s, d) in zip(outs, expected, strict=False)
+        )
+        # inputs drawn again bit for bit (held is None): the checked call's inputs
+        checked = self.checked_digests.get(shape.label) if held is None else None
+        if not ok:
+            return f"the last timed call returned outputs of the wrong kind on {where}"
+        if checked is not None and checked == [_digest(o) for o in outs]:
+            return ""  # the checked call's outputs, bit for bit
+        expected_hp = self.spec.reference_hp(drawn)
+        self._expect_reference(shape, self.seeds[0], expected_hp)
+        m = self.spec.compare(outs, expected_hp, drawn, shape)
+        if m is None:
+            return ""
+        return (
+            f"the last timed call's {m.output}{_index_str(m.index)} = {m.saw:.6g}, "
+            f"expected {m.expected:.6g} on {where}"
+        )
 
     def _speed_results(self, rows: list[dict[str, Any]]) -> None:
         timings: list[ShapeTiming] = []

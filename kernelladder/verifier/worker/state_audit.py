@@ -25,11 +25,9 @@ A part of CandidateRun (candidate_run.py).
 
 from __future__ import annotations
 
-from typing import Any
-
-from kernelladder.verifier.contract.verdict import FAIL, GATES, PASS, SKIPPED, Feedback, GateResult
+from kernelladder.verifier.contract.verdict import FAIL, PASS, Feedback, GateResult
 from kernelladder.verifier.worker import state_set_back, torch_state
-from kernelladder.verifier.worker.gate_tools import _Stop
+from kernelladder.verifier.worker.gate_tools import _Stop, listed
 from kernelladder.verifier.worker.options import Outcome
 from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 from kernelladder.verifier.worker.torch_state import CHEAP, END, FULL
@@ -77,17 +75,11 @@ class StateAudit:
         verifier's fault. Nothing here is charged to the candidate."""
         if self.candidate_unchecked or self.state is None:
             return
-        intact = REGISTRATIONS.intact()
-        with self._part("state.cheap"):
-            changes = torch_state.changes(self.state, CHEAP, registrations=REGISTRATIONS.take())
-        if intact and not changes.problems:
+        settled = state_set_back.settle(self.state, CHEAP, timed=self._part("state.cheap"))
+        if settled is None:
             return
-        lines = state_set_back.set_back(self.state)
+        lines, left = settled
         self.set_back += [f"{line}, {when}" for line in lines]
-        left = [p for p in changes.problems if p.startswith("torch.library: ")]
-        left += torch_state.changes(self.state, CHEAP).problems
-        if not intact:
-            left.insert(0, "torch.library's door to the dispatcher was replaced")
         if left:
             self._verifier_fault(left, when)
 
@@ -95,19 +87,22 @@ class StateAudit:
         """Torch's state changed outside the candidate's code in a way that cannot be set
         back: the verification ends as a crash of the verifier's (the worker replaced)."""
         self.recycle = True
-        detail = (
+        self._state_crash(
             f"torch's state changed while the verifier's own code ran ({when}), not in a "
-            f"call of the candidate: {'; '.join(problems[:3])}"
-            + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-            + "; the worker is replaced"
+            f"call of the candidate: {listed(problems)}; the worker is replaced",
+            problems,
         )
+        raise _Stop
+
+    def _state_crash(self, detail: str, problems: list[str]) -> None:
+        """The verification ends as a crash: torch's state changed where the candidate's
+        code did not run."""
         self._set("crash", FAIL, detail, changed=problems[:20])
         self.feedback = Feedback(
             expected="torch's state as the verifier's own work leaves it",
             saw=detail,
             fence=self.spec.fence,
         )
-        raise _Stop
 
     def _set_back_evidence(self) -> None:
         """The verdict names what was set back, in its anti-cheat evidence."""
@@ -119,8 +114,7 @@ class StateAudit:
         if "set back" not in detail:
             detail += (
                 "; torch's state changed while the verifier's own code ran and was set "
-                f"back: {self.set_back[0]}"
-                + (f" (+{len(self.set_back) - 1} more)" if len(self.set_back) > 1 else "")
+                f"back: {listed(self.set_back, 1)}"
             )
         self.results["anti-cheat"] = GateResult(PASS, detail, evidence)
 
@@ -142,12 +136,8 @@ class StateAudit:
         if not problems:
             return True
         self.recycle = True
-        detail = f"the candidate changed torch's state while {when}: {'; '.join(problems[:3])}"
-        if len(problems) > 3:
-            detail += f" (+{len(problems) - 3} more)"
-        for gate in GATES[GATES.index("load") + 1 : GATES.index("anti-cheat")]:
-            if gate not in self.results:
-                self._set(gate, SKIPPED, "not judged: the candidate changed torch's state")
+        detail = f"the candidate changed torch's state while {when}: {listed(problems)}"
+        self._not_judged("the candidate changed torch's state")
         self._fail("anti-cheat", detail, expected=EXPECTED_STATE, saw=detail, changed=problems[:20])
         if FLAG_STATE not in self.flags:
             self.flags.append(FLAG_STATE)
@@ -192,23 +182,8 @@ class StateAudit:
             # made again: the audit's seconds, and what was set back since
             return Outcome(self._verdict(), outcome.recycle, retire or outcome.retire)
         problems = changes.problems
-        detail = f"the candidate changed torch's state: {'; '.join(problems[:3])}"
-        if len(problems) > 3:
-            detail += f" (+{len(problems) - 3} more)"
-        before = GATES[: GATES.index("anti-cheat")]
-        then = {g: r.detail for g, r in self.results.items() if r.status == FAIL}
-        evidence: dict[str, Any] = {"changed": problems[:20]}
-        if then:
-            evidence["then"] = then
-        for gate in list(self.results):
-            if gate not in before or self.results[gate].status == FAIL:
-                del self.results[gate]
-        for gate in before:
-            self.results.setdefault(gate, GateResult(SKIPPED, "not judged: " + detail))
-        self.speed = {}
-        self.early_stop = None
-        self.feedback = Feedback(fence=self.spec.fence)
-        self._fail("anti-cheat", detail, expected=EXPECTED_STATE, saw=detail, **evidence)
+        detail = f"the candidate changed torch's state: {listed(problems)}"
+        self._fail_at_anti_cheat_alone(detail, EXPECTED_STATE, {"changed": problems[:20]})
         if FLAG_STATE not in self.flags:
             self.flags.append(FLAG_STATE)
         return Outcome(self._verdict(), True)

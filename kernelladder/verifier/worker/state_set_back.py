@@ -15,25 +15,28 @@ backends' order at its first call on a Hopper GPU) is not the candidate's doing:
   entries (`SET_BACK`). A change to anything else (the dispatcher, the mode stacks, the
   default dtype, grad mode...) is not set back.
 
-Every setter is bound here, at import, before any candidate (as torch_state.py binds its
+Every setter is bound here, at import, before any candidate (as torch_switches.py binds its
 getters).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
+from kernelladder.verifier.worker import torch_state
+from kernelladder.verifier.worker.registration_log import REGISTRATIONS
 from kernelladder.verifier.worker.torch_state import (
     _C,
     _CONTEXT_VAR_GET,
     _GETATTR,
-    _SWITCHES,
     _TYPE,
     _VARS,
-    SWITCHES,
+    FULL,
     StateSnapshot,
     _backend_flags,
     _backend_modules,
@@ -43,11 +46,11 @@ from kernelladder.verifier.worker.torch_state import (
     _fallbacks,
     _modes,
     _override_vars,
-    _read_switches,
     _shown,
     _triton_knobs,
     same,
 )
+from kernelladder.verifier.worker.torch_switches import GETTERS, SWITCHES, read_switches
 
 _CONTEXT_VAR_SET = ContextVar.set
 
@@ -93,7 +96,7 @@ def _bind_setters() -> dict[str, Callable[[Any], None]]:
     answers and that may be set back."""
     answering = {label for label, *_ in SWITCHES}
     setters: dict[str, Callable[[Any], None]] = {}
-    for label, name, args in _SWITCHES:
+    for label, name, args in GETTERS:
         if label not in answering or label in _JUDGEMENT_SWITCHES or label in _DETERMINISTIC:
             continue
         setter = _GETATTR(_C, _SETTER_NAMES.get(name, name.replace("_get_", "_set_", 1)), None)
@@ -117,7 +120,7 @@ def set_back(before: StateSnapshot) -> list[str]:
     ("torch.backends.cuda.flash_sdp_enabled(): False -> True (set back)"). What cannot
     be set back is left as it is (torch_state.changes still names it)."""
     done: list[str] = []
-    now = _read_switches(before.switches)
+    now = read_switches(before.switches)
     for label, value in before.switches.items():
         if label in now and not same(value, now[label]) and label in SETTERS:
             try:
@@ -163,6 +166,32 @@ def set_back(before: StateSnapshot) -> list[str]:
     return [line + " (set back)" for line in done]
 
 
+def settle(
+    before: StateSnapshot,
+    level: str,
+    *,
+    full_if_bypassed: bool = False,
+    timed: AbstractContextManager[Any] | None = None,
+) -> tuple[list[str], list[str]] | None:
+    """Torch's state against `before` where only the verifier's own code ran since it
+    was taken (audited to `level`, in full where `full_if_bypassed` and torch.library's
+    door to the dispatcher was replaced; the first read inside `timed`): None when
+    nothing changed; else what was set back (set_back's lines) and what is left changed
+    that cannot be set back."""
+    intact = REGISTRATIONS.intact()
+    first = FULL if full_if_bypassed and not intact else level
+    with timed or contextlib.nullcontext():
+        changes = torch_state.changes(before, first, registrations=REGISTRATIONS.take())
+    if intact and not changes.problems:
+        return None
+    lines = set_back(before)
+    left = [p for p in changes.problems if p.startswith("torch.library: ")]
+    left += torch_state.changes(before, level).problems
+    if not intact:
+        left.insert(0, "torch.library's door to the dispatcher was replaced")
+    return lines, left
+
+
 def retake(before: StateSnapshot) -> StateSnapshot:
     """`before` with what a CHEAP audit reads taken again now (switches, flags, configs,
     Triton's knobs, modes, fallbacks); the dispatcher's entries, the operators and the
@@ -176,7 +205,7 @@ def retake(before: StateSnapshot) -> StateSnapshot:
         config_modules=configs,
         config_vars=overrides,
         config_var_values=tuple(map(_CONTEXT_VAR_GET, overrides)),
-        switches=_read_switches(),
+        switches=read_switches(),
         backend_flags=_backend_flags(backends),
         configs=_configs(configs),
         triton=_triton_knobs(),
