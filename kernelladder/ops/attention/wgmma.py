@@ -17,9 +17,9 @@ the diagonal key block its rows see: 1.13x cuDNN at B4 H32 S2048 D128 on an H100
 `GLUON_KERNELS` is source text pasted into a candidate after the family's parameter block
 (families.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
 interpreter, and warpgroup MMA is Hopper's alone (compute capability 9.0). A candidate
-therefore runs the pointer flash kernel (families.py's `_KERNELS`) wherever the Gluon path
-cannot: the CPU, another GPU, a Triton without Gluon, tensors a descriptor cannot take, or
-a head dim that is not a power of two from 16 to 128. The CPU tests compile the Gluon
+therefore runs the pointer flash kernel (pointer.py's `POINTER_KERNELS`) wherever the
+Gluon path cannot: the CPU, another GPU, a Triton without Gluon, tensors a descriptor
+cannot take, or a head dim that is not a power of two from 16 to 128. The CPU tests compile the Gluon
 kernel for sm_90a (Triton compiles for a target without the device).
 """
 
