@@ -19,7 +19,7 @@ import copy
 import hashlib
 import math
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,11 @@ from kernelladder.ops import _common
 from kernelladder.ops.spec import (
     SANDBOX_RULE,
     FlopModel,
+    Layout,
     Mismatch,
     OpLoadError,
     OpSpec,
+    Outputs,
     Shape,
     Tolerance,
 )
@@ -72,7 +74,7 @@ class KernelBenchSpec(OpSpec):
 
     source: str = ""
     module: types.ModuleType | None = None
-    output_meta: tuple[tuple[tuple[int, ...], torch.dtype], ...] = ()
+    output_meta: tuple[Layout, ...] = ()
     input_bytes: int = 0
     _reference_models: dict[str, Any] = field(default_factory=dict, repr=False)
     _hp_models: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -181,15 +183,11 @@ class KernelBenchSpec(OpSpec):
         except Exception:
             return self.reference(inputs)
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         return self.output_meta
 
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, Any],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Mapping[str, Any], shape: Shape
     ) -> Mismatch | None:
         found = []
         for name, out, ref, (_, dtype) in zip(

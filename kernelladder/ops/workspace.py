@@ -24,7 +24,7 @@ import dataclasses
 import inspect
 import math
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,16 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape, Tolerance
+from kernelladder.ops.spec import (
+    FlopModel,
+    Layout,
+    Mismatch,
+    OpLoadError,
+    OpSpec,
+    Outputs,
+    Shape,
+    Tolerance,
+)
 from kernelladder.ops.user_code import as_tensors, build_model, device_of, seeded, widened
 from kernelladder.ops.workspace_files import (
     INPUTS_FILE,
@@ -377,7 +386,7 @@ class WorkspaceSpec(OpSpec):
         except Exception:
             return plain
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         key = self._label_key.get(shape.label)
         if key is None or key not in self._output_meta:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -387,11 +396,7 @@ class WorkspaceSpec(OpSpec):
         return self._output_meta[key]
 
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, Any],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Mapping[str, Any], shape: Shape
     ) -> Mismatch | None:
         found = []
         for i, (out, ref) in enumerate(zip(outputs, expected_hp, strict=True)):

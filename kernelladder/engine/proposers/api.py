@@ -246,13 +246,30 @@ class ApiProposer(ProposerBase):
         model = getattr(response, "model", None) or self.model
         usage, note = self._estimated(getattr(response, "usage", None), system, user, text)
         cost = cost_of(model, usage)
+        stop = getattr(response, "stop_reason", None)
+        meta: dict[str, Any] = {
+            "retries": retries,
+            "stop_reason": stop,
+            "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
+        }
+        empty = f"{self._where()} answered with no text for model {model} (stop_reason {stop})"
+        return self._read_reply(ctx, text, model, cost, note, meta, lambda: empty)
+
+    def _read_reply(
+        self,
+        ctx: ProposalContext,
+        text: str,
+        model: str,
+        cost: Any,
+        note: str | None,
+        meta: dict[str, Any],
+        empty: Callable[[], str],
+    ) -> Proposal:
+        """The reply's text as a Proposal; a reply with no text (`empty()` says why) or
+        none to read a candidate from fails with what its tokens cost all the same."""
         spent = {"tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out, "cost_usd": cost.usd}
         if not text.strip():
-            stop = getattr(response, "stop_reason", None)
-            error = ProposerError(
-                f"{self._where()} answered with no text for model {model} (stop_reason {stop})",
-                retryable=True,
-            )
+            error = ProposerError(empty(), retryable=True)
             raise self._failed(error.spent(**spent, model=model, notice=note))
         self._answered()
         try:
@@ -260,11 +277,6 @@ class ApiProposer(ProposerBase):
         except ProposerError as exc:
             # the tokens were spent all the same: the engine counts them
             raise exc.spent(**spent, model=model, notice=note) from None
-        meta: dict[str, Any] = {
-            "retries": retries,
-            "stop_reason": getattr(response, "stop_reason", None),
-            "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
-        }
         if cost.note:
             meta["cost_note"] = cost.note
         if note:

@@ -12,6 +12,7 @@ known: counted as 0 with a note, never guessed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,7 +21,6 @@ from typing import Any
 
 from kernelladder.engine.proposers.api import ApiProposer, _connection_reason, _times
 from kernelladder.engine.proposers.api import _message as _api_message
-from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
 
@@ -194,35 +194,14 @@ class OpenAIChatProposer(ApiProposer):
         model = getattr(response, "model", None) or self.model
         usage, note = self._estimated(getattr(response, "usage", None), system, user, text)
         cost = chat_cost(model, usage, self.price_in, self.price_out)
-        spent = {"tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out, "cost_usd": cost.usd}
-        if not text.strip():
-            error = ProposerError(self._no_text(model, choice, message), retryable=True)
-            raise self._failed(error.spent(**spent, model=model, notice=note))
-        self._answered()
-        try:
-            extracted = extract_reply(text, ctx.op)
-        except ProposerError as exc:
-            # the tokens were spent all the same: the engine counts them
-            raise exc.spent(**spent, model=model, notice=note) from None
         meta: dict[str, Any] = {
             "retries": retries,
             "finish_reason": getattr(choice, "finish_reason", None),
             "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
             "base_url": self.base_url,
         }
-        if cost.note:
-            meta["cost_note"] = cost.note
-        if note:
-            meta["tokens_estimated"] = True
-        return extracted.proposal(
-            ctx,
-            model=model,
-            tokens_in=cost.tokens_in,
-            tokens_out=cost.tokens_out,
-            cost_usd=cost.usd,
-            meta=meta,
-            notice=note,
-        )
+        empty = functools.partial(self._no_text, model, choice, message)
+        return self._read_reply(ctx, text, model, cost, note, meta, empty)
 
     def _no_text(self, model: str, choice: Any, message: Any) -> str:
         """Why a reply has no text to read a candidate from, naming the server."""
