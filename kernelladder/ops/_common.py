@@ -205,17 +205,26 @@ def aten_ops(names: str) -> frozenset[str]:
 
 
 @dataclass
-class RowSpec(OpSpec):
-    """An op over the rows of x [M, N] whose one output y has x's shape and dtype, checked
-    element-wise against the float64 reference."""
+class FloatSpec(OpSpec):
+    """A built-in op whose one output is checked element-wise against the float64
+    reference, within `tolerance(shape)`."""
 
-    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
-        return (((shape.dims["M"], shape.dims["N"]), shape.torch_dtype),)
+    def tolerance(self, shape: Shape) -> Tolerance:
+        return ELEMENTWISE_TOL[shape.torch_dtype]
 
     def compare(
         self, outputs: Outputs, expected_hp: Outputs, inputs: Inputs, shape: Shape
     ) -> Mismatch | None:
-        return compare_floats("y", outputs[0], expected_hp[0], ELEMENTWISE_TOL[shape.torch_dtype])
+        tol = self.tolerance(shape)
+        return compare_floats(self.output_names[0], outputs[0], expected_hp[0], tol)
+
+
+@dataclass
+class RowSpec(FloatSpec):
+    """An op over the rows of x [M, N] whose one output has x's shape and dtype."""
+
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
+        return (((shape.dims["M"], shape.dims["N"]), shape.torch_dtype),)
 
 
 def row_shapes(*entries: tuple[str, int, int, str]) -> tuple[Shape, ...]:

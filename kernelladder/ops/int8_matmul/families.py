@@ -8,7 +8,7 @@ workspace, reduced exactly by a second kernel), and a persistent grid looping ov
 
 from __future__ import annotations
 
-from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, Family, Param
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (32, 64, 128, 256), resource=True)
 _BLOCK_N = Param("BLOCK_N", (64, 128, 256), resource=True)
@@ -134,22 +134,6 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 '''
 
-_SM_COUNT = '''
-_SM_COUNT = {}
-
-
-def _num_sms(device):
-    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
-    if device.type != "cuda":
-        return 2
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    count = _SM_COUNT.get(index)
-    if count is None:
-        count = torch.cuda.get_device_properties(index).multi_processor_count
-        _SM_COUNT[index] = count
-    return count
-'''
-
 _TILED = (
     _TILE
     + """
@@ -202,7 +186,7 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     c = acc.to(tl.float32) * (sa * sb)
     tl.store(C + rm * scm + rn * scn, c.to(C.dtype.element_ty), mask=mask)
 """
-    + _SM_COUNT
+    + SM_COUNT_HELPER
     + """
 
 def kernel(a, b, scale_a, scale_b):
@@ -251,7 +235,7 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
                         BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
         _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
 """
-    + _SM_COUNT
+    + SM_COUNT_HELPER
     + """
 
 def kernel(a, b, scale_a, scale_b):

@@ -9,44 +9,24 @@ Rows longer than MAX_BLOCK fall back to the online loop in the register-tile fam
 
 from __future__ import annotations
 
-from kernelladder.ops.family import (
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    SM_COUNT_HELPER,
-    Family,
-    Param,
-    any_row_longer,
+from kernelladder.ops import row_templates as rows
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
+from kernelladder.ops.row_templates import (
+    EPT,
+    MAX_WARPS,
+    MIN_WARPS,
+    ROWS_PER_PROGRAM,
+    WARPS_HELPERS,
+    X_EVICT,
+    Y_CACHE,
+    warp_bounds,
 )
-
-_EPT = Param(
-    "EPT",
-    (4, 8, 16, 32),
-    doc="elements per thread: num_warps = tile elements / (32 * EPT), within the bounds",
-)
-_MAX_WARPS = Param("MAX_WARPS", (4, 8, 16), resource=True, focus=FOCUS_LARGE)
-_MIN_WARPS = Param("MIN_WARPS", (1, 2, 4), focus=FOCUS_SMALL)
-
-
-def _warp_bounds(p) -> bool:
-    return p["MIN_WARPS"] <= p["MAX_WARPS"]
-
 
 _EXP2 = Param("EXP2", (True, False), doc="exp2 with a folded log2(e) instead of exp")
-_X_EVICT = Param("X_EVICT", ("", "evict_first", "evict_last"), focus=FOCUS_LARGE)
-_Y_CACHE = Param("Y_CACHE", ("", ".cs"), focus=FOCUS_LARGE, doc="streaming store hint")
-_MAX_BLOCK = Param(
-    "MAX_BLOCK",
-    (8192, 16384, 32768),
-    resource=True,
-    focus=FOCUS_LARGE,
-    doc="longest row held in registers; longer rows use the online loop",
-    relevant=any_row_longer(8192),
-)
-_CHUNK_FALLBACK = Param(
-    "CHUNK", (2048, 4096, 8192), resource=True, focus=FOCUS_LARGE, relevant=any_row_longer(8192)
-)
+_MAX_BLOCK = rows.max_block("online loop")
 
-_COMMON = """
+_COMMON = (
+    """
 LOG2E = 1.4426950408889634
 
 
@@ -107,17 +87,9 @@ def _softmax_online(X, Y, N, sxm, sxn, sym, syn,
             y = _exp(x - m_row, EXP2) * inv
             tl.store(y_row + c * syn, y.to(Y.dtype.element_ty), mask=mask,
                      cache_modifier=Y_CACHE)
-
-
-def _warps(elements):
-    return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
-
-
-def _wide(*tensors):
-    # 64-bit offsets only when an element offset can pass 2**31
-    return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
-               for t in tensors)
-
+"""
+    + WARPS_HELPERS
+    + """
 
 def _launch_online(x, y, M, N, chunk, stats_evict):
     block = min(chunk, triton.next_power_of_2(N))
@@ -127,6 +99,7 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
         STATS_EVICT=stats_evict, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 """
+)
 
 _TILE_KERNEL = """
 @triton.jit
@@ -193,15 +166,8 @@ _ONE_PASS = (
     _COMMON
     + _TILE_KERNEL
     + SM_COUNT_HELPER
+    + ROWS_PER_PROGRAM
     + """
-
-def _rows_per_program(M, block, sms):
-    rows = max(1, min(ROWS, TILE_MAX // block))
-    # small M: keep enough programs to fill the GPU rather than packing rows
-    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    return rows
-
 
 def kernel(x):
     M, N = x.shape
@@ -371,7 +337,7 @@ _COMMON_START = {
     "MAX_BLOCK": 16384,
     "CHUNK": 4096,
 }
-_TAIL = (_EXP2, _X_EVICT, _Y_CACHE, _MAX_BLOCK, _CHUNK_FALLBACK)
+_TAIL = (_EXP2, X_EVICT, Y_CACHE, _MAX_BLOCK, rows.CHUNK)
 
 FAMILIES: tuple[Family, ...] = (
     Family(
@@ -379,18 +345,13 @@ FAMILIES: tuple[Family, ...] = (
         name="one-pass",
         summary="a [ROWS, N] tile per program in registers: one read, one write",
         params=(
-            _EPT,
-            _MAX_WARPS,
-            Param("ROWS", (1, 2, 4, 8, 16), resource=True, focus=FOCUS_SMALL),
-            _MIN_WARPS,
-            Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL),
-            Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True),
-            Param(
-                "CONST_N",
-                (False, True),
-                focus=FOCUS_SMALL,
-                doc="compile the row length in (one kernel per N): masks known, loads vectorized",
-            ),
+            EPT,
+            MAX_WARPS,
+            rows.TILE_PARAMS["ROWS"],
+            MIN_WARPS,
+            rows.TILE_PARAMS["MIN_PROGRAMS_PER_SM"],
+            rows.TILE_PARAMS["TILE_MAX"],
+            rows.CONST_N,
             *_TAIL,
         ),
         start={
@@ -401,7 +362,7 @@ FAMILIES: tuple[Family, ...] = (
             "CONST_N": True,
         },
         body=_ONE_PASS,
-        valid=_warp_bounds,
+        valid=warp_bounds,
     ),
     Family(
         op="softmax",
@@ -409,35 +370,19 @@ FAMILIES: tuple[Family, ...] = (
         summary="chunked online max/sum, one row per program (one read when the row fits)",
         params=(
             Param("CHUNK", (1024, 2048, 4096, 8192, 16384), resource=True),
-            _EPT,
+            EPT,
             Param("STATS_EVICT", ("", "evict_last"), focus=FOCUS_LARGE),
-            _MAX_WARPS,
-            _MIN_WARPS,
+            MAX_WARPS,
+            MIN_WARPS,
             _EXP2,
-            _X_EVICT,
-            _Y_CACHE,
+            X_EVICT,
+            Y_CACHE,
         ),
         start={**_COMMON_START, "CHUNK": 8192, "STATS_EVICT": "evict_last"},
         body=_ONLINE,
-        valid=_warp_bounds,
+        valid=warp_bounds,
     ),
-    Family(
-        op="softmax",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles",
-        params=(
-            Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
-            Param("PREFETCH", (False, True), structural=True, resource=True),
-            Param("ROWS", (1, 2, 4), resource=True, focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
-            *_TAIL,
-        ),
-        start={**_COMMON_START, "PROGRAMS_PER_SM": 4, "PREFETCH": True, "ROWS": 1},
-        body=_PERSISTENT,
-        valid=_warp_bounds,
-    ),
+    rows.persistent_family("softmax", _PERSISTENT, _TAIL, _COMMON_START),
     Family(
         op="softmax",
         name="split-row",
@@ -445,13 +390,13 @@ FAMILIES: tuple[Family, ...] = (
         params=(
             Param("SEGMENT", (1024, 2048, 4096, 8192), resource=True, focus=FOCUS_SMALL),
             Param("SPLIT_BELOW_ROWS_PER_SM", (1, 2, 4, 8), focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
+            EPT,
+            MAX_WARPS,
+            MIN_WARPS,
             *_TAIL,
         ),
         start={**_COMMON_START, "SEGMENT": 2048, "SPLIT_BELOW_ROWS_PER_SM": 2},
         body=_SPLIT_ROW,
-        valid=_warp_bounds,
+        valid=warp_bounds,
     ),
 )
