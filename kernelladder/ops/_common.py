@@ -13,19 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelladder.ops.spec import (
-    ANY_SIZE_RULE,
-    SANDBOX_RULE,
-    Dim,
-    Inputs,
-    Layout,
-    Mismatch,
-    OpSpec,
-    Outputs,
-    Shape,
-    Tolerance,
-    UnseenShapes,
-)
+from kernelladder.ops.spec import ANY_SIZE_RULE, SANDBOX_RULE, Dim, Mismatch, OpSpec, Shape
+
+# the contract's types, for the ops' signatures and tables
+from kernelladder.ops.spec import Inputs as Inputs
+from kernelladder.ops.spec import Layout as Layout
+from kernelladder.ops.spec import Outputs as Outputs
+from kernelladder.ops.spec import Tensors as Tensors
+from kernelladder.ops.spec import Tolerance as Tolerance
+from kernelladder.ops.spec import UnseenShapes as UnseenShapes
 
 # From this many elements inputs are drawn on the device itself (a CPU draw of a
 # 268M-element tensor takes seconds, of a 4M-element one 28 ms on the H200's host

@@ -10,17 +10,9 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import (
-    Dim,
-    FlopModel,
-    Inputs,
-    Layout,
-    Shape,
-    Tensors,
-    Tolerance,
-    UnseenShapes,
-)
+from kernelladder.ops.spec import Dim, FlopModel, Shape, UnseenShapes
 
 # The output is a convex combination of v rows (|v| ~ 1). A flash kernel rounds P to
 # bf16 for the P v matmul (2^-9 relative per term) and rounds the result to bf16; the

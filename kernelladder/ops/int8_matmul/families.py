@@ -134,6 +134,17 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 '''
 
+# The entry's start: the output, the blocks for the shape, the tiles.
+_ENTRY = """
+
+def kernel(a, b, scale_a, scale_b):
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    block_m, block_n, block_k = _blocks(M, N, K)
+    a, b, K = _aligned(a, b, K, block_k)
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)"""
+
 _TILED = (
     _TILE
     + """
@@ -187,15 +198,8 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     tl.store(C + rm * scm + rn * scn, c.to(C.dtype.element_ty), mask=mask)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(a, b, scale_a, scale_b):
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
-    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     k_blocks = triton.cdiv(K, block_k)
     split = min(SPLIT_K, k_blocks)
     if split < 2 or tiles * SPLIT_BELOW_FILL > _num_sms(a.device):
@@ -236,15 +240,8 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
         _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(a, b, scale_a, scale_b):
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
-    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
     _int8_mm_persistent[(programs,)](
         a, b, scale_a, scale_b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),

@@ -13,18 +13,9 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import (
-    BaselineNotApplicable,
-    Dim,
-    FlopModel,
-    Inputs,
-    Layout,
-    Shape,
-    Tensors,
-    Tolerance,
-    UnseenShapes,
-)
+from kernelladder.ops.spec import BaselineNotApplicable, Dim, FlopModel, Shape, UnseenShapes
 
 A_HARD_KINDS = ("min", "max", "zero")
 B_HARD_KINDS = ("min", "max")

@@ -11,20 +11,9 @@ from dataclasses import dataclass
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Outputs, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import (
-    Dim,
-    FlopModel,
-    Inputs,
-    Layout,
-    Mismatch,
-    OpSpec,
-    Outputs,
-    Shape,
-    Tensors,
-    Tolerance,
-    UnseenShapes,
-)
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 QMAX = 127.0
 # scale: a correctly rounded fp32 absmax / 127 is within 2^-24; absmax * (1/127) within

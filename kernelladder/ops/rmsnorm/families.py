@@ -9,17 +9,6 @@ from __future__ import annotations
 
 from kernelladder.ops import row_templates as rows
 from kernelladder.ops.family import FOCUS_LARGE, SM_COUNT_HELPER, Family, Param
-from kernelladder.ops.row_templates import (
-    CONST_N,
-    EPT,
-    MAX_WARPS,
-    MIN_WARPS,
-    ROWS_PER_PROGRAM,
-    WARPS_HELPERS,
-    X_EVICT,
-    Y_CACHE,
-    warp_bounds,
-)
 
 _W_EVICT = Param("W_EVICT", ("", "evict_last"))
 _MAX_BLOCK = rows.max_block("chunked loop")
@@ -59,7 +48,7 @@ def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
         tl.store(y_row + cols * syn, y.to(Y.dtype.element_ty), mask=mask,
                  cache_modifier=Y_CACHE)
 """
-    + WARPS_HELPERS
+    + rows.WARPS_HELPERS
     + """
 
 def _launch_chunked(x, weight, y, M, N):
@@ -71,6 +60,17 @@ def _launch_chunked(x, weight, y, M, N):
     )
 """
 )
+
+# The entry's start: rows longer than MAX_BLOCK go to the chunked loop.
+_ENTRY = """
+
+def kernel(x, weight):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(N)
+    if block > MAX_BLOCK:
+        _launch_chunked(x, weight, y, M, N)
+        return y"""
 
 # In the families with CONST_N (their bodies include it; the persistent one has none).
 _CONTIG = """
@@ -119,15 +119,8 @@ def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
 """
     + _CHUNKED
     + _CONTIG
+    + _ENTRY
     + """
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     _rmsnorm_row[(M,)](
         x, weight, y, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
         N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), BLOCK=block, EVEN=block == N,
@@ -213,16 +206,9 @@ _MULTI_ROW = (
     + _CHUNKED
     + _CONTIG
     + SM_COUNT_HELPER
-    + ROWS_PER_PROGRAM
+    + rows.ROWS_PER_PROGRAM
+    + _ENTRY
     + """
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     rows = _rows_per_program(M, block, _num_sms(x.device))
     _rmsnorm_tile[(triton.cdiv(M, rows),)](
         x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
@@ -279,15 +265,8 @@ def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
 """
     + _CHUNKED
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     rows = max(1, min(ROWS, 16384 // block))
     tiles = triton.cdiv(M, rows)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
@@ -311,7 +290,7 @@ _COMMON_START = {
     "CHUNK": 4096,
     "STATS_EVICT": "evict_last",
 }
-_TAIL = (X_EVICT, _W_EVICT, Y_CACHE, _MAX_BLOCK, rows.CHUNK, _STATS_EVICT)
+_TAIL = (rows.X_EVICT, _W_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK, _STATS_EVICT)
 
 FAMILIES: tuple[Family, ...] = (
     Family(
@@ -320,12 +299,12 @@ FAMILIES: tuple[Family, ...] = (
         summary="a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU",
         params=(
             rows.TILE_PARAMS["ROWS"],
-            EPT,
+            rows.EPT,
             rows.TILE_PARAMS["MIN_PROGRAMS_PER_SM"],
             rows.TILE_PARAMS["TILE_MAX"],
-            MAX_WARPS,
-            MIN_WARPS,
-            CONST_N,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
+            rows.CONST_N,
             *_TAIL,
         ),
         start={
@@ -336,17 +315,17 @@ FAMILIES: tuple[Family, ...] = (
             "CONST_N": True,
         },
         body=_MULTI_ROW,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
     Family(
         op="rmsnorm",
         name="one-row-per-program",
         summary="one program per row, the whole row in registers (grid = M)",
-        params=(EPT, MAX_WARPS, MIN_WARPS, CONST_N, *_TAIL),
+        params=(rows.EPT, rows.MAX_WARPS, rows.MIN_WARPS, rows.CONST_N, *_TAIL),
         # 8 warps and an L2-kept weight: the fastest points of this grid on an H200
         start={**_COMMON_START, "MAX_WARPS": 8, "W_EVICT": "evict_last", "CONST_N": True},
         body=_ONE_ROW,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
     Family(
         op="rmsnorm",
@@ -356,14 +335,14 @@ FAMILIES: tuple[Family, ...] = (
         params=(
             Param("CHUNK", (1024, 2048, 4096, 8192), resource=True),
             Param("MAX_BLOCK", (1024, 2048, 4096, 8192, 16384), resource=True),
-            EPT,
+            rows.EPT,
             _STATS_EVICT,
-            X_EVICT,
-            MAX_WARPS,
-            MIN_WARPS,
+            rows.X_EVICT,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             _W_EVICT,
-            Y_CACHE,
-            CONST_N,
+            rows.Y_CACHE,
+            rows.CONST_N,
         ),
         # like inductor's looped reduction: 2048-element chunks, 16 warps, L2-hinted passes
         start={
@@ -376,7 +355,7 @@ FAMILIES: tuple[Family, ...] = (
             "CONST_N": True,
         },
         body=_ONE_ROW,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
     rows.persistent_family("rmsnorm", _PERSISTENT, _TAIL, _COMMON_START),
 )

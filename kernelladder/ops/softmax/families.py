@@ -11,16 +11,6 @@ from __future__ import annotations
 
 from kernelladder.ops import row_templates as rows
 from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
-from kernelladder.ops.row_templates import (
-    EPT,
-    MAX_WARPS,
-    MIN_WARPS,
-    ROWS_PER_PROGRAM,
-    WARPS_HELPERS,
-    X_EVICT,
-    Y_CACHE,
-    warp_bounds,
-)
 
 _EXP2 = Param("EXP2", (True, False), doc="exp2 with a folded log2(e) instead of exp")
 _MAX_BLOCK = rows.max_block("online loop")
@@ -88,7 +78,7 @@ def _softmax_online(X, Y, N, sxm, sxn, sym, syn,
             tl.store(y_row + c * syn, y.to(Y.dtype.element_ty), mask=mask,
                      cache_modifier=Y_CACHE)
 """
-    + WARPS_HELPERS
+    + rows.WARPS_HELPERS
     + """
 
 def _launch_online(x, y, M, N, chunk, stats_evict):
@@ -100,6 +90,17 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
     )
 """
 )
+
+# The entry's start: rows longer than MAX_BLOCK go to the online loop.
+_ENTRY = """
+
+def kernel(x):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(N)
+    if block > MAX_BLOCK:
+        _launch_online(x, y, M, N, CHUNK, "evict_last")
+        return y"""
 
 _TILE_KERNEL = """
 @triton.jit
@@ -166,16 +167,9 @@ _ONE_PASS = (
     _COMMON
     + _TILE_KERNEL
     + SM_COUNT_HELPER
-    + ROWS_PER_PROGRAM
+    + rows.ROWS_PER_PROGRAM
+    + _ENTRY
     + """
-
-def kernel(x):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_online(x, y, M, N, CHUNK, "evict_last")
-        return y
     rows = _rows_per_program(M, block, _num_sms(x.device))
     contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
     _softmax_tile[(triton.cdiv(M, rows),)](
@@ -227,15 +221,8 @@ def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
                     Y_CACHE)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_online(x, y, M, N, CHUNK, "evict_last")
-        return y
     rows = max(1, min(ROWS, 16384 // block))
     tiles = triton.cdiv(M, rows)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
@@ -337,7 +324,7 @@ _COMMON_START = {
     "MAX_BLOCK": 16384,
     "CHUNK": 4096,
 }
-_TAIL = (_EXP2, X_EVICT, Y_CACHE, _MAX_BLOCK, rows.CHUNK)
+_TAIL = (_EXP2, rows.X_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK)
 
 FAMILIES: tuple[Family, ...] = (
     Family(
@@ -345,10 +332,10 @@ FAMILIES: tuple[Family, ...] = (
         name="one-pass",
         summary="a [ROWS, N] tile per program in registers: one read, one write",
         params=(
-            EPT,
-            MAX_WARPS,
+            rows.EPT,
+            rows.MAX_WARPS,
             rows.TILE_PARAMS["ROWS"],
-            MIN_WARPS,
+            rows.MIN_WARPS,
             rows.TILE_PARAMS["MIN_PROGRAMS_PER_SM"],
             rows.TILE_PARAMS["TILE_MAX"],
             rows.CONST_N,
@@ -362,7 +349,7 @@ FAMILIES: tuple[Family, ...] = (
             "CONST_N": True,
         },
         body=_ONE_PASS,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
     Family(
         op="softmax",
@@ -370,17 +357,17 @@ FAMILIES: tuple[Family, ...] = (
         summary="chunked online max/sum, one row per program (one read when the row fits)",
         params=(
             Param("CHUNK", (1024, 2048, 4096, 8192, 16384), resource=True),
-            EPT,
+            rows.EPT,
             Param("STATS_EVICT", ("", "evict_last"), focus=FOCUS_LARGE),
-            MAX_WARPS,
-            MIN_WARPS,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             _EXP2,
-            X_EVICT,
-            Y_CACHE,
+            rows.X_EVICT,
+            rows.Y_CACHE,
         ),
         start={**_COMMON_START, "CHUNK": 8192, "STATS_EVICT": "evict_last"},
         body=_ONLINE,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
     rows.persistent_family("softmax", _PERSISTENT, _TAIL, _COMMON_START),
     Family(
@@ -390,13 +377,13 @@ FAMILIES: tuple[Family, ...] = (
         params=(
             Param("SEGMENT", (1024, 2048, 4096, 8192), resource=True, focus=FOCUS_SMALL),
             Param("SPLIT_BELOW_ROWS_PER_SM", (1, 2, 4, 8), focus=FOCUS_SMALL),
-            EPT,
-            MAX_WARPS,
-            MIN_WARPS,
+            rows.EPT,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             *_TAIL,
         ),
         start={**_COMMON_START, "SEGMENT": 2048, "SPLIT_BELOW_ROWS_PER_SM": 2},
         body=_SPLIT_ROW,
-        valid=warp_bounds,
+        valid=rows.warp_bounds,
     ),
 )
