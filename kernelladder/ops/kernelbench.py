@@ -27,17 +27,8 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import (
-    SANDBOX_RULE,
-    FlopModel,
-    Layout,
-    Mismatch,
-    OpLoadError,
-    OpSpec,
-    Outputs,
-    Shape,
-    Tolerance,
-)
+from kernelladder.ops._common import Layout, Outputs, Tolerance
+from kernelladder.ops.spec import SANDBOX_RULE, FlopModel, Mismatch, OpLoadError, OpSpec, Shape
 from kernelladder.ops.user_code import (
     MODEL_SEED,
     as_tensors,

@@ -32,16 +32,8 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import (
-    FlopModel,
-    Layout,
-    Mismatch,
-    OpLoadError,
-    OpSpec,
-    Outputs,
-    Shape,
-    Tolerance,
-)
+from kernelladder.ops._common import Layout, Outputs, Tolerance
+from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape
 from kernelladder.ops.user_code import as_tensors, build_model, device_of, seeded, widened
 from kernelladder.ops.workspace_files import (
     INPUTS_FILE,

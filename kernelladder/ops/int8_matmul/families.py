@@ -134,7 +134,8 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 '''
 
-# The entry's start: the output, the blocks for the shape, the tiles.
+
+# The entry's start: the output and the blocks for the shape.
 _ENTRY = """
 
 def kernel(a, b, scale_a, scale_b):
@@ -142,19 +143,12 @@ def kernel(a, b, scale_a, scale_b):
     N = b.shape[0]
     c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
-    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)"""
+    a, b, K = _aligned(a, b, K, block_k)"""
 
 _TILED = (
     _TILE
+    + _ENTRY
     + """
-
-def kernel(a, b, scale_a, scale_b):
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
     _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     return c
 """
@@ -200,6 +194,7 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     + SM_COUNT_HELPER
     + _ENTRY
     + """
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     k_blocks = triton.cdiv(K, block_k)
     split = min(SPLIT_K, k_blocks)
     if split < 2 or tiles * SPLIT_BELOW_FILL > _num_sms(a.device):
@@ -242,6 +237,7 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
     + SM_COUNT_HELPER
     + _ENTRY
     + """
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
     _int8_mm_persistent[(programs,)](
         a, b, scale_a, scale_b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
