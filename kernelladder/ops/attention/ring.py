@@ -159,12 +159,8 @@ def _descriptor_scratch(size, alignment, stream):
     return torch.empty(size, device="cuda", dtype=torch.int8)
 """
 
-RING_BODY = (
-    POINTER_KERNELS
-    + RING_KERNELS
-    + "\n\n"
-    + DESCRIPTOR_HELPERS
-    + """
+# The entry's start: the pointer kernel where a descriptor cannot take the tensors.
+_RING_ENTRY = """
 
 def kernel(q, k, v):
     B, H, S, D = q.shape
@@ -173,7 +169,15 @@ def kernel(q, k, v):
         _launch_pointers(q, k, v, o, *_blocks(S, D))
         return o
     block_m, block_n, block_d = _ring_blocks(S, D)
-    n_m = triton.cdiv(S, block_m)
+    n_m = triton.cdiv(S, block_m)"""
+
+RING_BODY = (
+    POINTER_KERNELS
+    + RING_KERNELS
+    + "\n\n"
+    + DESCRIPTOR_HELPERS
+    + _RING_ENTRY
+    + """
     _attn_fwd_ring[(n_m * B * H,)](
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
         H, S, B * H, n_m, *o.stride(),
@@ -190,16 +194,8 @@ PERSISTENT_BODY = (
     + "\n\n"
     + DESCRIPTOR_HELPERS
     + SM_COUNT_HELPER
+    + _RING_ENTRY
     + """
-
-def kernel(q, k, v):
-    B, H, S, D = q.shape
-    o = torch.empty_like(q)
-    if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, *_blocks(S, D))
-        return o
-    block_m, block_n, block_d = _ring_blocks(S, D)
-    n_m = triton.cdiv(S, block_m)
     programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
     _attn_fwd_persistent[(programs,)](
         *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS != "off"), o,
