@@ -136,15 +136,18 @@ class ApiProposer(ProposerBase):
         sdk = importlib.import_module(self.SDK)
         return sdk.Timeout(seconds, connect=min(CONNECT_TIMEOUT_S, seconds))
 
-    def _sync_client(self, timeout_s: float) -> Any:
-        import anthropic
-
-        return anthropic.Anthropic(
+    def _sdk_client(self, name: str, timeout_s: float) -> Any:
+        """The SDK's client class `name`, without retries of its own (_retrying retries)."""
+        sdk = importlib.import_module(self.SDK)
+        return getattr(sdk, name)(
             api_key=self._key(),
             base_url=self.base_url,
             max_retries=0,
             timeout=self._timeout(timeout_s),
         )
+
+    def _sync_client(self, timeout_s: float) -> Any:
+        return self._sdk_client(self.SYNC_CLIENT, timeout_s)
 
     def check_server(self) -> None:
         """One request before the run starts (CHECK_PATH): a server that cannot be
@@ -220,14 +223,7 @@ class ApiProposer(ProposerBase):
 
     def _get_client(self) -> Any:
         if self._client is None:
-            import anthropic
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._key(),
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self._timeout(self.timeout_s),
-            )
+            self._client = self._sdk_client(self.ASYNC_CLIENT, self.timeout_s)
         return self._client
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
@@ -305,6 +301,7 @@ class ApiProposer(ProposerBase):
     # The SDK whose errors _retrying reads (anthropic and openai name them alike), and how
     # a refusal and a last failure are said; OpenAIChatProposer says them its own way.
     SDK = "anthropic"
+    SYNC_CLIENT, ASYNC_CLIENT = "Anthropic", "AsyncAnthropic"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)

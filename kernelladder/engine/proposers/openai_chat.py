@@ -150,30 +150,8 @@ class OpenAIChatProposer(ApiProposer):
     CHECK_PATH = "/models"  # under the base URL
     BASE_URL_HINT = "is --base-url right? (most servers: http://HOST:PORT/v1)"
 
-    def _sync_client(self, timeout_s: float) -> Any:
-        import openai
-
-        return openai.OpenAI(
-            api_key=self._key(),
-            base_url=self.base_url,
-            max_retries=0,
-            timeout=self._timeout(timeout_s),
-        )
-
     def _usage_of(self, tokens_in: int, tokens_out: int) -> Any:
         return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                api_key=self._key(),
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self._timeout(self.timeout_s),
-            )
-        return self._client
 
     def _where(self) -> str:
         return f"the server at {self.base_url}"
@@ -252,6 +230,7 @@ class OpenAIChatProposer(ApiProposer):
         return await self._retrying(request)
 
     SDK = "openai"
+    SYNC_CLIENT, ASYNC_CLIENT = "OpenAI", "AsyncOpenAI"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)
