@@ -48,11 +48,19 @@ CONST_N = Param(
     doc="compile the row length in (one kernel per N): masks known, loads vectorized",
 )
 # a [ROWS, N] tile per program, fewer rows where M is too small to fill the GPU
-TILE_PARAMS = {
-    "ROWS": Param("ROWS", (1, 2, 4, 8, 16), resource=True, focus=FOCUS_SMALL),
-    "MIN_PROGRAMS_PER_SM": Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL),
-    "TILE_MAX": Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True),
+ROWS = Param("ROWS", (1, 2, 4, 8, 16), resource=True, focus=FOCUS_SMALL)
+MIN_PROGRAMS_PER_SM = Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL)
+TILE_MAX = Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True)
+TILE_START = {"MIN_PROGRAMS_PER_SM": 2, "TILE_MAX": 16384, "CONST_N": True}
+
+_SHARED = {
+    p.name: p for p in (EPT, MAX_WARPS, MIN_WARPS, CONST_N, ROWS, MIN_PROGRAMS_PER_SM, TILE_MAX)
 }
+
+
+def named(names: str) -> tuple[Param, ...]:
+    """The shared parameters named (space-separated), in that order: the search's."""
+    return tuple(_SHARED[name] for name in names.split())
 
 
 def persistent_family(

@@ -1,6 +1,6 @@
 """Running a user's Python for an op: a source executed as a fresh module, models built
 under the seed both the reference and the candidate get, the results of a call as a tuple
-of tensors, and a float64 copy of a call's arguments.
+of tensors, a float64 copy of a call's arguments, and the tolerances of such ops.
 
 Imports torch only.
 """
@@ -14,9 +14,21 @@ from typing import Any
 
 import torch
 
-from kernelladder.ops.spec import OpLoadError
+from kernelladder.ops.spec import OpLoadError, Tolerance
 
 MODEL_SEED = 42  # seed before building Model and ModelNew (KernelBench does the same)
+
+# KernelBench's own checker uses allclose(atol=1e-2, rtol=1e-2); fp32 matmuls in Triton
+# default to TF32 on GPUs, so tighter fp32 bounds would reject kernels KernelBench accepts.
+KERNELBENCH_TOL: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-2, rtol=1e-2),
+    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
+    torch.float64: Tolerance(atol=1e-7, rtol=1e-7),
+}
+# A workspace's, as KernelBench's but for fp32: a reference that is the user's own kernel
+# in the same dtype differs from a re-blocked candidate by rounding only.
+WORKSPACE_TOL = {**KERNELBENCH_TOL, torch.float32: Tolerance(atol=1e-4, rtol=1e-4)}
 
 
 def exec_source(

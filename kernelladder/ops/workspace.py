@@ -34,7 +34,14 @@ import torch
 from kernelladder.ops import _common
 from kernelladder.ops._common import Layout, Outputs, Tolerance
 from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape
-from kernelladder.ops.user_code import as_tensors, build_model, device_of, seeded, widened
+from kernelladder.ops.user_code import (
+    WORKSPACE_TOL,
+    as_tensors,
+    build_model,
+    device_of,
+    seeded,
+    widened,
+)
 from kernelladder.ops.workspace_files import (
     INPUTS_FILE,
     KERNEL_FILE,
@@ -48,15 +55,6 @@ from kernelladder.ops.workspace_files import (
 from kernelladder.ops.workspace_inputs import CPU_LABEL, draw, input_key, suite_labels, suite_shape
 
 ORIGINAL_REFERENCE_NOTE = "the reference is your original kernel (no reference.py)"
-
-# As KernelBench's checker; a reference that is the user's own kernel in the same dtype
-# differs from a re-blocked candidate by rounding only.
-WORKSPACE_TOL: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
-    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
-    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
-    torch.float64: Tolerance(atol=1e-7, rtol=1e-7),
-}
 
 FENCE_TEMPLATE = """\
 - Keep the kernel's entry point: {entry}; it returns what the original returns ({outputs}).
