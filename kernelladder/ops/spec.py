@@ -343,11 +343,9 @@ class OpSpec(abc.ABC):
 
     # --- description ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
+        words = {name: getattr(self, name) for name in ("name", "kind", "summary", "signature")}
         return {
-            "name": self.name,
-            "kind": self.kind,
-            "summary": self.summary,
-            "signature": self.signature,
+            **words,
             "gpu_shapes": [s.to_dict() for s in self.gpu_shapes],
             "cpu_shapes": [s.to_dict() for s in self.cpu_shapes],
             "fence": self.fence,

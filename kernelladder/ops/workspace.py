@@ -10,9 +10,9 @@
     DIR/knowledge/     optional: notes for the api/code proposers
 
 Candidates take the kernel's own form (same function name and arguments, or ModelNew
-with the same init arguments). The verifier receives the SOURCE TEXTS over the protocol
-(see registry.op_to_wire), so a spec is built from sources; `from_dir` also checks the
-kernel against the reference on the first inputs and says in one line what is wrong.
+with the same init arguments). The verifier receives the files' texts, so a spec is
+built from sources; `from_dir` also checks the kernel against the reference on the
+first inputs and says in one line what is wrong.
 
 Imports torch (and triton, through the user's kernel) only.
 """

@@ -3,8 +3,8 @@ openai SDK): OpenAI itself, OpenRouter, or an open model served by vLLM, SGLang,
 LM Studio (`--base-url http://127.0.0.1:8000/v1`).
 
 The prompt, the reply format (one ```python file, MOVE:, UNDO:), the feedback and the
-knowledge blocks are the `api` proposer's (prompt.py, extract.py); so are the backoff and
-the error wording helpers (api.py). The key comes from OPENAI_API_KEY; a server at
+knowledge blocks are the `api` proposer's; so are the backoff, the error wording and the
+reading of a reply into a proposal. The key comes from OPENAI_API_KEY; a server at
 another base URL may need none. Tokens come from the reply's usage; the cost from
 OPENAI_PRICES or --price-in/--price-out (USD per million tokens), else the cost is not
 known: counted as 0 with a note, never guessed.

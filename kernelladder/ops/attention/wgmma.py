@@ -1,10 +1,9 @@
 """attention's flash-wgmma family: a Gluon kernel for Hopper's warpgroup MMA.
 
 Triton's `tl.dot` leaves the order of a flash loop's matrix products and its softmax to
-the compiler, which on Hopper waits for each product before the softmax that follows (the
-hand-pipelined loop in notes.py did not overlap them). Gluon, shipped inside
-Triton (`triton.experimental.gluon`), writes the warpgroup MMAs, their waits, the TMA loads
-and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
+the compiler, which on Hopper waits for each product before the softmax that follows.
+Gluon, shipped inside Triton (`triton.experimental.gluon`), writes the warpgroup MMAs,
+their waits, the TMA loads and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
 warpgroup: the next key block's Q K^T and this block's P V are issued asynchronously, the
 next block's softmax runs on the CUDA cores while P V is still on the tensor cores, and
 K/V blocks come through a ring of NUM_STAGES shared-memory stages filled by TMA. The
