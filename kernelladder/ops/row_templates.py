@@ -63,6 +63,32 @@ def named(names: str) -> tuple[Param, ...]:
     return tuple(_SHARED[name] for name in names.split())
 
 
+# start values every row-wise op shares
+START = {"EPT": 16, "MIN_WARPS": 4, "Y_CACHE": "", "MAX_BLOCK": 16384, "CHUNK": 4096}
+
+
+def tile_family(
+    op: str,
+    name: str,
+    summary: str,
+    order: str,
+    body: str,
+    tail: tuple[Param, ...],
+    start: Mapping[str, Any],
+) -> Family:
+    """A [ROWS, N] tile per program: the shared parameters named in `order` (the search's
+    order), then the op's tail."""
+    return Family(
+        op=op,
+        name=name,
+        summary=summary,
+        params=(*named(order), *tail),
+        start={**TILE_START, **start},
+        body=body,
+        valid=warp_bounds,
+    )
+
+
 def persistent_family(
     op: str, body: str, tail: tuple[Param, ...], start: Mapping[str, Any]
 ) -> Family:

@@ -280,30 +280,23 @@ def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
 )
 
 _COMMON_START = {
-    "EPT": 16,
+    **rows.START,
     "MAX_WARPS": 16,
-    "MIN_WARPS": 4,
     "X_EVICT": "evict_last",
     "W_EVICT": "",
-    "Y_CACHE": "",
-    "MAX_BLOCK": 16384,
-    "CHUNK": 4096,
     "STATS_EVICT": "evict_last",
 }
 _TAIL = (rows.X_EVICT, _W_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK, _STATS_EVICT)
 
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="rmsnorm",
-        name="multi-row",
-        summary="a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU",
-        params=(
-            *rows.named("ROWS EPT MIN_PROGRAMS_PER_SM TILE_MAX MAX_WARPS MIN_WARPS CONST_N"),
-            *_TAIL,
-        ),
-        start={**_COMMON_START, **rows.TILE_START, "ROWS": 4},
-        body=_MULTI_ROW,
-        valid=rows.warp_bounds,
+    rows.tile_family(
+        "rmsnorm",
+        "multi-row",
+        "a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU",
+        "ROWS EPT MIN_PROGRAMS_PER_SM TILE_MAX MAX_WARPS MIN_WARPS CONST_N",
+        _MULTI_ROW,
+        _TAIL,
+        {**_COMMON_START, "ROWS": 4},
     ),
     Family(
         op="rmsnorm",

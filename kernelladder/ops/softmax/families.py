@@ -314,30 +314,18 @@ def kernel(x):
 """
 )
 
-_COMMON_START = {
-    "EPT": 16,
-    "MAX_WARPS": 8,
-    "MIN_WARPS": 4,
-    "EXP2": True,
-    "X_EVICT": "",
-    "Y_CACHE": "",
-    "MAX_BLOCK": 16384,
-    "CHUNK": 4096,
-}
+_COMMON_START = {**rows.START, "MAX_WARPS": 8, "EXP2": True, "X_EVICT": ""}
 _TAIL = (_EXP2, rows.X_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK)
 
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="softmax",
-        name="one-pass",
-        summary="a [ROWS, N] tile per program in registers: one read, one write",
-        params=(
-            *rows.named("EPT MAX_WARPS ROWS MIN_WARPS MIN_PROGRAMS_PER_SM TILE_MAX CONST_N"),
-            *_TAIL,
-        ),
-        start={**_COMMON_START, **rows.TILE_START, "ROWS": 1},
-        body=_ONE_PASS,
-        valid=rows.warp_bounds,
+    rows.tile_family(
+        "softmax",
+        "one-pass",
+        "a [ROWS, N] tile per program in registers: one read, one write",
+        "EPT MAX_WARPS ROWS MIN_WARPS MIN_PROGRAMS_PER_SM TILE_MAX CONST_N",
+        _ONE_PASS,
+        _TAIL,
+        {**_COMMON_START, "ROWS": 1},
     ),
     Family(
         op="softmax",
