@@ -227,16 +227,30 @@ _WGMMA = Family(
 )
 
 
-def _pointer_family(
-    name: str, summary: str, start: dict, *, split_diag: bool, reverse: bool
-) -> Family:
+# The families that are the pointer kernel alone: their start's (BLOCK_M, BLOCK_N,
+# NUM_WARPS, NUM_STAGES), and whether the diagonal is split off and the order reversed.
+_POINTER_ONLY = {
+    "flash-split": ((128, 64, 8, 3), True, False),
+    "flash-masked": ((64, 64, 4, 3), False, False),
+    "flash-lpt": ((128, 64, 8, 2), True, True),
+}
+_POINTER_SUMMARY = {
+    "flash-split": "flash forward: unmasked key blocks below the diagonal, masked diagonal blocks",
+    "flash-masked": "flash forward masking every key block up to the diagonal (simplest loop)",
+    "flash-lpt": "flash forward with the longest (last) query blocks scheduled first",
+}
+
+
+def _pointer_family(name: str) -> Family:
     """A family that is the pointer kernel alone, its diagonal and block order fixed."""
+    blocks, split_diag, reverse = _POINTER_ONLY[name]
+    start = dict(zip(("BLOCK_M", "BLOCK_N", "NUM_WARPS", "NUM_STAGES"), blocks, strict=True))
     return Family(
         op="attention",
         name=name,
-        summary=summary,
+        summary=_POINTER_SUMMARY[name],
         params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _EXP2),
-        start=start,
+        start={**start, "EXP2": True},
         body=POINTER_BODY,
         valid=_fits,
         links=_LINKS,
@@ -307,25 +321,5 @@ FAMILIES: tuple[Family, ...] = (
         links=_LINKS,
         fixed=_POINTER_FALLBACK,
     ),
-    _pointer_family(
-        "flash-split",
-        "flash forward: unmasked key blocks below the diagonal, masked diagonal blocks",
-        {"BLOCK_M": 128, "BLOCK_N": 64, "NUM_WARPS": 8, "NUM_STAGES": 3, "EXP2": True},
-        split_diag=True,
-        reverse=False,
-    ),
-    _pointer_family(
-        "flash-masked",
-        "flash forward masking every key block up to the diagonal (simplest loop)",
-        {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3, "EXP2": True},
-        split_diag=False,
-        reverse=False,
-    ),
-    _pointer_family(
-        "flash-lpt",
-        "flash forward with the longest (last) query blocks scheduled first",
-        {"BLOCK_M": 128, "BLOCK_N": 64, "NUM_WARPS": 8, "NUM_STAGES": 2, "EXP2": True},
-        split_diag=True,
-        reverse=True,
-    ),
+    *(_pointer_family(name) for name in _POINTER_ONLY),
 )
