@@ -1,4 +1,6 @@
-"""Helpers shared by the built-in ops: seeded generators, tolerances, the float compare.
+"""Helpers shared by the built-in ops: seeded generators, tolerances, the float compare,
+the rules of the fence, and what the row-wise ops (x [M, N] in, y of x's shape and dtype
+out) have in common.
 
 Imports torch only (ops run alone on a GPU box).
 """
@@ -7,10 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
-from kernelladder.ops.spec import ANY_SIZE_RULE, SANDBOX_RULE, Mismatch, Tolerance
+from kernelladder.ops.spec import ANY_SIZE_RULE, SANDBOX_RULE, Dim, Mismatch, OpSpec, Shape
+
+# the contract's types, for the ops' signatures and tables
+from kernelladder.ops.spec import Inputs as Inputs
+from kernelladder.ops.spec import Layout as Layout
+from kernelladder.ops.spec import Outputs as Outputs
+from kernelladder.ops.spec import Tensors as Tensors
+from kernelladder.ops.spec import Tolerance as Tolerance
+from kernelladder.ops.spec import UnseenShapes as UnseenShapes
 
 # From this many elements inputs are drawn on the device itself (a CPU draw of a
 # 268M-element tensor takes seconds, of a 4M-element one 28 ms on the H200's host
@@ -182,3 +193,45 @@ def fence_text(signature: str, outputs: str, forbidden: str, extra: str = "") ->
     if extra:
         rules.append(extra)
     return "\n".join(f"- {rule}" for rule in rules)
+
+
+def aten_ops(names: str) -> frozenset[str]:
+    """OpSpec.forbidden_aten from space-separated aten names: "mm bmm" -> {"aten::mm", ...}."""
+    return frozenset(f"aten::{name}" for name in names.split())
+
+
+@dataclass
+class FloatSpec(OpSpec):
+    """A built-in op whose one output is checked element-wise against the float64
+    reference, within `tolerance(shape)`."""
+
+    def tolerance(self, shape: Shape) -> Tolerance:
+        return ELEMENTWISE_TOL[shape.torch_dtype]
+
+    def compare(
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Inputs, shape: Shape
+    ) -> Mismatch | None:
+        tol = self.tolerance(shape)
+        return compare_floats(self.output_names[0], outputs[0], expected_hp[0], tol)
+
+
+@dataclass
+class RowSpec(FloatSpec):
+    """An op over the rows of x [M, N] whose one output has x's shape and dtype."""
+
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
+        return (((shape.dims["M"], shape.dims["N"]), shape.torch_dtype),)
+
+
+def row_shapes(*entries: tuple[str, int, int, str]) -> tuple[Shape, ...]:
+    """A row-wise op's suite from (label, M, N, dtype) entries."""
+    return tuple(Shape(label, {"M": m, "N": n}, dtype) for label, m, n, dtype in entries)
+
+
+# Unseen shapes of a row-wise op: rows beyond the suite in one shape, the row length in
+# the other (together they would make the interpreter's CPU shape as costly as both).
+ROW_UNSEEN = UnseenShapes(
+    {"M": Dim(cpu_max=40, gpu_max=16384), "N": Dim(cpu_max=700, gpu_max=16384, lo=2, gpu_lo=256)},
+    ("float32", "bfloat16", "float16"),
+    beyond=(("N",), ("M",)),
+)

@@ -3,8 +3,7 @@
 A `Family` is one algorithm for an op (e.g. softmax "online"): a fixed kernel body plus a
 grid of parameters (block sizes, warps per element, rows per program, cache hints ...).
 `render` turns one point of that grid into a complete, self-contained candidate file whose
-first line records the point for a person (the search reads the point from the proposal's
-meta; engine/record/upcast.py reads the header back only for logs older than that).
+first line records the point for a person.
 """
 
 from __future__ import annotations

@@ -18,9 +18,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import sys
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,27 +27,20 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import (
-    SANDBOX_RULE,
-    FlopModel,
-    Mismatch,
-    OpLoadError,
-    OpSpec,
-    Shape,
-    Tolerance,
+from kernelladder.ops._common import Layout, Outputs, Tolerance
+from kernelladder.ops.spec import SANDBOX_RULE, FlopModel, Mismatch, OpLoadError, OpSpec, Shape
+from kernelladder.ops.user_code import (
+    KERNELBENCH_TOL,
+    MODEL_SEED,
+    as_tensors,
+    build_model,
+    device_of,
+    exec_source,
+    seeded,
+    widened,
 )
 
-MODEL_SEED = 42  # seed before building Model and ModelNew (KernelBench does the same)
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
-
-# KernelBench's own checker uses allclose(atol=1e-2, rtol=1e-2); fp32 matmuls in Triton
-# default to TF32 on GPUs, so tighter fp32 bounds would reject kernels KernelBench accepts.
-KERNELBENCH_TOL: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(atol=1e-2, rtol=1e-2),
-    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
-    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
-    torch.float64: Tolerance(atol=1e-7, rtol=1e-7),
-}
 
 FENCE_TEMPLATE = """\
 - Define `class ModelNew(torch.nn.Module)` taking the same init arguments as the problem's Model ({init}); `ModelNew(...)(*inputs)` returns what `Model.forward` returns.
@@ -65,7 +57,7 @@ class KernelBenchSpec(OpSpec):
 
     source: str = ""
     module: types.ModuleType | None = None
-    output_meta: tuple[tuple[tuple[int, ...], torch.dtype], ...] = ()
+    output_meta: tuple[Layout, ...] = ()
     input_bytes: int = 0
     _reference_models: dict[str, Any] = field(default_factory=dict, repr=False)
     _hp_models: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -121,19 +113,11 @@ class KernelBenchSpec(OpSpec):
     # --- models ------------------------------------------------------------------------
     def init_inputs(self) -> list[Any]:
         """The problem's init arguments (drawn under MODEL_SEED, deterministic)."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODEL_SEED)
-            return list(self._module.get_init_inputs())
+        return seeded(lambda: list(self._module.get_init_inputs()))
 
     def build_model(self, model_cls: Callable[..., Any], device: str) -> Any:
         """`model_cls(*init_inputs)` built right after torch.manual_seed(MODEL_SEED), on device."""
-        init = self.init_inputs()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODEL_SEED)
-            model = model_cls(*init)
-        if isinstance(model, torch.nn.Module):
-            model = model.to(device).eval()
-        return model
+        return build_model(model_cls, self.init_inputs(), device)
 
     def build_candidate(self, model_cls: Callable[..., Any], device: str) -> Any:
         """The candidate's ModelNew, built as the reference Model is; call it with the
@@ -163,13 +147,13 @@ class KernelBenchSpec(OpSpec):
     def reference(self, inputs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
         args = [inputs[n] for n in self.arg_names]
         with torch.no_grad():
-            return _as_tuple(self._reference_model(_device_of(args))(*args))
+            return _as_tuple(self._reference_model(device_of(args))(*args))
 
     def reference_hp(self, inputs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
         """The reference in float64 (model and floating inputs); the plain reference if the
         problem cannot run in float64."""
         args = [inputs[n] for n in self.arg_names]
-        device = _device_of(args)
+        device = device_of(args)
         try:
             if device not in self._hp_models:
                 model = copy.deepcopy(self._reference_model(device))
@@ -177,24 +161,16 @@ class KernelBenchSpec(OpSpec):
                     model.double() if isinstance(model, torch.nn.Module) else model
                 )
             model = self._hp_models[device]
-            wide = [
-                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args
-            ]
             with torch.no_grad():
-                return _as_tuple(model(*wide))
+                return _as_tuple(model(*widened(args)))
         except Exception:
             return self.reference(inputs)
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         return self.output_meta
 
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, Any],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Mapping[str, Any], shape: Shape
     ) -> Mismatch | None:
         found = []
         for name, out, ref, (_, dtype) in zip(
@@ -221,71 +197,45 @@ class KernelBenchSpec(OpSpec):
 def _exec_problem(source: str, name: str) -> types.ModuleType:
     """Run the problem's source in a fresh module (registered so pickling/dataclasses work)."""
     digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]
-    module_name = f"kernelladder_problem_{digest}"
-    module = types.ModuleType(module_name)
-    module.__file__ = name
-    try:
-        code = compile(source, name, "exec")
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, on some Pythons
+
+    def failed(step: str, exc: BaseException) -> str:
+        if step == "import":
+            return f"problem {name}: failed to import: {_common.error_line(exc)}"
         where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
         why = getattr(exc, "msg", None) or str(exc)
-        raise OpLoadError(f"problem {name}: syntax error{where}: {why}") from None
-    sys.modules[module_name] = module
-    try:
-        exec(code, module.__dict__)
-    except BaseException as exc:  # SystemExit from a problem file is a load failure too
-        sys.modules.pop(module_name, None)
-        raise OpLoadError(f"problem {name}: failed to import: {_common.error_line(exc)}") from None
-    return module
+        return f"problem {name}: syntax error{where}: {why}"
+
+    return exec_source(source, f"kernelladder_problem_{digest}", name, failed)
 
 
 def _meta_run(module: types.ModuleType) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
     """Inputs and outputs of one call, as shapes only (meta tensors); falls back to a real
     CPU run for ops without meta kernels."""
+
+    def one_call() -> tuple[list[Any], tuple[torch.Tensor, ...]]:
+        model = module.Model(*list(module.get_init_inputs()))
+        inputs = list(module.get_inputs())
+        with torch.no_grad():
+            return inputs, _as_tuple(model(*inputs))
+
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             torch.manual_seed(MODEL_SEED)
-            init = list(module.get_init_inputs())
-            model = module.Model(*init)
-            inputs = list(module.get_inputs())
-            with torch.no_grad():
-                outputs = _as_tuple(model(*inputs))
+            inputs, outputs = one_call()
         if all(t.is_meta for t in outputs):
             return inputs, outputs
     except Exception:
         pass
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(MODEL_SEED)
-        init = list(module.get_init_inputs())
-        model = module.Model(*init)
-        inputs = list(module.get_inputs())
-        with torch.no_grad():
-            outputs = _as_tuple(model(*inputs))
-    return inputs, outputs
+    return seeded(one_call)
 
 
 def _as_tuple(result: Any) -> tuple[torch.Tensor, ...]:
-    if isinstance(result, torch.Tensor):
-        return (result,)
-    if isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in result):
-        return tuple(result)
-    raise TypeError(
-        f"Model.forward must return a tensor or a tuple of tensors, got {type(result).__name__}"
-    )
-
-
-def _device_of(args: Sequence[Any]) -> str:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return str(a.device)
-    return "cpu"
+    return as_tensors(result, "Model.forward must return a tensor or a tuple of tensors")
 
 
 def _describe_init(module: types.ModuleType) -> str:
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODEL_SEED)
-            init = list(module.get_init_inputs())
+        init = seeded(lambda: list(module.get_init_inputs()))
     except Exception:
         return "..."
     return ", ".join(

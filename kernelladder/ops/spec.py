@@ -16,6 +16,11 @@ from typing import Any
 
 import torch
 
+Inputs = Mapping[str, torch.Tensor]  # a call's inputs by argument name
+Outputs = Sequence[torch.Tensor]  # a call's outputs, in order
+Tensors = tuple[torch.Tensor, ...]
+Layout = tuple[tuple[int, ...], torch.dtype]  # a tensor's sizes and dtype
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -290,7 +295,7 @@ class OpSpec(abc.ABC):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
         """Seeded inputs (keys = arg_names), including the op's hard cases."""
 
-    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]] | None:
+    def input_layout(self, shape: Shape) -> dict[str, Layout] | None:
         """Each input's sizes and dtype at `shape` (contiguous), as make_inputs makes them,
         without making them: the pipelined verifier compiles a candidate ahead on empty
         tensors of this layout. None: not described (the worker learns it from the
@@ -299,24 +304,20 @@ class OpSpec(abc.ABC):
 
     # --- reference ----------------------------------------------------------------
     @abc.abstractmethod
-    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference(self, inputs: Inputs) -> Tensors:
         """The fixed reference whose time the candidate must beat (outputs in order)."""
 
     @abc.abstractmethod
-    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference_hp(self, inputs: Inputs) -> Tensors:
         """A higher-precision reference (fp64 or exact) the outputs are compared to."""
 
     @abc.abstractmethod
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         """(shape, dtype) of each output for inputs of this suite entry."""
 
     @abc.abstractmethod
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, torch.Tensor],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Inputs, shape: Shape
     ) -> Mismatch | None:
         """None when every output is within tolerance, else the worst mismatch.
 
@@ -334,7 +335,7 @@ class OpSpec(abc.ABC):
         """Arithmetic of one call and the ceiling it is measured against."""
 
     # --- baselines ------------------------------------------------------------------
-    def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
+    def library_baselines(self) -> dict[str, Callable[[Inputs], Any]]:
         """The best library ops for this op (e.g. {"F.rms_norm": fn}); torch.compile of
         the reference is added by the verifier itself. A baseline may raise
         `BaselineNotApplicable` for inputs it cannot take."""
@@ -342,11 +343,9 @@ class OpSpec(abc.ABC):
 
     # --- description ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
+        words = {name: getattr(self, name) for name in ("name", "kind", "summary", "signature")}
         return {
-            "name": self.name,
-            "kind": self.kind,
-            "summary": self.summary,
-            "signature": self.signature,
+            **words,
             "gpu_shapes": [s.to_dict() for s in self.gpu_shapes],
             "cpu_shapes": [s.to_dict() for s in self.cpu_shapes],
             "fence": self.fence,

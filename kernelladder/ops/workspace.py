@@ -10,9 +10,9 @@
     DIR/knowledge/     optional: notes for the api/code proposers
 
 Candidates take the kernel's own form (same function name and arguments, or ModelNew
-with the same init arguments). The verifier receives the SOURCE TEXTS over the protocol
-(see registry.op_to_wire), so a spec is built from sources; `from_dir` also checks the
-kernel against the reference on the first inputs and says in one line what is wrong.
+with the same init arguments). The verifier receives the files' texts, so a spec is
+built from sources; `from_dir` also checks the kernel against the reference on the
+first inputs and says in one line what is wrong.
 
 Imports torch (and triton, through the user's kernel) only.
 """
@@ -21,15 +21,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import importlib.util
 import inspect
 import math
-import os
-import sys
-import tempfile
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,60 +32,35 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape, Tolerance
+from kernelladder.ops._common import Layout, Outputs, Tolerance
+from kernelladder.ops.spec import FlopModel, Mismatch, OpLoadError, OpSpec, Shape
+from kernelladder.ops.user_code import (
+    WORKSPACE_TOL,
+    as_tensors,
+    build_model,
+    device_of,
+    seeded,
+    widened,
+)
+from kernelladder.ops.workspace_files import (
+    INPUTS_FILE,
+    KERNEL_FILE,
+    KIND,
+    REFERENCE_FILE,
+    WorkspaceFiles,
+    interpreter_or_fail,
+    load_module,
+    read_file,
+)
+from kernelladder.ops.workspace_inputs import CPU_LABEL, draw, input_key, suite_labels, suite_shape
 
-KIND = "workspace"
-MODEL_SEED = 42  # ModelNew and a reference Model are built right after this seed
-KERNEL_FILE, INPUTS_FILE, REFERENCE_FILE = "kernel.py", "inputs.py", "reference.py"
-HINTS_FILE, KNOWLEDGE_DIR = "HINTS.md", "knowledge"
-KNOWLEDGE_BUDGET_CHARS = 24_000  # what the api/code proposers get of knowledge/, at most
-KNOWLEDGE_SUFFIXES = (".md", ".txt", ".rst")
-CPU_LABEL = "cpu"  # the suite entry drawn by get_cpu_inputs()
 ORIGINAL_REFERENCE_NOTE = "the reference is your original kernel (no reference.py)"
-
-# As KernelBench's checker; a reference that is the user's own kernel in the same dtype
-# differs from a re-blocked candidate by rounding only.
-WORKSPACE_TOL: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
-    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
-    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
-    torch.float64: Tolerance(atol=1e-7, rtol=1e-7),
-}
 
 FENCE_TEMPLATE = """\
 - Keep the kernel's entry point: {entry}; it returns what the original returns ({outputs}).
 - Compute with Triton kernel launches (@triton.jit); torch only for allocation and views (empty, empty_like, view, reshape, stride); no torch compute, no dtype casts in torch.
 - Do not call the reference ({reference}).
 - Do not modify the inputs, return outputs that alias an input, launch work on side streams or threads, cache results across calls, or touch the verifier's timers, synchronization or comparisons."""
-
-
-@dataclass(frozen=True)
-class WorkspaceFiles:
-    """The texts of a workspace, as they travel to the verifier."""
-
-    name: str
-    kernel: str
-    inputs: str
-    reference: str | None = None
-    outputs: int = 1  # how many tensors the kernel returns (learnt by the load-time check)
-
-    def to_wire(self) -> dict[str, Any]:
-        body = {"kernel": self.kernel, "inputs": self.inputs, "reference": self.reference}
-        return {KIND: {**body, "outputs": self.outputs}, "name": self.name}
-
-    @classmethod
-    def from_wire(cls, op: Mapping[str, Any]) -> WorkspaceFiles:
-        body = op.get(KIND)
-        if not isinstance(body, Mapping) or not isinstance(body.get("kernel"), str):
-            raise OpLoadError("a workspace op needs {'workspace': {'kernel', 'inputs'}, 'name'}")
-        ref = body.get("reference")
-        return cls(
-            name=str(op.get("name") or "workspace"),
-            kernel=body["kernel"],
-            inputs=str(body.get("inputs") or ""),
-            reference=ref if isinstance(ref, str) else None,
-            outputs=int(body.get("outputs") or 1),
-        )
 
 
 @dataclass
@@ -118,16 +88,16 @@ class WorkspaceSpec(OpSpec):
         where = f"workspace {path}"
         if not root.is_dir():
             raise OpLoadError(f"{where}: not a directory")
-        kernel = _read(root / KERNEL_FILE, where, required=True)
-        inputs = _read(root / INPUTS_FILE, where, required=False)
+        kernel = read_file(root / KERNEL_FILE, where, required=True)
+        inputs = read_file(root / INPUTS_FILE, where, required=False)
         if inputs is None:
             raise OpLoadError(
                 f"{where}: no {INPUTS_FILE} (it defines get_inputs() returning the kernel's inputs)"
             )
-        reference = _read(root / REFERENCE_FILE, where, required=False)
+        reference = read_file(root / REFERENCE_FILE, where, required=False)
         name = root.resolve().name or "workspace"
         if check and not torch.cuda.is_available():
-            _interpreter_or_fail(where)
+            interpreter_or_fail(where)
         spec = cls.from_files(WorkspaceFiles(name, kernel or "", inputs, reference))
         if check:
             outputs = spec.check_first_inputs(where)
@@ -139,10 +109,10 @@ class WorkspaceSpec(OpSpec):
     @classmethod
     def from_files(cls, files: WorkspaceFiles) -> WorkspaceSpec:
         where = f"workspace {files.name}"
-        kernel_mod = _load_module(files.kernel, KERNEL_FILE, where, "kernel")
-        inputs_mod = _load_module(files.inputs, INPUTS_FILE, where, "inputs")
+        kernel_mod = load_module(files.kernel, KERNEL_FILE, where, "kernel")
+        inputs_mod = load_module(files.inputs, INPUTS_FILE, where, "inputs")
         if files.reference is not None:
-            ref_mod = _load_module(files.reference, REFERENCE_FILE, where, "reference")
+            ref_mod = load_module(files.reference, REFERENCE_FILE, where, "reference")
             if callable(getattr(ref_mod, "reference", None)):
                 reference_kind = "function"
             elif isinstance(getattr(ref_mod, "Model", None), type):
@@ -163,15 +133,15 @@ class WorkspaceSpec(OpSpec):
             arg_names = ()
         else:
             raise OpLoadError(f"{where}: {KERNEL_FILE} defines neither kernel(...) nor ModelNew")
-        labels = _suite_labels(inputs_mod, where)
+        labels = suite_labels(inputs_mod, where)
         cpu_labels = (
             (CPU_LABEL,) if callable(getattr(inputs_mod, "get_cpu_inputs", None)) else labels[:1]
         )
         if entry == "ModelNew" or not arg_names:
-            count = len(_draw(inputs_mod, labels[0], 0, where))
+            count = len(draw(inputs_mod, labels[0], 0, where))
             arg_names = tuple(f"input{i}" for i in range(count))
-        gpu_shapes = tuple(_shape(inputs_mod, label, where) for label in labels)
-        cpu_shapes = tuple(_shape(inputs_mod, label, where) for label in cpu_labels)
+        gpu_shapes = tuple(suite_shape(inputs_mod, label, where) for label in labels)
+        cpu_shapes = tuple(suite_shape(inputs_mod, label, where) for label in cpu_labels)
         reference_text = {
             "original": f"your original {KERNEL_FILE} is the reference",
             "function": f"{REFERENCE_FILE}: reference(...)",
@@ -244,7 +214,7 @@ class WorkspaceSpec(OpSpec):
         suite; OpLoadError naming the output and the error when they disagree."""
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if device == "cpu":
-            _interpreter_or_fail(where)
+            interpreter_or_fail(where)
         shape = self.shapes_for(device)[0]
         inputs = self.make_inputs(shape, 0, device)
         try:
@@ -319,21 +289,11 @@ class WorkspaceSpec(OpSpec):
     # --- models / entry points -------------------------------------------------------------
     def init_inputs(self) -> list[Any]:
         init = getattr(self._modules["inputs"], "get_init_inputs", None)
-        if not callable(init):
-            return []
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODEL_SEED)
-            return list(init())
+        return seeded(lambda: list(init())) if callable(init) else []
 
     def build_candidate(self, model_cls: Callable[..., Any], device: str) -> Any:
         """A candidate's ModelNew, built right after torch.manual_seed(MODEL_SEED)."""
-        init = self.init_inputs()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODEL_SEED)
-            model = model_cls(*init)
-        if isinstance(model, torch.nn.Module):
-            model = model.to(device).eval()
-        return model
+        return build_model(model_cls, self.init_inputs(), device)
 
     def _call_original(self, inputs: Mapping[str, Any], device: str) -> Any:
         args = [inputs[n] for n in self.arg_names]
@@ -358,13 +318,8 @@ class WorkspaceSpec(OpSpec):
             elif self.reference_kind == "function":
                 self._ref_callables[device] = self._modules["reference"].reference
             else:
-                init = self.init_inputs()
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(MODEL_SEED)
-                    model = self._modules["reference"].Model(*init)
-                if isinstance(model, torch.nn.Module):
-                    model = model.to(device).eval()
-                self._ref_callables[device] = model
+                model_cls = self._modules["reference"].Model
+                self._ref_callables[device] = build_model(model_cls, self.init_inputs(), device)
         return self._ref_callables[device]
 
     def reference_modules(self) -> tuple[types.ModuleType, ...]:
@@ -375,9 +330,9 @@ class WorkspaceSpec(OpSpec):
 
     # --- OpSpec ------------------------------------------------------------------------
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, Any]:
-        raw = _draw(self._modules["inputs"], shape.label, seed, f"workspace {self.name}", device)
+        raw = draw(self._modules["inputs"], shape.label, seed, f"workspace {self.name}", device)
         moved = [v.to(device).contiguous() if isinstance(v, torch.Tensor) else v for v in raw]
-        self._label_key[shape.label] = _input_key(moved)
+        self._label_key[shape.label] = input_key(moved)
         if shape.label not in self.input_bytes:
             self.input_bytes[shape.label] = sum(
                 v.numel() * v.element_size() for v in moved if isinstance(v, torch.Tensor)
@@ -391,12 +346,12 @@ class WorkspaceSpec(OpSpec):
             # so the reference's time is the kernel's, not this method's bookkeeping
             out = self._timed[1](*args)
             return out if isinstance(out, tuple) else (out,)
-        fn = self.reference_callable(_device_of(args))
+        fn = self.reference_callable(device_of(args))
         with torch.no_grad():
             outs = _as_tuple(fn(*args))
         if self.reference_kind == "original":  # a Triton kernel needs no autograd guard
             self._timed[:] = [id(inputs), fn]  # in place: the verifier watches attributes
-        self._output_meta[_input_key(args)] = tuple((tuple(t.shape), t.dtype) for t in outs)
+        self._output_meta[input_key(args)] = tuple((tuple(t.shape), t.dtype) for t in outs)
         return outs
 
     def reference_hp(self, inputs: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
@@ -405,7 +360,7 @@ class WorkspaceSpec(OpSpec):
         if self.reference_kind == "original":
             return self.reference(inputs)
         args = [inputs[n] for n in self.arg_names]
-        device = _device_of(args)
+        device = device_of(args)
         plain = self.reference(inputs)
         try:
             if device not in self._hp_callables:
@@ -413,19 +368,15 @@ class WorkspaceSpec(OpSpec):
                 if isinstance(fn, torch.nn.Module):
                     fn = copy.deepcopy(fn).double()
                 self._hp_callables[device] = fn
-            wide = [
-                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args
-            ]
             with torch.no_grad():
-                hp = _as_tuple(self._hp_callables[device](*wide))
+                hp = _as_tuple(self._hp_callables[device](*widened(args)))
             if [tuple(t.shape) for t in hp] != [tuple(t.shape) for t in plain]:
                 return plain
             return hp
         except Exception:
             return plain
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         key = self._label_key.get(shape.label)
         if key is None or key not in self._output_meta:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -435,11 +386,7 @@ class WorkspaceSpec(OpSpec):
         return self._output_meta[key]
 
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, Any],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Mapping[str, Any], shape: Shape
     ) -> Mismatch | None:
         found = []
         for i, (out, ref) in enumerate(zip(outputs, expected_hp, strict=True)):
@@ -465,208 +412,11 @@ class WorkspaceSpec(OpSpec):
         shapes = self.shapes_for(device)
         for s in shapes:
             if s.label not in self.input_bytes:  # sizes only: drawn on the meta device
-                raw = _draw(self._modules["inputs"], s.label, 0, self.name, "meta")
+                raw = draw(self._modules["inputs"], s.label, 0, self.name, "meta")
                 self.input_bytes[s.label] = sum(
                     v.numel() * v.element_size() for v in raw if isinstance(v, torch.Tensor)
                 )
         return max(shapes, key=lambda s: self.input_bytes.get(s.label, 0))
-
-
-# --- reading the files -------------------------------------------------------------------
-
-
-def _read(path: Path, where: str, *, required: bool) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if required:
-            raise OpLoadError(
-                f"{where}: no {path.name} (the kernel to optimize: kernel(...) or ModelNew)"
-            ) from None
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OpLoadError(
-            f"{where}: cannot read {path.name}: {_common.error_line(exc, 300)}"
-        ) from None
-
-
-def knowledge_text(path: str | Path, budget: int = KNOWLEDGE_BUDGET_CHARS) -> tuple[str, list[str]]:
-    """DIR/knowledge/*.md|txt|rst joined, cut at `budget` characters, and each file's
-    name with what of it was kept ("notes.md (1200 chars)", "paper.md (cut at 800 of
-    30000)", "big.txt (left out: budget spent)")."""
-    folder = Path(path) / KNOWLEDGE_DIR
-    if not folder.is_dir():
-        return "", []
-    parts: list[str] = []
-    listing: list[str] = []
-    left = budget
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = file.relative_to(folder).as_posix()
-        if file.suffix.lower() not in KNOWLEDGE_SUFFIXES:
-            listing.append(f"{rel} (left out: not text/markdown)")
-            continue
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            listing.append(f"{rel} (left out: unreadable)")
-            continue
-        if left <= 0:
-            listing.append(f"{rel} (left out: budget of {budget} chars spent)")
-            continue
-        kept = text[:left]
-        left -= len(kept)
-        parts.append(f"## {rel}\n{kept}")
-        cut = f"cut at {len(kept)} of {len(text)}" if len(kept) < len(text) else f"{len(text)}"
-        listing.append(f"{rel} ({cut} chars)")
-    return "\n\n".join(parts), listing
-
-
-def _load_module(source: str, filename: str, where: str, role: str) -> types.ModuleType:
-    """Execute a workspace file as a fresh module (registered, so dataclasses/pickle work)."""
-    digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]
-    module_name = f"kernelladder_workspace_{role}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    if role == "kernel":
-        # Triton's @jit needs the source in a real file
-        return _import_file(source, role, where=where, filename=filename)
-    module = types.ModuleType(module_name)
-    module.__file__ = filename
-    try:
-        code = compile(source, filename, "exec")
-    except (SyntaxError, ValueError) as exc:
-        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        raise OpLoadError(
-            f"{where}: {filename}: syntax error{line}: {_common.error_line(exc, 300)}"
-        ) from None
-    sys.modules[module_name] = module
-    try:
-        exec(code, module.__dict__)
-    except BaseException as exc:
-        sys.modules.pop(module_name, None)
-        raise OpLoadError(
-            f"{where}: {filename} failed to import: {_common.error_line(exc, 300)}"
-        ) from None
-    return module
-
-
-_IMPORT_DIR: list[str] = []
-
-
-def _import_file(
-    source: str, role: str, *, where: str = "workspace", filename: str = KERNEL_FILE
-) -> types.ModuleType:
-    digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]
-    module_name = f"kernelladder_workspace_{role}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    if not _IMPORT_DIR:
-        _IMPORT_DIR.append(tempfile.mkdtemp(prefix="kernelladder-workspace-"))
-    path = os.path.join(_IMPORT_DIR[0], f"{module_name}.py")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(source)
-    try:
-        compile(source, filename, "exec")
-    except (SyntaxError, ValueError) as exc:
-        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        raise OpLoadError(
-            f"{where}: {filename}: syntax error{line}: {_common.error_line(exc, 300)}"
-        ) from None
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(module_name, None)
-        raise OpLoadError(
-            f"{where}: {filename} failed to import: {_common.error_line(exc, 300)}"
-        ) from None
-    return module
-
-
-def _suite_labels(inputs_mod: types.ModuleType, where: str) -> tuple[str, ...]:
-    suite = getattr(inputs_mod, "get_input_suite", None)
-    if callable(suite):
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                labels = tuple(str(k) for k in dict(_with_device(suite, "cpu")))
-        except Exception as exc:
-            raise OpLoadError(
-                f"{where}: get_input_suite() failed: {_common.error_line(exc, 300)}"
-            ) from None
-        if not labels:
-            raise OpLoadError(f"{where}: get_input_suite() returned no input sets")
-        return labels
-    if callable(getattr(inputs_mod, "get_inputs", None)):
-        return ("inputs",)
-    raise OpLoadError(f"{where}: {INPUTS_FILE} defines neither get_inputs() nor get_input_suite()")
-
-
-def _with_device(fn: Callable[..., Any], device: str) -> Any:
-    """fn(device=...) when it takes a device (inputs drawn where they are used: a CPU
-    draw of a big tensor takes seconds), else fn()."""
-    try:
-        takes = "device" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes = False
-    return fn(device=device) if takes else fn()
-
-
-def _draw(
-    inputs_mod: types.ModuleType, label: str, seed: int, where: str, device: str = "cpu"
-) -> list[Any]:
-    """The inputs for one suite label under torch.manual_seed(seed); a suite's value may
-    be the inputs or a function drawing them."""
-    try:
-        devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed))
-            if label.startswith(CPU_LABEL) and callable(
-                getattr(inputs_mod, "get_cpu_inputs", None)
-            ):
-                raw = _with_device(inputs_mod.get_cpu_inputs, "cpu")
-            elif callable(getattr(inputs_mod, "get_input_suite", None)):
-                raw = dict(_with_device(inputs_mod.get_input_suite, device))[label]
-                if callable(raw):
-                    raw = raw()
-            else:
-                raw = _with_device(inputs_mod.get_inputs, device)
-            return list(raw)
-    except OpLoadError:
-        raise
-    except Exception as exc:
-        raise OpLoadError(
-            f"{where}: drawing the inputs ({label}) failed: {_common.error_line(exc, 300)}"
-        ) from None
-
-
-def _shape(inputs_mod: types.ModuleType, label: str, where: str) -> Shape:
-    """A suite entry; sizes and dtype read from a draw on the meta device (no data)."""
-    raw = _draw(inputs_mod, label, 0, where, "meta")
-    tensors = [v for v in raw if isinstance(v, torch.Tensor)]
-    floats = [t for t in tensors if t.is_floating_point()]
-    dtype = str((floats or tensors or [torch.empty(())])[0].dtype).removeprefix("torch.")
-    dims = {f"input{i}": int(v) for i, v in enumerate(raw) if isinstance(v, int)}
-    if label == CPU_LABEL:
-        sizes = " ".join("x".join(str(d) for d in t.shape) for t in tensors)
-        return Shape(f"{CPU_LABEL} {sizes} {dtype}".strip(), dims, dtype)
-    return Shape(label, dims, dtype)
-
-
-def _interpreter_or_fail(where: str) -> None:
-    """On the CPU the user's kernel runs in Triton's interpreter, which must be chosen
-    before triton is imported."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return
-    if "triton" in sys.modules:
-        raise OpLoadError(
-            f"{where}: no GPU here and triton was imported without TRITON_INTERPRET=1; "
-            "set TRITON_INTERPRET=1 to check the kernel on the CPU"
-        )
-    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -681,25 +431,5 @@ def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     )
 
 
-def _input_key(args: Sequence[Any]) -> tuple:
-    return tuple(
-        (tuple(a.shape), str(a.dtype), a.device.type)
-        if isinstance(a, torch.Tensor)
-        else ("value", repr(a))
-        for a in args
-    )
-
-
 def _as_tuple(result: Any) -> tuple[torch.Tensor, ...]:
-    if isinstance(result, torch.Tensor):
-        return (result,)
-    if isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in result):
-        return tuple(result)
-    raise TypeError(f"expected a tensor or a tuple of tensors, got {type(result).__name__}")
-
-
-def _device_of(args: Sequence[Any]) -> str:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return str(a.device)
-    return "cpu"
+    return as_tensors(result, "expected a tensor or a tuple of tensors")

@@ -466,7 +466,7 @@ def test_optimize_accepts_min_speedup_zero_and_defaults_to_it():
 
 
 def test_the_search_proposer_ranks_its_trials_by_the_same_rule():
-    from kernelladder.engine.proposers.search import _best
+    from kernelladder.engine.proposers.search_judging import best_trial as _best
     from kernelladder.engine.proposers.search_memory import PASS, Trial
 
     run = H200_RUNS / "rmsnorm-search"

@@ -12,7 +12,7 @@ from kernelladder.engine import load_op_info
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.proposers.tune import DOWN, UP, TuneProposer, profile_order
 from kernelladder.engine.protocols import ProposalContext
-from kernelladder.ops.workspace import knowledge_text
+from kernelladder.ops.workspace_files import knowledge_text
 from kernelladder.verifier.host.profile import summarize
 
 REPO = ROOT

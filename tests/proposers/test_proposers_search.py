@@ -180,8 +180,8 @@ def test_a_faster_parent_becomes_the_base():
 
 
 def test_the_move_that_improved_the_base_is_tried_again_first():
-    from kernelladder.engine.proposers.search import _ordered_moves
     from kernelladder.engine.proposers.search_memory import Trial
+    from kernelladder.engine.proposers.search_moves import ordered_moves as _ordered_moves
 
     family = next(f for f in SearchProposer()._families["rmsnorm"] if f.name == "multi-row")
     plain = Trial("k", family.name, dict(family.start), 0, status="pass", speedup=2.0)
@@ -407,7 +407,7 @@ def test_unknown_branch_labels_start_from_the_first_family():
 
 
 def test_linked_parameters_move_together_right_after_the_single_steps():
-    from kernelladder.engine.proposers.search import _rings
+    from kernelladder.engine.proposers.search_moves import rings as _rings
 
     family = next(f for f in SearchProposer()._families["attention"] if f.name == "flash-tma")
     assert ("BLOCK_M", "NUM_WARPS") in family.links

@@ -5,6 +5,7 @@ shapes against plain torch math; kv_quant against its op spec's near-tie rule)."
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,6 +40,27 @@ def test_catalog_covers_the_five_ops_with_distinct_families():
             for p in f.params:
                 assert f.start[p.name] in p.values, (f.name, p.name)
             assert f.valid(f.start), f.name
+
+
+DIGESTS = Path(__file__).resolve().parents[1] / "data" / "template-render-digests.json"
+
+
+def test_every_family_renders_the_same_sources_as_its_recorded_digest():
+    """The start point and its single-parameter neighbours render byte for byte as
+    recorded (sha256 over the sources): a refactor of the templates changes no candidate.
+    A deliberate change of a template updates its row here."""
+    import hashlib
+    import json
+
+    recorded = json.loads(DIGESTS.read_text(encoding="utf-8"))
+    rendered = {}
+    for op, families in CATALOG.items():
+        for family in families:
+            digest = hashlib.sha256()
+            for point in _neighbours(family):
+                digest.update(family.render(point).encode() + b"\0")
+            rendered[f"{op}/{family.name}"] = digest.hexdigest()
+    assert rendered == recorded
 
 
 @pytest.mark.parametrize("op", sorted(CATALOG))

@@ -11,38 +11,28 @@ replay  the sources of a saved run, again
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from kernelladder.engine.protocols import Proposer
 
-PROPOSERS: tuple[str, ...] = ("search", "tune", "api", "openai", "code", "replay")
+# name -> (module, class)
+_CLASSES: dict[str, tuple[str, str]] = {
+    "search": ("search", "SearchProposer"),
+    "tune": ("tune", "TuneProposer"),
+    "api": ("api", "ApiProposer"),
+    "openai": ("openai_chat", "OpenAIChatProposer"),
+    "code": ("code", "CodeProposer"),
+    "replay": ("replay", "ReplayProposer"),
+}
+PROPOSERS: tuple[str, ...] = tuple(_CLASSES)
 
 
 def get_proposer(name: str, **cfg: Any) -> Proposer:
-    """A proposer by name; cfg: model, api_key, base_url (api, openai); price_in, price_out (openai); executable (code);
-    run_dir or replay_from (replay). Unknown keys are ignored."""
-    if name == "search":
-        from kernelladder.engine.proposers.search import SearchProposer
-
-        return SearchProposer(**cfg)
-    if name == "tune":
-        from kernelladder.engine.proposers.tune import TuneProposer
-
-        return TuneProposer(**cfg)
-    if name == "api":
-        from kernelladder.engine.proposers.api import ApiProposer
-
-        return ApiProposer(**cfg)
-    if name == "openai":
-        from kernelladder.engine.proposers.openai_chat import OpenAIChatProposer
-
-        return OpenAIChatProposer(**cfg)
-    if name == "code":
-        from kernelladder.engine.proposers.code import CodeProposer
-
-        return CodeProposer(**cfg)
-    if name == "replay":
-        from kernelladder.engine.proposers.replay import ReplayProposer
-
-        return ReplayProposer(**cfg)
-    raise ValueError(f"unknown proposer {name!r} (known: {', '.join(PROPOSERS)})")
+    """A proposer by name; cfg: model, api_key, base_url (api, openai); price_in,
+    price_out (openai); executable (code); run_dir or replay_from (replay). Unknown keys
+    are ignored. Its module is imported when it is asked for."""
+    if name not in _CLASSES:
+        raise ValueError(f"unknown proposer {name!r} (known: {', '.join(PROPOSERS)})")
+    module, cls = _CLASSES[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(**cfg)

@@ -136,15 +136,18 @@ class ApiProposer(ProposerBase):
         sdk = importlib.import_module(self.SDK)
         return sdk.Timeout(seconds, connect=min(CONNECT_TIMEOUT_S, seconds))
 
-    def _sync_client(self, timeout_s: float) -> Any:
-        import anthropic
-
-        return anthropic.Anthropic(
+    def _sdk_client(self, name: str, timeout_s: float) -> Any:
+        """The SDK's client class `name`, without retries of its own (_retrying retries)."""
+        sdk = importlib.import_module(self.SDK)
+        return getattr(sdk, name)(
             api_key=self._key(),
             base_url=self.base_url,
             max_retries=0,
             timeout=self._timeout(timeout_s),
         )
+
+    def _sync_client(self, timeout_s: float) -> Any:
+        return self._sdk_client(self.SYNC_CLIENT, timeout_s)
 
     def check_server(self) -> None:
         """One request before the run starts (CHECK_PATH): a server that cannot be
@@ -220,14 +223,7 @@ class ApiProposer(ProposerBase):
 
     def _get_client(self) -> Any:
         if self._client is None:
-            import anthropic
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._key(),
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self._timeout(self.timeout_s),
-            )
+            self._client = self._sdk_client(self.ASYNC_CLIENT, self.timeout_s)
         return self._client
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
@@ -246,13 +242,30 @@ class ApiProposer(ProposerBase):
         model = getattr(response, "model", None) or self.model
         usage, note = self._estimated(getattr(response, "usage", None), system, user, text)
         cost = cost_of(model, usage)
+        stop = getattr(response, "stop_reason", None)
+        meta: dict[str, Any] = {
+            "retries": retries,
+            "stop_reason": stop,
+            "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
+        }
+        empty = f"{self._where()} answered with no text for model {model} (stop_reason {stop})"
+        return self._read_reply(ctx, text, model, cost, note, meta, lambda: empty)
+
+    def _read_reply(
+        self,
+        ctx: ProposalContext,
+        text: str,
+        model: str,
+        cost: Any,
+        note: str | None,
+        meta: dict[str, Any],
+        empty: Callable[[], str],
+    ) -> Proposal:
+        """The reply's text as a Proposal; a reply with no text (`empty()` says why) or
+        none to read a candidate from fails with what its tokens cost all the same."""
         spent = {"tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out, "cost_usd": cost.usd}
         if not text.strip():
-            stop = getattr(response, "stop_reason", None)
-            error = ProposerError(
-                f"{self._where()} answered with no text for model {model} (stop_reason {stop})",
-                retryable=True,
-            )
+            error = ProposerError(empty(), retryable=True)
             raise self._failed(error.spent(**spent, model=model, notice=note))
         self._answered()
         try:
@@ -260,11 +273,6 @@ class ApiProposer(ProposerBase):
         except ProposerError as exc:
             # the tokens were spent all the same: the engine counts them
             raise exc.spent(**spent, model=model, notice=note) from None
-        meta: dict[str, Any] = {
-            "retries": retries,
-            "stop_reason": getattr(response, "stop_reason", None),
-            "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
-        }
         if cost.note:
             meta["cost_note"] = cost.note
         if note:
@@ -293,6 +301,7 @@ class ApiProposer(ProposerBase):
     # The SDK whose errors _retrying reads (anthropic and openai name them alike), and how
     # a refusal and a last failure are said; OpenAIChatProposer says them its own way.
     SDK = "anthropic"
+    SYNC_CLIENT, ASYNC_CLIENT = "Anthropic", "AsyncAnthropic"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)

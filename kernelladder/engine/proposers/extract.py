@@ -9,6 +9,7 @@ costly it is to undo. Anything malformed raises a retryable ProposerError of one
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,32 +35,15 @@ class Extracted:
     undo_cost: str
     undo_reason: str
 
-    def proposal(
-        self,
-        ctx: ProposalContext,
-        *,
-        model: str | None,
-        tokens_in: int,
-        tokens_out: int,
-        cost_usd: float,
-        meta: dict[str, Any],
-        notice: str | None = None,
-    ) -> Proposal:
+    def proposal(self, ctx: ProposalContext, **answer: Any) -> Proposal:
         """The reply as a Proposal (the api, openai and code proposers' one way to make
-        it): made from the parent the model was shown."""
+        it), made from the parent the model was shown; `answer`: the model, its tokens
+        and cost, meta and notice, as Proposal names them."""
         return Proposal(
-            source=self.source,
+            **dataclasses.asdict(self),
             strategy=ctx.strategy,
-            move=self.move,
-            undo_cost=self.undo_cost,
-            undo_reason=self.undo_reason,
-            model=model,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=cost_usd,
-            meta=meta,
             base_attempt=ctx.parent_attempt,
-            notice=notice,
+            **answer,
         )
 
 

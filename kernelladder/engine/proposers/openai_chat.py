@@ -3,8 +3,8 @@ openai SDK): OpenAI itself, OpenRouter, or an open model served by vLLM, SGLang,
 LM Studio (`--base-url http://127.0.0.1:8000/v1`).
 
 The prompt, the reply format (one ```python file, MOVE:, UNDO:), the feedback and the
-knowledge blocks are the `api` proposer's (prompt.py, extract.py); so are the backoff and
-the error wording helpers (api.py). The key comes from OPENAI_API_KEY; a server at
+knowledge blocks are the `api` proposer's; so are the backoff, the error wording and the
+reading of a reply into a proposal. The key comes from OPENAI_API_KEY; a server at
 another base URL may need none. Tokens come from the reply's usage; the cost from
 OPENAI_PRICES or --price-in/--price-out (USD per million tokens), else the cost is not
 known: counted as 0 with a note, never guessed.
@@ -12,6 +12,7 @@ known: counted as 0 with a note, never guessed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,7 +21,6 @@ from typing import Any
 
 from kernelladder.engine.proposers.api import ApiProposer, _connection_reason, _times
 from kernelladder.engine.proposers.api import _message as _api_message
-from kernelladder.engine.proposers.extract import extract_reply
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
 
@@ -150,30 +150,8 @@ class OpenAIChatProposer(ApiProposer):
     CHECK_PATH = "/models"  # under the base URL
     BASE_URL_HINT = "is --base-url right? (most servers: http://HOST:PORT/v1)"
 
-    def _sync_client(self, timeout_s: float) -> Any:
-        import openai
-
-        return openai.OpenAI(
-            api_key=self._key(),
-            base_url=self.base_url,
-            max_retries=0,
-            timeout=self._timeout(timeout_s),
-        )
-
     def _usage_of(self, tokens_in: int, tokens_out: int) -> Any:
         return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                api_key=self._key(),
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self._timeout(self.timeout_s),
-            )
-        return self._client
 
     def _where(self) -> str:
         return f"the server at {self.base_url}"
@@ -194,35 +172,14 @@ class OpenAIChatProposer(ApiProposer):
         model = getattr(response, "model", None) or self.model
         usage, note = self._estimated(getattr(response, "usage", None), system, user, text)
         cost = chat_cost(model, usage, self.price_in, self.price_out)
-        spent = {"tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out, "cost_usd": cost.usd}
-        if not text.strip():
-            error = ProposerError(self._no_text(model, choice, message), retryable=True)
-            raise self._failed(error.spent(**spent, model=model, notice=note))
-        self._answered()
-        try:
-            extracted = extract_reply(text, ctx.op)
-        except ProposerError as exc:
-            # the tokens were spent all the same: the engine counts them
-            raise exc.spent(**spent, model=model, notice=note) from None
         meta: dict[str, Any] = {
             "retries": retries,
             "finish_reason": getattr(choice, "finish_reason", None),
             "request_id": getattr(response, "_request_id", None) or getattr(response, "id", None),
             "base_url": self.base_url,
         }
-        if cost.note:
-            meta["cost_note"] = cost.note
-        if note:
-            meta["tokens_estimated"] = True
-        return extracted.proposal(
-            ctx,
-            model=model,
-            tokens_in=cost.tokens_in,
-            tokens_out=cost.tokens_out,
-            cost_usd=cost.usd,
-            meta=meta,
-            notice=note,
-        )
+        empty = functools.partial(self._no_text, model, choice, message)
+        return self._read_reply(ctx, text, model, cost, note, meta, empty)
 
     def _no_text(self, model: str, choice: Any, message: Any) -> str:
         """Why a reply has no text to read a candidate from, naming the server."""
@@ -273,6 +230,7 @@ class OpenAIChatProposer(ApiProposer):
         return await self._retrying(request)
 
     SDK = "openai"
+    SYNC_CLIENT, ASYNC_CLIENT = "OpenAI", "AsyncOpenAI"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)

@@ -2,12 +2,10 @@
 local search over the parameterized kernel templates of the five built-in ops.
 
 Per branch it remembers every grid point it proposed and what the verifier said about
-it, and no point is proposed twice in a run, on any branch (search_memory.py): branches
-that changed family once walked each other's paths, a third of a default GPU run's
-attempts being kernels verified already. The next proposal is the first point untried
-in the run nearest (in grid steps) to the branch's best verified point: single-parameter
-moves first (the last improving move repeated first, the parameters the feedback points
-at next), then pairs, then farther rings. When a family's grid is used up it moves to
+it, and no point is proposed twice in a run, on any branch. The next proposal is the
+first point untried in the run nearest (in grid steps) to the branch's best verified
+point: single-parameter moves first (the last improving move repeated first, the
+parameters the feedback points at next), then pairs, then farther rings. When a family's grid is used up it moves to
 the next family open to the branch, and when none is left it raises ProposerExhausted.
 A branch that changes to a family another branch has walked enters it at the run's best
 point of that family, and its parent is then that attempt (the source is derived from
@@ -32,14 +30,18 @@ attempts after it.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelladder.engine.proposers.search_judging import (
+    best_trial,
+    held_back_by,
+    low_occupancy,
+    resource_trouble,
+)
 from kernelladder.engine.proposers.search_memory import (
-    FAIL,
     PASS,
     VETOED,
     BranchMemory,
@@ -47,6 +49,7 @@ from kernelladder.engine.proposers.search_memory import (
     Trial,
     ingest,
 )
+from kernelladder.engine.proposers.search_moves import ordered_moves, rings
 from kernelladder.engine.proposers.search_steering import Steering, steering
 from kernelladder.engine.protocols import (
     Proposal,
@@ -55,22 +58,15 @@ from kernelladder.engine.protocols import (
     ProposerError,
     ProposerExhausted,
 )
-from kernelladder.engine.record import standing_rank
 from kernelladder.engine.run.directives import matches
-from kernelladder.ops.family import FOCUS_ALL, FOCUS_LARGE, FOCUS_SMALL, Family, Param, config_key
+from kernelladder.ops.family import Family, Param, config_key
 from kernelladder.ops.registry import catalog
-from kernelladder.verifier.contract.verdict import ShapeTiming, fastest_baseline
 
 NAME = "search"
 KERNELBENCH_MESSAGE = (
     "the search proposer supports the built-in ops (softmax, rmsnorm, attention, "
     "int8_matmul, kv_quant); use --proposer api or code for KernelBench problems"
 )
-# Gates whose failure usually means the kernel asked for too much (shared memory,
-# registers, compile time): move resource-hungry parameters down first.
-RESOURCE_GATES = frozenset({"load", "crash", "timeout"})
-_RESOURCE_WORDS = ("out of resource", "shared memory", "registers", "too many resources")
-LARGE_FLOOR_TARGET = 0.9  # below this fraction of the floor on the largest shape: focus there
 _SUFFIX = re.compile(r"^(.*?)(?:#(\d+))?$")
 
 
@@ -173,205 +169,6 @@ def _suite_dims(op: Mapping[str, Any], device: str) -> list[Mapping[str, int]]:
 
 
 # --- choosing the next point -------------------------------------------------------------------
-
-
-_TIMING_FIELDS = frozenset(ShapeTiming.__dataclass_fields__)
-
-
-def merit(trial: Trial) -> standing_rank.Merit:
-    """The trial's merit by the run's one rule (standing_rank): slower than the fastest
-    baseline at no shape first, then vs best, then the floor fraction; the reference
-    speedup where the verdict has no per-shape times (the history carries only that)."""
-    timings = tuple(
-        ShapeTiming(**{k: v for k, v in t.items() if k in _TIMING_FIELDS})
-        for t in trial.timings
-        if "label" in t
-    )
-    return standing_rank.merit_from_timings(
-        timings, speedup=trial.speedup, floor_fraction=trial.floor_fraction, noise=None
-    )
-
-
-def score(trial: Trial) -> float | None:
-    """vs best: the geomean over shapes of the fastest library time over the candidate's
-    (the back-to-back rounds' ratio where they ran), when the verdict's per-shape times
-    are known; else the same against the reference's time."""
-    vs = merit(trial).vs_best
-    if vs is not None:
-        return vs
-    ratios = []
-    for t in trial.timings:
-        cand = t.get("candidate_ms")
-        if not isinstance(cand, (int, float)) or cand <= 0:
-            continue
-        ref = _rival_ms(t)
-        if isinstance(ref, (int, float)) and ref > 0:
-            ratios.append(math.log(ref / cand))
-    return math.exp(sum(ratios) / len(ratios)) if ratios else None
-
-
-def _rival_ms(t: Mapping[str, Any]) -> Any:
-    """The time a shape's candidate is measured against: the fastest library baseline
-    that ran, else the reference's (as recorded: may be missing)."""
-    fastest = fastest_baseline(t.get("baselines_ms") or {})
-    return fastest[1] if fastest else t.get("reference_ms")
-
-
-def _better(a: Trial, b: Trial) -> bool:
-    """Does a rank above b by the run's rule (see merit)? Ties keep the earlier trial."""
-    ma, mb = merit(a), merit(b)
-    if standing_rank.better(ma, mb):
-        return True
-    if standing_rank.better(mb, ma):
-        return False
-    return (ma.speedup is not None or ma.vs_best is not None) and a.order < b.order
-
-
-def _best(trials: Sequence[Trial]) -> Trial | None:
-    passed = sorted((t for t in trials if t.status == PASS), key=lambda t: t.order)
-    if not passed:
-        return None
-    best = passed[0]
-    for t in passed[1:]:
-        if _better(t, best):
-            best = t
-    return best
-
-
-def _focus(trial: Trial | None) -> str | None:
-    """Which shapes hold the candidate back: "large" (floor not reached on the largest
-    shape) or "small" (a smaller shape is the one slowest against the best baseline)."""
-    if trial is None or not trial.timings:
-        return None
-    timed = [t for t in trial.timings if t.get("candidate_ms")]
-    if not timed:
-        return None
-    largest = max(timed, key=lambda t: t.get("floor_ms") or t.get("reference_ms") or 0.0)
-    if (largest.get("floor_fraction") or 0.0) < LARGE_FLOOR_TARGET:
-        return FOCUS_LARGE
-
-    def against_best(t: Mapping[str, Any]) -> float:
-        return (_rival_ms(t) or t["candidate_ms"]) / t["candidate_ms"]
-
-    worst = min(timed, key=against_best)
-    if against_best(worst) >= 1.0:
-        return None
-    return FOCUS_LARGE if worst is largest else FOCUS_SMALL
-
-
-def _resource_trouble(trial: Trial | None) -> bool:
-    if trial is None or trial.status != FAIL:
-        return False
-    detail = trial.detail.lower()
-    return trial.gate in RESOURCE_GATES or any(w in detail for w in _RESOURCE_WORDS)
-
-
-LOW_OCCUPANCY_PCT = 30.0  # achieved occupancy below this: fewer registers/warps first
-
-
-def low_occupancy(profile: Mapping[str, Any] | None) -> bool:
-    """A profile whose achieved occupancy is low: the kernel asks for too many registers,
-    warps or shared memory per block."""
-    pct = (profile or {}).get("achieved_occupancy_pct")
-    return isinstance(pct, (int, float)) and pct < LOW_OCCUPANCY_PCT
-
-
-def _ordered_moves(
-    family: Family,
-    params: Sequence[Param],
-    base: Trial,
-    rotation: int,
-    focus: str | None,
-    shrink: bool,
-) -> list[tuple[Param, int]]:
-    """Single-parameter grid steps from the base, most promising first."""
-    if rotation and params:
-        r = rotation % len(params)
-        params = [*params[r:], *params[:r]]
-    if focus:
-        rank = {focus: 0, FOCUS_ALL: 1}
-        params = sorted(params, key=lambda p: rank.get(p.focus, 2))
-    moves: list[tuple[Param, int]] = []
-    for p in params:
-        directions = (-1, +1) if (shrink and p.resource) else (+1, -1)
-        moves += [(p, d) for d in directions]
-    if shrink:
-        moves.sort(key=lambda m: 0 if (m[0].resource and m[1] < 0) else 1)
-    # the move that made the base better than its own base, once more first
-    momentum = [(name, d) for name, d in base.moved]
-    if momentum and (score(base) is not None or base.speedup is not None):
-        first = [m for m in moves if (m[0].name, m[1]) in momentum]
-        moves = first + [m for m in moves if m not in first]
-    return moves
-
-
-def _rings(
-    family: Family,
-    base_params: Mapping[str, Any],
-    moves: Sequence[tuple[Param, int]],
-    params: Sequence[Param],
-) -> Iterator[tuple[dict[str, Any], tuple[tuple[str, int], ...]]]:
-    """Grid points by distance from the base: ring 1 in `moves` order, then the family's
-    linked pairs moved together, then farther rings (every combination of steps whose
-    sizes add up to the ring's distance)."""
-    index = {
-        p.name: p.values.index(base_params[p.name])
-        for p in params
-        if base_params[p.name] in p.values
-    }
-    params = [p for p in params if p.name in index]
-    for p, d in moves:
-        if p.name not in index:
-            continue
-        j = index[p.name] + d
-        if 0 <= j < len(p.values):
-            point = dict(base_params)
-            point[p.name] = p.values[j]
-            yield point, ((p.name, d),)
-    first_way = {p.name: d for p, d in reversed(moves)}  # the direction ring 1 tried first
-    for a, b in family.links:
-        if a not in index or b not in index:
-            continue
-        way = first_way.get(a, +1)
-        for d in (way, -way):
-            ja, jb = index[a] + d, index[b] + d
-            pa, pb = family.param(a), family.param(b)
-            if 0 <= ja < len(pa.values) and 0 <= jb < len(pb.values):
-                yield {**base_params, a: pa.values[ja], b: pb.values[jb]}, ((a, d), (b, d))
-    max_distance = sum(len(p.values) - 1 for p in params)
-    for distance in range(2, max_distance + 1):
-        yield from _ring(base_params, params, index, distance, 0, (), {})
-
-
-def _ring(
-    base_params: Mapping[str, Any],
-    params: Sequence[Param],
-    index: Mapping[str, int],
-    remaining: int,
-    start: int,
-    moved: tuple[tuple[str, int], ...],
-    changes: dict[str, Any],
-) -> Iterator[tuple[dict[str, Any], tuple[tuple[str, int], ...]]]:
-    if remaining == 0:
-        if len(moved) >= 1:
-            yield {**base_params, **changes}, moved
-        return
-    for i in range(start, len(params)):
-        p = params[i]
-        here = index[p.name]
-        for size in range(1, remaining + 1):
-            for d in (+1, -1):
-                j = here + d * size
-                if 0 <= j < len(p.values):
-                    yield from _ring(
-                        base_params,
-                        params,
-                        index,
-                        remaining - size,
-                        i + 1,
-                        (*moved, (p.name, d)),
-                        {**changes, p.name: p.values[j]},
-                    )
 
 
 def _untried(run: RunMemory, op: str, family: Family, point: Mapping[str, Any]) -> bool:
@@ -549,14 +346,14 @@ def _step_in_family(
         and not any(t.status == PASS for t in trials)
     ):
         return Step(family, start, None, ())
-    base = _best(trials)
+    base = best_trial(trials)
     if base is None:
         # nothing in this family verified on this branch: enter it at the run's best point
         # of it (another branch's), else search around its start (or the latest try)
         elsewhere = run.family_trials(family.name, but=memory)
         start_key = config_key(op, family.name, start)
         base = (
-            _best(elsewhere)
+            best_trial(elsewhere)
             or memory.trials.get(start_key)
             or (trials[-1] if trials else None)
             or next((t for t in elsewhere if t.key == start_key), None)
@@ -569,11 +366,11 @@ def _step_in_family(
         return tried
     relevant = [p for p in family.params if p.matters(dims)]
     latest = max(trials, key=lambda t: t.order) if trials else None
-    moves = _ordered_moves(
-        family, relevant, base, rotation, _focus(base),
-        _resource_trouble(latest) or memory.low_occupancy,
+    moves = ordered_moves(
+        family, relevant, base, rotation, held_back_by(base),
+        resource_trouble(latest) or memory.low_occupancy,
     )  # fmt: skip
-    for ring_point, moved in _rings(family, base.params, moves, relevant):
+    for ring_point, moved in rings(family, base.params, moves, relevant):
         point = _constrained(family, ring_point, steer)
         if point is None or not _untried(run, op, family, point):
             continue
@@ -612,7 +409,7 @@ def _made_from(memory: BranchMemory, step: Step, ctx: ProposalContext) -> int | 
             for t in memory.trials.values()
             if t.family == step.switched_from and t.attempt is not None
         ]
-        best = _best(left) or max(left, key=lambda t: t.order, default=None)
+        best = best_trial(left) or max(left, key=lambda t: t.order, default=None)
         if best is not None:
             return best.attempt
     if step.base is not None:

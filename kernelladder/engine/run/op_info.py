@@ -96,7 +96,7 @@ def _load(op: str) -> OpInfo:
     description = spec.describe()
     note = str(description.get("reference_note") or "")
     if spec.kind == "workspace":  # DIR/knowledge/ for the api/code prompts, within a budget
-        from kernelladder.ops.workspace import knowledge_text
+        from kernelladder.ops.workspace_files import knowledge_text
 
         text, files = knowledge_text(op)
         if files:

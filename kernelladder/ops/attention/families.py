@@ -1,17 +1,19 @@
-"""attention templates: causal softmax(q k^T / sqrt(D)) v for q, k, v [B, H, S, D].
+"""attention's search families: causal softmax(q k^T / sqrt(D)) v for q, k, v [B, H, S, D].
 
-Flash-attention forward: a BLOCK_M block of queries per program streams BLOCK_N blocks of
-keys/values with an online softmax (fp32 statistics and accumulator, tl.dot in the input
-dtype), skipping the key blocks above the diagonal. Families differ in how the diagonal is
-handled, in which query blocks run first, in how blocks are loaded (pointers, or
-tensor descriptors: TMA on Hopper), in how the K/V loop is pipelined (a `tl.range` ring,
-warp specialisation) and in whether programs are persistent. NOTES (at the end) is what
-the api/code prompts are told of them, including which code paths only the GPU runs.
+Every family is a flash-attention forward (an online softmax over blocks of keys, the
+blocks above the diagonal skipped); they differ in how the diagonal is handled, which
+query blocks run first, how blocks are loaded (pointers, or tensor descriptors: TMA on
+Hopper), how the K/V loop is pipelined (a `tl.range` ring, warp specialisation, Gluon's
+warpgroup MMAs) and whether programs are persistent. Here are their parameters, what
+fits in shared memory, and the table of families; the kernels' text lives in pointer.py,
+ring.py and wgmma.py, and NOTES (notes.py) is what the api/code prompts are told.
 """
 
 from __future__ import annotations
 
 from kernelladder.ops.attention.notes import NOTES as NOTES  # knowledge
+from kernelladder.ops.attention.pointer import POINTER_BODY, POINTER_KERNELS, TMA_BODY
+from kernelladder.ops.attention.ring import PERSISTENT_BODY, RING_BODY
 from kernelladder.ops.attention.wgmma import GLUON_KERNELS
 from kernelladder.ops.family import SM_COUNT_HELPER, Family, Param
 
@@ -27,428 +29,8 @@ _EXP2 = Param("EXP2", (True, False), doc="exp2 with log2(e) folded into the scal
 # 0.1055, no change at B4 H32 S2048 (bench/attention_probe.py, 2026-11-30)
 _REVERSE = Param("REVERSE", (False, True), doc="the longest query blocks of a head first")
 
-_KERNELS = """
-@triton.jit
-def _attn_block(acc, l_i, m_i, q, K, V, start_n, offs_m, offs_n, offs_d, S,
-                sks, skd, svs, svd, qk_scale, D: tl.constexpr, EVEN_D: tl.constexpr,
-                MASKED: tl.constexpr, EXP2: tl.constexpr):
-    cols = start_n + offs_n
-    if MASKED:
-        kv_mask = (cols < S)[:, None]
-        if not EVEN_D:
-            kv_mask = kv_mask & (offs_d < D)[None, :]
-        k = tl.load(K + cols[:, None] * sks + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * svs + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
-    elif EVEN_D:
-        k = tl.load(K + cols[:, None] * sks + offs_d[None, :] * skd)
-        v = tl.load(V + cols[:, None] * svs + offs_d[None, :] * svd)
-    else:
-        d_mask = (offs_d < D)[None, :]
-        k = tl.load(K + cols[:, None] * sks + offs_d[None, :] * skd, mask=d_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * svs + offs_d[None, :] * svd, mask=d_mask, other=0.0)
-    qk = tl.dot(q, tl.trans(k)) * qk_scale
-    if MASKED:
-        keep = (cols[None, :] <= offs_m[:, None]) & (cols < S)[None, :]
-        qk = tl.where(keep, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-    if EXP2:
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-    else:
-        p = tl.exp(qk - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return acc, l_i, m_new
-
-
-@triton.jit
-def _attn_fwd(Q, K, V, O, sm_scale, H, S,
-              sqb, sqh, sqs, sqd, skb, skh, sks, skd,
-              svb, svh, svs, svd, sob, soh, sos, sod,
-              D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, EVEN_D: tl.constexpr, SPLIT_DIAG: tl.constexpr,
-              REVERSE: tl.constexpr, EXP2: tl.constexpr):
-    pid_m = tl.program_id(0)
-    if REVERSE:
-        # the last query blocks see the most keys: start them first
-        pid_m = tl.num_programs(0) - 1 - pid_m
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    q_base = Q + b * sqb + h * sqh
-    k_base = K + b * skb + h * skh
-    v_base = V + b * svb + h * svh
-    o_base = O + b * sob + h * soh
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
-    q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :] * sqd, mask=io_mask, other=0.0)
-    if EXP2:
-        qk_scale = sm_scale * 1.4426950408889634
-    else:
-        qk_scale = sm_scale
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    lo = 0
-    if SPLIT_DIAG:
-        # key blocks entirely below the diagonal need no mask
-        for start_n in range(0, start_m, BLOCK_N):
-            acc, l_i, m_i = _attn_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m,
-                                        offs_n, offs_d, S, sks, skd, svs, svd, qk_scale,
-                                        D, EVEN_D, False, EXP2)
-        lo = start_m
-    hi = tl.minimum(start_m + BLOCK_M, S)
-    for start_n in range(lo, hi, BLOCK_N):
-        acc, l_i, m_i = _attn_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m,
-                                    offs_n, offs_d, S, sks, skd, svs, svd, qk_scale,
-                                    D, EVEN_D, True, EXP2)
-    out = acc / l_i[:, None]
-    tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod,
-             out.to(O.dtype.element_ty), mask=io_mask)
-
-
-def _launch_pointers(q, k, v, o, block_m, block_n, block_d):
-    B, H, S, D = q.shape
-    grid = (triton.cdiv(S, block_m), B * H)
-    _attn_fwd[grid](
-        q, k, v, o, 1.0 / (D ** 0.5), H, S,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, EVEN_D=block_d == D,
-        SPLIT_DIAG=SPLIT_DIAG,
-        REVERSE=REVERSE, EXP2=EXP2, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-    )
-
-
-def _blocks(S, D):
-    # tl.dot needs 16 rows at least; tiny sequences do not need 128-row blocks
-    block_m = min(BLOCK_M, max(16, triton.next_power_of_2(S)))
-    return block_m, min(BLOCK_N, block_m), max(16, triton.next_power_of_2(D))
-"""
-
-_BODY = (
-    _KERNELS
-    + """
-
-def kernel(q, k, v):
-    o = torch.empty_like(q)
-    _launch_pointers(q, k, v, o, *_blocks(q.shape[2], q.shape[3]))
-    return o
-"""
-)
-
-_DESCRIPTOR_HELPERS = """try:  # host-side tensor descriptors (TMA on Hopper and later; emulated by the interpreter)
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:
-    TensorDescriptor = None
-
-
-def _tma_ok(q, k, v):
-    # dense [B, H, S, D] tensors whose rows start on 16 bytes: what a descriptor needs
-    return TensorDescriptor is not None and all(
-        t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[3] * t.element_size()) % 16 == 0
-        for t in (q, k, v)
-    )
-"""
-
-_TMA_BODY = (
-    _KERNELS
-    + """
-
-@triton.jit
-def _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m, offs_n, S, qk_scale,
-               MASKED: tl.constexpr):
-    # rows of K and V past this head's S (the next head's, or zeros past the tensor's
-    # end) are masked to -inf in qk, so their p is 0
-    k = k_desc.load([row0 + start_n, 0])
-    v = v_desc.load([row0 + start_n, 0])
-    qk = tl.dot(q, tl.trans(k))
-    if MASKED:
-        cols = start_n + offs_n
-        keep = (cols[None, :] <= offs_m[:, None]) & (cols < S)[None, :]
-        qk = tl.where(keep, qk * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.exp2(qk - m_new[:, None])
-    else:
-        # the scale folded into the exponent's argument: one multiply-add per score
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, l_i, m_new
-
-
-@triton.jit
-def _attn_fwd_tma(q_desc, k_desc, v_desc, O, sm_scale, H, S, sob, soh, sos, sod,
-                  D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, REVERSE: tl.constexpr):
-    # q, k, v seen as [B * H * S, D]: a (batch, head) is S consecutive rows from row0
-    pid_m = tl.program_id(0)
-    if REVERSE:
-        # a head's last query blocks see the most keys: start them first
-        pid_m = tl.num_programs(0) - 1 - pid_m
-    bh = tl.program_id(1)
-    row0 = bh * S
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    q = q_desc.load([row0 + start_m, 0])
-    qk_scale = sm_scale * 1.4426950408889634
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for start_n in range(0, start_m, BLOCK_N):
-        acc, l_i, m_i = _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m,
-                                   offs_n, S, qk_scale, False)
-    for start_n in range(start_m, tl.minimum(start_m + BLOCK_M, S), BLOCK_N):
-        acc, l_i, m_i = _tma_block(acc, l_i, m_i, q, k_desc, v_desc, row0, start_n, offs_m,
-                                   offs_n, S, qk_scale, True)
-    out = acc / l_i[:, None]
-    o_base = O + (bh // H).to(tl.int64) * sob + (bh % H).to(tl.int64) * soh
-    io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
-    tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod,
-             out.to(O.dtype.element_ty), mask=io_mask)
-
-
-"""
-    + _DESCRIPTOR_HELPERS
-    + """
-
-def kernel(q, k, v):
-    B, H, S, D = q.shape
-    o = torch.empty_like(q)
-    block_m, block_n, block_d = _blocks(S, D)
-    if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, block_m, block_n, block_d)
-        return o
-    descs = [
-        TensorDescriptor.from_tensor(t.view(B * H * S, D), [rows, block_d])
-        for t, rows in ((q, block_m), (k, block_n), (v, block_n))
-    ]
-    _attn_fwd_tma[(triton.cdiv(S, block_m), B * H)](
-        *descs, o, 1.0 / (D ** 0.5), H, S, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, REVERSE=REVERSE,
-        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-    )
-    return o
-"""
-)
-
-
-# --- Hopper families: one tile routine, launched per tile or by persistent programs ---------
-# Every K/V loop is a `tl.range` with its own software-pipeline depth (NUM_STAGES: the ring
-# of K/V blocks in flight); with WS the unmasked loop takes Triton's automatic warp
-# specialisation (producer warps issue the TMA loads, consumer warps the dots). The interpreter runs these loops as
-# plain ranges: the pipeline depth and WS change nothing on the CPU and are exercised only
-# on the GPU; everything else (descriptor loads, the two stages, the tile order, the
-# full-tile descriptor store and the pointer store of a tail tile) runs in the interpreter.
-_HOPPER_KERNELS = """
-
-@triton.jit
-def _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, offs_n, S, qk_scale,
-                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, STAGES: tl.constexpr,
-                WS: tl.constexpr):
-    # key blocks lo..hi of one query tile; rows of K and V past this head's S (the next
-    # head's, or zeros past the tensor's end) only reach the masked stage, where they are -inf
-    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WS):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = k_desc.load([row0 + start_n, 0])
-        qk = tl.dot(q, tl.trans(k))
-        if MASKED:
-            cols = start_n + offs_n
-            keep = (cols[None, :] <= offs_m[:, None]) & (cols < S)[None, :]
-            qk = tl.where(keep, qk * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-            p = tl.exp2(qk - m_new[:, None])
-        else:
-            # below the diagonal: no mask, and log2(e) / sqrt(D) folded into one multiply-add
-            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-            p = tl.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = v_desc.load([row0 + start_n, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
-    return acc, l_i, m_i
-
-
-@triton.jit
-def _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
-               qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):
-    # one (batch * head, query tile); q, k, v, o seen as [B * H * S, D]
-    row0 = bh * S
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    q = q_desc.load([row0 + start_m, 0])
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    # the masked stage starts at the key block holding this tile's first diagonal key
-    # (start_m itself when BLOCK_N divides BLOCK_M; earlier when a key block is wider)
-    diag = (start_m // BLOCK_N) * BLOCK_N
-    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
-                                offs_n, S, qk_scale, BLOCK_N, False, STAGES, WS)
-    # the diagonal's one or two blocks: not worth a producer/consumer split
-    acc, l_i, m_i = _ring_stage(acc, l_i, m_i, q, k_desc, v_desc, row0, diag,
-                                tl.minimum(start_m + BLOCK_M, S), offs_m, offs_n, S,
-                                qk_scale, BLOCK_N, True, STAGES, False)
-    # deferred normalisation: one reciprocal per row, once, after the last key block
-    out = (acc * (1.0 / l_i)[:, None]).to(O.dtype.element_ty)
-    if start_m + BLOCK_M <= S:
-        o_desc.store([row0 + start_m, 0], out)
-    else:
-        # a tail tile: a descriptor store of the flat view would write the next head's rows
-        offs_d = tl.arange(0, BLOCK_D)
-        o_base = O + (bh // H).to(tl.int64) * sob + (bh % H).to(tl.int64) * soh
-        io_mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
-        tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :] * sod, out, mask=io_mask)
-
-
-@triton.jit
-def _tile_of(t, BH, N_M, GROUP: tl.constexpr):
-    # tile t of the launch order: heads in groups of GROUP (whose K and V stay in L2
-    # together; the last group may be smaller), and inside a group every head's last
-    # (longest) query tile first, then the one before, down to the first
-    per_group = GROUP * N_M
-    g = t // per_group
-    r = t % per_group
-    heads = tl.minimum(BH - g * GROUP, GROUP)
-    return g * GROUP + r % heads, N_M - 1 - r // heads
-
-
-@triton.jit
-def _as_desc(t, rows, D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
-             IN_KERNEL: tl.constexpr):
-    # a descriptor made on the device (t a pointer to [rows, D]), or the host's as given
-    if IN_KERNEL:
-        return tl.make_tensor_descriptor(t, shape=[rows, D], strides=[D, 1],
-                                         block_shape=[BLOCK_R, BLOCK_D])
-    else:
-        return t
-
-
-@triton.jit
-def _attn_fwd_ring(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
-                   sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                   WS: tl.constexpr, GROUP: tl.constexpr):
-    # warp specialisation on Hopper takes descriptors made on the device (Triton's
-    # tutorial switches to them there); otherwise the host's come in
-    rows = BH * S
-    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, WS)
-    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, WS)
-    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, WS)
-    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, WS)
-    bh, pid_m = _tile_of(tl.program_id(0), BH, N_M, GROUP)
-    _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
-               sm_scale * 1.4426950408889634, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS)
-
-
-@triton.jit
-def _attn_fwd_persistent(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M,
-                         sob, soh, sos, sod, D: tl.constexpr, BLOCK_D: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                         WS_INNER: tl.constexpr, WS_OUTER: tl.constexpr,
-                         DEVICE_DESC: tl.constexpr, GROUP: tl.constexpr):
-    # program p takes tiles p, p + P, ... of the launch order (_tile_of): the long tiles go
-    # out first, the short ones fill in
-    qk_scale = sm_scale * 1.4426950408889634
-    rows = BH * S
-    q_desc = _as_desc(q_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
-    k_desc = _as_desc(k_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
-    v_desc = _as_desc(v_desc, rows, D, BLOCK_N, BLOCK_D, DEVICE_DESC)
-    o_desc = _as_desc(o_desc, rows, D, BLOCK_M, BLOCK_D, DEVICE_DESC)
-    for t in tl.range(tl.program_id(0), N_M * BH, tl.num_programs(0), warp_specialize=WS_OUTER):
-        bh, pid_m = _tile_of(t, BH, N_M, GROUP)
-        _ring_tile(q_desc, k_desc, v_desc, o_desc, O, bh, pid_m, H, S, sob, soh, sos, sod,
-                   qk_scale, D, BLOCK_D, BLOCK_M, BLOCK_N, STAGES, WS_INNER)
-
-
-def _ring_blocks(S, D):
-    # key blocks may be wider than query tiles here; neither wider than the sequence needs
-    span = max(16, triton.next_power_of_2(S))
-    return min(BLOCK_M, span), min(BLOCK_N, span), max(16, triton.next_power_of_2(D))
-
-
-def _ring_descriptors(q, k, v, o, block_m, block_n, block_d, in_kernel):
-    B, H, S, D = q.shape
-    if in_kernel:  # the kernel makes them; their scratch comes from this allocator
-        if q.is_cuda:
-            triton.set_allocator(_descriptor_scratch)
-        return [q, k, v, o]
-    return [
-        TensorDescriptor.from_tensor(t.view(B * H * S, D), [rows, block_d])
-        for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))
-    ]
-
-
-def _descriptor_scratch(size, alignment, stream):
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-"""
-
-_RING_BODY = (
-    _KERNELS
-    + _HOPPER_KERNELS
-    + "\n\n"
-    + _DESCRIPTOR_HELPERS
-    + """
-
-def kernel(q, k, v):
-    B, H, S, D = q.shape
-    o = torch.empty_like(q)
-    if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, *_blocks(S, D))
-        return o
-    block_m, block_n, block_d = _ring_blocks(S, D)
-    n_m = triton.cdiv(S, block_m)
-    _attn_fwd_ring[(n_m * B * H,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS), o, 1.0 / (D ** 0.5),
-        H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES, WS=WS,
-        GROUP=HEAD_GROUP, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-    )
-    return o
-"""
-)
-
-_PERSISTENT_BODY = (
-    _KERNELS
-    + _HOPPER_KERNELS
-    + "\n\n"
-    + _DESCRIPTOR_HELPERS
-    + SM_COUNT_HELPER
-    + """
-
-def kernel(q, k, v):
-    B, H, S, D = q.shape
-    o = torch.empty_like(q)
-    if not _tma_ok(q, k, v):
-        _launch_pointers(q, k, v, o, *_blocks(S, D))
-        return o
-    block_m, block_n, block_d = _ring_blocks(S, D)
-    n_m = triton.cdiv(S, block_m)
-    programs = min(n_m * B * H, PROGRAMS_PER_SM * _num_sms(q.device))
-    _attn_fwd_persistent[(programs,)](
-        *_ring_descriptors(q, k, v, o, block_m, block_n, block_d, WS != "off"), o,
-        1.0 / (D ** 0.5), H, S, B * H, n_m, *o.stride(),
-        D=D, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=NUM_STAGES,
-        WS_INNER=WS == "inner", WS_OUTER=WS == "outer", DEVICE_DESC=WS != "off",
-        GROUP=HEAD_GROUP,
-        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-    )
-    return o
-"""
-)
-
 _WGMMA_BODY = (
-    _KERNELS
+    POINTER_KERNELS
     + "\n\n# the pointer kernel's warps (where the Gluon kernel cannot run): one warpgroup per 64 rows\n"
     + "NUM_WARPS = BLOCK_M // 16\n"
     + "# warp-specialised registers: what the loader gives up goes to the consumers\n"
@@ -644,6 +226,38 @@ _WGMMA = Family(
     fixed=_POINTER_FALLBACK,
 )
 
+
+# The families that are the pointer kernel alone: their start's (BLOCK_M, BLOCK_N,
+# NUM_WARPS, NUM_STAGES), and whether the diagonal is split off and the order reversed.
+_POINTER_ONLY = {
+    "flash-split": ((128, 64, 8, 3), True, False),
+    "flash-masked": ((64, 64, 4, 3), False, False),
+    "flash-lpt": ((128, 64, 8, 2), True, True),
+}
+_POINTER_SUMMARY = {
+    "flash-split": "flash forward: unmasked key blocks below the diagonal, masked diagonal blocks",
+    "flash-masked": "flash forward masking every key block up to the diagonal (simplest loop)",
+    "flash-lpt": "flash forward with the longest (last) query blocks scheduled first",
+}
+
+
+def _pointer_family(name: str) -> Family:
+    """A family that is the pointer kernel alone, its diagonal and block order fixed."""
+    blocks, split_diag, reverse = _POINTER_ONLY[name]
+    start = dict(zip(("BLOCK_M", "BLOCK_N", "NUM_WARPS", "NUM_STAGES"), blocks, strict=True))
+    return Family(
+        op="attention",
+        name=name,
+        summary=_POINTER_SUMMARY[name],
+        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _EXP2),
+        start={**start, "EXP2": True},
+        body=POINTER_BODY,
+        valid=_fits,
+        links=_LINKS,
+        fixed={"SPLIT_DIAG": split_diag, "REVERSE": reverse},
+    )
+
+
 FAMILIES: tuple[Family, ...] = (
     _WGMMA,
     Family(
@@ -663,7 +277,7 @@ FAMILIES: tuple[Family, ...] = (
             "WS": False,
             "HEAD_GROUP": 16,
         },  # fmt: skip
-        body=_RING_BODY,
+        body=RING_BODY,
         valid=_ring_fits,
         links=_LINKS,
         fixed=_POINTER_FALLBACK,
@@ -678,7 +292,7 @@ FAMILIES: tuple[Family, ...] = (
         # 128 rows on 8 warps reach 0.78x (bench/attention_probe.py, 2026-11-30); from
         # there no single-parameter step gets to it
         start={"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3, "REVERSE": False},
-        body=_TMA_BODY,
+        body=TMA_BODY,
         valid=_fits,
         links=_LINKS,
         # the pointer kernel (for tensors a descriptor cannot take) runs as flash-split
@@ -702,42 +316,10 @@ FAMILIES: tuple[Family, ...] = (
             "PROGRAMS_PER_SM": 2,
             "HEAD_GROUP": 16,
         },  # fmt: skip
-        body=_PERSISTENT_BODY,
+        body=PERSISTENT_BODY,
         valid=_ring_fits,
         links=_LINKS,
         fixed=_POINTER_FALLBACK,
     ),
-    Family(
-        op="attention",
-        name="flash-split",
-        summary="flash forward: unmasked key blocks below the diagonal, masked diagonal blocks",
-        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _EXP2),
-        start={"BLOCK_M": 128, "BLOCK_N": 64, "NUM_WARPS": 8, "NUM_STAGES": 3, "EXP2": True},
-        body=_BODY,
-        valid=_fits,
-        links=_LINKS,
-        fixed={"SPLIT_DIAG": True, "REVERSE": False},
-    ),
-    Family(
-        op="attention",
-        name="flash-masked",
-        summary="flash forward masking every key block up to the diagonal (simplest loop)",
-        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _EXP2),
-        start={"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 3, "EXP2": True},
-        body=_BODY,
-        valid=_fits,
-        links=_LINKS,
-        fixed={"SPLIT_DIAG": False, "REVERSE": False},
-    ),
-    Family(
-        op="attention",
-        name="flash-lpt",
-        summary="flash forward with the longest (last) query blocks scheduled first",
-        params=(_BLOCK_N, _STAGES, _WARPS, _BLOCK_M, _EXP2),
-        start={"BLOCK_M": 128, "BLOCK_N": 64, "NUM_WARPS": 8, "NUM_STAGES": 2, "EXP2": True},
-        body=_BODY,
-        valid=_fits,
-        links=_LINKS,
-        fixed={"SPLIT_DIAG": True, "REVERSE": True},
-    ),
+    *(_pointer_family(name) for name in _POINTER_ONLY),
 )

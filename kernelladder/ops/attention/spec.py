@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
+from kernelladder.ops.spec import Dim, FlopModel, Shape, UnseenShapes
 
 # The output is a convex combination of v rows (|v| ~ 1). A flash kernel rounds P to
 # bf16 for the P v matmul (2^-9 relative per term) and rounds the result to bf16; the
@@ -26,7 +27,7 @@ SHARP_HEAD_SCALE = 1.5  # one head gets sharper (still moderate) softmax rows
 
 
 @dataclass
-class AttentionSpec(OpSpec):
+class AttentionSpec(_common.FloatSpec):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
         b, h, s, d = (shape.dims[k] for k in ("B", "H", "S", "D"))
         dtype = shape.torch_dtype
@@ -36,11 +37,11 @@ class AttentionSpec(OpSpec):
             q[row // h, row % h] *= SHARP_HEAD_SCALE
         return {name: t.to(dtype).contiguous() for name, t in (("q", q), ("k", k), ("v", v))}
 
-    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    def input_layout(self, shape: Shape) -> dict[str, Layout]:
         sizes = tuple(shape.dims[k] for k in ("B", "H", "S", "D"))
         return {name: (sizes, shape.torch_dtype) for name in ("q", "k", "v")}
 
-    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference(self, inputs: Inputs) -> Tensors:
         # Naive: the full [S, S] score matrix is materialized, masked, softmaxed in fp32.
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
         s = q.shape[-2]
@@ -50,7 +51,7 @@ class AttentionSpec(OpSpec):
         probs = torch.softmax(scores, dim=-1).to(q.dtype)
         return (torch.matmul(probs, v),)
 
-    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference_hp(self, inputs: Inputs) -> Tensors:
         q, k, v = (inputs[n].double() for n in ("q", "k", "v"))
         s = q.shape[-2]
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
@@ -58,19 +59,12 @@ class AttentionSpec(OpSpec):
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
         return (torch.matmul(probs, v),)
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         dims = tuple(shape.dims[k] for k in ("B", "H", "S", "D"))
         return ((dims, shape.torch_dtype),)
 
-    def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, torch.Tensor],
-        shape: Shape,
-    ) -> Mismatch | None:
-        tol = ATTENTION_TOL[shape.torch_dtype]
-        return _common.compare_floats("o", outputs[0], expected_hp[0], tol)
+    def tolerance(self, shape: Shape) -> Tolerance:
+        return ATTENTION_TOL[shape.torch_dtype]
 
     def bytes_moved(self, shape: Shape) -> int:
         b, h, s, d = (shape.dims[k] for k in ("B", "H", "S", "D"))
@@ -87,8 +81,8 @@ class AttentionSpec(OpSpec):
         b, h, s = (shape.dims[k] for k in ("B", "H", "S"))
         return float(b * h * s * s)
 
-    def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
-        def sdpa(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def library_baselines(self) -> dict[str, Callable[[Inputs], Any]]:
+        def sdpa(inputs: Inputs) -> torch.Tensor:
             return torch.nn.functional.scaled_dot_product_attention(
                 inputs["q"], inputs["k"], inputs["v"], is_causal=True
             )
@@ -139,28 +133,12 @@ ATTENTION = AttentionSpec(
         # (B H S^2) five times the suite's largest: one shape each
         beyond=(("S", "D"), ("H",)),
     ),
-    forbidden_aten=frozenset(
-        {
-            "aten::bmm",
-            "aten::mm",
-            "aten::matmul",
-            "aten::baddbmm",
-            "aten::addmm",
-            "aten::addbmm",
-            "aten::einsum",
-            "aten::scaled_dot_product_attention",
-            "aten::_scaled_dot_product_attention_math",
-            "aten::_scaled_dot_product_flash_attention",
-            "aten::_scaled_dot_product_flash_attention_for_cpu",
-            "aten::_scaled_dot_product_efficient_attention",
-            "aten::_scaled_dot_product_cudnn_attention",
-            "aten::_scaled_dot_product_fused_attention_overrideable",
-            "aten::_flash_attention_forward",
-            "aten::_efficient_attention_forward",
-            "aten::_softmax",
-            "aten::softmax",
-            "aten::_safe_softmax",
-            "aten::exp",
-        }
+    forbidden_aten=_common.aten_ops(
+        "bmm mm matmul baddbmm addmm addbmm einsum scaled_dot_product_attention "
+        "_scaled_dot_product_attention_math _scaled_dot_product_flash_attention "
+        "_scaled_dot_product_flash_attention_for_cpu "
+        "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
+        "_scaled_dot_product_fused_attention_overrideable _flash_attention_forward "
+        "_efficient_attention_forward _softmax softmax _safe_softmax exp"
     ),
 )

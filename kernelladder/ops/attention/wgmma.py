@@ -1,10 +1,9 @@
 """attention's flash-wgmma family: a Gluon kernel for Hopper's warpgroup MMA.
 
 Triton's `tl.dot` leaves the order of a flash loop's matrix products and its softmax to
-the compiler, which on Hopper waits for each product before the softmax that follows (the
-hand-pipelined loop in notes.py did not overlap them). Gluon, shipped inside
-Triton (`triton.experimental.gluon`), writes the warpgroup MMAs, their waits, the TMA loads
-and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
+the compiler, which on Hopper waits for each product before the softmax that follows.
+Gluon, shipped inside Triton (`triton.experimental.gluon`), writes the warpgroup MMAs,
+their waits, the TMA loads and their barriers explicitly. This kernel overlaps as FlashAttention-3 does within a
 warpgroup: the next key block's Q K^T and this block's P V are issued asynchronously, the
 next block's softmax runs on the CUDA cores while P V is still on the tensor cores, and
 K/V blocks come through a ring of NUM_STAGES shared-memory stages filled by TMA. The
@@ -17,9 +16,9 @@ the diagonal key block its rows see: 1.13x cuDNN at B4 H32 S2048 D128 on an H100
 `GLUON_KERNELS` is source text pasted into a candidate after the family's parameter block
 (families.py builds the family). Gluon runs only on the GPU: its kernels have no CPU
 interpreter, and warpgroup MMA is Hopper's alone (compute capability 9.0). A candidate
-therefore runs the pointer flash kernel (families.py's `_KERNELS`) wherever the Gluon path
-cannot: the CPU, another GPU, a Triton without Gluon, tensors a descriptor cannot take, or
-a head dim that is not a power of two from 16 to 128. The CPU tests compile the Gluon
+therefore runs the pointer flash kernel (pointer.py's `POINTER_KERNELS`) wherever the
+Gluon path cannot: the CPU, another GPU, a Triton without Gluon, tensors a descriptor
+cannot take, or a head dim that is not a power of two from 16 to 128. The CPU tests compile the Gluon
 kernel for sm_90a (Triton compiles for a target without the device).
 """
 

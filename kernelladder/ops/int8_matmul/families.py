@@ -8,7 +8,7 @@ workspace, reduced exactly by a second kernel), and a persistent grid looping ov
 
 from __future__ import annotations
 
-from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, Family, Param
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (32, 64, 128, 256), resource=True)
 _BLOCK_N = Param("BLOCK_N", (64, 128, 256), resource=True)
@@ -134,32 +134,21 @@ def _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     )
 '''
 
-_SM_COUNT = '''
-_SM_COUNT = {}
 
-
-def _num_sms(device):
-    """Streaming multiprocessors of the device (a small stand-in on the CPU interpreter)."""
-    if device.type != "cuda":
-        return 2
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    count = _SM_COUNT.get(index)
-    if count is None:
-        count = torch.cuda.get_device_properties(index).multi_processor_count
-        _SM_COUNT[index] = count
-    return count
-'''
-
-_TILED = (
-    _TILE
-    + """
+# The entry's start: the output and the blocks for the shape.
+_ENTRY = """
 
 def kernel(a, b, scale_a, scale_b):
     M, K = a.shape
     N = b.shape[0]
     c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
+    a, b, K = _aligned(a, b, K, block_k)"""
+
+_TILED = (
+    _TILE
+    + _ENTRY
+    + """
     _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     return c
 """
@@ -202,15 +191,9 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     c = acc.to(tl.float32) * (sa * sb)
     tl.store(C + rm * scm + rn * scn, c.to(C.dtype.element_ty), mask=mask)
 """
-    + _SM_COUNT
+    + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(a, b, scale_a, scale_b):
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
     tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     k_blocks = triton.cdiv(K, block_k)
     split = min(SPLIT_K, k_blocks)
@@ -251,15 +234,9 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
                         BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
         _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
 """
-    + _SM_COUNT
+    + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(a, b, scale_a, scale_b):
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    block_m, block_n, block_k = _blocks(M, N, K)
-    a, b, K = _aligned(a, b, K, block_k)
     tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
     _int8_mm_persistent[(programs,)](

@@ -6,23 +6,16 @@ sign handling); hard cases are rows of a or b that are all -128, all 127 or all 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import (
-    BaselineNotApplicable,
-    Dim,
-    FlopModel,
-    Mismatch,
-    OpSpec,
-    Shape,
-    UnseenShapes,
-)
+from kernelladder.ops.spec import BaselineNotApplicable, Dim, FlopModel, Shape, UnseenShapes
 
 A_HARD_KINDS = ("min", "max", "zero")
 B_HARD_KINDS = ("min", "max")
@@ -30,7 +23,7 @@ _FILL = {"min": -128, "max": 127, "zero": 0}
 
 
 @dataclass
-class Int8MatmulSpec(OpSpec):
+class Int8MatmulSpec(_common.FloatSpec):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
         m, n, k = shape.dims["M"], shape.dims["N"], shape.dims["K"]
         gen = _common.generator(seed, device, (m + n) * k)
@@ -56,7 +49,7 @@ class Int8MatmulSpec(OpSpec):
             "scale_b": scale_b.to(device).contiguous(),
         }
 
-    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    def input_layout(self, shape: Shape) -> dict[str, Layout]:
         m, n, k = shape.dims["M"], shape.dims["N"], shape.dims["K"]
         return {
             "a": ((m, k), torch.int8),
@@ -65,7 +58,7 @@ class Int8MatmulSpec(OpSpec):
             "scale_b": ((n,), torch.float32),
         }
 
-    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference(self, inputs: Inputs) -> Tensors:
         # fp32 matmul of int8 values is exact only while K * 128 * 128 < 2^24 (K < 1024);
         # the reference is what a plain model does, the comparison uses reference_hp.
         a, b = inputs["a"], inputs["b"]
@@ -73,25 +66,18 @@ class Int8MatmulSpec(OpSpec):
         out = acc * inputs["scale_a"][:, None] * inputs["scale_b"][None, :]
         return (out.to(torch.bfloat16),)
 
-    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference_hp(self, inputs: Inputs) -> Tensors:
         # Exact integer product in float64 (|a @ b.T| <= K * 2^14 < 2^53) times fp64 scales.
         a, b = inputs["a"].double(), inputs["b"].double()
         scale_a, scale_b = inputs["scale_a"].double(), inputs["scale_b"].double()
         return ((a @ b.t()) * scale_a[:, None] * scale_b[None, :],)
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         return (((shape.dims["M"], shape.dims["N"]), torch.bfloat16),)
 
-    def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, torch.Tensor],
-        shape: Shape,
-    ) -> Mismatch | None:
+    def tolerance(self, shape: Shape) -> Tolerance:
         # The int32 product is exact; what remains is fp32 scaling and the bf16 rounding.
-        tol = _common.ELEMENTWISE_TOL[torch.bfloat16]
-        return _common.compare_floats("c", outputs[0], expected_hp[0], tol)
+        return _common.ELEMENTWISE_TOL[torch.bfloat16]
 
     def bytes_moved(self, shape: Shape) -> int:
         m, n, k = shape.dims["M"], shape.dims["N"], shape.dims["K"]
@@ -100,8 +86,8 @@ class Int8MatmulSpec(OpSpec):
     def flops(self, shape: Shape) -> FlopModel:
         return FlopModel(2.0 * shape.dims["M"] * shape.dims["N"] * shape.dims["K"], "int8")
 
-    def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
-        def int_mm(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def library_baselines(self) -> dict[str, Callable[[Inputs], Any]]:
+        def int_mm(inputs: Inputs) -> torch.Tensor:
             a, b = inputs["a"], inputs["b"]
             m, k = a.shape
             n = b.shape[0]
@@ -160,23 +146,8 @@ INT8_MATMUL = Int8MatmulSpec(
         # load and again after the call)
         beyond=(("M",), ("N", "K")),
     ),
-    forbidden_aten=frozenset(
-        {
-            "aten::_int_mm",
-            "aten::mm",
-            "aten::matmul",
-            "aten::bmm",
-            "aten::addmm",
-            "aten::baddbmm",
-            "aten::addbmm",
-            "aten::einsum",
-            "aten::linear",
-            "aten::mv",
-            "aten::addmv",
-            "aten::dot",
-            "aten::_scaled_mm",
-            "aten::_weight_int8pack_mm",
-            "aten::_addmm_activation",
-        }
+    forbidden_aten=_common.aten_ops(
+        "_int_mm mm matmul bmm addmm baddbmm addbmm einsum linear mv addmv dot _scaled_mm "
+        "_weight_int8pack_mm _addmm_activation"
     ),
 )

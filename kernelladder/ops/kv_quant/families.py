@@ -48,6 +48,15 @@ def _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT: tl.conste
                    other=0.0, eviction_policy=X_EVICT).to(tl.float32)
 """
 
+# The entry's start: the outputs and the rows (T * H).
+_ENTRY = """
+
+def kernel(x):
+    T, H, D = x.shape
+    q = torch.empty((T, H, D), dtype=torch.int8, device=x.device)
+    scale = torch.empty((T, H), dtype=torch.float32, device=x.device)
+    R = T * H"""
+
 _TILE = (
     _QUANT
     + """
@@ -64,13 +73,8 @@ def _kv_quant_tile(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
     _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x):
-    T, H, D = x.shape
-    q = torch.empty((T, H, D), dtype=torch.int8, device=x.device)
-    scale = torch.empty((T, H), dtype=torch.float32, device=x.device)
-    R = T * H
     rows = ROWS
     # small inputs: fewer rows per program so every SM gets work
     while rows > 1 and triton.cdiv(R, rows) < _num_sms(x.device) * MIN_PROGRAMS_PER_SM:
@@ -114,13 +118,8 @@ def _kv_quant_persistent(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, s
         _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x):
-    T, H, D = x.shape
-    q = torch.empty((T, H, D), dtype=torch.int8, device=x.device)
-    scale = torch.empty((T, H), dtype=torch.float32, device=x.device)
-    R = T * H
     tiles = triton.cdiv(R, ROWS)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
     _kv_quant_persistent[(programs,)](

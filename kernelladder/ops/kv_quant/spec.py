@@ -6,14 +6,14 @@ row), q = clamp(round(x / scale), -127, 127) with round-half-to-even as torch.ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from kernelladder.ops import _common
+from kernelladder.ops._common import Inputs, Layout, Outputs, Tensors, Tolerance
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, Tolerance, UnseenShapes
+from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 QMAX = 127.0
 # scale: a correctly rounded fp32 absmax / 127 is within 2^-24; absmax * (1/127) within
@@ -52,10 +52,10 @@ class KvQuantSpec(OpSpec):
         x = rows.reshape(t, h, d).to(torch.bfloat16).contiguous()
         return {"x": x}
 
-    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    def input_layout(self, shape: Shape) -> dict[str, Layout]:
         return {"x": ((shape.dims["T"], shape.dims["H"], shape.dims["D"]), torch.bfloat16)}
 
-    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference(self, inputs: Inputs) -> Tensors:
         # Plain eager: cast, abs, amax, div, eq, where, div, round, clamp, cast.
         xf = inputs["x"].float()
         absmax = xf.abs().amax(dim=-1)
@@ -64,7 +64,7 @@ class KvQuantSpec(OpSpec):
         q = torch.round(xf / scale[..., None]).clamp(-QMAX, QMAX).to(torch.int8)
         return (q, scale)
 
-    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference_hp(self, inputs: Inputs) -> Tensors:
         # Codes as int16 (exact), scale in fp64.
         scale = self._scale_hp(inputs["x"])
         ratio = inputs["x"].double() / scale[..., None]
@@ -76,16 +76,12 @@ class KvQuantSpec(OpSpec):
         absmax = x.double().abs().amax(dim=-1)
         return torch.where(absmax == 0, torch.ones_like(absmax), absmax / QMAX)
 
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         t, h, d = shape.dims["T"], shape.dims["H"], shape.dims["D"]
         return (((t, h, d), torch.int8), ((t, h), torch.float32))
 
     def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, torch.Tensor],
-        shape: Shape,
+        self, outputs: Outputs, expected_hp: Outputs, inputs: Inputs, shape: Shape
     ) -> Mismatch | None:
         scale_miss = _common.compare_floats("scale", outputs[1], expected_hp[1], SCALE_TOL)
         ratio = inputs["x"].double() / expected_hp[1].double()[..., None]
@@ -177,24 +173,9 @@ KV_QUANT = KvQuantSpec(
         # T and H beyond the suite together would be three times its largest: one shape each
         beyond=(("T", "D"), ("H",)),
     ),
-    forbidden_aten=frozenset(
-        {
-            "aten::abs",
-            "aten::amax",
-            "aten::max",
-            "aten::aminmax",
-            "aten::div",
-            "aten::reciprocal",
-            "aten::round",
-            "aten::clamp",
-            "aten::clamp_min",
-            "aten::clamp_max",
-            "aten::clip",
-            "aten::where",
-            "aten::quantize_per_tensor",
-            "aten::quantize_per_channel",
-            "aten::quantize_per_tensor_dynamic",
-            "aten::fake_quantize_per_channel_affine",
-        }
+    forbidden_aten=_common.aten_ops(
+        "abs amax max aminmax div reciprocal round clamp clamp_min clamp_max clip where "
+        "quantize_per_tensor quantize_per_channel quantize_per_tensor_dynamic "
+        "fake_quantize_per_channel_affine"
     ),
 )

@@ -7,48 +7,11 @@ Rows longer than MAX_BLOCK fall back to a chunked two-pass loop in every family.
 
 from __future__ import annotations
 
-from kernelladder.ops.family import (
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    SM_COUNT_HELPER,
-    Family,
-    Param,
-    any_row_longer,
-)
+from kernelladder.ops import row_templates as rows
+from kernelladder.ops.family import FOCUS_LARGE, SM_COUNT_HELPER, Family, Param
 
-_EPT = Param(
-    "EPT",
-    (4, 8, 16, 32),
-    doc="elements per thread: num_warps = tile elements / (32 * EPT), within the bounds",
-)
-_MAX_WARPS = Param("MAX_WARPS", (4, 8, 16), resource=True, focus=FOCUS_LARGE)
-_MIN_WARPS = Param("MIN_WARPS", (1, 2, 4), focus=FOCUS_SMALL)
-
-
-def _warp_bounds(p) -> bool:
-    return p["MIN_WARPS"] <= p["MAX_WARPS"]
-
-
-_X_EVICT = Param("X_EVICT", ("", "evict_first", "evict_last"), focus=FOCUS_LARGE)
 _W_EVICT = Param("W_EVICT", ("", "evict_last"))
-_Y_CACHE = Param("Y_CACHE", ("", ".cs"), focus=FOCUS_LARGE, doc="streaming store hint")
-_MAX_BLOCK = Param(
-    "MAX_BLOCK",
-    (8192, 16384, 32768),
-    resource=True,
-    focus=FOCUS_LARGE,
-    doc="longest row held in registers; longer rows use the chunked loop",
-    relevant=any_row_longer(8192),
-)
-_CHUNK = Param(
-    "CHUNK", (2048, 4096, 8192), resource=True, focus=FOCUS_LARGE, relevant=any_row_longer(8192)
-)
-_CONST_N = Param(
-    "CONST_N",
-    (False, True),
-    focus=FOCUS_SMALL,
-    doc="compile the row length in (one kernel per N): masks known, loads vectorized",
-)
+_MAX_BLOCK = rows.max_block("chunked loop")
 _STATS_EVICT = Param(
     "STATS_EVICT",
     ("evict_last", ""),
@@ -59,7 +22,8 @@ _STATS_EVICT = Param(
 # Shared by every family: rows longer than MAX_BLOCK, in chunks (reads x twice). N is a
 # compile-time constant: with a known trip count the loops' loads are issued back to back
 # (on an H200 at 32768x8192 bf16: 0.252 ms vs 0.268 ms with N a runtime argument).
-_CHUNKED = """
+_CHUNKED = (
+    """
 @triton.jit
 def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
                      CHUNK: tl.constexpr, STATS_EVICT: tl.constexpr, X_EVICT: tl.constexpr,
@@ -83,17 +47,9 @@ def _rmsnorm_chunked(X, W, Y, N: tl.constexpr, sxm, sxn, sym, syn, eps,
         y = x * rstd * w
         tl.store(y_row + cols * syn, y.to(Y.dtype.element_ty), mask=mask,
                  cache_modifier=Y_CACHE)
-
-
-def _warps(elements):
-    return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
-
-
-def _wide(*tensors):
-    # 64-bit offsets only when an element offset can pass 2**31
-    return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
-               for t in tensors)
-
+"""
+    + rows.WARPS_HELPERS
+    + """
 
 def _launch_chunked(x, weight, y, M, N):
     block = min(CHUNK, triton.next_power_of_2(N))
@@ -103,6 +59,18 @@ def _launch_chunked(x, weight, y, M, N):
         Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 """
+)
+
+# The entry's start: rows longer than MAX_BLOCK go to the chunked loop.
+_ENTRY = """
+
+def kernel(x, weight):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(N)
+    if block > MAX_BLOCK:
+        _launch_chunked(x, weight, y, M, N)
+        return y"""
 
 # In the families with CONST_N (their bodies include it; the persistent one has none).
 _CONTIG = """
@@ -151,15 +119,8 @@ def _rmsnorm_row(X, W, Y, N_ARG, sxm, sxn, sym, syn, eps, N_CONST: tl.constexpr,
 """
     + _CHUNKED
     + _CONTIG
+    + _ENTRY
     + """
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     _rmsnorm_row[(M,)](
         x, weight, y, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
         N_CONST=N if CONST_N else 0, CONTIG=_contig(x, y), BLOCK=block, EVEN=block == N,
@@ -245,23 +206,9 @@ _MULTI_ROW = (
     + _CHUNKED
     + _CONTIG
     + SM_COUNT_HELPER
+    + rows.ROWS_PER_PROGRAM
+    + _ENTRY
     + """
-
-def _rows_per_program(M, block, sms):
-    rows = max(1, min(ROWS, TILE_MAX // block))
-    # small M: keep enough programs to fill the GPU rather than packing rows
-    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    return rows
-
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     rows = _rows_per_program(M, block, _num_sms(x.device))
     _rmsnorm_tile[(triton.cdiv(M, rows),)](
         x, weight, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), 1e-6,
@@ -318,15 +265,8 @@ def _rmsnorm_persistent(X, W, Y, M, N, sxm, sxn, sym, syn, eps,
 """
     + _CHUNKED
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x, weight):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_chunked(x, weight, y, M, N)
-        return y
     rows = max(1, min(ROWS, 16384 // block))
     tiles = triton.cdiv(M, rows)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
@@ -340,52 +280,33 @@ def kernel(x, weight):
 )
 
 _COMMON_START = {
-    "EPT": 16,
+    **rows.START,
     "MAX_WARPS": 16,
-    "MIN_WARPS": 4,
     "X_EVICT": "evict_last",
     "W_EVICT": "",
-    "Y_CACHE": "",
-    "MAX_BLOCK": 16384,
-    "CHUNK": 4096,
     "STATS_EVICT": "evict_last",
 }
-_TAIL = (_X_EVICT, _W_EVICT, _Y_CACHE, _MAX_BLOCK, _CHUNK, _STATS_EVICT)
+_TAIL = (rows.X_EVICT, _W_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK, _STATS_EVICT)
 
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="rmsnorm",
-        name="multi-row",
-        summary="a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU",
-        params=(
-            Param("ROWS", (1, 2, 4, 8, 16), resource=True, focus=FOCUS_SMALL),
-            _EPT,
-            Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL),
-            Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True),
-            _MAX_WARPS,
-            _MIN_WARPS,
-            _CONST_N,
-            *_TAIL,
-        ),
-        start={
-            **_COMMON_START,
-            "ROWS": 4,
-            "MIN_PROGRAMS_PER_SM": 2,
-            "TILE_MAX": 16384,
-            "CONST_N": True,
-        },
-        body=_MULTI_ROW,
-        valid=_warp_bounds,
+    rows.tile_family(
+        "rmsnorm",
+        "multi-row",
+        "a [ROWS, N] tile per program, fewer rows when M is too small to fill the GPU",
+        "ROWS EPT MIN_PROGRAMS_PER_SM TILE_MAX MAX_WARPS MIN_WARPS CONST_N",
+        _MULTI_ROW,
+        _TAIL,
+        {**_COMMON_START, "ROWS": 4},
     ),
     Family(
         op="rmsnorm",
         name="one-row-per-program",
         summary="one program per row, the whole row in registers (grid = M)",
-        params=(_EPT, _MAX_WARPS, _MIN_WARPS, _CONST_N, *_TAIL),
+        params=(rows.EPT, rows.MAX_WARPS, rows.MIN_WARPS, rows.CONST_N, *_TAIL),
         # 8 warps and an L2-kept weight: the fastest points of this grid on an H200
         start={**_COMMON_START, "MAX_WARPS": 8, "W_EVICT": "evict_last", "CONST_N": True},
         body=_ONE_ROW,
-        valid=_warp_bounds,
+        valid=rows.warp_bounds,
     ),
     Family(
         op="rmsnorm",
@@ -395,14 +316,14 @@ FAMILIES: tuple[Family, ...] = (
         params=(
             Param("CHUNK", (1024, 2048, 4096, 8192), resource=True),
             Param("MAX_BLOCK", (1024, 2048, 4096, 8192, 16384), resource=True),
-            _EPT,
+            rows.EPT,
             _STATS_EVICT,
-            _X_EVICT,
-            _MAX_WARPS,
-            _MIN_WARPS,
+            rows.X_EVICT,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             _W_EVICT,
-            _Y_CACHE,
-            _CONST_N,
+            rows.Y_CACHE,
+            rows.CONST_N,
         ),
         # like inductor's looped reduction: 2048-element chunks, 16 warps, L2-hinted passes
         start={
@@ -415,23 +336,7 @@ FAMILIES: tuple[Family, ...] = (
             "CONST_N": True,
         },
         body=_ONE_ROW,
-        valid=_warp_bounds,
+        valid=rows.warp_bounds,
     ),
-    Family(
-        op="rmsnorm",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles",
-        params=(
-            Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
-            Param("PREFETCH", (False, True), structural=True, resource=True),
-            Param("ROWS", (1, 2, 4), resource=True, focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
-            *_TAIL,
-        ),
-        start={**_COMMON_START, "PROGRAMS_PER_SM": 4, "PREFETCH": True, "ROWS": 1},
-        body=_PERSISTENT,
-        valid=_warp_bounds,
-    ),
+    rows.persistent_family("rmsnorm", _PERSISTENT, _TAIL, _COMMON_START),
 )

@@ -9,44 +9,14 @@ Rows longer than MAX_BLOCK fall back to the online loop in the register-tile fam
 
 from __future__ import annotations
 
-from kernelladder.ops.family import (
-    FOCUS_LARGE,
-    FOCUS_SMALL,
-    SM_COUNT_HELPER,
-    Family,
-    Param,
-    any_row_longer,
-)
-
-_EPT = Param(
-    "EPT",
-    (4, 8, 16, 32),
-    doc="elements per thread: num_warps = tile elements / (32 * EPT), within the bounds",
-)
-_MAX_WARPS = Param("MAX_WARPS", (4, 8, 16), resource=True, focus=FOCUS_LARGE)
-_MIN_WARPS = Param("MIN_WARPS", (1, 2, 4), focus=FOCUS_SMALL)
-
-
-def _warp_bounds(p) -> bool:
-    return p["MIN_WARPS"] <= p["MAX_WARPS"]
-
+from kernelladder.ops import row_templates as rows
+from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _EXP2 = Param("EXP2", (True, False), doc="exp2 with a folded log2(e) instead of exp")
-_X_EVICT = Param("X_EVICT", ("", "evict_first", "evict_last"), focus=FOCUS_LARGE)
-_Y_CACHE = Param("Y_CACHE", ("", ".cs"), focus=FOCUS_LARGE, doc="streaming store hint")
-_MAX_BLOCK = Param(
-    "MAX_BLOCK",
-    (8192, 16384, 32768),
-    resource=True,
-    focus=FOCUS_LARGE,
-    doc="longest row held in registers; longer rows use the online loop",
-    relevant=any_row_longer(8192),
-)
-_CHUNK_FALLBACK = Param(
-    "CHUNK", (2048, 4096, 8192), resource=True, focus=FOCUS_LARGE, relevant=any_row_longer(8192)
-)
+_MAX_BLOCK = rows.max_block("online loop")
 
-_COMMON = """
+_COMMON = (
+    """
 LOG2E = 1.4426950408889634
 
 
@@ -107,17 +77,9 @@ def _softmax_online(X, Y, N, sxm, sxn, sym, syn,
             y = _exp(x - m_row, EXP2) * inv
             tl.store(y_row + c * syn, y.to(Y.dtype.element_ty), mask=mask,
                      cache_modifier=Y_CACHE)
-
-
-def _warps(elements):
-    return max(MIN_WARPS, min(MAX_WARPS, elements // (32 * EPT)))
-
-
-def _wide(*tensors):
-    # 64-bit offsets only when an element offset can pass 2**31
-    return any(sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31 - 1
-               for t in tensors)
-
+"""
+    + rows.WARPS_HELPERS
+    + """
 
 def _launch_online(x, y, M, N, chunk, stats_evict):
     block = min(chunk, triton.next_power_of_2(N))
@@ -127,6 +89,18 @@ def _launch_online(x, y, M, N, chunk, stats_evict):
         STATS_EVICT=stats_evict, X_EVICT=X_EVICT, Y_CACHE=Y_CACHE, num_warps=_warps(block),
     )
 """
+)
+
+# The entry's start: rows longer than MAX_BLOCK go to the online loop.
+_ENTRY = """
+
+def kernel(x):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(N)
+    if block > MAX_BLOCK:
+        _launch_online(x, y, M, N, CHUNK, "evict_last")
+        return y"""
 
 _TILE_KERNEL = """
 @triton.jit
@@ -193,23 +167,9 @@ _ONE_PASS = (
     _COMMON
     + _TILE_KERNEL
     + SM_COUNT_HELPER
+    + rows.ROWS_PER_PROGRAM
+    + _ENTRY
     + """
-
-def _rows_per_program(M, block, sms):
-    rows = max(1, min(ROWS, TILE_MAX // block))
-    # small M: keep enough programs to fill the GPU rather than packing rows
-    while rows > 1 and triton.cdiv(M, rows) < sms * MIN_PROGRAMS_PER_SM:
-        rows //= 2
-    return rows
-
-
-def kernel(x):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_online(x, y, M, N, CHUNK, "evict_last")
-        return y
     rows = _rows_per_program(M, block, _num_sms(x.device))
     contig = bool(CONST_N) and x.is_contiguous() and y.is_contiguous()
     _softmax_tile[(triton.cdiv(M, rows),)](
@@ -261,15 +221,8 @@ def _softmax_persistent(X, Y, M, N, sxm, sxn, sym, syn,
                     Y_CACHE)
 """
     + SM_COUNT_HELPER
+    + _ENTRY
     + """
-
-def kernel(x):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(N)
-    if block > MAX_BLOCK:
-        _launch_online(x, y, M, N, CHUNK, "evict_last")
-        return y
     rows = max(1, min(ROWS, 16384 // block))
     tiles = triton.cdiv(M, rows)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
@@ -361,47 +314,18 @@ def kernel(x):
 """
 )
 
-_COMMON_START = {
-    "EPT": 16,
-    "MAX_WARPS": 8,
-    "MIN_WARPS": 4,
-    "EXP2": True,
-    "X_EVICT": "",
-    "Y_CACHE": "",
-    "MAX_BLOCK": 16384,
-    "CHUNK": 4096,
-}
-_TAIL = (_EXP2, _X_EVICT, _Y_CACHE, _MAX_BLOCK, _CHUNK_FALLBACK)
+_COMMON_START = {**rows.START, "MAX_WARPS": 8, "EXP2": True, "X_EVICT": ""}
+_TAIL = (_EXP2, rows.X_EVICT, rows.Y_CACHE, _MAX_BLOCK, rows.CHUNK)
 
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="softmax",
-        name="one-pass",
-        summary="a [ROWS, N] tile per program in registers: one read, one write",
-        params=(
-            _EPT,
-            _MAX_WARPS,
-            Param("ROWS", (1, 2, 4, 8, 16), resource=True, focus=FOCUS_SMALL),
-            _MIN_WARPS,
-            Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL),
-            Param("TILE_MAX", (4096, 8192, 16384, 32768), resource=True),
-            Param(
-                "CONST_N",
-                (False, True),
-                focus=FOCUS_SMALL,
-                doc="compile the row length in (one kernel per N): masks known, loads vectorized",
-            ),
-            *_TAIL,
-        ),
-        start={
-            **_COMMON_START,
-            "ROWS": 1,
-            "MIN_PROGRAMS_PER_SM": 2,
-            "TILE_MAX": 16384,
-            "CONST_N": True,
-        },
-        body=_ONE_PASS,
-        valid=_warp_bounds,
+    rows.tile_family(
+        "softmax",
+        "one-pass",
+        "a [ROWS, N] tile per program in registers: one read, one write",
+        "EPT MAX_WARPS ROWS MIN_WARPS MIN_PROGRAMS_PER_SM TILE_MAX CONST_N",
+        _ONE_PASS,
+        _TAIL,
+        {**_COMMON_START, "ROWS": 1},
     ),
     Family(
         op="softmax",
@@ -409,35 +333,19 @@ FAMILIES: tuple[Family, ...] = (
         summary="chunked online max/sum, one row per program (one read when the row fits)",
         params=(
             Param("CHUNK", (1024, 2048, 4096, 8192, 16384), resource=True),
-            _EPT,
+            rows.EPT,
             Param("STATS_EVICT", ("", "evict_last"), focus=FOCUS_LARGE),
-            _MAX_WARPS,
-            _MIN_WARPS,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             _EXP2,
-            _X_EVICT,
-            _Y_CACHE,
+            rows.X_EVICT,
+            rows.Y_CACHE,
         ),
         start={**_COMMON_START, "CHUNK": 8192, "STATS_EVICT": "evict_last"},
         body=_ONLINE,
-        valid=_warp_bounds,
+        valid=rows.warp_bounds,
     ),
-    Family(
-        op="softmax",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles",
-        params=(
-            Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
-            Param("PREFETCH", (False, True), structural=True, resource=True),
-            Param("ROWS", (1, 2, 4), resource=True, focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
-            *_TAIL,
-        ),
-        start={**_COMMON_START, "PROGRAMS_PER_SM": 4, "PREFETCH": True, "ROWS": 1},
-        body=_PERSISTENT,
-        valid=_warp_bounds,
-    ),
+    rows.persistent_family("softmax", _PERSISTENT, _TAIL, _COMMON_START),
     Family(
         op="softmax",
         name="split-row",
@@ -445,13 +353,13 @@ FAMILIES: tuple[Family, ...] = (
         params=(
             Param("SEGMENT", (1024, 2048, 4096, 8192), resource=True, focus=FOCUS_SMALL),
             Param("SPLIT_BELOW_ROWS_PER_SM", (1, 2, 4, 8), focus=FOCUS_SMALL),
-            _EPT,
-            _MAX_WARPS,
-            _MIN_WARPS,
+            rows.EPT,
+            rows.MAX_WARPS,
+            rows.MIN_WARPS,
             *_TAIL,
         ),
         start={**_COMMON_START, "SEGMENT": 2048, "SPLIT_BELOW_ROWS_PER_SM": 2},
         body=_SPLIT_ROW,
-        valid=_warp_bounds,
+        valid=rows.warp_bounds,
     ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +10,13 @@ import torch
 
 from kernelladder.ops import _common
 from kernelladder.ops.registry import start_path
-from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
+from kernelladder.ops.spec import (
+    FlopModel,
+    Inputs,
+    Layout,
+    Shape,
+    Tensors,
+)
 
 # Row hard cases: "large" (|x| ~ 1e4, exp overflows without max subtraction), "huge"
 # (|x| near the format's top: x - max reaches -inf), "equal" (uniform result), "spike"
@@ -24,7 +30,7 @@ FP16_LIMIT = 65000.0
 
 
 @dataclass
-class SoftmaxSpec(OpSpec):
+class SoftmaxSpec(_common.RowSpec):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
         m, n = shape.dims["M"], shape.dims["N"]
         dtype = shape.torch_dtype
@@ -43,27 +49,14 @@ class SoftmaxSpec(OpSpec):
             x = x.clamp(-FP16_LIMIT, FP16_LIMIT)
         return {"x": x.to(dtype).contiguous()}
 
-    def input_layout(self, shape: Shape) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    def input_layout(self, shape: Shape) -> dict[str, Layout]:
         return {"x": ((shape.dims["M"], shape.dims["N"]), shape.torch_dtype)}
 
-    def reference(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference(self, inputs: Inputs) -> Tensors:
         return (torch.softmax(inputs["x"], dim=-1),)
 
-    def reference_hp(self, inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def reference_hp(self, inputs: Inputs) -> Tensors:
         return (torch.softmax(inputs["x"].double(), dim=-1),)
-
-    def expected_outputs(self, shape: Shape) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
-        return (((shape.dims["M"], shape.dims["N"]), shape.torch_dtype),)
-
-    def compare(
-        self,
-        outputs: Sequence[torch.Tensor],
-        expected_hp: Sequence[torch.Tensor],
-        inputs: Mapping[str, torch.Tensor],
-        shape: Shape,
-    ) -> Mismatch | None:
-        tol = _common.ELEMENTWISE_TOL[shape.torch_dtype]
-        return _common.compare_floats("y", outputs[0], expected_hp[0], tol)
 
     def bytes_moved(self, shape: Shape) -> int:
         m, n = shape.dims["M"], shape.dims["N"]
@@ -73,15 +66,11 @@ class SoftmaxSpec(OpSpec):
         # max, subtract, exp, sum, divide: ~5 fp32 ops per element
         return FlopModel(5.0 * shape.dims["M"] * shape.dims["N"], "fp32")
 
-    def library_baselines(self) -> dict[str, Callable[[Mapping[str, torch.Tensor]], Any]]:
-        def torch_softmax(inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def library_baselines(self) -> dict[str, Callable[[Inputs], Any]]:
+        def torch_softmax(inputs: Inputs) -> torch.Tensor:
             return torch.softmax(inputs["x"], dim=-1)
 
         return {"torch.softmax": torch_softmax}
-
-
-def _shape(label: str, m: int, n: int, dtype: str) -> Shape:
-    return Shape(label, {"M": m, "N": n}, dtype)
 
 
 SOFTMAX = SoftmaxSpec(
@@ -90,17 +79,17 @@ SOFTMAX = SoftmaxSpec(
     signature="kernel(x) -> y",
     arg_names=("x",),
     output_names=("y",),
-    gpu_shapes=(
-        _shape("32768x8192 bf16", 32768, 8192, "bfloat16"),
-        _shape("4096x4096 fp32", 4096, 4096, "float32"),
-        _shape("tail 3x4097 bf16", 3, 4097, "bfloat16"),
-        _shape("tiny 1x1000 fp32", 1, 1000, "float32"),
-        _shape("1024x3000 fp16", 1024, 3000, "float16"),
+    gpu_shapes=_common.row_shapes(
+        ("32768x8192 bf16", 32768, 8192, "bfloat16"),
+        ("4096x4096 fp32", 4096, 4096, "float32"),
+        ("tail 3x4097 bf16", 3, 4097, "bfloat16"),
+        ("tiny 1x1000 fp32", 1, 1000, "float32"),
+        ("1024x3000 fp16", 1024, 3000, "float16"),
     ),
-    cpu_shapes=(
-        _shape("7x100 fp32", 7, 100, "float32"),
-        _shape("33x257 bf16", 33, 257, "bfloat16"),
-        _shape("9x130 fp16", 9, 130, "float16"),
+    cpu_shapes=_common.row_shapes(
+        ("7x100 fp32", 7, 100, "float32"),
+        ("33x257 bf16", 33, 257, "bfloat16"),
+        ("9x130 fp16", 9, 130, "float16"),
     ),
     fence=_common.fence_text(
         "kernel(x)",
@@ -110,29 +99,9 @@ SOFTMAX = SoftmaxSpec(
         "or any torch compute (aten::_softmax, aten::softmax, aten::_safe_softmax, ...)",
     ),
     starting_candidate=str(start_path("softmax")),
-    unseen=UnseenShapes(
-        {
-            "M": Dim(cpu_max=40, gpu_max=16384),
-            "N": Dim(cpu_max=700, gpu_max=16384, lo=2, gpu_lo=256),
-        },
-        ("float32", "bfloat16", "float16"),
-        # rows beyond the suite in one shape, the row length in the other: together they
-        # would make the interpreter's CPU shape as costly as both
-        beyond=(("N",), ("M",)),
-    ),
-    forbidden_aten=frozenset(
-        {
-            "aten::_softmax",
-            "aten::softmax",
-            "aten::_safe_softmax",
-            "aten::_log_softmax",
-            "aten::log_softmax",
-            "aten::special_softmax",
-            "aten::exp",
-            "aten::exp2",
-            "aten::logsumexp",
-            "aten::amax",
-            "aten::max",
-        }
+    unseen=_common.ROW_UNSEEN,
+    forbidden_aten=_common.aten_ops(
+        "_softmax softmax _safe_softmax _log_softmax log_softmax special_softmax exp exp2 "
+        "logsumexp amax max"
     ),
 )
