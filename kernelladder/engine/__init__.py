@@ -19,7 +19,7 @@ from typing import Any
 _MODULES: dict[str, str] = {
     "events": "record.events",
     "state": "record.state",
-    "ray_runner": "runners.ray",
+    "ray_cluster": "runners.ray_cluster",
 }
 
 # name -> the module under kernelladder.engine that defines it ("module:attr" when the
@@ -115,9 +115,9 @@ _NAMES: dict[str, str] = {
     "LocalRunner": "runners.local",
     "default_device": "runners",
     "start_workers_ahead": "runners.local",
-    "MISSING_RAY": "runners.ray",
-    "ray_installed": "runners.ray",
-    "resolve_address": "runners.ray",
+    "MISSING_RAY": "runners.ray_cluster",
+    "ray_installed": "runners.ray_cluster",
+    "resolve_address": "runners.ray_cluster",
     "REMOTE_SETTINGS": "runners.ssh.config",
     "RemoteConfigError": "runners.ssh.config",
     "RemoteSettings": "runners.ssh.config",
