@@ -475,12 +475,7 @@ class KernelLadderApp(ReplayPlayback, App[int]):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.run_worker(
-                    self._stop_and_exit(),
-                    group="steering",
-                    description="stopping the run",
-                    exit_on_error=False,
-                )
+                self._stop_in_background()
 
         self.push_screen(
             ConfirmScreen(
@@ -506,15 +501,18 @@ class KernelLadderApp(ReplayPlayback, App[int]):
                 self.detached = True
                 self.exit(0)
             elif choice == STOP:
-                self.run_worker(
-                    self._stop_and_exit(),
-                    group="steering",
-                    description="stopping the run",
-                    exit_on_error=False,
-                )
+                self._stop_in_background()
 
         self.push_screen(
             LeaveRunScreen(owner_line(run), str(getattr(run, "run_dir", "RUN_DIR"))), answer
+        )
+
+    def _stop_in_background(self) -> None:
+        self.run_worker(
+            self._stop_and_exit(),
+            group="steering",
+            description="stopping the run",
+            exit_on_error=False,
         )
 
     async def _stop_and_exit(self) -> None:

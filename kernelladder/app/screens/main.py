@@ -365,11 +365,8 @@ class MainScreen(SteeringActions, Screen):
         if getattr(self.kl_app, "read_only", False):
             self.notify("This is a read-only view: deploy is off.", severity="warning")
             return
-        attempt = self.view.attempts.get(
-            -1 if self.selected_attempt is None else self.selected_attempt
-        )
+        attempt = self._need_attempt("Select an attempt to deploy.")
         if attempt is None:
-            self.notify("Select an attempt to deploy.", severity="warning")
             return
         if self.files.run_dir is None:
             self.notify("This run has no directory to deploy from.", severity="warning")

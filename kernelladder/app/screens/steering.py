@@ -86,6 +86,14 @@ class SteeringActions:
 
     # --- steering actions -------------------------------------------------------------
 
+    def _need_attempt(self, missing: str) -> v.AttemptView | None:
+        """The selected attempt, or None once `missing` is said."""
+        selected = -1 if self.selected_attempt is None else self.selected_attempt
+        attempt = self.view.attempts.get(selected)
+        if attempt is None:
+            self.notify(missing, severity="warning")
+        return attempt
+
     def _need_branch(self) -> v.BranchView | None:
         branch = self.view.branch(self.selected_branch)
         if branch is None:
@@ -236,32 +244,27 @@ class SteeringActions:
         self._steer("resume", None)
 
     def action_pause_branch(self) -> None:
-        branch = self._need_branch()
-        if branch is None:
-            return
-        if why := self.refusal("pause_branch"):
-            self.notify(why, severity="warning")
-            return
-        self._steer("pause", branch.branch_id)
+        self._steer_branch("pause")
 
     def action_resume_branch(self) -> None:
+        self._steer_branch("resume")
+
+    def _steer_branch(self, command: str) -> None:
+        """pause or resume the selected branch, or say why not."""
         branch = self._need_branch()
         if branch is None:
             return
-        if why := self.refusal("resume_branch"):
+        if why := self.refusal(f"{command}_branch"):
             self.notify(why, severity="warning")
             return
-        self._steer("resume", branch.branch_id)
+        self._steer(command, branch.branch_id)
 
     def action_open_branch(self) -> None:
         if why := self.refusal("open_branch"):
             self.notify(why, severity="warning")
             return
-        attempt = self.view.attempts.get(
-            -1 if self.selected_attempt is None else self.selected_attempt
-        )
+        attempt = self._need_attempt("Select an attempt to branch from.")
         if attempt is None:
-            self.notify("Select an attempt to branch from.", severity="warning")
             return
 
         def done(strategy: str | None) -> None:

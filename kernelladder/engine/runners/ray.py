@@ -25,12 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.engine.runners.free_slots import FreeSlots
+from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.free_slots import FreeSlots, SlotPoolRunner
 from kernelladder.engine.runners.ray_actor import VerifierActor
 from kernelladder.engine.runners.ray_cluster import (
     NAMESPACE,
@@ -81,7 +80,7 @@ def runner_name(actors_per_node: list[int], kind: str) -> str:
     return f"ray:{nodes} node{'s' if nodes != 1 else ''} {per_node} {kind}"
 
 
-class RayRunner(RunnerBase):
+class RayRunner(SlotPoolRunner):
     """The engine's Runner over Ray actors: one per GPU of the cluster (device cuda), or
     `slots` CPU actors running the Triton interpreter (device cpu)."""
 
@@ -248,22 +247,6 @@ class RayRunner(RunnerBase):
                 "error": f"actor {slot.name} did not start within {self.start_timeout_s:g}s "
                 "(not enough free GPUs/CPUs on the cluster, or a slow node)"
             }
-
-    async def verify(
-        self,
-        request: VerifyRequest,
-        on_progress: ProgressFn | None = None,
-        on_slot: Callable[[str], None] | None = None,
-    ) -> Verdict:
-        if not self._started:
-            await self.start()
-        slot = await self._free.take()
-        try:
-            if on_slot is not None:
-                on_slot(slot.label)
-            return await self._verify_on(slot, request, on_progress)
-        finally:
-            self._free.give_back(slot)
 
     async def _verify_on(
         self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
