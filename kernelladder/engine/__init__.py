@@ -2,11 +2,8 @@
 record, steering it, and the runners and proposers it is built with. Code outside the
 engine imports from here alone (tests/test_layers.py holds it).
 
-Behind the door: record/ (the run's record: events, log, the fold, summaries), run/ (the
-run: scheduling, gates, steering, setup, options), protocols.py (the seams a runner and
-a proposer fill), proposers/ (who writes candidates) and runners/ (where they are
-verified). A name is imported on first use, from the module the table below names, so a
-light command pays only for what it uses: asyncssh, anthropic or torch come only with
+A name is imported on first use, from the module the table below names, so a light
+command pays only for what it uses: asyncssh, anthropic or torch come only with
 the runner or proposer that needs them.
 """
 
