@@ -1,9 +1,9 @@
 """The KernelLadder app: watch and steer a live run, or replay a saved one.
 
 The App owns the event source (an EngineBridge for a live run, a ReplayController for
-a saved one) and the fold; the MainScreen (screens/main.py) owns the widgets, the
-selection and every steering action, and asks the app by message to send a command or
-move the replay. Steering goes through the engine's RunControl commands only, so each
+a saved one), the fold, the run's notices as toasts, deploys and quitting; the main
+screen owns the widgets and the selection, and asks the app by message to send a command
+or move the replay. Steering goes through the engine's RunControl commands only, so each
 action is an event in the log and shows up in replays.
 """
 
@@ -41,17 +41,15 @@ from kernelladder.app.messages import (
 from kernelladder.app.modals.confirm import ConfirmScreen
 from kernelladder.app.modals.leave_run import DETACH, STOP, LeaveRunScreen
 from kernelladder.app.modals.trust_host_key import TrustHostKeyScreen
+from kernelladder.app.notices import GATE_NOTE, NOTICES_PER_BATCH, event_notes, gate_announcement
+from kernelladder.app.playback import ReplayPlayback
 from kernelladder.app.remote_start import start_remote_runner
 from kernelladder.app.replay import ReplayController
 from kernelladder.app.run_files import RunFiles
 from kernelladder.app.screens.main import MainScreen
-from kernelladder.app.widgets.replay_bar import ReplayBar
 from kernelladder.engine import events as ev
 from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 
-PLAYBACK_TICK_S = 0.1
-NOTICES_PER_BATCH = 3  # toasts per batch; the rest are counted in one more toast
-GATE_NOTE = "gate"  # a held note's severity slot: a gate that waits (merged when shown)
 QUIT_ID = "quit-question"  # the stop-and-quit dialog (ctrl+c again answers it)
 QUIT_WAIT_S = 30.0  # after a stop, how long quitting waits for the log to be closed
 
@@ -79,7 +77,7 @@ def owner_line(run: Any) -> str:
     return f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
 
 
-class KernelLadderApp(App[int]):
+class KernelLadderApp(ReplayPlayback, App[int]):
     """`kernelladder-tui`: a live run (give `run`) or a replay (give `events`)."""
 
     TITLE = "KernelLadder"
@@ -284,49 +282,7 @@ class KernelLadderApp(App[int]):
         self._show_live()
 
     def _notify_events(self, events: Sequence[ev.Event]) -> None:
-        notes: list[tuple[str, str, str]] = []  # (message, title, severity)
-        # a run that ends on an error repeats that error's Notice as its detail: one toast
-        ending = {e.detail for e in events if isinstance(e, ev.RunFinished) and e.detail}
-        # an earlier session's end, with the next session in the same batch (an app
-        # attached to a resumed run): not news
-        last_reopened = max(
-            (i for i, e in enumerate(events) if isinstance(e, ev.RunReopened)), default=-1
-        )
-        for i, e in enumerate(events):
-            if isinstance(e, ev.RunFinished) and i < last_reopened:
-                continue
-            if isinstance(e, ev.Notice) and e.level == "error" and e.message in ending:
-                continue
-            if isinstance(e, ev.Notice):
-                severity = {"warning": "warning", "error": "error"}.get(e.level, "information")
-                where = f" ({e.branch_id})" if e.branch_id else ""
-                # a replay's notices are the run's, said then (e.g. workers kept warm)
-                when = " recorded" if self.replay_mode else ""
-                notes.append((e.message, f"notice{where}{when}", severity))
-            elif isinstance(e, ev.ProposalFailed):
-                # the engine often says the same in a Notice: show it once
-                said = any(isinstance(n, ev.Notice) and e.error in n.message for n in events)
-                if not said:
-                    notes.append((e.error, f"proposer failed on {e.branch_id}", "warning"))
-            elif isinstance(e, ev.GateRaised) and e.policy == "ask":
-                notes.append((e.move, f"gate {e.gate_id}", GATE_NOTE))
-            elif isinstance(e, ev.BranchExhausted):
-                notes.append(
-                    (e.detail or e.rule, f"branch {e.branch_id} stopped: {e.rule}", "information")
-                )
-            elif isinstance(e, ev.RunReopened):
-                # gates an earlier session left pending are asked again now (not those
-                # raised anew in this batch: their GateRaised says so)
-                raised = {x.gate_id for x in events if isinstance(x, ev.GateRaised)}
-                for gate in self.main.view.gates:
-                    if gate.policy == "ask" and gate.gate_id not in raised:
-                        notes.append((gate.move, f"gate {gate.gate_id} still", GATE_NOTE))
-            elif isinstance(e, ev.RunFinished):
-                severity = "error" if e.reason == ev.RULE_ERROR else "information"
-                if e.detail and e.detail != e.reason:
-                    notes.append((e.detail, f"run finished: {e.reason}", severity))
-                else:  # the reason alone: said once, not as title and message both
-                    notes.append((f"run finished: {e.reason}", "", severity))
+        notes = event_notes(events, recorded=self.replay_mode, gates=self.main.view.gates)
         self._held_notes.extend(notes)
         self.show_held_notes()
 
@@ -380,26 +336,9 @@ class KernelLadderApp(App[int]):
         if gates:  # what a, v, g and enter act on when no gated attempt is selected
             self.main.named_gates = tuple(title.split()[1] for title, _ in gates)
             self.main.bindings_may_change()
-        if gates and (self.read_only or self.bridge is None):
-            # a read-only page or a replay decides nothing: the gates are only named
-            names = ", ".join(title.split()[1] for title, _ in gates)
-            announcement = (
-                "; ".join(m for _, m in gates),
-                f"waiting at gate {names}",
-                "information",
-            )
-        elif len(gates) == 1:
-            title, move = gates[0]
-            announcement = (f"{move} — press g to decide", f"{title} waits for you", "warning")
-        elif gates:
-            names = ", ".join(title.split()[1] for title, _ in gates)
-            announcement = (
-                "; ".join(move for _, move in gates) + " — press g to decide each",
-                f"{len(gates)} gates wait for you: {names}",
-                "warning",
-            )
         if gates:
-            self._gate_toast = self._toast(*announcement)
+            decides = not self.read_only and self.bridge is not None
+            self._gate_toast = self._toast(*gate_announcement(gates, decides=decides))
             self._gate_toast_gates = [(title.removesuffix(" still"), m) for title, m in gates]
         for message, title, severity in notes[: NOTICES_PER_BATCH - bool(gates)]:
             self.notify(message, title=title, severity=severity)  # type: ignore[arg-type]
@@ -536,12 +475,7 @@ class KernelLadderApp(App[int]):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.run_worker(
-                    self._stop_and_exit(),
-                    group="steering",
-                    description="stopping the run",
-                    exit_on_error=False,
-                )
+                self._stop_in_background()
 
         self.push_screen(
             ConfirmScreen(
@@ -567,15 +501,18 @@ class KernelLadderApp(App[int]):
                 self.detached = True
                 self.exit(0)
             elif choice == STOP:
-                self.run_worker(
-                    self._stop_and_exit(),
-                    group="steering",
-                    description="stopping the run",
-                    exit_on_error=False,
-                )
+                self._stop_in_background()
 
         self.push_screen(
             LeaveRunScreen(owner_line(run), str(getattr(run, "run_dir", "RUN_DIR"))), answer
+        )
+
+    def _stop_in_background(self) -> None:
+        self.run_worker(
+            self._stop_and_exit(),
+            group="steering",
+            description="stopping the run",
+            exit_on_error=False,
         )
 
     async def _stop_and_exit(self) -> None:
@@ -595,94 +532,3 @@ class KernelLadderApp(App[int]):
                 break
             await asyncio.sleep(0.05)
         self.exit(0)
-
-    # --- replay -----------------------------------------------------------------------
-
-    def _start_replay(self) -> None:
-        if not self.main.is_mounted:  # a busy machine: the screen's widgets come later
-            self.call_after_refresh(self._start_replay)
-            return
-        player = self.player
-        assert player is not None
-        if self._at_end:
-            player.seek(player.total)
-        else:
-            player.play()
-        self._render_replay(rewind=True)
-        self._last_tick = time.monotonic()
-        self.set_interval(PLAYBACK_TICK_S, self._playback_tick, name="replay-playback")
-
-    def _playback_tick(self) -> None:
-        player = self.player
-        assert player is not None
-        if not self._replay_widgets():  # the app is closing (or not drawn yet)
-            return
-        now = time.monotonic()
-        dt, self._last_tick = now - self._last_tick, now
-        if not player.playing:
-            return
-        before = player.position
-        player.advance(dt)
-        if player.position != before:
-            self._render_replay(stepped=player.position - before)
-        else:
-            self._update_replay_bar()
-
-    def replay_toggle(self) -> None:
-        assert self.player is not None
-        self.player.toggle()
-        self._last_tick = time.monotonic()
-        if self.player.position == 0:
-            self._render_replay(rewind=True)
-        self._update_replay_bar()
-
-    def replay_seek(self, position: int, *, relative: bool = False) -> None:
-        player = self.player
-        assert player is not None
-        before = player.position
-        if relative:
-            player.step(position)
-        else:
-            player.pause()
-            player.seek(position)
-        if player.position != before:
-            moved = player.position - before
-            self._render_replay(stepped=moved, rewind=moved < 0)
-        self._update_replay_bar()
-
-    def replay_speed(self, *, faster: bool) -> None:
-        assert self.player is not None
-        speed = self.player.faster() if faster else self.player.slower()
-        self._update_replay_bar()
-        self.notify(f"replay speed ×{speed:g}", timeout=1.5)
-
-    def _render_replay(self, *, stepped: int = 0, rewind: bool = False) -> None:
-        player = self.player
-        assert player is not None
-        view = player.timeline.view_at(player.position)
-        if player.position == player.total:
-            view = v.log_end_view(view, self.log_ending)
-        self.main.show(
-            view,
-            before_seq=player.timeline.seq_at(player.position),
-            rewind=rewind,
-            immediate=not player.playing,
-        )
-        if 0 < stepped <= 50:
-            shown = player.timeline.events[player.position - stepped : player.position]
-            self._notify_events(shown)
-        self._update_replay_bar()
-
-    def _replay_widgets(self) -> bool:
-        """Whether the main screen's widgets are there to show a replay step on: a tick
-        can fire as the app closes and removes them, or before they are mounted."""
-        return self.main.is_mounted and bool(self.main.query(ReplayBar))
-
-    def _update_replay_bar(self) -> None:
-        if self.player is None or not self._replay_widgets():
-            return
-        bar = self.main.query_one(ReplayBar)
-        bar.position = self.player.position
-        bar.total = self.player.total
-        bar.playing = self.player.playing
-        bar.speed = self.player.speed

@@ -7,10 +7,14 @@ selected attempt's files are ever read. Nothing here imports textual or torch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from kernelladder.ops.registry import start_path
 from kernelladder.verifier.contract.verdict import Verdict
+
+T = TypeVar("T")
 
 
 class RunFiles:
@@ -20,27 +24,35 @@ class RunFiles:
         self._verdicts: dict[int, Verdict] = {}
 
     def source(self, attempt: int) -> str | None:
-        if attempt in self._sources:
-            return self._sources[attempt]
-        path = self._path(attempt, ".py")
-        if path is None or not path.is_file():
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-        self._sources[attempt] = text
-        return text
+        return self._cached(self._sources, attempt, ".py", str, errors="replace")
 
     def verdict(self, attempt: int) -> Verdict | None:
-        if attempt in self._verdicts:
-            return self._verdicts[attempt]
-        path = self._path(attempt, ".json")
+        def parse(text: str) -> Verdict:
+            return Verdict.from_dict(json.loads(text))
+
+        return self._cached(self._verdicts, attempt, ".json", parse)
+
+    def _cached(
+        self,
+        cache: dict[int, T],
+        attempt: int,
+        suffix: str,
+        parse: Callable[[str], T],
+        errors: str = "strict",
+    ) -> T | None:
+        """The attempt's file, parsed and kept; None while it is missing or unreadable
+        (half-written or foreign: shown as "not available yet")."""
+        if attempt in cache:
+            return cache[attempt]
+        path = self._path(attempt, suffix)
         if path is None or not path.is_file():
             return None
         try:
-            verdict = Verdict.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            value = parse(path.read_text(encoding="utf-8", errors=errors))
         except (ValueError, KeyError, TypeError):
-            return None  # half-written or foreign: shown as "not available yet"
-        self._verdicts[attempt] = verdict
-        return verdict
+            return None
+        cache[attempt] = value
+        return value
 
     def _path(self, attempt: int, suffix: str) -> Path | None:
         if self.run_dir is None:

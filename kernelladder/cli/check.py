@@ -158,17 +158,6 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
     return d
 
 
-def _finite(obj: Any) -> Any:
-    """JSON without NaN/Infinity (strict parsers reject them)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def run(args: argparse.Namespace) -> int:
     if args.min_speedup is None or not math.isfinite(args.min_speedup) or args.min_speedup < 0:
         raise UsageError("--min-speedup must be a number >= 0")
@@ -176,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     op_wire = _resolve_op(args.op)
     source = _read_text(args.candidate, "candidate file")
-    from kernelladder.cli.common import load_remote, remote_requested, require_local_gpu
+    from kernelladder.cli.common import (
+        json_safe,
+        load_remote,
+        remote_requested,
+        require_local_gpu,
+    )
     from kernelladder.engine import RunOptions, default_device
 
     remote = remote_requested(args)
@@ -197,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     code = 0 if verdict.passed else 1
     try:
         if args.json:
-            print(json.dumps(_finite(verdict_json(verdict))), flush=True)
+            print(json.dumps(json_safe(verdict_json(verdict))), flush=True)
         else:
             from kernelladder.app.verdict_report import render
 

@@ -8,6 +8,7 @@ reached is reported when the runner starts (RemoteError, one line).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -177,3 +178,14 @@ def verify_remote(args: Any, request: dict[str, Any], on_progress: Any = None) -
         return asyncio.run(once())
     except (RemoteError, RunnerLost) as exc:
         raise WorkerUnavailable(f"remote: {' '.join(str(exc).split())}") from None
+
+
+def json_safe(obj: Any) -> Any:
+    """JSON without NaN/Infinity (strict parsers reject them): such a float as its text."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj

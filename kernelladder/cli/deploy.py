@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
 from kernelladder.cli import UsageError
+from kernelladder.cli.common import json_safe
 
 
 def add_parser(subparsers: Any) -> None:
@@ -91,16 +91,6 @@ def _kernel(args: argparse.Namespace) -> Any:
     return kernel_source.from_run(args.run_dir, args.attempt)
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def run(args: argparse.Namespace) -> int:
     from kernelladder.deploy.deployment import DeployRequest, run_deploy
     from kernelladder.deploy.models import DeployError
@@ -118,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         progress = None if args.json or not sys.stderr.isatty() else _progress
     try:
         kernel = _kernel(args)
-        result = _finite(run_deploy(kernel, request, on_progress=progress))
+        result = json_safe(run_deploy(kernel, request, on_progress=progress))
     except DeployError as exc:
         raise UsageError(str(exc)) from None
     except (RuntimeError, MemoryError, OSError) as exc:  # the machine, not the input: no result

@@ -146,17 +146,17 @@ def gpu_map_check(host: Any, visible: Any, device: str) -> Check:
 async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
     """The cluster: connect, then per node its GPUs and what its Python offers (a probe
     task pinned to the node, with the package shipped as the runner ships it)."""
-    from kernelladder.engine import ray_runner
+    from kernelladder.engine import ray_cluster
 
     scope = "ray"
     try:
-        conn = await asyncio.to_thread(ray_runner.connect, address)
-    except ray_runner.RayUnavailable as exc:
+        conn = await asyncio.to_thread(ray_cluster.connect, address)
+    except ray_cluster.RayUnavailable as exc:
         return [Check(scope, "cluster", FAIL, str(exc))]
     try:
         import ray
 
-        nodes = await asyncio.to_thread(ray_runner.cluster_nodes)
+        nodes = await asyncio.to_thread(ray_cluster.cluster_nodes)
         gpus = sum(n["gpus"] for n in nodes)
         per_node = ", ".join(f"{n['ip']}: {n['gpus']} GPU, {n['cpus']} CPU" for n in nodes)
         status = OK
@@ -174,7 +174,7 @@ async def ray_checks(address: str, *, device: str = "cuda") -> list[Check]:
                 dashboard or "not running (ray[default] on the head serves it)",
             )
         )
-        for probe in await ray_runner.probe_nodes(nodes):
+        for probe in await ray_cluster.probe_nodes(nodes):
             where = f"ray {probe['ip']}"
             host = probe.get("hostname") or "?"
             if probe.get("error"):

@@ -2,5 +2,5 @@
 
 Above the engine (it reads a run's log and records its result there as an event), below
 the CLI and the app; `transformers` is imported only when a model is built (the deploy
-extra). result.py is plain Python, for views without torch.
+extra), and a result is read without torch.
 """

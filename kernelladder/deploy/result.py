@@ -9,7 +9,6 @@ from typing import Any
 
 RESULT_SCHEMA_VERSION = 1
 MATCH, MISMATCH, NOT_USED, ERROR = "match", "mismatch", "not-used", "error"
-STATUSES = (MATCH, MISMATCH, NOT_USED, ERROR)
 
 
 def exit_code(result: dict[str, Any]) -> int:

@@ -2,11 +2,8 @@
 record, steering it, and the runners and proposers it is built with. Code outside the
 engine imports from here alone (tests/test_layers.py holds it).
 
-Behind the door: record/ (the run's record: events, log, the fold, summaries), run/ (the
-run: scheduling, gates, steering, setup, options), protocols.py (the seams a runner and
-a proposer fill), proposers/ (who writes candidates) and runners/ (where they are
-verified). A name is imported on first use, from the module the table below names, so a
-light command pays only for what it uses: asyncssh, anthropic or torch come only with
+A name is imported on first use, from the module the table below names, so a light
+command pays only for what it uses: asyncssh, anthropic or torch come only with
 the runner or proposer that needs them.
 """
 
@@ -19,7 +16,7 @@ from typing import Any
 _MODULES: dict[str, str] = {
     "events": "record.events",
     "state": "record.state",
-    "ray_runner": "runners.ray",
+    "ray_cluster": "runners.ray_cluster",
 }
 
 # name -> the module under kernelladder.engine that defines it ("module:attr" when the
@@ -31,24 +28,15 @@ _NAMES: dict[str, str] = {
     "new_run_id": "run.setup",
     "RESUMABLE_OPTIONS": "run.setup",
     "Run": "run.run",
-    "GATE_POLICIES": "run.run",
     "OpInfo": "run.op_info",
     "load_op_info": "run.op_info",
-    "START_ATTEMPT": "run.op_info",
     "one_line": "run.lines",
     "verdict_line": "run.lines",
-    "CONFIRM_LIMIT": "run.best_confirmation",
-    "CONFIRM_ROUNDS": "run.best_confirmation",
-    "Profiling": "run.profiling",
-    **dict.fromkeys(
-        ("DONE", "GATE", "IDLE", "MAX_RUNNER_RETRIES", "PROPOSING", "QUEUED", "VERIFYING"),
-        "run.verification",
-    ),
+    "GATE": "run.verification",
     # the options
     "RunOptions": "run.options",
     "DEFAULT_KEEP_WORKERS_S": "run.options",
     "KEEP_WORKERS_ENV": "run.options",
-    "VERIFY_MODES": "run.options",
     "unattended_gate_policy": "run.options",
     "RunOption": "run.options",
     "RUN_OPTIONS": "run.options",
@@ -115,9 +103,9 @@ _NAMES: dict[str, str] = {
     "LocalRunner": "runners.local",
     "default_device": "runners",
     "start_workers_ahead": "runners.local",
-    "MISSING_RAY": "runners.ray",
-    "ray_installed": "runners.ray",
-    "resolve_address": "runners.ray",
+    "MISSING_RAY": "runners.ray_cluster",
+    "ray_installed": "runners.ray_cluster",
+    "resolve_address": "runners.ray_cluster",
     "REMOTE_SETTINGS": "runners.ssh.config",
     "RemoteConfigError": "runners.ssh.config",
     "RemoteSettings": "runners.ssh.config",

@@ -12,20 +12,8 @@ from kernelladder.app.modals.dialog import BODY, Dialog
 
 class ConfirmScreen(Dialog[bool]):
     DEFAULT_CSS = """
-    ConfirmScreen {
-        align: center middle;
-    }
     ConfirmScreen > Vertical {
-        width: 64;
-        max-width: 100%;  /* a narrow terminal: the question fits, its buttons show */
-        height: auto;
-        max-height: 100%;
         border: thick $warning 80%;
-        background: $panel;
-        padding: 1 2;
-    }
-    ConfirmScreen Vertical > Label {
-        width: 1fr;  /* wrap the question: a Label of auto width is cut at the border */
     }
     ConfirmScreen .confirm-title {
         text-style: bold;
@@ -34,14 +22,6 @@ class ConfirmScreen(Dialog[bool]):
     ConfirmScreen .confirm-keys {
         color: $text-muted;
         margin-top: 1;
-    }
-    ConfirmScreen Horizontal {
-        height: auto;
-        margin-top: 1;
-        align-horizontal: right;
-    }
-    ConfirmScreen Button {
-        margin-left: 2;
     }
     """
     BINDINGS = [

@@ -25,7 +25,33 @@ BODY = "dialog-body"
 
 
 class Dialog(ModalScreen[T]):
+    """A modal box in the middle of the screen: a Vertical of wrapped labels, with its
+    buttons in a row on the right. A dialog's own CSS sets its width and border colour."""
+
     DEFAULT_CSS = """
+    Dialog {
+        align: center middle;
+    }
+    Dialog > Vertical {
+        width: 64;
+        max-width: 100%;  /* a narrow terminal: the question fits, its buttons show */
+        height: auto;
+        max-height: 100%;
+        border: thick $primary 80%;
+        background: $panel;
+        padding: 1 2;
+    }
+    Dialog Vertical > Label {
+        width: 1fr;  /* wrap: a Label of auto width is cut at the border */
+    }
+    Dialog Horizontal {
+        height: auto;
+        margin-top: 1;
+        align-horizontal: right;
+    }
+    Dialog Button {
+        margin-left: 2;
+    }
     Dialog .dialog-body {
         height: auto;
         scrollbar-size-vertical: 1;

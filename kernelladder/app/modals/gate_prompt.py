@@ -41,20 +41,9 @@ EMPTY_NOTE_LINE = (
 
 class GatePrompt(Dialog[GateDecision | None]):
     DEFAULT_CSS = """
-    GatePrompt {
-        align: center middle;
-    }
     GatePrompt > Vertical {
         width: 84;
-        max-width: 100%;
-        height: auto;
-        max-height: 100%;
         border: thick $warning 80%;
-        background: $panel;
-        padding: 1 2;
-    }
-    GatePrompt Vertical > Label {
-        width: 1fr;
     }
     GatePrompt .gate-title {
         text-style: bold;
@@ -72,14 +61,6 @@ class GatePrompt(Dialog[GateDecision | None]):
     }
     GatePrompt .gate-keys.-warn {
         color: $warning;
-    }
-    GatePrompt Horizontal {
-        height: auto;
-        margin-top: 1;
-        align-horizontal: right;
-    }
-    GatePrompt Button {
-        margin-left: 2;
     }
     """
     BINDINGS = [

@@ -26,9 +26,6 @@ def key_label(binding: Binding) -> str:
 
 class HelpScreen(Dialog[None]):
     DEFAULT_CSS = """
-    HelpScreen {
-        align: center middle;
-    }
     HelpScreen > VerticalScroll {
         width: 110;
         max-width: 100%;

@@ -19,20 +19,10 @@ from kernelladder.engine import SEARCH, directive_lines, op_vocabulary, read_hin
 
 class HintsEditor(Dialog[str | None]):
     DEFAULT_CSS = """
-    HintsEditor {
-        align: center middle;
-    }
     HintsEditor > Vertical {
         width: 90;
-        max-width: 100%;
         height: 24;
-        max-height: 100%;
         border: thick $accent 80%;
-        background: $panel;
-        padding: 1 2;
-    }
-    HintsEditor Vertical > Label {
-        width: 1fr;
     }
     HintsEditor .hints-title {
         text-style: bold;
@@ -58,14 +48,6 @@ class HintsEditor(Dialog[str | None]):
     }
     HintsEditor.-tight #hints-directives {
         max-height: 3;
-    }
-    HintsEditor Horizontal {
-        height: auto;
-        margin-top: 1;
-        align-horizontal: right;
-    }
-    HintsEditor Button {
-        margin-left: 2;
     }
     """
     BINDINGS = [

@@ -17,20 +17,8 @@ Check = Callable[[str], str | None]  # returns an error line, or None when the t
 
 class InputPrompt(Dialog[str | None]):
     DEFAULT_CSS = """
-    InputPrompt {
-        align: center middle;
-    }
     InputPrompt > Vertical {
         width: 72;
-        max-width: 100%;
-        height: auto;
-        max-height: 100%;
-        border: thick $primary 80%;
-        background: $panel;
-        padding: 1 2;
-    }
-    InputPrompt Vertical > Label {
-        width: 1fr;  /* wrap, never cut */
     }
     InputPrompt .prompt-title {
         text-style: bold;

@@ -17,32 +17,13 @@ DETACH, STOP = "detach", "stop"
 
 class LeaveRunScreen(Dialog[str | None]):
     DEFAULT_CSS = """
-    LeaveRunScreen {
-        align: center middle;
-    }
     LeaveRunScreen > Vertical {
         width: 70;
-        max-width: 100%;
-        height: auto;
-        max-height: 100%;
         border: thick $accent 80%;
-        background: $panel;
-        padding: 1 2;
-    }
-    LeaveRunScreen Vertical > Label {
-        width: 1fr;
     }
     LeaveRunScreen .leave-title {
         text-style: bold;
         margin-bottom: 1;
-    }
-    LeaveRunScreen Horizontal {
-        height: auto;
-        margin-top: 1;
-        align-horizontal: right;
-    }
-    LeaveRunScreen Button {
-        margin-left: 2;
     }
     """
     BINDINGS = [

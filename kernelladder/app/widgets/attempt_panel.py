@@ -20,7 +20,6 @@ from kernelladder.app.widgets.source_view import SourceView
 from kernelladder.app.widgets.verdict_view import VerdictView
 from kernelladder.engine import AttemptStatus
 
-TABS = ("tab-log", "tab-verdict", "tab-source", "tab-diff", "tab-profile", "tab-deploy")
 DIFF_LONG = "Diff vs parent"
 # each tab's label, long and short: a narrow pane shortens them in this order until the
 # row fits (each tab takes its label and a cell either side)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 
-from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widgets import Static
+
+from kernelladder.app.widgets.code_pane import NOTHING_SELECTED, CodePane
 
 
 @lru_cache(maxsize=64)
@@ -40,22 +40,8 @@ def render_diff(parent: str, child: str, parent_name: str, child_name: str) -> C
     return Content("\n").join(lines)
 
 
-class DiffView(VerticalScroll):
-    DEFAULT_CSS = """
-    DiffView {
-        background: $surface;
-    }
-    DiffView > Static {
-        width: auto;
-    }
-    """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._shown: tuple | None = None
-
-    def compose(self):
-        yield Static("no attempt selected", id="diff-body")
+class DiffView(CodePane):
+    BODY_ID = "diff-body"
 
     def show(
         self,
@@ -64,15 +50,12 @@ class DiffView(VerticalScroll):
         parent_source: str | None,
         parent_name: str,
     ) -> None:
-        key = (attempt, source, parent_source, parent_name)
-        if key == self._shown:
-            return
-        self._shown = key
-        body = self.query_one("#diff-body", Static)
-        if attempt is None:
-            body.update("no attempt selected")
-        elif source is None or parent_source is None:
-            missing = "source" if source is None else f"parent ({parent_name})"
-            body.update(Content.styled(f"no diff: {missing} not available", "$text-muted"))
-        else:
-            body.update(render_diff(parent_source, source, parent_name, f"#{attempt}"))
+        def render() -> Content | str:
+            if attempt is None:
+                return NOTHING_SELECTED
+            if source is None or parent_source is None:
+                missing = "source" if source is None else f"parent ({parent_name})"
+                return Content.styled(f"no diff: {missing} not available", "$text-muted")
+            return render_diff(parent_source, source, parent_name, f"#{attempt}")
+
+        self._show((attempt, source, parent_source, parent_name), render)

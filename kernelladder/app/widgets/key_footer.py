@@ -101,28 +101,25 @@ class KeyFooter(Footer):
         for binding, enabled, tooltip in first.values():
             if (binding.id or binding.action) not in kept:
                 continue
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                disabled=not enabled,
-                tooltip=tooltip,
-            ).data_bind(compact=Footer.compact)
+            yield self._key(binding, enabled, tooltip).data_bind(compact=Footer.compact)
         if palette:
             try:
                 _node, binding, enabled, tooltip = active_bindings[self.app.COMMAND_PALETTE_BINDING]
             except KeyError:
                 return
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                classes="-command-palette",
-                disabled=not enabled,
-                tooltip=binding.tooltip or binding.description,
-            )
+            tooltip = binding.tooltip or binding.description
+            yield self._key(binding, enabled, tooltip, classes="-command-palette")
+
+    def _key(self, binding: Binding, enabled: bool, tooltip: str, classes: str = "") -> FooterKey:
+        return FooterKey(
+            binding.key,
+            self.app.get_key_display(binding),
+            binding.description,
+            binding.action,
+            disabled=not enabled,
+            tooltip=tooltip,
+            classes=classes,
+        )
 
     def on_resize(self, event: events.Resize) -> None:
         if self._bindings_ready and self.app.size.width != self._fitted_width:

@@ -6,9 +6,9 @@ from functools import lru_cache
 
 from pygments.lexers import PythonLexer
 from pygments.token import Comment, Keyword, Name, Number, String, Token
-from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widgets import Static
+
+from kernelladder.app.widgets.code_pane import NOTHING_SELECTED, CodePane
 
 # Token type -> style made of theme variables (never fixed colours).
 TOKEN_STYLES: tuple[tuple[object, str], ...] = (
@@ -54,31 +54,15 @@ def highlight(source: str) -> Content:
     return Content("\n").join(out)
 
 
-class SourceView(VerticalScroll):
-    DEFAULT_CSS = """
-    SourceView {
-        background: $surface;
-    }
-    SourceView > Static {
-        width: auto;
-    }
-    """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._shown: tuple[int | None, str | None] | None = None
-
-    def compose(self):
-        yield Static("no attempt selected", id="source-body")
+class SourceView(CodePane):
+    BODY_ID = "source-body"
 
     def show(self, attempt: int | None, source: str | None) -> None:
-        if (attempt, source) == self._shown:
-            return
-        self._shown = (attempt, source)
-        body = self.query_one("#source-body", Static)
-        if attempt is None:
-            body.update("no attempt selected")
-        elif source is None:
-            body.update(Content.styled(f"source of #{attempt} not available", "$text-muted"))
-        else:
-            body.update(highlight(source))
+        def render() -> Content | str:
+            if attempt is None:
+                return NOTHING_SELECTED
+            if source is None:
+                return Content.styled(f"source of #{attempt} not available", "$text-muted")
+            return highlight(source)
+
+        self._show((attempt, source), render)

@@ -1,5 +1,4 @@
-"""Gains and failure signatures: pure functions shared by the fold (state.py) and the
-exit rules (rules.py), so neither imports the other.
+"""Gains and failure signatures: pure functions the fold and the exit rules share.
 
 Speed and "gain" (documented once, used by the fold and by the engine alike):
 - With speed measured (a GPU), which pass is better is standing_rank's rule (slower than

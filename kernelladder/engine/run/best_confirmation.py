@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelladder.engine.protocols import Runner, VerifyRequest
+from kernelladder.engine.protocols import VerifyRequest
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.log import ATTEMPTS_DIR, write_durable
 from kernelladder.engine.record.standing_rank import (
@@ -22,7 +22,7 @@ from kernelladder.engine.record.standing_rank import (
 )
 from kernelladder.engine.record.state import RunState, ranked_passes
 from kernelladder.engine.run.lines import one_line, verdict_line
-from kernelladder.engine.run.options import RunOptions
+from kernelladder.engine.run.run_part import RunHandles, RunPart
 from kernelladder.verifier.contract.verdict import vs_best
 
 CONFIRM_ROUNDS = 15  # back-to-back rounds per shape when the run's best is re-measured
@@ -32,29 +32,18 @@ CONFIRM_MIN_ROUNDS = 5
 CONFIRM_LIMIT = 3  # re-measures at the end of a run, at most (best, runner-up, next best)
 
 
-class BestConfirmation:
+class BestConfirmation(RunPart):
     def __init__(
         self,
-        state: RunState,
-        emit: Callable[[ev.Event], object],
+        run: RunHandles,
         *,
-        runner: Runner,
-        op_wire: dict[str, Any],
-        options: RunOptions,
-        device: Callable[[], str],
         source: Callable[[int], str],
         run_dir: Path,
         cancelled: Callable[[], bool],
         engine_failed: Callable[[], bool],
     ) -> None:
-        self._state = state
-        self._emit = emit
-        self._runner = runner
-        self._op_wire = op_wire
-        self._on = options.confirm
-        self._min_speedup = options.min_speedup
-        self._timeout_s = options.timeout_s
-        self._device = device  # the run's, known once RunStarted is logged
+        super().__init__(run)
+        self._on = run.options.confirm
         self._source = source  # attempt n's source
         self._run_dir = run_dir  # the re-measure's verdict is kept beside the attempt's
         # the run itself was cancelled, or an engine bug ended it: nothing is re-measured

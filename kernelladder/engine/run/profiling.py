@@ -17,16 +17,14 @@ import math
 import statistics
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from kernelladder.engine.protocols import Runner
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.standing_rank import is_gain, merit_of
 from kernelladder.engine.record.state import RunState
 from kernelladder.engine.run.lines import one_line
 from kernelladder.engine.run.op_info import START_ATTEMPT
-from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.run.rules import attempts_left
+from kernelladder.engine.run.run_part import RunHandles, RunPart
 
 PROFILED_AS_BEST = ("the start", "new best")
 # the profile's phases as its attempt's log says them (AttemptProgress, gate "profile")
@@ -80,33 +78,23 @@ def stalled_profile_late(state: RunState, bid: str) -> str:
     return profile_lands_late(min(bounds) - in_flight, walls, gaps)
 
 
-class Profiling:
+class Profiling(RunPart):
     def __init__(
         self,
-        state: RunState,
-        emit: Callable[[ev.Event], object],
+        run: RunHandles,
         *,
-        runner: Runner,
-        op_wire: dict[str, Any],
         start_label: str,
-        options: RunOptions,
-        device: Callable[[], str],
         source: Callable[[int], str],
         run_dir: Path,
         slots: Callable[[], asyncio.Semaphore],
         wait_change_or: Callable[[list[asyncio.Task[None]]], Awaitable[None]],
         forced_stop: Callable[[], bool],
     ) -> None:
-        self._state = state
-        self._emit = emit
-        self._runner = runner
-        self._op_wire = op_wire
+        super().__init__(run)
         self._start_label = start_label  # the op starts from the user's kernel (#0)
-        self._mode = options.profile
-        self._remote = options.remote
-        self._pipelined = options.pipelined
-        self._timeout_s = options.timeout_s
-        self._device = device  # the run's, known once RunStarted is logged
+        self._mode = run.options.profile
+        self._remote = run.options.remote
+        self._pipelined = run.options.pipelined
         self._source = source  # attempt n's source
         self._run_dir = run_dir  # profiles are kept under it
         self._slots = slots  # the engine's verification slots, made once the runner started

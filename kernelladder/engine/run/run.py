@@ -42,6 +42,7 @@ from kernelladder.engine.run.rules import (
     max_attempts_reached,
     run_exit,
 )
+from kernelladder.engine.run.run_part import RunHandles
 from kernelladder.engine.run.session_opening import SessionOpening
 from kernelladder.engine.run.verification import (
     DONE,
@@ -149,21 +150,19 @@ class Run:
             resumed=self._resumed, repaired_tail=repaired_tail, overrides=overrides,
             notices=notices,
         )  # fmt: skip
+        handles = RunHandles(state, emit, runner, op.wire, options, device)
         self._verification = AttemptVerification(
-            state, emit, request_stop=stop, runner=runner, op_wire=op.wire, options=options,
-            device=device, slots=slots, inputs=inputs, write_verdict=self.log.write_verdict,
-            set_phase=self._phase.__setitem__, closed=lambda: self._closed,
+            handles, request_stop=stop, slots=slots, inputs=inputs,
+            write_verdict=self.log.write_verdict, set_phase=self._phase.__setitem__, closed=lambda: self._closed,
             retry_backoff_s=RETRY_BACKOFF_S,
         )  # fmt: skip
         self._profiles = Profiling(
-            state, emit, runner=runner, op_wire=op.wire, start_label=op.start_label,
-            options=options, device=device, source=inputs.source, run_dir=self.run_dir,
+            handles, start_label=op.start_label, source=inputs.source, run_dir=self.run_dir,
             slots=slots, wait_change_or=self._record.wait_change_or,
             forced_stop=lambda: self._cancel_inflight,
         )  # fmt: skip
         self._confirmation = BestConfirmation(
-            state, emit, runner=runner, op_wire=op.wire, options=options, device=device,
-            source=inputs.source, run_dir=self.run_dir,
+            handles, source=inputs.source, run_dir=self.run_dir,
             cancelled=lambda: self._run_cancelled,
             engine_failed=lambda: self.internal_error is not None,
         )  # fmt: skip

@@ -9,14 +9,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kernelladder.engine.protocols import Runner, RunnerLost, VerifyRequest
+from kernelladder.engine.protocols import RunnerLost, VerifyRequest
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.standing_rank import standing_shapes
-from kernelladder.engine.record.state import AttemptStatus, RunState, improvement
+from kernelladder.engine.record.state import AttemptStatus, improvement
 from kernelladder.engine.run.lines import one_line, verdict_line
-from kernelladder.engine.run.options import RunOptions
 from kernelladder.engine.run.proposal_inputs import ProposalInputs
 from kernelladder.engine.run.rules import branch_exit
+from kernelladder.engine.run.run_part import RunHandles, RunPart
 from kernelladder.verifier.contract.verdict import Verdict, standing, standing_text, vs_best
 
 MAX_RUNNER_RETRIES = 2  # a lost runner re-runs the attempt this many times, then the run stops
@@ -34,17 +34,12 @@ IDLE, PROPOSING, GATE, QUEUED, VERIFYING, DONE = (
 )  # fmt: skip
 
 
-class AttemptVerification:
+class AttemptVerification(RunPart):
     def __init__(
         self,
-        state: RunState,
-        emit: Callable[[ev.Event], object],
+        run: RunHandles,
         *,
         request_stop: Callable[..., None],
-        runner: Runner,
-        op_wire: dict[str, Any],
-        options: RunOptions,
-        device: Callable[[], str],
         slots: Callable[[], asyncio.Semaphore],
         inputs: ProposalInputs,
         write_verdict: Callable[[int, dict[str, Any]], str],
@@ -52,16 +47,10 @@ class AttemptVerification:
         closed: Callable[[], bool],
         retry_backoff_s: float,
     ) -> None:
-        self._state = state
-        self._emit = emit
+        super().__init__(run)
         self._request_stop = request_stop  # Run's: (rule, by=, detail=)
-        self._runner = runner
-        self._op_wire = op_wire
-        self._min_speedup = options.min_speedup
-        self._timeout_s = options.timeout_s
-        self._pipelined = options.pipelined
-        self._early_stop = options.early_stop
-        self._device = device  # the run's, known once RunStarted is logged
+        self._pipelined = run.options.pipelined
+        self._early_stop = run.options.early_stop
         self._slots = slots  # the engine's verification slots, made once the runner started
         self._inputs = inputs  # verdicts read back, and kept as they are recorded
         self._write_verdict = write_verdict  # into the run directory; returns its hash

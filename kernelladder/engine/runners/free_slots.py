@@ -1,4 +1,5 @@
-"""The free slots of a runner whose slots can leave (the SSH pool's hosts, Ray's actors).
+"""The free slots of a runner whose slots can leave (the SSH pool's hosts, Ray's actors),
+and the verify() such a runner shares.
 
 An attempt takes the first free slot, or waits until one is given back or none is left
 alive; then it raises RunnerLost saying why each left. A slot whose host or actor left is
@@ -9,9 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from kernelladder.engine.protocols import RunnerLost
+from kernelladder.engine.protocols import (
+    ProgressFn,
+    RunnerBase,
+    RunnerLost,
+    SlotFn,
+    VerifyRequest,
+)
+from kernelladder.verifier.contract.verdict import Verdict
 
 SlotT = TypeVar("SlotT")
 
@@ -68,3 +76,43 @@ class FreeSlots(Generic[SlotT]):
                 changed.notify_all()
 
         asyncio.ensure_future(notify())
+
+
+class SlotPoolRunner(RunnerBase):
+    """A runner whose attempts each borrow a slot of `_free` (its slots have a `label`):
+    verify() starts it when needed, takes a slot that is ready, names it, verifies there
+    and gives it back. A subclass implements start() and _verify_on(), and _slot_ready()
+    where a slot may need its host reconnected first."""
+
+    _started: bool
+    _free: FreeSlots[Any]
+
+    async def verify(
+        self,
+        request: VerifyRequest,
+        on_progress: ProgressFn | None = None,
+        on_slot: SlotFn | None = None,
+    ) -> Verdict:
+        if not self._started:
+            await self.start()
+        while True:
+            slot = await self._free.take()
+            try:
+                if not await self._slot_ready(slot):
+                    continue  # its host left the pool: take a slot of another one
+                if on_slot is not None:
+                    on_slot(slot.label)  # where this attempt runs: "host:gpu", "ip:gpuN"
+                return await self._verify_on(slot, request, on_progress)
+            finally:
+                self._free.give_back(slot)
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def _slot_ready(self, slot: Any) -> bool:
+        return True
+
+    async def _verify_on(
+        self, slot: Any, request: VerifyRequest, on_progress: ProgressFn | None
+    ) -> Verdict:
+        raise NotImplementedError

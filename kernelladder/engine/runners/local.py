@@ -1,6 +1,5 @@
-"""Runners: where candidates are verified. LocalRunner drives the verifier's long-lived
-local workers (one per GPU, or one CPU interpreter worker); the SSH runners live
-in runners/ssh/ and plug into the same Runner protocol.
+"""The local runner: the verifier's long-lived workers on this machine (one per GPU, or
+one CPU interpreter worker), and make_runner, which picks a run's runner from its options.
 
 A candidate's crash, hang or cheat is a Verdict. RunnerLost means the worker
 infrastructure itself failed (a worker that cannot start, a protocol breakdown) and the

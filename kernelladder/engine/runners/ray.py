@@ -16,226 +16,34 @@ raises RunnerLost (the engine records AttemptRetried and runs the attempt on ano
 slot); the lost slot leaves the pool with a notice; when none is left the run stops with
 the reason.
 
-Nothing here imports ray at module level: `import ray` happens in start() and in the
-doctor's probe, so only a run that chose the Ray runner needs it.
+Nothing here imports ray at module level: `import ray` happens in start(), so only a run
+that chose the Ray runner needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import os
-import sys
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.engine.runners.free_slots import FreeSlots
-from kernelladder.verifier.contract.sandbox import ENV_VAR as SANDBOX_ENV
+from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.free_slots import FreeSlots, SlotPoolRunner
+from kernelladder.engine.runners.ray_actor import VerifierActor
+from kernelladder.engine.runners.ray_cluster import (
+    NAMESPACE,
+    RayUnavailable,
+    cluster_line,
+    cluster_nodes,
+    connect,
+    error_line,
+)
 from kernelladder.verifier.contract.verdict import Verdict
 
-NAMESPACE = "kernelladder"  # the actors' Ray namespace (a test or an operator finds them here)
-ADDRESS_ENV = "KL_RAY_ADDRESS"
-MISSING_RAY = (
-    "the Ray runner needs the ray package on this machine: pip install 'kernelladder[ray]'"
-)
 ACTOR_START_TIMEOUT_S = 300.0  # scheduling on a busy cluster + torch import + CUDA context
 PROGRESS_POLL_S = 0.5
 CALL_MARGIN_S = 120.0  # beyond the candidate's own timeout before an actor counts as hung
-LOCAL_OBJECT_STORE = 128 * 1024**2  # verdicts are small; a local cluster needs little
-
-
-class RayUnavailable(RunnerLost):
-    """ray is not installed, or the cluster cannot be reached: one line for a person."""
-
-
-def ray_installed() -> bool:
-    """Whether ray can be imported here (without importing it)."""
-    try:
-        return importlib.util.find_spec("ray") is not None
-    except (ImportError, ValueError):  # blocked, or a broken half-installed ray
-        return False
-
-
-def resolve_address(given: str | None) -> str | None:
-    """--ray-address, else KL_RAY_ADDRESS; None when neither is set."""
-    address = given if given is not None else os.environ.get(ADDRESS_ENV)
-    return address.strip() if address is not None else None
-
-
-def package_dir() -> str:
-    """The kernelladder package directory that runtime_env py_modules ships."""
-    import kernelladder
-
-    return os.path.dirname(os.path.abspath(kernelladder.__file__))
-
-
-def _one_line(exc: BaseException | str) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:400]
-
-
-# --- on the nodes ---------------------------------------------------------------------
-
-
-def node_probe() -> dict[str, Any]:
-    """What a node offers: Python, torch, Triton, Ray, its GPUs and where the shipped
-    package was unpacked. Run as a Ray task pinned to that node (the doctor)."""
-    import platform
-    import socket
-
-    out: dict[str, Any] = {
-        "python": platform.python_version(),
-        "executable": sys.executable,
-        "hostname": socket.gethostname(),
-        "gpus": [],
-    }
-    for name in ("ray", "torch", "triton", "numpy"):
-        try:
-            out[name] = getattr(__import__(name), "__version__", "?")
-        except Exception as exc:
-            out[name] = None
-            out[name + "_error"] = _one_line(f"{type(exc).__name__}: {exc}")[:200]
-    if out["torch"]:
-        try:
-            import torch
-
-            out["cuda_version"] = torch.version.cuda
-            if torch.cuda.is_available():
-                count = torch.cuda.device_count()
-                out["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
-        except Exception as exc:
-            out["cuda_error"] = _one_line(exc)[:200]
-    import kernelladder
-
-    out["package"] = os.path.dirname(os.path.abspath(kernelladder.__file__))
-    return out
-
-
-def _missing_on_node() -> str:
-    """'' when this node's Python has torch and Triton, else what is missing."""
-
-    def absent(module: str) -> bool:
-        try:
-            return importlib.util.find_spec(module) is None
-        except (ImportError, ValueError):
-            return True
-
-    return " and ".join(m for m in ("torch", "triton") if absent(m))
-
-
-class VerifierActor:
-    """A Ray actor (async: its calls share one event loop) that owns `lanes` persistent
-    verifier workers on its node, sharing its GPU through one GpuArbiter as the local
-    pool's workers share theirs (a pipelined verification compiles ahead in one while
-    another times): the same WorkerClient and LocalTransport as the local runner, so
-    the workers, their protocol and their sandbox are the local ones. The runner sends
-    it at most `lanes` verifications at once."""
-
-    def __init__(self, device: str, index: int, lanes: int = 1):
-        self.device = device
-        self.index = index
-        self.lanes = max(1, int(lanes))
-        self.clients: list[Any] = []
-        self._idle: list[int] = []  # lanes free for the next verification
-        self.busy: dict[str, int] = {}  # request id -> the lane verifying it
-        self.progress_log: dict[str, list[tuple[str, str]]] = {}
-        self.slot = ""
-
-    def _where(self) -> tuple[str, str]:
-        import socket
-
-        import ray
-
-        return ray.util.get_node_ip_address(), socket.gethostname()
-
-    async def hello(self) -> dict[str, Any]:
-        """Start the worker; its hello plus the node. {"error": line} when it cannot."""
-        import ray
-
-        from kernelladder.verifier.host.client import (
-            LocalTransport,
-            WorkerClient,
-            WorkerUnavailable,
-        )
-
-        ip, host = self._where()
-        gpus = [str(g) for g in ray.get_gpu_ids()]
-        kind = f"gpu{gpus[0]}" if self.device == "cuda" and gpus else f"{self.device}{self.index}"
-        self.slot = f"{ip}:{kind}"
-        base = {
-            "slot": self.slot,
-            "node_ip": ip,
-            "hostname": host,
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "ray": ray.__version__,
-            "package": package_dir(),
-            "executable": sys.executable,
-        }
-        missing = _missing_on_node()
-        if missing:
-            return {
-                **base,
-                "error": f"node {ip} ({host}): its Python {sys.executable} has no {missing}; "
-                "the verifier needs torch and Triton on every node",
-            }
-        if not self.clients:
-            from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
-
-            cuda = 0 if self.device == "cuda" else None  # index into the actor's GPUs
-            arbiter = GpuArbiter(self.slot)
-            self.clients = [
-                WorkerClient(lambda: LocalTransport(self.device, cuda_device=cuda), arbiter=arbiter)
-                for _ in range(self.lanes)
-            ]
-            self._idle = list(range(self.lanes))
-        try:
-            hellos = await asyncio.gather(*(c.hello() for c in self.clients))
-        except WorkerUnavailable as exc:
-            return {**base, "error": f"node {ip} ({host}): {_one_line(exc)}"}
-        return {**base, "hello": hellos[0], "lanes": self.lanes}
-
-    async def verify(self, request: dict[str, Any], request_id: str) -> dict[str, Any]:
-        """{"verdict": Verdict.to_dict()}, or {"unavailable": line} when no worker can
-        take it (not the candidate's fault)."""
-        from kernelladder.verifier.host.client import WorkerUnavailable
-
-        if not self._idle:
-            return {"unavailable": f"all {self.lanes} of its workers are busy"}
-        lane = self._idle.pop(0)
-        log = self.progress_log.setdefault(request_id, [])
-        self.busy[request_id] = lane
-        try:
-            verdict = await self.clients[lane].verify(
-                request,
-                on_progress=lambda gate, message: log.append((gate, message)),
-                timeout_s=request.get("timeout_s"),
-            )
-            return {"verdict": verdict.to_dict()}
-        except WorkerUnavailable as exc:
-            return {"unavailable": _one_line(exc)}
-        finally:
-            self.busy.pop(request_id, None)
-            self._idle.append(lane)
-
-    async def progress(self, request_id: str, since: int) -> list[tuple[str, str]]:
-        return list(self.progress_log.get(request_id, [])[since:])
-
-    async def forget(self, request_id: str) -> None:
-        self.progress_log.pop(request_id, None)
-
-    async def status(self) -> dict[str, Any]:
-        return {"slot": self.slot, "busy": bool(self.busy), "busy_lanes": len(self.busy)}
-
-    async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
-
-
-# --- on the user's machine ------------------------------------------------------------
 
 
 @dataclass
@@ -264,138 +72,6 @@ def _actor_lost_types(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(exc, n) for n in names if isinstance(getattr(exc, n, None), type))
 
 
-def connect(address: str, *, local_cpus: int | None = None) -> dict[str, Any]:
-    """ray.init for `address` ("local": a cluster started in this process; "auto": the
-    one this machine belongs to; else HOST:PORT or ray://...), shipping the package as
-    runtime_env py_modules. {"started": bool, "address": ..., "dashboard": ...}.
-    RayUnavailable with one line when ray is missing or the cluster unreachable."""
-    if not ray_installed():
-        raise RayUnavailable(MISSING_RAY)
-    import logging
-
-    import ray
-
-    if ray.is_initialized():  # the caller connected already (its runtime_env applies)
-        ctx = ray.get_runtime_context()
-        return {"started": False, "address": ctx.gcs_address, "dashboard": "", "owned": False}
-    runtime_env: dict[str, Any] = {
-        "py_modules": [package_dir()],
-        "excludes": ["__pycache__", "*.pyc"],
-    }
-    if os.environ.get(SANDBOX_ENV):  # --sandbox: the actors' workers obey it too
-        runtime_env["env_vars"] = {SANDBOX_ENV: os.environ[SANDBOX_ENV]}
-    kwargs: dict[str, Any] = dict(
-        runtime_env=runtime_env,
-        namespace=NAMESPACE,
-        log_to_driver=False,  # worker stderr belongs to the verdicts, not the terminal
-        logging_level=logging.ERROR,  # e.g. "SIGTERM handler is not set" from a thread
-        configure_logging=True,
-    )
-    if address == "local":
-        kwargs.update(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE)
-        if local_cpus:
-            kwargs["num_cpus"] = local_cpus
-    else:
-        kwargs["address"] = address
-    try:
-        with _real_std_streams():
-            ctx = ray.init(**kwargs)
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-        where = "a local Ray cluster" if address == "local" else f"the Ray cluster at {address}"
-        raise RayUnavailable(f"cannot connect to {where}: {_one_line(exc)}") from None
-    info = getattr(ctx, "address_info", {}) or {}
-    return {
-        "started": address == "local",
-        "address": info.get("gcs_address") or address,
-        "dashboard": getattr(ctx, "dashboard_url", "") or "",
-        "owned": True,
-    }
-
-
-@contextlib.contextmanager
-def _real_std_streams() -> Any:
-    """stdout/stderr with real file descriptors while Ray starts (it hands them to
-    faulthandler); the app captures them in objects that have none. Ray writes nothing
-    there at this logging level, so /dev/null stands in."""
-
-    def real(stream: Any) -> bool:
-        try:
-            return stream.fileno() >= 0
-        except Exception:
-            return False
-
-    if real(sys.stdout) and real(sys.stderr):
-        yield
-        return
-    saved = sys.stdout, sys.stderr
-    with open(os.devnull, "w") as null:
-        sys.stdout = sys.stdout if real(sys.stdout) else null
-        sys.stderr = sys.stderr if real(sys.stderr) else null
-        try:
-            yield
-        finally:
-            sys.stdout, sys.stderr = saved
-
-
-def cluster_nodes() -> list[dict[str, Any]]:
-    """The cluster's live nodes: id, ip, hostname, GPUs, CPUs (ray.nodes())."""
-    import ray
-
-    nodes = []
-    for n in ray.nodes():
-        if not n.get("Alive"):
-            continue
-        res = n.get("Resources") or {}
-        nodes.append(
-            {
-                "node_id": n.get("NodeID"),
-                "ip": n.get("NodeManagerAddress"),
-                "hostname": n.get("NodeManagerHostname"),
-                "gpus": int(res.get("GPU", 0)),
-                "cpus": int(res.get("CPU", 0)),
-            }
-        )
-    return nodes
-
-
-async def probe_nodes(nodes: list[dict[str, Any]], timeout_s: float = 180.0) -> list[dict]:
-    """node_probe() on every node (pinned there): the node's fields and the probe's, or
-    "error" with one line."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    task = ray.remote(node_probe)
-
-    async def one(node: dict[str, Any]) -> dict[str, Any]:
-        strategy = NodeAffinitySchedulingStrategy(node_id=node["node_id"], soft=False)
-        ref = task.options(num_cpus=0, scheduling_strategy=strategy).remote()
-        # the probe's "gpus" are the GPU names torch sees; Ray's own count is "ray_gpus"
-        seen = {**node, "ray_gpus": node["gpus"], "gpus": []}
-        try:
-            async with asyncio.timeout(timeout_s):
-                return {**seen, **(await ref)}
-        except TimeoutError:
-            ray.cancel(ref, force=True)
-            return {**seen, "error": f"no answer within {timeout_s:g}s"}
-        except Exception as exc:
-            return {**seen, "error": _one_line(exc)}
-
-    return list(await asyncio.gather(*(one(n) for n in nodes)))
-
-
-def cluster_line(address: str, nodes: list[dict[str, Any]], dashboard: str, **versions: Any) -> str:
-    """One line for a person: nodes, GPUs per node, versions, the dashboard."""
-    per_node = ", ".join(f"{n.get('ip')} {n.get('gpus', 0)} GPU" for n in nodes)
-    parts = [f"Ray cluster at {address}: {len(nodes)} node{'s' if len(nodes) != 1 else ''}"]
-    if per_node:
-        parts[0] += f" ({per_node})"
-    parts += [f"{k} {v}" for k, v in versions.items() if v]
-    parts.append(f"dashboard {dashboard}" if dashboard else "no dashboard")
-    return "; ".join(parts)
-
-
 def runner_name(actors_per_node: list[int], kind: str) -> str:
     """The runner as the header and each AttemptStarted name it: nodes and actors per
     node, e.g. "ray:2 nodes 4+4 GPU" or "ray:1 node 2 CPU"."""
@@ -404,7 +80,7 @@ def runner_name(actors_per_node: list[int], kind: str) -> str:
     return f"ray:{nodes} node{'s' if nodes != 1 else ''} {per_node} {kind}"
 
 
-class RayRunner(RunnerBase):
+class RayRunner(SlotPoolRunner):
     """The engine's Runner over Ray actors: one per GPU of the cluster (device cuda), or
     `slots` CPU actors running the Triton interpreter (device cpu)."""
 
@@ -502,7 +178,7 @@ class RayRunner(RunnerBase):
             if isinstance(hello, asyncio.CancelledError):
                 raise hello
             if isinstance(hello, BaseException):
-                slot.gone = _one_line(hello)
+                slot.gone = error_line(hello)
             elif hello.get("error"):
                 slot.gone = str(hello["error"])
                 slot.label = str(hello.get("slot") or slot.name)
@@ -572,22 +248,6 @@ class RayRunner(RunnerBase):
                 "(not enough free GPUs/CPUs on the cluster, or a slow node)"
             }
 
-    async def verify(
-        self,
-        request: VerifyRequest,
-        on_progress: ProgressFn | None = None,
-        on_slot: Callable[[str], None] | None = None,
-    ) -> Verdict:
-        if not self._started:
-            await self.start()
-        slot = await self._free.take()
-        try:
-            if on_slot is not None:
-                on_slot(slot.label)
-            return await self._verify_on(slot, request, on_progress)
-        finally:
-            self._free.give_back(slot)
-
     async def _verify_on(
         self, slot: _Slot, request: VerifyRequest, on_progress: ProgressFn | None
     ) -> Verdict:
@@ -610,9 +270,9 @@ class RayRunner(RunnerBase):
                 ray.cancel(ref, force=True)
             raise self._lose(slot, f"no answer within {limit:g}s") from None
         except _actor_lost_types(ray) as exc:
-            raise self._lose(slot, _one_line(exc).split(". ")[0]) from None
+            raise self._lose(slot, error_line(exc).split(". ")[0]) from None
         except Exception as exc:  # the actor's method itself raised: not the candidate
-            raise RunnerLost(f"Ray actor {slot.label}: {_one_line(exc)}") from None
+            raise RunnerLost(f"Ray actor {slot.label}: {error_line(exc)}") from None
         finally:
             poller.cancel()
             with contextlib.suppress(BaseException):

@@ -1,7 +1,3 @@
-"""Remote verification over SSH (imported only when a run is remote: it needs asyncssh).
-
-config.py   the remote settings, environment and TOML pool file -> RemoteConfig
-link.py     one host: verified connection, host-key checks, worker commands
-sync.py     the ops/ and verifier/ tree mirrored on the box, keyed by content
-pool.py     PoolRunner (several hosts and GPUs), SSHRunner, make_remote_runner
-"""
+"""Remote verification over SSH: a pool of hosts and their GPUs, each reached over a
+verified connection (its host key checked), with the verifier's tree mirrored there by
+content. Imported only when a run is remote: it needs asyncssh."""

@@ -144,26 +144,25 @@ async def diagnose_host_key(host: HostConfig) -> HostKeyError:
     trusted = load_known_hosts(host.known_hosts)
     host_keys, ca_keys, *_ = trusted.match(t.host, t.host, t.port)
     name = known_hosts_pattern(t.host, t.port)
-    if host_keys or ca_keys:
-        return HostKeyError(
+    changed = bool(host_keys or ca_keys)
+    if changed:
+        message = (
             f"HOST KEY CHANGED for {name}: the box presents {fingerprint or 'another key'}, "
             f"which is not the key recorded in {host.known_hosts}; refusing to connect "
-            "(if the box was really reinstalled, remove its old line there yourself)",
-            host=t.host,
-            port=t.port,
-            fingerprint=fingerprint,
-            changed=True,
-            key=key,
-            known_hosts=host.known_hosts,
+            "(if the box was really reinstalled, remove its old line there yourself)"
+        )
+    else:
+        message = (
+            f"unknown host key for {name} ({fingerprint or 'fingerprint unavailable'}): "
+            f"add it to {host.known_hosts} with `ssh-keyscan -p {t.port} {t.host}` after "
+            "checking the fingerprint, or run `kernelladder doctor --remote --trust`"
         )
     return HostKeyError(
-        f"unknown host key for {name} ({fingerprint or 'fingerprint unavailable'}): "
-        f"add it to {host.known_hosts} with `ssh-keyscan -p {t.port} {t.host}` after checking "
-        "the fingerprint, or run `kernelladder doctor --remote --trust`",
+        message,
         host=t.host,
         port=t.port,
         fingerprint=fingerprint,
-        changed=False,
+        changed=changed,
         key=key,
         known_hosts=host.known_hosts,
     )

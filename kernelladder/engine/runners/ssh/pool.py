@@ -21,14 +21,13 @@ import asyncio
 import contextlib
 import json
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncssh
 
-from kernelladder.engine.protocols import ProgressFn, RunnerBase, RunnerLost, VerifyRequest
-from kernelladder.engine.runners.free_slots import FreeSlots
+from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
+from kernelladder.engine.runners.free_slots import FreeSlots, SlotPoolRunner
 from kernelladder.engine.runners.ssh.config import (
     VISIBLE_DEVICES_PROBE,
     HostConfig,
@@ -42,7 +41,6 @@ from kernelladder.verifier.host.client import WorkerClient, WorkerUnavailable
 from kernelladder.verifier.host.gpu_arbiter import GpuArbiter
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # then the host leaves the pool
-PGID_LINE_TYPE = "kl-pgid"
 
 
 class _GroupReader:
@@ -167,7 +165,7 @@ class _Host:
     physical: dict[int, str] = field(default_factory=dict)  # index -> CUDA_VISIBLE_DEVICES
 
 
-class PoolRunner(RunnerBase):
+class PoolRunner(SlotPoolRunner):
     """The engine's Runner over one or more SSH hosts; one slot per configured GPU. Its
     notices ("a host left the pool", "reconnected") go through RunnerBase.notice."""
 
@@ -301,25 +299,8 @@ class PoolRunner(RunnerBase):
             return {}  # a CPU run uses no GPU: the indices stay as given
         return dict(zip(gpus, mapped, strict=True))
 
-    async def verify(
-        self,
-        request: VerifyRequest,
-        on_progress: ProgressFn | None = None,
-        on_slot: Callable[[str], None] | None = None,
-    ) -> Verdict:
-        if not self._started:
-            await self.start()
-        while True:
-            slot = await self._free.take()
-            try:
-                ready = await self._ensure_host(slot.host)
-                if not ready:
-                    continue  # that host left the pool: take a slot of another one
-                if on_slot is not None:
-                    on_slot(slot.label)  # "host:gpu", where this attempt runs
-                return await self._verify_on(slot, request, on_progress)
-            finally:
-                self._free.give_back(slot)
+    async def _slot_ready(self, slot: _Slot) -> bool:
+        return await self._ensure_host(slot.host)
 
     async def _ensure_host(self, host: _Host) -> bool:
         """Reconnect a dropped link (bounded backoff). False once the host has left."""
