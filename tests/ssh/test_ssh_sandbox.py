@@ -88,7 +88,7 @@ def test_remote_workers_are_walled_in(sshd, tmp_path, monkeypatch):  # noqa: F81
     assert got["before"] == got["after"], "the remote verifier's files changed"
     tree = got["tree"]
     walls = {
-        "wall_write_package": f"write to {tree}/verifier/gates.py",
+        "wall_write_package": f"write to {tree}/verifier/worker/gates.py",
         "wall_write_home": f"write to {planted}",
         "wall_read_ssh": f"read of {box_home}/.ssh/id_ed25519",
         "wall_read_parent_environ": "read of /proc/",

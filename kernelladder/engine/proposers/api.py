@@ -301,7 +301,8 @@ class ApiProposer(ProposerBase):
     # The SDK whose errors _retrying reads (anthropic and openai name them alike), and how
     # a refusal and a last failure are said; OpenAIChatProposer says them its own way.
     SDK = "anthropic"
-    SYNC_CLIENT, ASYNC_CLIENT = "Anthropic", "AsyncAnthropic"
+    SYNC_CLIENT = "Anthropic"
+    ASYNC_CLIENT = "AsyncAnthropic"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)

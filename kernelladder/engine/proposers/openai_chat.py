@@ -230,7 +230,8 @@ class OpenAIChatProposer(ApiProposer):
         return await self._retrying(request)
 
     SDK = "openai"
-    SYNC_CLIENT, ASYNC_CLIENT = "OpenAI", "AsyncOpenAI"
+    SYNC_CLIENT = "OpenAI"
+    ASYNC_CLIENT = "AsyncOpenAI"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)
