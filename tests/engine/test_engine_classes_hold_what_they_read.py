@@ -23,7 +23,9 @@ def _names(cls: type) -> tuple[set[str], set[str]]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             held.add(node.name)
         elif isinstance(node, ast.Assign):
-            held |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            for target in node.targets:  # `A = ...` and `A, B = ...` alike
+                names = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+                held |= {n.id for n in names if isinstance(n, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             held.add(node.target.id)
     read: set[str] = set()

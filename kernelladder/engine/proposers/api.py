@@ -301,8 +301,7 @@ class ApiProposer(ProposerBase):
     # The SDK whose errors _retrying reads (anthropic and openai name them alike), and how
     # a refusal and a last failure are said; OpenAIChatProposer says them its own way.
     SDK = "anthropic"
-    SYNC_CLIENT = "Anthropic"
-    ASYNC_CLIENT = "AsyncAnthropic"
+    SYNC_CLIENT, ASYNC_CLIENT = "Anthropic", "AsyncAnthropic"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)

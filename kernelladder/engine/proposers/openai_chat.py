@@ -230,8 +230,7 @@ class OpenAIChatProposer(ApiProposer):
         return await self._retrying(request)
 
     SDK = "openai"
-    SYNC_CLIENT = "OpenAI"
-    ASYNC_CLIENT = "AsyncOpenAI"
+    SYNC_CLIENT, ASYNC_CLIENT = "OpenAI", "AsyncOpenAI"
 
     def _reason(self, exc: Exception) -> str:
         return _message(exc)
