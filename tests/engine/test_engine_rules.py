@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from kernelladder.engine.protocols import Proposal
 from kernelladder.engine.record import events as ev
 from kernelladder.engine.record.gains import failure_signature, is_gain, normalize_error
 from kernelladder.engine.record.state import apply, fold, new_state
@@ -33,14 +34,16 @@ def test_fence_concerns_and_escalation():
     assert "monkeypatches a module" in fence_concerns("torch.allclose = lambda *a: True")
     assert "touches sys.modules" in fence_concerns("import sys\nsys.modules['x'] = 1")
     common = dict(family=None, parent=1, parent_family=None, branch_id="b1")
-    assert assess_undo(undo_cost="low", undo_reason="a param", source="x=1", **common) == (
-        "low", "a param",
-    )  # fmt: skip
-    cost, why = assess_undo(undo_cost="low", undo_reason="", source="import threading", **common)
+
+    def move(source: str, undo_cost: str, undo_reason: str = "") -> Proposal:
+        return Proposal(source, "s", "m", undo_cost, undo_reason)
+
+    assert assess_undo(move("x=1", "low", "a param"), **common) == ("low", "a param")
+    cost, why = assess_undo(move("import threading", "low"), **common)
     assert (cost, why) == ("high", "against #1: touches the fence: uses threads")
-    cost, why = assess_undo(undo_cost="medium", undo_reason="", source="x", restarts=True, **common)
+    cost, why = assess_undo(move("x", "medium"), restarts=True, **common)
     assert cost == "high" and why == "b1 leaves its line: starts again from the starting candidate"
-    assert assess_undo(undo_cost="bogus", undo_reason="r", source="", **common)[0] == "medium"
+    assert assess_undo(move("", "bogus", "r"), **common)[0] == "medium"
 
 
 def _events():

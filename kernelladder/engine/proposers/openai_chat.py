@@ -16,11 +16,11 @@ import functools
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from kernelladder.engine.proposers.api import ApiProposer, _connection_reason, _times
 from kernelladder.engine.proposers.api import _message as _api_message
+from kernelladder.engine.proposers.pricing import Cost, tokens
 from kernelladder.engine.proposers.prompt import build_prompt
 from kernelladder.engine.protocols import Proposal, ProposalContext, ProposerError
 
@@ -50,15 +50,6 @@ OPENAI_PRICES: dict[str, tuple[float, float]] = {
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
-@dataclass(frozen=True)
-class ChatCost:
-    usd: float
-    tokens_in: int
-    tokens_out: int
-    known: bool  # False: no price for the model; usd is 0, not a guess
-    note: str | None = None
-
-
 def price_of(model: str | None, price_in: float | None, price_out: float | None) -> Any:
     """(input, output) USD per million tokens: the flags when both are given, else the
     table; None when not known."""
@@ -71,20 +62,18 @@ def price_of(model: str | None, price_in: float | None, price_out: float | None)
 
 def chat_cost(
     model: str | None, usage: Any, price_in: float | None = None, price_out: float | None = None
-) -> ChatCost:
+) -> Cost:
     """The cost of one chat completion from its usage (prompt_tokens, completion_tokens)."""
-    tokens_in = _count(usage, "prompt_tokens")
-    tokens_out = _count(usage, "completion_tokens")
+    tokens_in = tokens(usage, "prompt_tokens")
+    tokens_out = tokens(usage, "completion_tokens")
     price = price_of(model, price_in, price_out)
     if price is None:
-        return ChatCost(
-            0.0, tokens_in, tokens_out, False,
+        return Cost(
+            0.0, tokens_in, tokens_out,
             f"cost not known for model {model} (give --price-in and --price-out, USD per "
             "million tokens): tokens counted, cost counted as 0",
         )  # fmt: skip
-    return ChatCost(
-        (tokens_in * price[0] + tokens_out * price[1]) / 1e6, tokens_in, tokens_out, True
-    )
+    return Cost((tokens_in * price[0] + tokens_out * price[1]) / 1e6, tokens_in, tokens_out)
 
 
 def _message(exc: Exception) -> str:
@@ -93,14 +82,6 @@ def _message(exc: Exception) -> str:
     if isinstance(body, dict) and body.get("message"):
         return " ".join(str(body["message"]).split())[:200]
     return _api_message(exc)
-
-
-def _count(usage: Any, name: str) -> int:
-    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 class OpenAIChatProposer(ApiProposer):

@@ -32,13 +32,21 @@ _SNAPSHOT = re.compile(r"-\d{8}$")
 
 @dataclass(frozen=True)
 class Cost:
+    """What one call cost (the api, code and openai proposers')."""
+
     usd: float
     tokens_in: int  # every input token: plain + cache writes + cache reads
     tokens_out: int
     note: str | None = None  # e.g. "no price known for model X: cost counted as 0"
 
+    @property
+    def known(self) -> bool:
+        """False: no price for the model; usd is 0, not a guess."""
+        return self.note is None
 
-def _get(usage: Any, name: str) -> int:
+
+def tokens(usage: Any, name: str) -> int:
+    """A token count of an SDK's usage object or dict; 0 where it is missing or not a number."""
     value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
     try:
         return int(value or 0)
@@ -54,10 +62,10 @@ def price_of(model: str | None) -> tuple[float, float] | None:
 
 def cost_of(model: str | None, usage: Any) -> Cost:
     """The cost of one call from its `usage` (an SDK Usage object or a dict)."""
-    plain = _get(usage, "input_tokens")
-    written = _get(usage, "cache_creation_input_tokens")
-    read = _get(usage, "cache_read_input_tokens")
-    out = _get(usage, "output_tokens")
+    plain = tokens(usage, "input_tokens")
+    written = tokens(usage, "cache_creation_input_tokens")
+    read = tokens(usage, "cache_read_input_tokens")
+    out = tokens(usage, "output_tokens")
     tokens_in = plain + written + read
     price = price_of(model)
     if price is None:

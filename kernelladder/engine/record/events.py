@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 SCHEMA_VERSION = 2  # older events are upcast as they are read (engine/record/upcast.py)
 
@@ -33,8 +34,15 @@ RULE_ALL_BRANCHES_DONE = "all-branches-done"
 RULE_ERROR = "error"
 
 
+EVENT_TYPES: dict[str, type[Event]] = {}  # kind -> event class, filled as each is defined
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
 @dataclass(frozen=True, kw_only=True)
 class Event:
+    """A subclass is made a frozen, keyword-only dataclass and registered under its `kind`:
+    its name in snake case (RunStarted: "run_started") unless the class names its own."""
+
     kind: ClassVar[str] = "event"
     # recorded beside the run, not part of its course (a deploy after the end): the run's
     # elapsed time and "did the log reach RunFinished" leave it out
@@ -42,6 +50,13 @@ class Event:
     seq: int = -1  # assigned by the log when appended; 0-based, gap-free
     ts: float = 0.0  # unix time, assigned by the log when appended
     schema_version: int = SCHEMA_VERSION
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" not in cls.__dict__:
+            cls.kind = _CAPITAL.sub(r"_\g<0>", cls.__name__).lower()
+        dataclass(frozen=True, kw_only=True)(cls)
+        EVENT_TYPES[cls.kind] = cls
 
     def to_dict(self) -> dict[str, Any]:
         d = {"kind": self.kind}
@@ -53,6 +68,9 @@ class Event:
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=False)
 
 
+_CAPITAL = re.compile(r"(?<!^)[A-Z]")
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, tuple):
         return [_jsonable(x) for x in v]
@@ -61,14 +79,6 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     return v
-
-
-EVENT_TYPES: dict[str, type[Event]] = {}
-
-
-def _register(cls: type[Event]) -> type[Event]:
-    EVENT_TYPES[cls.kind] = cls
-    return cls
 
 
 def event_from_dict(d: dict[str, Any]) -> Event:
@@ -93,10 +103,7 @@ def _is_tuple_field(f: dataclasses.Field) -> bool:
 # --- run ---------------------------------------------------------------------------
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
-    kind: ClassVar[str] = "run_started"
     run_id: str
     op: str  # op name or the problem file's name
     op_kind: str = "builtin"  # "builtin" | "kernelbench"
@@ -111,66 +118,45 @@ class RunStarted(Event):
     sandbox: str | None = None  # the workers' walls: "on (Landlock ABI 7: ...)" or "off (why)"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class RunReopened(Event):
     """`optimize --resume` picked the run up again after a stop or a kill."""
 
-    kind: ClassVar[str] = "run_reopened"
     repaired_tail: bool = False  # a torn last line was dropped
     requeued_attempts: tuple[int, ...] = ()  # attempts started but never judged, re-run
     settings: dict[str, Any] = field(default_factory=dict)  # options changed on resume
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class RunPaused(Event):
-    kind: ClassVar[str] = "run_paused"
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class RunResumed(Event):
-    kind: ClassVar[str] = "run_resumed"
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class TargetChanged(Event):
-    kind: ClassVar[str] = "target_changed"
     target: float | None
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class Notice(Event):
     """Something a person should see: a runner lost, a proposer failing, no API key."""
 
-    kind: ClassVar[str] = "notice"
     level: str = "info"  # "info" | "warning" | "error"
     message: str = ""
     branch_id: str | None = None
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class StopRequested(Event):
     """A stop was asked for; in-flight attempts finish (or, cancel=True, are cancelled)
     and RunFinished follows."""
 
-    kind: ClassVar[str] = "stop_requested"
     reason: str = RULE_USER_STOP  # RULE_*
     cancel: bool = False  # in-flight verifications are cancelled, not awaited
     by: str = "user"  # "user" | "engine"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class RunFinished(Event):
-    kind: ClassVar[str] = "run_finished"
     reason: str  # one of the RULE_* names
     detail: str = ""
     best_attempt: int | None = None
@@ -181,54 +167,36 @@ class RunFinished(Event):
 # --- branches ------------------------------------------------------------------------
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BranchOpened(Event):
-    kind: ClassVar[str] = "branch_opened"
     branch_id: str  # "b1", "b2", ...
     strategy: str  # label, e.g. "rows-per-program" or "online-softmax"
     from_attempt: int | None = None  # None: from the op's starting candidate
     by: str = "engine"  # "engine" | "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BranchPruned(Event):
-    kind: ClassVar[str] = "branch_pruned"
     branch_id: str
     pruned: tuple[str, ...] = ()  # this branch and every branch opened from its subtree
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BranchExhausted(Event):
-    kind: ClassVar[str] = "branch_exhausted"
     branch_id: str
     rule: str  # RULE_*
     detail: str = ""
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BranchPaused(Event):
-    kind: ClassVar[str] = "branch_paused"
     branch_id: str
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BranchResumed(Event):
-    kind: ClassVar[str] = "branch_resumed"
     branch_id: str
     by: str = "user"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class HintEdited(Event):
-    kind: ClassVar[str] = "hint_edited"
     text: str
     branch_id: str | None = None  # None: global hints
     by: str = "user"
@@ -237,18 +205,12 @@ class HintEdited(Event):
 # --- proposals and attempts ---------------------------------------------------------------
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class ProposalRequested(Event):
-    kind: ClassVar[str] = "proposal_requested"
     branch_id: str
     parent_attempt: int | None = None
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class ProposalReceived(Event):
-    kind: ClassVar[str] = "proposal_received"
     branch_id: str
     attempt: int  # the attempt number this proposal becomes (1-based, never reused)
     parent_attempt: int | None
@@ -266,10 +228,7 @@ class ProposalReceived(Event):
     meta: dict[str, Any] = field(default_factory=dict)  # Proposal.meta (e.g. search parameters)
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class ProposalFailed(Event):
-    kind: ClassVar[str] = "proposal_failed"
     branch_id: str
     error: str  # one line
     retryable: bool = False
@@ -296,12 +255,9 @@ class ProposalFailed(Event):
         )
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class GateRaised(Event):
     """A high-undo-cost move waits for a decision before it is verified."""
 
-    kind: ClassVar[str] = "gate_raised"
     gate_id: str  # "g1", ...
     branch_id: str
     attempt: int
@@ -312,20 +268,14 @@ class GateRaised(Event):
     timeout_s: float | None = None  # the policy applies itself after this
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class GateResolved(Event):
-    kind: ClassVar[str] = "gate_resolved"
     gate_id: str
     decision: str  # "approve" | "veto"
     by: str = "user"  # "user" | "policy" | "timeout" | "hints" | "stop"
     note: str = ""
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class AttemptStarted(Event):
-    kind: ClassVar[str] = "attempt_started"
     attempt: int
     branch_id: str
     runner: str = "local"  # the runner's name, e.g. "local", "ssh:user@box", "pool:2"
@@ -333,41 +283,29 @@ class AttemptStarted(Event):
     slot: str = ""  # where it ran: "cuda:1", "cpu:0", "gpu-box:1"; "" in older logs
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class AttemptProgress(Event):
     """A line of the attempt's live log (worker progress, the candidate's stderr)."""
 
-    kind: ClassVar[str] = "attempt_progress"
     attempt: int
     gate: str = ""
     message: str = ""
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class AttemptRetried(Event):
-    kind: ClassVar[str] = "attempt_retried"
     attempt: int
     reason: str  # e.g. "connection to gpu-box lost"
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class AttemptCancelled(Event):
     """An attempt started but stopped without a verdict (a forced stop); a resumed run
     re-runs it under the same number."""
 
-    kind: ClassVar[str] = "attempt_cancelled"
     attempt: int
     branch_id: str
     reason: str = ""
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class VerdictReady(Event):
-    kind: ClassVar[str] = "verdict_ready"
     attempt: int
     branch_id: str
     verdict: str  # "pass" | "fail"
@@ -392,10 +330,7 @@ class VerdictReady(Event):
     early_stop: int | None = None
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BestImproved(Event):
-    kind: ClassVar[str] = "best_improved"
     attempt: int
     branch_id: str
     speedup: float | None  # None on the CPU: "best" is then the first passing attempt
@@ -404,13 +339,10 @@ class BestImproved(Event):
     vs_best: float | None = None  # the attempt's vs best (None in older logs and on the CPU)
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class BestConfirmed(Event):
     """At the end of a run a best attempt re-measured in a fresh worker, back to back
     with the fastest baseline at every shape for more rounds than the speed gate's."""
 
-    kind: ClassVar[str] = "best_confirmed"
     attempt: int
     held: bool  # still slower nowhere if it was, and vs best inside the noise band
     vs_best: float | None = None  # re-measured
@@ -421,13 +353,10 @@ class BestConfirmed(Event):
     detail: str = ""  # one line; why it did not hold, or why it could not be re-measured
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class ProfileReady(Event):
     """An Nsight Compute profile of one attempt on the op's largest shape (the start,
     each new best, a stalled branch's best), or why none could be taken."""
 
-    kind: ClassVar[str] = "profile_ready"
     attempt: int
     branch_id: str | None = None
     status: str = "ok"  # "ok" | "unavailable" | "failed"
@@ -442,14 +371,11 @@ class ProfileReady(Event):
 # --- after the search ---------------------------------------------------------------------
 
 
-@_register
-@dataclass(frozen=True, kw_only=True)
 class DeployChecked(Event):
     """A kernel of the run put into a real model (`kernelladder deploy`, the app's Deploy
     key): checked against the model without it and, on a GPU, timed. `result` is the
     deploy's whole result (kernelladder/deploy/result.py; its own schema_version)."""
 
-    kind: ClassVar[str] = "deploy_checked"
     beside_the_run: ClassVar[bool] = True
     attempt: int | None = None  # None: a kernel from a file
     op: str = ""

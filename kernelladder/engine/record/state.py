@@ -156,24 +156,16 @@ def _proposal_requested(s: RunState, e: ev.ProposalRequested) -> None:
         s.branches[e.branch_id].requesting = True
 
 
+# what an attempt takes from its ProposalReceived under the same names: the move, and who
+# proposed it at what cost
+_MOVE = ("branch_id", "strategy", "family", "move", "undo_cost", "undo_reason", "source_hash")
+_SPENT = ("proposer", "model", "tokens_in", "tokens_out", "cost_usd")
+
+
 def _proposal_received(s: RunState, e: ev.ProposalReceived) -> None:
+    same = {name: getattr(e, name) for name in _MOVE + _SPENT}
     a = Attempt(
-        number=e.attempt,
-        branch_id=e.branch_id,
-        parent=e.parent_attempt,
-        strategy=e.strategy,
-        move=e.move,
-        undo_cost=e.undo_cost,
-        undo_reason=e.undo_reason,
-        source_hash=e.source_hash,
-        proposer=e.proposer,
-        model=e.model,
-        family=e.family,
-        meta=dict(e.meta),
-        tokens_in=e.tokens_in,
-        tokens_out=e.tokens_out,
-        cost_usd=e.cost_usd,
-        received_ts=e.ts,
+        number=e.attempt, parent=e.parent_attempt, meta=dict(e.meta), received_ts=e.ts, **same
     )
     s.attempts[e.attempt] = a
     s.attempts_used += 1

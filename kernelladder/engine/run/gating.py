@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kernelladder.engine.protocols import Proposal
@@ -79,57 +80,62 @@ def proposal_base(proposal: Proposal, shown: int | None) -> tuple[int | None, st
     return shown, "shown"
 
 
+@dataclass(frozen=True)
+class LineChange:
+    """A move that changes its branch's line from `left` to `to`: `why`, the proposer's
+    word for it; `entered_from`, the branch whose attempt of the new family it was made
+    from; `closed`, the families closed to the branch, with why."""
+
+    left: str
+    to: str
+    why: str = ""
+    entered_from: str | None = None
+    closed: Mapping[str, str] = field(default_factory=dict)
+
+
 def assess_undo(
+    proposal: Proposal,
     *,
-    undo_cost: str,
-    undo_reason: str,
-    source: str,
     family: str | None,
     parent: int | None,
     parent_family: str | None,
     branch_id: str,
-    line: tuple[str, str] | None = None,
-    entered_from: str | None = None,
-    closed: Mapping[str, str] | None = None,
-    line_why: str = "",
+    line: LineChange | None = None,
     restarts: bool = False,
 ) -> tuple[str, str]:
-    """The move's final (undo_cost, reason). `line`: (from, to) when the move changes its
-    branch's line; `entered_from`: the branch whose attempt of the new family it was made
-    from; `closed`: the families closed to the branch, with why; `restarts`: it starts
+    """The move's final (undo_cost, reason) from the proposer's. `restarts`: it starts
     again from the op's starting candidate while its line holds a verified kernel."""
-    cost = undo_cost if undo_cost in UNDO_CLASSES else UNDO_MEDIUM
+    cost = proposal.undo_cost if proposal.undo_cost in UNDO_CLASSES else UNDO_MEDIUM
     reasons: list[str] = []
     if line is not None:
-        left, to = line
-        text = f"{branch_id}'s line changes: {left} -> {to}"
-        if line_why:
-            text += f" ({line_why})"
-        if entered_from is not None and parent is not None:
-            text += f", entered at #{parent} of {entered_from}"
-        if closed and to in closed:
-            text += f"; {to} is closed to it ({closed[to]})"
+        text = f"{branch_id}'s line changes: {line.left} -> {line.to}"
+        if line.why:
+            text += f" ({line.why})"
+        if line.entered_from is not None and parent is not None:
+            text += f", entered at #{parent} of {line.entered_from}"
+        if line.to in line.closed:
+            text += f"; {line.to} is closed to it ({line.closed[line.to]})"
         reasons.append(text)
     elif restarts:
         reasons.append(f"{branch_id} leaves its line: starts again from the starting candidate")
-    against: list[str] = fence_concerns(source)
+    against: list[str] = fence_concerns(proposal.source)
     if against:
         against = ["touches the fence: " + ", ".join(against)]
     if (
         family
         and parent_family
         and family != parent_family
-        and (line is None or line[0] != parent_family)
+        and (line is None or line.left != parent_family)
     ):  # the line's change already says it when the parent is of the line's family
         against.append(f"changes algorithm family {parent_family} -> {family}")
     if cost == UNDO_HIGH:
-        against.append(f"rated high by the proposer: {undo_reason or 'no reason given'}")
+        against.append(f"rated high by the proposer: {proposal.undo_reason or 'no reason given'}")
     if against:
         where = f"#{parent}" if parent is not None else "the starting candidate"
         reasons.append(f"against {where}: " + ", ".join(against))
     if reasons:
         return UNDO_HIGH, "; ".join(reasons)
-    return cost, undo_reason
+    return cost, proposal.undo_reason
 
 
 def undo_of(
@@ -142,24 +148,23 @@ def undo_of(
     b = state.branches[branch_id]
     parent_attempt = state.attempts.get(parent) if parent is not None else None
     parent_family = parent_attempt.family if parent_attempt is not None else None
-    line = line_change(state, branch_id, family)
-    entered_from = None
-    if line is not None and parent_attempt is not None and parent_family == family:
-        entered_from = parent_attempt.branch_id if parent_attempt.branch_id != branch_id else None
+    line = None
+    change = line_change(state, branch_id, family)
+    if change is not None:
+        entered_from = None
+        if parent_attempt is not None and parent_attempt.branch_id != branch_id:
+            entered_from = parent_attempt.branch_id if parent_family == family else None
+        why = meta.get("line_why")
+        closed = closed_families(state, branch_id)
+        line = LineChange(*change, str(why) if why else "", entered_from, closed)
     verified = b.best_attempt is not None or b.line_best is not None
-    why = meta.get("line_why")
     return assess_undo(
-        undo_cost=proposal.undo_cost,
-        undo_reason=proposal.undo_reason,
-        source=proposal.source,
+        proposal,
         family=family,
         parent=parent,
         parent_family=parent_family,
         branch_id=branch_id,
         line=line,
-        entered_from=entered_from,
-        closed=closed_families(state, branch_id) if line is not None else None,
-        line_why=str(why) if why else "",
         restarts=bool(meta.get("restart")) or (parent is None and verified),
     )
 

@@ -38,6 +38,7 @@ import socket
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 MODES = ("auto", "require", "off")
 ENV_VAR = "KERNELLADDER_SANDBOX"  # the caller's choice; --sandbox sets it
@@ -60,19 +61,14 @@ _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
+# The filesystem rights of ABI 1 are bits 0-12: EXECUTE, WRITE_FILE, READ_FILE, READ_DIR,
+# REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK,
+# MAKE_SYM; those the policy names one by one are:
 FS_EXECUTE = 1 << 0
 FS_WRITE_FILE = 1 << 1
 FS_READ_FILE = 1 << 2
 FS_READ_DIR = 1 << 3
-FS_REMOVE_DIR = 1 << 4
-FS_REMOVE_FILE = 1 << 5
-FS_MAKE_CHAR = 1 << 6
-FS_MAKE_DIR = 1 << 7
-FS_MAKE_REG = 1 << 8
-FS_MAKE_SOCK = 1 << 9
-FS_MAKE_FIFO = 1 << 10
-FS_MAKE_BLOCK = 1 << 11
-FS_MAKE_SYM = 1 << 12
+_FS_ABI_1 = (1 << 13) - 1
 FS_REFER = 1 << 13  # ABI 2
 FS_TRUNCATE = 1 << 14  # ABI 3
 FS_IOCTL_DEV = 1 << 15  # ABI 5
@@ -87,7 +83,7 @@ _DEVICE_RW = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 
 
 def _fs_rights(abi: int) -> int:
-    rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    rights = _FS_ABI_1
     if abi >= 2:
         rights |= FS_REFER
     if abi >= 3:
@@ -114,6 +110,15 @@ def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
+
+
+def _syscall(libc: ctypes.CDLL, name: str, number: int, *args: Any) -> int:
+    """The syscall's result; OSError(errno, "name: what the kernel said") when it fails."""
+    rc = libc.syscall(ctypes.c_long(number), *args)
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+    return rc
 
 
 def landlock_abi() -> tuple[int, str]:
@@ -347,16 +352,15 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> bool:
         if not is_dir:
             rights &= _FILE_RIGHTS  # the kernel refuses directory rights on a file
         attr = _PathBeneathAttr(rights, fd)
-        rc = libc.syscall(
-            ctypes.c_long(_SYS_ADD_RULE),
+        _syscall(
+            libc,
+            f"landlock_add_rule({path})",
+            _SYS_ADD_RULE,
             ctypes.c_int(ruleset),
             ctypes.c_int(_RULE_PATH_BENEATH),
             ctypes.byref(attr),
             ctypes.c_uint32(0),
         )
-        if rc < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
         return True
     finally:
         os.close(fd)
@@ -395,18 +399,19 @@ def apply(policy: Policy, mode: str = "auto") -> SandboxState:
     if abi >= 6:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
     size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
-    ruleset = libc.syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET),
-        ctypes.byref(attr),
-        ctypes.c_size_t(size),
-        ctypes.c_uint32(0),
-    )
-    if ruleset < 0:
-        err = ctypes.get_errno()
-        why = f"landlock_create_ruleset: {os.strerror(err)}"
+    try:
+        ruleset = _syscall(
+            libc,
+            "landlock_create_ruleset",
+            _SYS_CREATE_RULESET,
+            ctypes.byref(attr),
+            ctypes.c_size_t(size),
+            ctypes.c_uint32(0),
+        )
+    except OSError as exc:
         if mode == "require":
-            raise RuntimeError(f"--sandbox require: {why}")
-        return SandboxState(False, abi=abi, reason=why, mode=mode)
+            raise RuntimeError(f"--sandbox require: {exc.strerror}") from None
+        return SandboxState(False, abi=abi, reason=exc.strerror, mode=mode)
     try:
         for path in policy.readable:
             _add_rule(libc, ruleset, path, _READ & fs)
@@ -417,12 +422,13 @@ def apply(policy: Policy, mode: str = "auto") -> SandboxState:
         for path in policy.writable:
             _add_rule(libc, ruleset, path, fs)
         _no_new_privs(libc)
-        rc = libc.syscall(
-            ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)
+        _syscall(
+            libc,
+            "landlock_restrict_self",
+            _SYS_RESTRICT_SELF,
+            ctypes.c_int(ruleset),
+            ctypes.c_uint32(0),
         )
-        if rc < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
     except OSError as exc:
         if mode == "require":
             raise RuntimeError(f"--sandbox require: {exc}") from None

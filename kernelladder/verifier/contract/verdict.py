@@ -290,12 +290,11 @@ def fault_verdict(
 ) -> Verdict:
     """A verdict for a worker that died (`crash`) or overran (`timeout`)."""
     assert kind in FAULT_GATES
-    gates = {kind: GateResult(FAIL, detail, dict(evidence or {}))}
     return Verdict(
         verdict=FAIL,
         kind=kind,
         gate=kind,
-        gates=gates,
+        gates={kind: GateResult(FAIL, detail, dict(evidence or {}))},
         op=op,
         device=device,
         source_hash=source_hash,

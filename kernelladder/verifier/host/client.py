@@ -385,10 +385,7 @@ class WorkerClient:
                 self._stages.release(held)
 
     async def verify(
-        self,
-        request: Any,
-        on_progress: ProgressFn | None = None,
-        timeout_s: float | None = None,
+        self, request: Any, on_progress: ProgressFn | None = None, timeout_s: float | None = None
     ) -> Verdict:
         """A verdict for the candidate; raises only WorkerUnavailable (infrastructure)."""
         req = request_dict(request)

@@ -48,16 +48,6 @@ class SyncResult:
     files_linked: int  # files placed from blobs already there
     elapsed_s: float
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "tree": self.tree,
-            "tree_path": self.tree_path,
-            "files": self.files_total,
-            "sent": self.files_sent,
-            "bytes_sent": self.bytes_sent,
-            "elapsed_s": round(self.elapsed_s, 3),
-        }
-
 
 def package_root() -> Path:
     return Path(kernelladder.__file__).resolve().parent
