@@ -403,7 +403,8 @@ def _moved_by_person(name: str) -> Callable[[StrategyTree], None]:
         self._person_moves()
         tree_action(self)
 
-    action.__name__ = action.__qualname__ = f"action_{name}"
+    action.__name__ = f"action_{name}"
+    action.__qualname__ = f"StrategyTree.action_{name}"
     return action
 
 
