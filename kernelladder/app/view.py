@@ -65,7 +65,11 @@ def _declared_by(record: type, names: tuple[str, ...]) -> type:
     """A frozen base class of the record's fields `names`, each with the type and the
     default the record declares."""
     declared = {f.name: f for f in fields(record)}
-    shown = [(n, declared[n].type, field(default=declared[n].default)) for n in names]
+    chosen = [declared[n] for n in names]
+    shown = [
+        (f.name, f.type, field(default=f.default, default_factory=f.default_factory))
+        for f in chosen
+    ]
     return make_dataclass(f"{record.__name__}Fields", shown, frozen=True)
 
 
