@@ -19,6 +19,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
 from kernelladder.engine import STEERING_COMMANDS, Event
@@ -43,27 +44,21 @@ class SteerableRun(Protocol):
     def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]: ...
 
 
+@dataclass(eq=False, repr=False)
 class EngineBridge:
-    def __init__(
-        self,
-        run: SteerableRun,
-        *,
-        interval: float = DEFAULT_INTERVAL_S,
-        own_loop: bool = False,
-        maxsize: int = 10_000,
-        prepare: Callable[[], Awaitable[None]] | None = None,
-        from_seq: int = 0,
-    ) -> None:
-        self.run = run
-        # the first event to pump: a resumed run's earlier sessions are folded by the app
-        # before its first frame, so only this session's events come through here
-        self.from_seq = from_seq
-        # awaited on the engine's loop before the run starts (the app's host-key check);
-        # it reports its own errors and never raises them
-        self.prepare = prepare
-        self.interval = interval
-        self.own_loop = own_loop
-        self.maxsize = maxsize
+    run: SteerableRun
+    _: KW_ONLY
+    interval: float = DEFAULT_INTERVAL_S
+    own_loop: bool = False
+    maxsize: int = 10_000
+    # awaited on the engine's loop before the run starts (the app's host-key check); it
+    # reports its own errors and never raises them
+    prepare: Callable[[], Awaitable[None]] | None = None
+    # the first event to pump: a resumed run's earlier sessions are folded by the app
+    # before its first frame, so only this session's events come through here
+    from_seq: int = 0
+
+    def __post_init__(self) -> None:
         self._buffer: deque[Event] = deque()
         self._stream_done = threading.Event()
         self._engine_loop: asyncio.AbstractEventLoop | None = None

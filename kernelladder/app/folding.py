@@ -33,17 +33,12 @@ def build_view(s: RunState) -> RunView:
     attempts = {n: _attempt_view(a, s) for n, a in s.attempts.items()}
     branches = tuple(
         v.BranchView(
+            **{name: getattr(b, name) for name in v.BRANCH_AS_FOLDED},
             branch_id=b.id,
             strategy=s.branch_label(b.id),
             state=b.status,
             rule=b.rule or "",
-            detail=b.detail,
-            from_attempt=b.from_attempt,
-            opened_by=b.opened_by,
             attempts=tuple(b.attempts),
-            best_attempt=b.best_attempt,
-            best_speedup=b.best_speedup,
-            hints=b.hints,
             paused=b.paused and not b.closed,
             is_best=best is not None and best.branch_id == b.id,
             run_paused=s.paused and not (s.finished or s.stopping),
@@ -52,14 +47,7 @@ def build_view(s: RunState) -> RunView:
     )
     gates = tuple(
         v.GateView(
-            gate_id=g.gate_id,
-            branch_id=g.branch_id,
-            attempt=g.attempt,
-            move=g.move,
-            undo_cost=g.undo_cost,
-            reason=g.reason,
-            policy=g.policy,
-            timeout_s=g.timeout_s,
+            **{name: getattr(g, name) for name in v.GATE_AS_RAISED},
             raised_ts=g.asked_ts,  # the countdown's start: a resume asks again
         )
         for gid in s.pending_gates
@@ -76,33 +64,13 @@ def build_view(s: RunState) -> RunView:
     else:
         run_state = v.RUN_NOT_STARTED
     return RunView(
-        run_id=s.run_id,
-        op=s.op,
-        op_kind=s.op_kind,
-        proposer=s.proposer,
-        model=s.model,
-        device=s.device,
-        gpu=s.gpu,
-        runner=s.runner,
-        target=s.target,
-        speed_measured=s.speed_measured,
-        sandbox=s.sandbox,
+        **{name: getattr(s, name) for name in v.RUN_AS_FOLDED},
         settings=dict(s.settings),
         state=run_state,
         finish_reason=s.finish_reason or "",
         finish_detail=s.finish_detail,
-        started_ts=s.started_ts,
         last_ts=s.last_ts or None,
-        segments_s=s.segments_s,
-        segment_start=s.segment_start,
-        events=s.events,
         attempts_judged=s.judged,
-        attempts_used=s.attempts_used,
-        cost_usd=s.cost_usd,
-        tokens_in=s.tokens_in,
-        tokens_out=s.tokens_out,
-        best_attempt=s.best_attempt,
-        best_speedup=s.best_speedup,
         best_floor_fraction=best.floor_fraction if best is not None else None,
         best_branch=best.branch_id if best is not None else None,
         best_vs_best=remeasured.get("vs_best") or (best.vs_best if best is not None else None),
@@ -112,7 +80,6 @@ def build_view(s: RunState) -> RunView:
         branches=branches,
         attempts=attempts,
         gates=gates,
-        hints=s.hints,
         profiles=dict(s.profiles),
         deploys=_deploys(s),
     )

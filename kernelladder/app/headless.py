@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from rich.console import Console, Group
@@ -157,64 +158,86 @@ def deploy_lines(state: RunState) -> list[str]:
     return [f"deploy (event #{d['seq']}): {d['summary']}" for d in latest.values()]
 
 
+def _started_line(e: ev.RunStarted) -> str:
+    speed = "" if e.speed_measured else " (speed not measured: no GPU)"
+    return f"run {e.run_id}: {e.op} on {e.device}{speed}, proposer {e.proposer}"
+
+
+def _verdict_line(e: ev.VerdictReady) -> str:
+    if e.verdict == "pass":
+        return f"#{e.attempt} {e.branch_id} {_pass_text(standing_summary(e))}"
+    return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
+
+
+def _best_line(e: ev.BestImproved) -> str | None:
+    """Only a best of the whole run is worth a line (a branch's own best is not)."""
+    if not e.overall:
+        return None
+    if e.vs_best is None:
+        return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
+    over = f", {_speed(e.speedup)} over reference" if e.speedup else ""
+    return f"best: #{e.attempt} ({e.vs_best:.2f}x vs best{over})"
+
+
+def _confirmed_line(e: ev.BestConfirmed) -> str:
+    figure = f"vs best {e.vs_best:.3f}x, " if e.vs_best is not None else ""
+    held = "confirmed" if e.held else f"did not hold ({e.detail})"
+    return f"#{e.attempt} re-measured: {figure}up to {e.rounds} rounds per shape; {held}"
+
+
+def _finished_line(e: ev.RunFinished, state: RunState) -> str:
+    from kernelladder.app.verdict_report import best_text
+
+    standing = best_text(state, floor=False) if state.best_attempt == e.best_attempt else None
+    best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
+    if standing is not None:
+        best = f"best {standing}"
+    elif e.best_vs_best is not None:
+        best += f" ({e.best_vs_best:.2f}x vs best)"
+    spent = spent_text(state)
+    return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}" + (
+        f"; {spent}" if spent else ""
+    )
+
+
+# The plain progress line of each event worth one, from the event alone (RunReopened and
+# RunFinished also read the state: event_line says them).
+_LINES: dict[type[ev.Event], Callable[[Any], str | None]] = {
+    ev.RunStarted: _started_line,
+    ev.BranchOpened: lambda e: (
+        f"{e.branch_id} opened: {e.strategy}"
+        + (f" from #{e.from_attempt}" if e.from_attempt is not None else "")
+    ),
+    ev.ProposalReceived: lambda e: f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]",
+    ev.VerdictReady: _verdict_line,
+    ev.BestImproved: _best_line,
+    ev.BestConfirmed: _confirmed_line,
+    ev.GateRaised: lambda e: (
+        f"gate {e.gate_id}: #{e.attempt} {e.move} is {e.undo_cost}: {e.reason}"
+    ),
+    ev.GateResolved: lambda e: (
+        f"gate {e.gate_id}: {e.decision} ({e.by}{': ' + e.note if e.note else ''})"
+    ),
+    ev.BranchExhausted: lambda e: f"{e.branch_id} done: {e.rule} ({e.detail})",
+    ev.BranchPruned: lambda e: f"pruned {', '.join(e.pruned or (e.branch_id,))}",
+    ev.AttemptRetried: lambda e: f"#{e.attempt} retried: {e.reason}",
+    ev.AttemptCancelled: lambda e: f"#{e.attempt} cancelled: {e.reason}",
+    ev.Notice: lambda e: f"{e.level}: {e.message}",
+    ev.DeployChecked: lambda e: f"deploy: {e.summary}",
+    ev.StopRequested: lambda e: (
+        f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
+    ),
+}
+
+
 def event_line(event: ev.Event, state: RunState) -> str | None:
     """One plain progress line for an event worth a line (None for the rest)."""
-    e = event
-    if isinstance(e, ev.RunStarted):
-        speed = "" if e.speed_measured else " (speed not measured: no GPU)"
-        return f"run {e.run_id}: {e.op} on {e.device}{speed}, proposer {e.proposer}"
-    if isinstance(e, ev.RunReopened):
-        return resume_line(e, state)
-    if isinstance(e, ev.BranchOpened):
-        origin = f" from #{e.from_attempt}" if e.from_attempt is not None else ""
-        return f"{e.branch_id} opened: {e.strategy}{origin}"
-    if isinstance(e, ev.ProposalReceived):
-        return f"#{e.attempt} {e.branch_id} proposed: {e.move} [{e.undo_cost}]"
-    if isinstance(e, ev.VerdictReady):
-        if e.verdict == "pass":
-            return f"#{e.attempt} {e.branch_id} {_pass_text(standing_summary(e))}"
-        return f"#{e.attempt} {e.branch_id} FAIL at {e.gate or e.verdict_kind}: {e.summary}"
-    if isinstance(e, ev.BestImproved) and e.overall and e.vs_best is not None:
-        over = f", {_speed(e.speedup)} over reference" if e.speedup else ""
-        return f"best: #{e.attempt} ({e.vs_best:.2f}x vs best{over})"
-    if isinstance(e, ev.BestImproved) and e.overall:
-        return f"best: #{e.attempt} ({_speed(e.speedup) if e.speedup else 'first pass'})"
-    if isinstance(e, ev.BestConfirmed):
-        figure = f"vs best {e.vs_best:.3f}x, " if e.vs_best is not None else ""
-        held = "confirmed" if e.held else f"did not hold ({e.detail})"
-        return f"#{e.attempt} re-measured: {figure}up to {e.rounds} rounds per shape; {held}"
-    if isinstance(e, ev.GateRaised):
-        return f"gate {e.gate_id}: #{e.attempt} {e.move} is {e.undo_cost}: {e.reason}"
-    if isinstance(e, ev.GateResolved):
-        return f"gate {e.gate_id}: {e.decision} ({e.by}{': ' + e.note if e.note else ''})"
-    if isinstance(e, ev.BranchExhausted):
-        return f"{e.branch_id} done: {e.rule} ({e.detail})"
-    if isinstance(e, ev.BranchPruned):
-        return f"pruned {', '.join(e.pruned or (e.branch_id,))}"
-    if isinstance(e, ev.AttemptRetried):
-        return f"#{e.attempt} retried: {e.reason}"
-    if isinstance(e, ev.AttemptCancelled):
-        return f"#{e.attempt} cancelled: {e.reason}"
-    if isinstance(e, ev.Notice):
-        return f"{e.level}: {e.message}"
-    if isinstance(e, ev.DeployChecked):
-        return f"deploy: {e.summary}"
-    if isinstance(e, ev.StopRequested):
-        return f"stopping ({e.reason}{', cancelling in-flight attempts' if e.cancel else ''})"
-    if isinstance(e, ev.RunFinished):
-        from kernelladder.app.verdict_report import best_text
-
-        standing = best_text(state, floor=False) if state.best_attempt == e.best_attempt else None
-        best = _best(e.best_attempt, e.best_speedup, "no attempt passed")
-        if standing is not None:
-            best = f"best {standing}"
-        elif e.best_vs_best is not None:
-            best += f" ({e.best_vs_best:.2f}x vs best)"
-        spent = spent_text(state)
-        return f"finished: {e.reason}{' (' + e.detail + ')' if e.detail else ''}; {best}" + (
-            f"; {spent}" if spent else ""
-        )
-    return None
+    if isinstance(event, ev.RunReopened):
+        return resume_line(event, state)
+    if isinstance(event, ev.RunFinished):
+        return _finished_line(event, state)
+    said = _LINES.get(type(event))
+    return said(event) if said else None
 
 
 def _best_in_header(state: RunState) -> str:

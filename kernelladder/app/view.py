@@ -6,10 +6,11 @@ shape of the engine's state. An attempt is the engine's own frozen record, not a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Any
 
-from kernelladder.engine import Attempt, AttemptStatus, BranchStatus
+from kernelladder.engine import Attempt, AttemptStatus, BranchStatus, RunState
+from kernelladder.engine import events as ev
 
 # Attempt and branch states are the engine's own enums (engine/state_model.py); the run's
 # state below is the screen's word for the run as a whole.
@@ -20,6 +21,56 @@ RUN_FINISHED = "finished"
 RUN_NOT_STARTED = "not started"
 RUN_RESUMING = "resuming"  # a resumed run before its session's first event
 RUN_LOG_ENDS = "log ends"  # a replay at the end of a log that never finished
+
+# The engine's fields a view shows as the engine keeps them (build_view copies them).
+# RunView and GateView take these fields' declarations from the engine's classes.
+RUN_AS_FOLDED = (
+    "run_id",
+    "op",
+    "op_kind",
+    "proposer",
+    "model",
+    "device",
+    "gpu",
+    "runner",
+    "target",
+    "speed_measured",
+    "sandbox",  # "off (why)" shows in the header; None in older logs
+    "started_ts",
+    "segments_s",  # active time of sessions before a resume
+    "segment_start",  # when the current session started
+    "events",  # how many events were folded
+    "attempts_used",  # attempt numbers handed out
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "best_attempt",
+    "best_speedup",
+    "hints",  # global hints
+)
+GATE_AS_RAISED = (
+    "gate_id",
+    "branch_id",
+    "attempt",
+    "move",
+    "undo_cost",
+    "reason",
+    "policy",
+    "timeout_s",
+)
+BRANCH_AS_FOLDED = ("detail", "from_attempt", "opened_by", "best_attempt", "best_speedup", "hints")
+
+
+def _declared_by(record: type, names: tuple[str, ...]) -> type:
+    """A frozen base class of the record's fields `names`, each with the type and the
+    default the record declares."""
+    declared = {f.name: f for f in fields(record)}
+    chosen = [declared[n] for n in names]
+    shown = [
+        (f.name, f.type, field(default=f.default, default_factory=f.default_factory))
+        for f in chosen
+    ]
+    return make_dataclass(f"{record.__name__}Fields", shown, frozen=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,47 +127,23 @@ class BranchView:
 
 
 @dataclass(frozen=True)
-class GateView:
-    gate_id: str
-    branch_id: str
-    attempt: int
-    move: str
-    undo_cost: str
-    reason: str
-    policy: str
-    timeout_s: float | None
-    raised_ts: float
+class GateView(_declared_by(ev.GateRaised, GATE_AS_RAISED)):  # type: ignore[misc]
+    """A pending gate: what it was raised with, and since when it waits."""
+
+    raised_ts: float = 0.0  # the countdown's start: the raise, or the resume that asked again
 
 
 @dataclass(frozen=True)
-class RunView:
-    run_id: str = ""
-    op: str = ""
-    op_kind: str = "builtin"
-    proposer: str = ""
-    model: str | None = None
-    device: str = ""
-    gpu: str | None = None
-    runner: str = ""
-    target: float | None = None
-    speed_measured: bool = False
-    sandbox: str | None = None  # "off (why)" shows in the header; None in older logs
+class RunView(_declared_by(RunState, RUN_AS_FOLDED)):  # type: ignore[misc]
+    """The run as the screen shows it: RUN_AS_FOLDED as the fold keeps them, and below,
+    what the screen reads in its own words."""
+
     settings: dict[str, Any] = field(default_factory=dict)
     state: str = RUN_NOT_STARTED
     finish_reason: str = ""
     finish_detail: str = ""
-    started_ts: float | None = None
     last_ts: float | None = None
-    segments_s: float = 0.0  # active time of sessions before a resume
-    segment_start: float | None = None  # when the current session started
-    events: int = 0  # how many events were folded
     attempts_judged: int = 0
-    attempts_used: int = 0  # attempt numbers handed out
-    cost_usd: float = 0.0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    best_attempt: int | None = None
-    best_speedup: float | None = None
     best_floor_fraction: float | None = None
     best_branch: str | None = None
     # the best by standing (logs that record vs best): "1.03x vs torch.compile", "3 faster
@@ -128,7 +155,6 @@ class RunView:
     branches: tuple[BranchView, ...] = ()
     attempts: dict[int, AttemptView] = field(default_factory=dict)
     gates: tuple[GateView, ...] = ()  # pending, oldest first
-    hints: str = ""  # global hints
     profiles: dict[int, dict[str, Any]] = field(default_factory=dict)  # attempt -> profile
     # attempt -> its deploys into models (DeployChecked: seq, model, status, summary, result)
     deploys: dict[int, tuple[dict[str, Any], ...]] = field(default_factory=dict)

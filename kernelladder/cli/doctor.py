@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -29,9 +28,11 @@ from kernelladder.cli.doctor_probes import (
     FAIL,
     OK,
     PROBE,
+    PROBE_FAILED,
     WARN,
     Check,
     probe_checks,
+    run_probe_here,
     sandbox_check,
     sandbox_probe,
 )
@@ -183,11 +184,8 @@ def local_checks() -> list[Check]:
         )
     ]
     try:
-        result = subprocess.run(
-            [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120
-        )
-        probe = json.loads(result.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+        probe = run_probe_here(PROBE, timeout_s=120)
+    except PROBE_FAILED as exc:
         return [*checks, Check("local", "torch", FAIL, f"probe failed: {exc}")]
     checks += probe_checks("local", probe, min_python=None, gpus_needed=None)
     checks.append(ncu_check(bool(probe.get("gpus"))))
@@ -209,11 +207,8 @@ def local_checks() -> list[Check]:
 
 def local_sandbox_check(mode: str = "auto") -> Check:
     try:
-        result = subprocess.run(
-            [sys.executable, "-c", sandbox_probe(mode)], capture_output=True, text=True, timeout=60
-        )
-        probe = json.loads(result.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+        probe = run_probe_here(sandbox_probe(mode), timeout_s=60)
+    except PROBE_FAILED as exc:
         probe = {"on": False, "line": f"off (the sandbox probe failed: {exc})"}
     return sandbox_check("local", probe, mode)
 
@@ -256,11 +251,8 @@ def rates_check(recalibrate: bool) -> Check:
         return Check("local", "gpu rates", OK, f"kept for {dates}; --recalibrate measures again")
     dropped = calibration.forget(path)
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", RATES_PROBE], capture_output=True, text=True, timeout=300
-        )
-        measured = json.loads(done.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        measured = run_probe_here(RATES_PROBE, timeout_s=300)
+    except PROBE_FAILED:
         return Check(
             "local", "gpu rates", WARN, f"{dropped} kept dropped; not measured (no GPU here?)"
         )

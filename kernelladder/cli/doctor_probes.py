@@ -4,6 +4,9 @@ the probe of the walls a worker would get there."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +89,24 @@ _os.waitpid(_pid, 0)
 _shutil.rmtree(_parent, ignore_errors=True)
 print(_data.decode() or _json.dumps({"on": False, "line": "off (the probe died)"}))
 """
+
+
+# what running a probe here and reading its answer may raise
+PROBE_FAILED = (subprocess.SubprocessError, OSError, ValueError, IndexError)
+
+
+def probe_answer(output: Any) -> dict[str, Any]:
+    """A probe's answer: the JSON object on the last line it printed (ValueError or
+    IndexError when there is none)."""
+    return json.loads(str(output).strip().splitlines()[-1])
+
+
+def run_probe_here(code: str, timeout_s: float) -> dict[str, Any]:
+    """A probe run by this interpreter's Python, and its answer (raises PROBE_FAILED)."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s
+    )
+    return probe_answer(result.stdout)
 
 
 def sandbox_probe(mode: str = "auto") -> str:

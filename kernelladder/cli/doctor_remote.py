@@ -4,7 +4,6 @@ Python and GPUs there, the walls, the synced verifier) and the Ray cluster's nod
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from typing import Any
 
@@ -14,6 +13,7 @@ from kernelladder.cli.doctor_probes import (
     PROBE,
     WARN,
     Check,
+    probe_answer,
     probe_checks,
     sandbox_check,
     sandbox_probe,
@@ -76,7 +76,7 @@ async def host_checks(
             )
             checks.append(Check(scope, "container", status, detail))
         try:
-            probe = json.loads(str(result.stdout).strip().splitlines()[-1])
+            probe = probe_answer(result.stdout)
         except (ValueError, IndexError):
             checks.append(
                 Check(
@@ -100,7 +100,7 @@ async def host_checks(
             )
             walled = await link.run(command, timeout_s=max(host.command_timeout_s, 60))
             try:
-                answer = json.loads(str(walled.stdout).strip().splitlines()[-1])
+                answer = probe_answer(walled.stdout)
             except (ValueError, IndexError):
                 answer = {"on": False, "line": f"off (probe failed: {_last_line(walled.stderr)})"}
             checks.append(sandbox_check(scope, answer, sandbox))

@@ -14,34 +14,25 @@ from textual.theme import Theme
 THEMES_DIR = Path(__file__).parent
 STYLESHEET = THEMES_DIR / "kernelladder.tcss"
 
-KERNELLADDER_DARK = Theme(
-    name="kernelladder-dark",
-    primary="#4FA3E0",
-    secondary="#7E6BD6",
-    accent="#E8A33D",
-    warning="#E8C33D",
-    error="#E0605A",
-    success="#5CC98A",
-    foreground="#DDE3EA",
-    background="#10151B",
-    surface="#171E26",
-    panel="#1F2933",
-    dark=True,
+# Each colour of the two themes side by side: (dark, light).
+_COLOURS = dict(
+    primary=("#4FA3E0", "#1F64B5"),
+    secondary=("#7E6BD6", "#6246C2"),
+    accent=("#E8A33D", "#B86A00"),
+    warning=("#E8C33D", "#9C7A00"),
+    error=("#E0605A", "#B3261E"),
+    success=("#5CC98A", "#23803F"),
+    foreground=("#DDE3EA", "#1B232C"),
+    background=("#10151B", "#F6F7F9"),
+    surface=("#171E26", "#FFFFFF"),
+    panel=("#1F2933", "#E6EAF0"),
 )
 
+KERNELLADDER_DARK = Theme(
+    name="kernelladder-dark", dark=True, **{k: dark for k, (dark, _) in _COLOURS.items()}
+)
 KERNELLADDER_LIGHT = Theme(
-    name="kernelladder-light",
-    primary="#1F64B5",
-    secondary="#6246C2",
-    accent="#B86A00",
-    warning="#9C7A00",
-    error="#B3261E",
-    success="#23803F",
-    foreground="#1B232C",
-    background="#F6F7F9",
-    surface="#FFFFFF",
-    panel="#E6EAF0",
-    dark=False,
+    name="kernelladder-light", dark=False, **{k: light for k, (_, light) in _COLOURS.items()}
 )
 
 PROJECT_THEMES: tuple[Theme, ...] = (KERNELLADDER_DARK, KERNELLADDER_LIGHT)

@@ -1,7 +1,7 @@
-"""RunView (app/view.py) repeats RunState's fields (engine/record/state.py) as a frozen snapshot
-for the widgets: a field added to RunState must get a RunView counterpart (and a line in
-app/folding.py build_view), or be listed below as deliberately not shown. Runs under
-Python 3.12 without torch, like the other app tests."""
+"""RunView (app/view.py) shows RunState's fields (engine/record/state.py) as a frozen snapshot
+for the widgets: a field added to RunState must be shown (a name in RUN_AS_FOLDED, or a
+RunView field of its own that app/folding.py build_view fills), or be listed below as
+deliberately not shown. Runs under Python 3.12 without torch, like the other app tests."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def test_every_run_state_field_is_shown_or_listed():
         if name not in view_fields and name not in RENAMED and name not in NOT_SHOWN
     )
     assert not missing, (
-        f"RunState field(s) {missing} have no RunView counterpart: add them to RunView and "
-        "app/folding.py build_view, or to NOT_SHOWN in this test with the reason"
+        f"RunState field(s) {missing} have no RunView counterpart: add them to RUN_AS_FOLDED "
+        "(app/view.py), or to NOT_SHOWN in this test with the reason"
     )
 
 

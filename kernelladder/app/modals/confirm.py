@@ -7,17 +7,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label
 
-from kernelladder.app.modals.dialog import BODY, Dialog
+from kernelladder.app.modals.dialog import BODY, TITLE, Dialog
 
 
 class ConfirmScreen(Dialog[bool]):
     DEFAULT_CSS = """
     ConfirmScreen > Vertical {
         border: thick $warning 80%;
-    }
-    ConfirmScreen .confirm-title {
-        text-style: bold;
-        margin-bottom: 1;
     }
     ConfirmScreen .confirm-keys {
         color: $text-muted;
@@ -49,7 +45,7 @@ class ConfirmScreen(Dialog[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.title_text, classes="confirm-title")
+            yield Label(self.title_text, classes=TITLE)
             with VerticalScroll(classes=BODY):
                 yield Label(self.body)
             yield Label(self.keys_line(), classes="confirm-keys", id="confirm-keys")

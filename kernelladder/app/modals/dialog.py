@@ -22,6 +22,7 @@ T = TypeVar("T")
 TIGHT_BELOW = 24  # rows
 NARROW_BELOW = 64  # columns
 BODY = "dialog-body"
+TITLE = "dialog-title"  # a title with a blank row under it
 
 
 class Dialog(ModalScreen[T]):
@@ -51,6 +52,10 @@ class Dialog(ModalScreen[T]):
     }
     Dialog Button {
         margin-left: 2;
+    }
+    Dialog .dialog-title {
+        text-style: bold;
+        margin-bottom: 1;
     }
     Dialog .dialog-body {
         height: auto;

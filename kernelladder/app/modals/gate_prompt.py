@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.widgets import Button, Input, Label
 
 from kernelladder.app import view as v
-from kernelladder.app.modals.dialog import BODY, Dialog
+from kernelladder.app.modals.dialog import BODY, TITLE, Dialog
 from kernelladder.app.widgets.gates_panel import UNDO_STYLES, countdown
 
 
@@ -44,10 +44,6 @@ class GatePrompt(Dialog[GateDecision | None]):
     GatePrompt > Vertical {
         width: 84;
         border: thick $warning 80%;
-    }
-    GatePrompt .gate-title {
-        text-style: bold;
-        margin-bottom: 1;
     }
     GatePrompt .gate-countdown {
         color: $warning;
@@ -83,7 +79,7 @@ class GatePrompt(Dialog[GateDecision | None]):
             with VerticalScroll(id="gate-info", classes=BODY):  # a long move or reason scrolls
                 yield Label(
                     f"Gate {g.gate_id}: branch {g.branch_id} wants to try attempt #{g.attempt}",
-                    classes="gate-title",
+                    classes=TITLE,
                 )
                 yield Label(Content.assemble(("move    ", "$text-muted"), (g.move, "bold")))
                 yield Label(

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label
 
-from kernelladder.app.modals.dialog import BODY, Dialog
+from kernelladder.app.modals.dialog import BODY, TITLE, Dialog
 
 DETACH, STOP = "detach", "stop"
 
@@ -20,10 +20,6 @@ class LeaveRunScreen(Dialog[str | None]):
     LeaveRunScreen > Vertical {
         width: 70;
         border: thick $accent 80%;
-    }
-    LeaveRunScreen .leave-title {
-        text-style: bold;
-        margin-bottom: 1;
     }
     """
     BINDINGS = [
@@ -39,7 +35,7 @@ class LeaveRunScreen(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Leave the run?", classes="leave-title")
+            yield Label("Leave the run?", classes=TITLE)
             with VerticalScroll(classes=BODY):
                 yield Label(
                     f"The run belongs to another process ({self.owner}). Detach (d) leaves it "

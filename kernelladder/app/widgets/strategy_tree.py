@@ -7,6 +7,7 @@ Updated incrementally: a batch adds the new nodes and relabels only what changed
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -365,50 +366,11 @@ class StrategyTree(Tree[NodeRef]):
     # --- selection -------------------------------------------------------------------
 
     def _person_moves(self) -> None:
+        """The person moved the cursor (a click, or one of PERSON_MOVES' keys)."""
         self.follow = False
 
     def on_click(self, event: events.Click) -> None:
         self._person_moves()  # Tree's own click handler (called as well) moves the cursor
-
-    def action_cursor_up(self) -> None:
-        self._person_moves()
-        super().action_cursor_up()
-
-    def action_cursor_down(self) -> None:
-        self._person_moves()
-        super().action_cursor_down()
-
-    def action_page_up(self) -> None:
-        self._person_moves()
-        super().action_page_up()
-
-    def action_page_down(self) -> None:
-        self._person_moves()
-        super().action_page_down()
-
-    def action_scroll_home(self) -> None:
-        self._person_moves()
-        super().action_scroll_home()
-
-    def action_scroll_end(self) -> None:
-        self._person_moves()
-        super().action_scroll_end()
-
-    def action_cursor_parent(self) -> None:
-        self._person_moves()
-        super().action_cursor_parent()
-
-    def action_cursor_parent_next_sibling(self) -> None:
-        self._person_moves()
-        super().action_cursor_parent_next_sibling()
-
-    def action_cursor_previous_sibling(self) -> None:
-        self._person_moves()
-        super().action_cursor_previous_sibling()
-
-    def action_cursor_next_sibling(self) -> None:
-        self._person_moves()
-        super().action_cursor_next_sibling()
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeRef]) -> None:
         event.stop()
@@ -416,3 +378,35 @@ class StrategyTree(Tree[NodeRef]):
         if ref is None:
             return
         self.post_message(self.Selected(ref.branch_id, ref.attempt))
+
+
+# The Tree's cursor actions (its keys): a person moving the cursor stops following the
+# newest attempt, then the Tree moves it.
+PERSON_MOVES = (
+    "cursor_up",
+    "cursor_down",
+    "page_up",
+    "page_down",
+    "scroll_home",
+    "scroll_end",
+    "cursor_parent",
+    "cursor_parent_next_sibling",
+    "cursor_previous_sibling",
+    "cursor_next_sibling",
+)
+
+
+def _moved_by_person(name: str) -> Callable[[StrategyTree], None]:
+    tree_action = getattr(Tree, f"action_{name}")
+
+    def action(self: StrategyTree) -> None:
+        self._person_moves()
+        tree_action(self)
+
+    action.__name__ = f"action_{name}"
+    action.__qualname__ = f"StrategyTree.action_{name}"
+    return action
+
+
+for _name in PERSON_MOVES:
+    setattr(StrategyTree, f"action_{_name}", _moved_by_person(_name))
