@@ -411,25 +411,22 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     acc = warpgroup_mma_wait(0, deps=(acc,))
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
     _gl_store_out(out, q, o_desc, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+"""
 
+# Gluon runs one function per warp-specialised partition: an entry for each consumer
+# warpgroup, the same but for its number (WG)
+_WS_CONSUMER = """
 
 @gluon.jit
-def _gl_ws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+def _gl_ws_consumer{wg}(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
                      k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
                      sos, sod):
     _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   0)
+                   {wg})
+"""
 
-
-@gluon.jit
-def _gl_ws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
-                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
-                     sos, sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   1)
-
+_WS_LAUNCH = """
 
 @gluon.jit
 def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh,
@@ -543,5 +540,12 @@ def _launch_wgmma(q, k, v, o):
     )
 '''
 
-# the source pasted into a candidate: the per-tile kernels, the persistent ones, the launch
-GLUON_KERNELS = _GLUON_TILES + GLUON_PERSISTENT + _GLUON_HOST
+# the source pasted into a candidate: the per-tile kernels (the warp-specialised one's
+# consumer entries made from one text), the persistent ones, the launch
+GLUON_KERNELS = (
+    _GLUON_TILES
+    + "".join(_WS_CONSUMER.format(wg=wg) for wg in (0, 1))
+    + _WS_LAUNCH
+    + GLUON_PERSISTENT
+    + _GLUON_HOST
+)
