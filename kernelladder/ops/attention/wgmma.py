@@ -270,29 +270,42 @@ def _gl_named_bar(PTX: gl.constexpr):
     # one named-barrier instruction, executed by every thread of the warpgroup: inline PTX
     # (Gluon has no call for named barriers), not pure, so it stays where it is written
     gl.inline_asm_elementwise(PTX, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+"""
 
+# PINGPONG's two steps, the same but for the instruction and the order of the barriers:
+# consumer TURN (0 or 1; -1: off) waits on barrier 8 + TURN, and hands over by arriving on
+# the other's
+_TURN_STEP = """
 
 @gluon.jit
-def _gl_turn_wait(TURN: gl.constexpr):
+def _gl_turn_{step}(TURN: gl.constexpr):
+{why}
+    if TURN == 0:
+        _gl_named_bar("bar.{instruction} {first}, 256; mov.u32 $0, 0;")
+    elif TURN == 1:
+        _gl_named_bar("bar.{instruction} {second}, 256; mov.u32 $0, 0;")
+"""
+_TURN_WAIT = _TURN_STEP.format(
+    step="wait",
+    why="""\
     # PINGPONG (TURN 0 or 1, the consumer's number; -1: off): wait for this consumer's turn
     # to issue its MMAs. Named barrier 8 + TURN completes when this warpgroup's 128 threads
     # sync on it and the other consumer's 128 have arrived (handed the turn over): the two
     # consumers' MMAs reach the tensor cores in turns, each one's softmax beside the other's
-    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.
-    if TURN == 0:
-        _gl_named_bar("bar.sync 8, 256; mov.u32 $0, 0;")
-    elif TURN == 1:
-        _gl_named_bar("bar.sync 9, 256; mov.u32 $0, 0;")
+    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.""",
+    instruction="sync",
+    first=8,
+    second=9,
+)
+_TURN_PASS = _TURN_STEP.format(
+    step="pass",
+    why="    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)",
+    instruction="arrive",
+    first=9,
+    second=8,
+)
 
-
-@gluon.jit
-def _gl_turn_pass(TURN: gl.constexpr):
-    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)
-    if TURN == 0:
-        _gl_named_bar("bar.arrive 9, 256; mov.u32 $0, 0;")
-    elif TURN == 1:
-        _gl_named_bar("bar.arrive 8, 256; mov.u32 $0, 0;")
-
+_WS_BLOCKS = """
 
 @gluon.jit
 def _gl_wait_v_before(v_ready, kv, sk, STAGES: gl.constexpr, PAIRS: gl.constexpr):
@@ -540,10 +553,14 @@ def _launch_wgmma(q, k, v, o):
     )
 '''
 
-# the source pasted into a candidate: the per-tile kernels (the warp-specialised one's
-# consumer entries made from one text), the persistent ones, the launch
+# the source pasted into a candidate: the per-tile kernels (PINGPONG's two steps, and the
+# warp-specialised kernel's consumer entries, each made from one text), the persistent
+# ones, the launch
 GLUON_KERNELS = (
     _GLUON_TILES
+    + _TURN_WAIT
+    + _TURN_PASS
+    + _WS_BLOCKS
     + "".join(_WS_CONSUMER.format(wg=wg) for wg in (0, 1))
     + _WS_LAUNCH
     + GLUON_PERSISTENT
