@@ -95,22 +95,10 @@ def _ring_fits(p) -> bool:
     return kib <= 224
 
 
-def _ring_family(
-    name: str, summary: str, params: tuple[Param, ...], start: dict[str, Any], body: str
-) -> Family:
+def _ring_family(**fields: Any) -> Family:
     """A family on the ring kernels (ring.py): their shared-memory bound, query rows and
     warps moved together, the pointer fallback's switches fixed."""
-    return Family(
-        op="attention",
-        name=name,
-        summary=summary,
-        params=params,
-        start=start,
-        body=body,
-        valid=_ring_fits,
-        links=_LINKS,
-        fixed=_POINTER_FALLBACK,
-    )
+    return Family(op="attention", valid=_ring_fits, links=_LINKS, fixed=_POINTER_FALLBACK, **fields)
 
 
 def _wgmma_fits(p) -> bool:
@@ -256,14 +244,14 @@ def _pointer_family(name: str) -> Family:
 FAMILIES: tuple[Family, ...] = (
     _WGMMA,
     _ring_family(
-        "flash-ring",
-        "flash forward through tensor descriptors: unmasked blocks below the diagonal, "
+        name="flash-ring",
+        summary="flash forward through tensor descriptors: unmasked blocks below the diagonal, "
         "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
         "ring (optionally warp-specialised), the longest query tiles of each group of heads "
         "first, output stored by descriptor",
-        (_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
+        params=(_BLOCK_N, _RING_STAGES, _WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
         # flash-tma's measured best point (64 rows on one warpgroup), with the new loops
-        {
+        start={
             "BLOCK_M": 64,
             "BLOCK_N": 64,
             "NUM_WARPS": 4,
@@ -271,7 +259,7 @@ FAMILIES: tuple[Family, ...] = (
             "WS": False,
             "HEAD_GROUP": 16,
         },  # fmt: skip
-        RING_BODY,
+        body=RING_BODY,
     ),
     Family(
         op="attention",
@@ -290,14 +278,14 @@ FAMILIES: tuple[Family, ...] = (
         fixed={"SPLIT_DIAG": True, "EXP2": True},
     ),
     _ring_family(
-        "flash-persistent",
-        "persistent programs over (batch, head, query tile), the longest tiles of "
+        name="flash-persistent",
+        summary="persistent programs over (batch, head, query tile), the longest tiles of "
         "each group of heads first, each tile as flash-ring computes it (descriptors, two "
         "stages, pipelined K/V ring)",
-        (_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
+        params=(_PROGRAMS, _BLOCK_N, _RING_STAGES, _PERSISTENT_WS, _WARPS, _BLOCK_M, _HEAD_GROUP),
         # flash-tma's measured best tile (64 rows on one warpgroup), two programs per SM as
         # two such blocks share an SM when launched one per tile
-        {
+        start={
             "BLOCK_M": 64,
             "BLOCK_N": 64,
             "NUM_WARPS": 4,
@@ -306,7 +294,7 @@ FAMILIES: tuple[Family, ...] = (
             "PROGRAMS_PER_SM": 2,
             "HEAD_GROUP": 16,
         },  # fmt: skip
-        PERSISTENT_BODY,
+        body=PERSISTENT_BODY,
     ),
     *(_pointer_family(name) for name in _POINTER_ONLY),
 )
