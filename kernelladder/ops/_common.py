@@ -287,7 +287,7 @@ def _labelled(label: str, names: list[str], dtype: str) -> Shape:
         named = re.fullmatch(r"([A-Z])([0-9]+)", word)
         if word in SHORT_DTYPES:
             dtype = SHORT_DTYPES[word]
-        elif re.fullmatch(r"[0-9]+(x[0-9]+)+", word):
+        elif re.fullmatch(r"[0-9]+(x[0-9]+)+", word) and word.count("x") == len(names) - 1:
             sizes.update(zip(names, map(int, word.split("x")), strict=True))
         elif named and named[1] in names:
             sizes[named[1]] = int(named[2])
