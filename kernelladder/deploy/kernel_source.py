@@ -93,15 +93,9 @@ def from_run(run_dir: str, attempt: int | None = None) -> KernelSource:
 def from_file(kernel_file: str, op: str) -> KernelSource:
     """`--kernel FILE --op OP`: OP a built-in op, a workspace directory or a KernelBench
     problem file."""
-    from kernelladder.ops.registry import OpLoadError, load_op, op_to_wire
+    from kernelladder.ops.registry import OpLoadError, load_op, op_to_wire, read_text
 
-    path = Path(kernel_file)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DeployError(f"kernel file not found: {kernel_file}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DeployError(f"cannot read kernel file {kernel_file}: {exc}") from None
+    source = read_text(kernel_file, "kernel file", DeployError)
     try:
         spec = load_op(op)
     except OpLoadError as exc:
@@ -116,7 +110,7 @@ def from_file(kernel_file: str, op: str) -> KernelSource:
         op_kind=spec.kind,
         op_wire=op_to_wire(spec),
         source=source,
-        label=path.name,
+        label=Path(kernel_file).name,
         hook_path=hook,
     )
 

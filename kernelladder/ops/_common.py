@@ -8,6 +8,7 @@ Imports torch only (ops run alone on a GPU box).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -222,10 +223,79 @@ class RowSpec(FloatSpec):
     def expected_outputs(self, shape: Shape) -> tuple[Layout, ...]:
         return (((shape.dims["M"], shape.dims["N"]), shape.torch_dtype),)
 
+    @staticmethod
+    def random_rows(
+        shape: Shape, seed: int, device: str, scale: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Generator]:
+        """x [M, N]: standard normal fp32 times `scale` on `device`, and the generator it
+        was drawn with (the op's other inputs are drawn after it)."""
+        m, n = shape.dims["M"], shape.dims["N"]
+        gen = generator(seed, device, m * n)
+        x = randn((m, n), gen, device)
+        return (x * scale if scale != 1.0 else x), gen
 
-def row_shapes(*entries: tuple[str, int, int, str]) -> tuple[Shape, ...]:
-    """A row-wise op's suite from (label, M, N, dtype) entries."""
-    return tuple(Shape(label, {"M": m, "N": n}, dtype) for label, m, n, dtype in entries)
+
+def row_op(
+    spec: type[RowSpec],
+    name: str,
+    summary: str,
+    args: tuple[str, ...],
+    square: str,
+    odd: str,
+    cpu_odd: str,
+    outputs: str,
+    forbidden: str,
+    forbidden_aten: str,
+) -> RowSpec:
+    """A row-wise op: `kernel(args) -> y`, its starting candidate in its folder, the row
+    ops' unseen shapes, and their suites: on the GPU long bf16 rows, a 4096 square
+    (`square`), a tail, a tiny row and an fp16 shape (`odd`); on the CPU 7x100 fp32,
+    33x257 bf16 and an fp16 one (`cpu_odd`). `outputs` and `forbidden` go to the fence,
+    `forbidden_aten` are aten names, space-separated."""
+    call = f"kernel({', '.join(args)})"
+    gpu = ("32768x8192 bf16", square, "tail 3x4097 bf16", "tiny 1x1000 fp32", odd)
+    return spec.builtin(
+        name=name,
+        summary=summary,
+        signature=f"{call} -> y",
+        arg_names=args,
+        output_names=("y",),
+        gpu_shapes=suite("M N", "", *gpu),
+        cpu_shapes=suite("M N", "", "7x100 fp32", "33x257 bf16", cpu_odd),
+        fence=fence_text(call, outputs, forbidden),
+        unseen=ROW_UNSEEN,
+        forbidden_aten=aten_ops(forbidden_aten),
+    )
+
+
+def suite(dims: str, dtype: str, *labels: str) -> tuple[Shape, ...]:
+    """A built-in op's shape suite written as its labels, the sizes read from them.
+
+    `dims` names the op's dims in order ("M N K"): "8192x8192x8192" gives them in that
+    order, "tiny M1 N4096 K4096" names each one. A lower-case word ("tail", "tiny") says
+    why the shape is there; a dtype's short name (bf16, fp16, fp32) is the shape's dtype,
+    else `dtype`."""
+    return tuple(_labelled(label, dims.split(), dtype) for label in labels)
+
+
+SHORT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _labelled(label: str, names: list[str], dtype: str) -> Shape:
+    sizes: dict[str, int] = {}
+    for word in label.split():
+        named = re.fullmatch(r"([A-Z])([0-9]+)", word)
+        if word in SHORT_DTYPES:
+            dtype = SHORT_DTYPES[word]
+        elif re.fullmatch(r"[0-9]+(x[0-9]+)+", word) and word.count("x") == len(names) - 1:
+            sizes.update(zip(names, map(int, word.split("x")), strict=True))
+        elif named and named[1] in names:
+            sizes[named[1]] = int(named[2])
+        elif not word.isalpha() or not word.islower():
+            raise ValueError(f"shape label {label!r}: cannot read {word!r}")
+    if sorted(sizes) != sorted(names) or not dtype:
+        raise ValueError(f"shape label {label!r}: sizes of {' '.join(names)} and a dtype needed")
+    return Shape(label, {name: sizes[name] for name in names}, dtype)
 
 
 # Unseen shapes of a row-wise op: rows beyond the suite in one shape, the row length in

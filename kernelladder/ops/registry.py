@@ -53,6 +53,7 @@ __all__ = [
     "load_op",
     "op_from_wire",
     "op_to_wire",
+    "read_text",
     "search_module",
     "start_path",
 ]
@@ -98,17 +99,22 @@ def load_op(name_or_path: str) -> OpSpec:
 
         return WorkspaceSpec.from_dir(name_or_path)
     if name_or_path.endswith(".py") or "/" in name_or_path or Path(name_or_path).is_file():
-        path = Path(name_or_path)
-        try:
-            source = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise OpLoadError(f"problem file not found: {name_or_path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise OpLoadError(f"cannot read problem file {name_or_path}: {exc}") from None
+        source = read_text(name_or_path, "problem file", OpLoadError)
         from kernelladder.ops.kernelbench import KernelBenchSpec
 
-        return KernelBenchSpec.from_source(source, name=path.name)
+        return KernelBenchSpec.from_source(source, name=Path(name_or_path).name)
     return get_op(name_or_path)
+
+
+def read_text(path: str, what: str, error: type[Exception]) -> str:
+    """The UTF-8 text of the file at `path` (a problem file, a kernel file); `error` with
+    one line naming it as `what` when it is missing or cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from None
 
 
 def op_to_wire(op: OpSpec) -> Any:

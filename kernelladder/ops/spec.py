@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import torch
 
@@ -282,6 +282,14 @@ class OpSpec(abc.ABC):
     # correctness is also checked at shapes drawn from here (None: the suite only, as for
     # KernelBench problems, whose get_inputs fixes the shapes)
     unseen: UnseenShapes | None = None
+
+    @classmethod
+    def builtin(cls, **fields: Any) -> Self:
+        """A built-in op's spec from its fields; its starting candidate is start.py in the
+        op's own folder (ops/NAME/)."""
+        from kernelladder.ops.registry import start_path
+
+        return cls(starting_candidate=str(start_path(fields["name"])), **fields)
 
     @property
     def compiled_baseline(self) -> bool:

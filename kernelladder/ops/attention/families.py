@@ -11,6 +11,8 @@ ring.py and wgmma.py, and NOTES (notes.py) is what the api/code prompts are told
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelladder.ops.attention.notes import NOTES as NOTES  # knowledge
 from kernelladder.ops.attention.pointer import POINTER_BODY, POINTER_KERNELS, TMA_BODY
 from kernelladder.ops.attention.ring import PERSISTENT_BODY, RING_BODY
@@ -93,79 +95,10 @@ def _ring_fits(p) -> bool:
     return kib <= 224
 
 
-_WGMMA_BLOCK_M = Param(
-    "BLOCK_M", (64, 128), resource=True, doc="query rows per program, one warpgroup per 64"
-)
-_WGMMA_STAGES = Param(
-    "NUM_STAGES", (2, 3, 4), resource=True, doc="shared-memory stages of the TMA K/V ring"
-)
-
-_WGMMA_WS = Param(
-    "WS",
-    (False, True),
-    structural=True,
-    doc="a loader warp issues the TMA loads and each 64 query rows get their own consumer "
-    "warpgroup (else every warp loads and computes in step)",
-)
-
-_WGMMA_EPILOGUE = Param(
-    "EPILOGUE",
-    ("ptr", "tma"),
-    structural=True,
-    doc="how the output tile leaves: masked pointer stores, or by a TMA store from shared "
-    "memory (Q's buffer; a persistent CTA's own O buffer; a tile past S by pointers)",
-)
-
-
-_WGMMA_PERSISTENT = Param(
-    "PERSISTENT",
-    (False, True),
-    structural=True,
-    doc="(warp-specialised only) one CTA per SM walks its tiles: the next tile's Q and K "
-    "load while a tile ends, its O leaves by TMA store while the next one computes",
-)
-
-
-_WGMMA_FILL = Param(
-    "FILL",
-    (False, True),
-    doc="where 128-row tiles are too few to fill the SMs (short sequences), 64-row tiles "
-    "with one consumer instead",
-)
-
-
-_WGMMA_DIAG_HALF = Param(
-    "DIAG_HALF",
-    (False, True),
-    doc="(persistent, 128-row tiles on 128-key blocks) the first consumer takes only the "
-    "first half of the diagonal key block, the half its rows can see",
-)
-
-
-_WGMMA_PINGPONG = Param(
-    "PINGPONG",
-    (False, True),
-    doc="(persistent, 128-row tiles) the two consumers issue their MMAs in turns through "
-    "named barriers, each one's softmax beside the other's MMAs (FlashAttention-3's ping-pong)",
-)
-
-
-_WGMMA_EARLY_RESCALE = Param(
-    "EARLY_RESCALE",
-    (False, True),
-    doc="(persistent) the accumulator is rescaled to a key block's maxima just before that "
-    "block's P V, beside the next Q K^T on the tensor cores (FlashAttention-3's order), "
-    "instead of as soon as the P V before is done",
-)
-
-
-_WGMMA_KV_PAIRS = Param(
-    "KV_PAIRS",
-    (False, True),
-    doc="(persistent) K_(j+1) and V_j share a ring stage and its barriers: a consumer waits "
-    "once and frees once a key block (both after that block's P V), where K and V have "
-    "rings of their own (K freed as soon as its Q K^T is done)",
-)
+def _ring_family(**fields: Any) -> Family:
+    """A family on the ring kernels (ring.py): their shared-memory bound, query rows and
+    warps moved together, the pointer fallback's switches fixed."""
+    return Family(op="attention", valid=_ring_fits, links=_LINKS, fixed=_POINTER_FALLBACK, **fields)
 
 
 def _wgmma_fits(p) -> bool:
@@ -195,17 +128,67 @@ _WGMMA = Family(
     "kernel where Gluon cannot run)",
     params=(
         _BLOCK_N,
-        _WGMMA_STAGES,
-        _WGMMA_WS,
-        _WGMMA_BLOCK_M,
+        Param(
+            "NUM_STAGES", (2, 3, 4), resource=True, doc="shared-memory stages of the TMA K/V ring"
+        ),
+        Param(
+            "WS",
+            (False, True),
+            structural=True,
+            doc="a loader warp issues the TMA loads and each 64 query rows get their own "
+            "consumer warpgroup (else every warp loads and computes in step)",
+        ),
+        Param(
+            "BLOCK_M", (64, 128), resource=True, doc="query rows per program, one warpgroup per 64"
+        ),
         _HEAD_GROUP,
-        _WGMMA_EPILOGUE,
-        _WGMMA_PERSISTENT,
-        _WGMMA_FILL,
-        _WGMMA_DIAG_HALF,
-        _WGMMA_PINGPONG,
-        _WGMMA_EARLY_RESCALE,
-        _WGMMA_KV_PAIRS,
+        Param(
+            "EPILOGUE",
+            ("ptr", "tma"),
+            structural=True,
+            doc="how the output tile leaves: masked pointer stores, or by a TMA store from shared "
+            "memory (Q's buffer; a persistent CTA's own O buffer; a tile past S by pointers)",
+        ),
+        Param(
+            "PERSISTENT",
+            (False, True),
+            structural=True,
+            doc="(warp-specialised only) one CTA per SM walks its tiles: the next tile's Q and K "
+            "load while a tile ends, its O leaves by TMA store while the next one computes",
+        ),
+        Param(
+            "FILL",
+            (False, True),
+            doc="where 128-row tiles are too few to fill the SMs (short sequences), 64-row tiles "
+            "with one consumer instead",
+        ),
+        Param(
+            "DIAG_HALF",
+            (False, True),
+            doc="(persistent, 128-row tiles on 128-key blocks) the first consumer takes only the "
+            "first half of the diagonal key block, the half its rows can see",
+        ),
+        Param(
+            "PINGPONG",
+            (False, True),
+            doc="(persistent, 128-row tiles) the two consumers issue their MMAs in turns through "
+            "named barriers, each one's softmax beside the other's MMAs (FlashAttention-3's "
+            "ping-pong)",
+        ),
+        Param(
+            "EARLY_RESCALE",
+            (False, True),
+            doc="(persistent) the accumulator is rescaled to a key block's maxima just before "
+            "that block's P V, beside the next Q K^T on the tensor cores (FlashAttention-3's "
+            "order), instead of as soon as the P V before is done",
+        ),
+        Param(
+            "KV_PAIRS",
+            (False, True),
+            doc="(persistent) K_(j+1) and V_j share a ring stage and its barriers: a consumer "
+            "waits once and frees once a key block (both after that block's P V), where K and V "
+            "have rings of their own (K freed as soon as its Q K^T is done)",
+        ),
     ),
     start={
         "BLOCK_M": 128,
@@ -260,8 +243,7 @@ def _pointer_family(name: str) -> Family:
 
 FAMILIES: tuple[Family, ...] = (
     _WGMMA,
-    Family(
-        op="attention",
+    _ring_family(
         name="flash-ring",
         summary="flash forward through tensor descriptors: unmasked blocks below the diagonal, "
         "masked diagonal, exp2 with the scale folded in, each K/V loop a software-pipelined "
@@ -278,9 +260,6 @@ FAMILIES: tuple[Family, ...] = (
             "HEAD_GROUP": 16,
         },  # fmt: skip
         body=RING_BODY,
-        valid=_ring_fits,
-        links=_LINKS,
-        fixed=_POINTER_FALLBACK,
     ),
     Family(
         op="attention",
@@ -298,8 +277,7 @@ FAMILIES: tuple[Family, ...] = (
         # the pointer kernel (for tensors a descriptor cannot take) runs as flash-split
         fixed={"SPLIT_DIAG": True, "EXP2": True},
     ),
-    Family(
-        op="attention",
+    _ring_family(
         name="flash-persistent",
         summary="persistent programs over (batch, head, query tile), the longest tiles of "
         "each group of heads first, each tile as flash-ring computes it (descriptors, two "
@@ -317,9 +295,6 @@ FAMILIES: tuple[Family, ...] = (
             "HEAD_GROUP": 16,
         },  # fmt: skip
         body=PERSISTENT_BODY,
-        valid=_ring_fits,
-        links=_LINKS,
-        fixed=_POINTER_FALLBACK,
     ),
     *(_pointer_family(name) for name in _POINTER_ONLY),
 )

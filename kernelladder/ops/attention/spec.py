@@ -11,7 +11,6 @@ import torch
 
 from kernelladder.ops import _common
 from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
-from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Shape, UnseenShapes
 
 # The output is a convex combination of v rows (|v| ~ 1). A flash kernel rounds P to
@@ -90,26 +89,22 @@ class AttentionSpec(_common.FloatSpec):
         return {"sdpa": sdpa}
 
 
-def _shape(label: str, b: int, h: int, s: int, d: int, dtype: str) -> Shape:
-    return Shape(label, {"B": b, "H": h, "S": s, "D": d}, dtype)
-
-
-ATTENTION = AttentionSpec(
+ATTENTION = AttentionSpec.builtin(
     name="attention",
     summary="causal scaled dot-product attention, [B, H, S, D] bf16/fp16",
     signature="kernel(q, k, v) -> o",
     arg_names=("q", "k", "v"),
     output_names=("o",),
-    gpu_shapes=(
-        _shape("B4 H32 S2048 D128 bf16", 4, 32, 2048, 128, "bfloat16"),
-        _shape("B1 H8 S4096 D128 bf16", 1, 8, 4096, 128, "bfloat16"),
-        _shape("tail B2 H16 S1000 D64 fp16", 2, 16, 1000, 64, "float16"),
-        _shape("tiny B3 H5 S77 D128 bf16", 3, 5, 77, 128, "bfloat16"),
+    gpu_shapes=_common.suite(
+        "B H S D",
+        "",
+        "B4 H32 S2048 D128 bf16",
+        "B1 H8 S4096 D128 bf16",
+        "tail B2 H16 S1000 D64 fp16",
+        "tiny B3 H5 S77 D128 bf16",
     ),
-    cpu_shapes=(
-        _shape("B1 H2 S32 D16 fp16", 1, 2, 32, 16, "float16"),
-        _shape("tail B1 H2 S37 D16 bf16", 1, 2, 37, 16, "bfloat16"),
-        _shape("B2 H1 S20 D32 fp16", 2, 1, 20, 32, "float16"),
+    cpu_shapes=_common.suite(
+        "B H S D", "", "B1 H2 S32 D16 fp16", "tail B1 H2 S37 D16 bf16", "B2 H1 S20 D32 fp16"
     ),
     fence=_common.fence_text(
         "kernel(q, k, v)",
@@ -119,7 +114,6 @@ ATTENTION = AttentionSpec(
         "or any torch compute (aten::bmm, aten::_scaled_dot_product_flash_attention, "
         "aten::_flash_attention_forward, aten::_softmax, ...)",
     ),
-    starting_candidate=str(start_path("attention")),
     unseen=UnseenShapes(
         {
             # attention kernels run one program per (batch, head): heads carry the rule

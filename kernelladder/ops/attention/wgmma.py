@@ -270,29 +270,42 @@ def _gl_named_bar(PTX: gl.constexpr):
     # one named-barrier instruction, executed by every thread of the warpgroup: inline PTX
     # (Gluon has no call for named barriers), not pure, so it stays where it is written
     gl.inline_asm_elementwise(PTX, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+"""
 
+# PINGPONG's two steps, the same but for the instruction and the order of the barriers:
+# consumer TURN (0 or 1; -1: off) waits on barrier 8 + TURN, and hands over by arriving on
+# the other's
+_TURN_STEP = """
 
 @gluon.jit
-def _gl_turn_wait(TURN: gl.constexpr):
+def _gl_turn_{step}(TURN: gl.constexpr):
+{why}
+    if TURN == 0:
+        _gl_named_bar("bar.{instruction} {first}, 256; mov.u32 $0, 0;")
+    elif TURN == 1:
+        _gl_named_bar("bar.{instruction} {second}, 256; mov.u32 $0, 0;")
+"""
+_TURN_WAIT = _TURN_STEP.format(
+    step="wait",
+    why="""\
     # PINGPONG (TURN 0 or 1, the consumer's number; -1: off): wait for this consumer's turn
     # to issue its MMAs. Named barrier 8 + TURN completes when this warpgroup's 128 threads
     # sync on it and the other consumer's 128 have arrived (handed the turn over): the two
     # consumers' MMAs reach the tensor cores in turns, each one's softmax beside the other's
-    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.
-    if TURN == 0:
-        _gl_named_bar("bar.sync 8, 256; mov.u32 $0, 0;")
-    elif TURN == 1:
-        _gl_named_bar("bar.sync 9, 256; mov.u32 $0, 0;")
+    # MMAs (FlashAttention-3's ping-pong). Barriers 0-2 are Gluon's own.""",
+    instruction="sync",
+    first=8,
+    second=9,
+)
+_TURN_PASS = _TURN_STEP.format(
+    step="pass",
+    why="    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)",
+    instruction="arrive",
+    first=9,
+    second=8,
+)
 
-
-@gluon.jit
-def _gl_turn_pass(TURN: gl.constexpr):
-    # PINGPONG: hand the turn to the other consumer (arrive on its barrier without waiting)
-    if TURN == 0:
-        _gl_named_bar("bar.arrive 9, 256; mov.u32 $0, 0;")
-    elif TURN == 1:
-        _gl_named_bar("bar.arrive 8, 256; mov.u32 $0, 0;")
-
+_WS_BLOCKS = """
 
 @gluon.jit
 def _gl_wait_v_before(v_ready, kv, sk, STAGES: gl.constexpr, PAIRS: gl.constexpr):
@@ -411,25 +424,22 @@ def _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_
     acc = warpgroup_mma_wait(0, deps=(acc,))
     out = (acc * (1.0 / gl.convert_layout(l_i, row_o))[:, None]).to(dtype)
     _gl_store_out(out, q, o_desc, O, bh, H, S, first, sob, soh, sos, sod, o_layout)
+"""
 
+# Gluon runs one function per warp-specialised partition: an entry for each consumer
+# warpgroup, the same but for its number (WG)
+_WS_CONSUMER = """
 
 @gluon.jit
-def _gl_ws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
+def _gl_ws_consumer{wg}(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
                      k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
                      sos, sod):
     _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
                    v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   0)
+                   {wg})
+"""
 
-
-@gluon.jit
-def _gl_ws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar,
-                     k_ready, v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh,
-                     sos, sod):
-    _gl_ws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, q_bar, k_ready,
-                   v_ready, empty, bh, H, S, start_m, n_blocks, qk_scale, sob, soh, sos, sod,
-                   1)
-
+_WS_LAUNCH = """
 
 @gluon.jit
 def _gl_attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, O, sm_scale, H, S, BH, N_M, sob, soh,
@@ -543,5 +553,16 @@ def _launch_wgmma(q, k, v, o):
     )
 '''
 
-# the source pasted into a candidate: the per-tile kernels, the persistent ones, the launch
-GLUON_KERNELS = _GLUON_TILES + GLUON_PERSISTENT + _GLUON_HOST
+# the source pasted into a candidate: the per-tile kernels (PINGPONG's two steps, and the
+# warp-specialised kernel's consumer entries, each made from one text), the persistent
+# ones, the launch
+GLUON_KERNELS = (
+    _GLUON_TILES
+    + _TURN_WAIT
+    + _TURN_PASS
+    + _WS_BLOCKS
+    + "".join(_WS_CONSUMER.format(wg=wg) for wg in (0, 1))
+    + _WS_LAUNCH
+    + GLUON_PERSISTENT
+    + _GLUON_HOST
+)

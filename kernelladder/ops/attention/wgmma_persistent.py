@@ -8,7 +8,7 @@ _gl_wg_key_blocks, _gl_softmax, _gl_ptr_store) and the launch (`_launch_wgmma`, 
 
 from __future__ import annotations
 
-GLUON_PERSISTENT = '''
+_PWS_KERNELS = """
 
 
 # --- persistent and warp-specialised: one CTA per SM walks the launch order's tiles --------
@@ -291,25 +291,22 @@ def _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o
         t = gl.load(row + i)
     if o_desc is not None:
         tma.store_wait(0)
+"""
 
+# Gluon runs one function per warp-specialised partition: an entry for each consumer
+# warpgroup, the same but for its number (WG)
+_PWS_CONSUMER = """
 
 @gluon.jit
-def _gl_pws_consumer0(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
+def _gl_pws_consumer{wg}(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                       q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
                       early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
     _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
                     q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 0)
+                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, {wg})
+"""
 
-
-@gluon.jit
-def _gl_pws_consumer1(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                      q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                      early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod):
-    _gl_pws_consume(q_desc, k_desc, v_desc, o_desc, O, q_smem, k_smem, v_smem, o_smem,
-                    q_ready, q_empty, k_ready, v_ready, empty, sched, width, half, pingpong,
-                    early, pairs, H, S, BH, N_M, group, qk_scale, sob, soh, sos, sod, 1)
-
+_PWS_LAUNCH = '''
 
 @gluon.jit
 def _gl_attn_fwd_pws(q_desc, k_desc, v_desc, o_desc, O, sched, width, sm_scale, H, S, BH, N_M,
@@ -387,3 +384,7 @@ def _schedule(BH, n_m, block_m, S, device):
     _SCHEDULES[key] = table  # the most recent last
     return table
 '''
+
+GLUON_PERSISTENT = (
+    _PWS_KERNELS + "".join(_PWS_CONSUMER.format(wg=wg) for wg in (0, 1)) + _PWS_LAUNCH
+)

@@ -8,6 +8,8 @@ workspace, reduced exactly by a second kernel), and a persistent grid looping ov
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _BLOCK_M = Param("BLOCK_M", (32, 64, 128, 256), resource=True)
@@ -145,18 +147,14 @@ def kernel(a, b, scale_a, scale_b):
     block_m, block_n, block_k = _blocks(M, N, K)
     a, b, K = _aligned(a, b, K, block_k)"""
 
-_TILED = (
-    _TILE
-    + _ENTRY
-    + """
+_TILED_LAUNCH = """
     _launch_tiled(a, b, scale_a, scale_b, c, M, N, K, block_m, block_n, block_k)
     return c
 """
-)
 
-_SPLIT_K = (
-    _TILE
-    + """
+_TILED = _TILE + _ENTRY + _TILED_LAUNCH
+
+_SPLIT_K_KERNELS = """
 
 @triton.jit
 def _int8_mm_partial(A, B, WS, M, N, K, k_per_split, sam, sak, sbn, sbk,
@@ -191,9 +189,8 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     c = acc.to(tl.float32) * (sa * sb)
     tl.store(C + rm * scm + rn * scn, c.to(C.dtype.element_ty), mask=mask)
 """
-    + SM_COUNT_HELPER
-    + _ENTRY
-    + """
+
+_SPLIT_K_LAUNCH = """
     tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     k_blocks = triton.cdiv(K, block_k)
     split = min(SPLIT_K, k_blocks)
@@ -217,11 +214,10 @@ def _int8_mm_reduce(WS, SA, SB, C, M, N, MN, scm, scn, SPLIT: tl.constexpr,
     )
     return c
 """
-)
 
-_PERSISTENT = (
-    _TILE
-    + """
+_SPLIT_K = _TILE + _SPLIT_K_KERNELS + SM_COUNT_HELPER + _ENTRY + _SPLIT_K_LAUNCH
+
+_PERSISTENT_KERNEL = """
 
 @triton.jit
 def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
@@ -234,9 +230,8 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
                         BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
         _store_scaled(C, SA, SB, acc, pid_m, pid_n, M, N, scm, scn, BLOCK_M, BLOCK_N)
 """
-    + SM_COUNT_HELPER
-    + _ENTRY
-    + """
+
+_PERSISTENT_LAUNCH = """
     tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
     programs = max(1, min(tiles, _num_sms(a.device) * PROGRAMS_PER_SM))
     _int8_mm_persistent[(programs,)](
@@ -247,7 +242,8 @@ def _int8_mm_persistent(A, B, SA, SB, C, M, N, K, sam, sak, sbn, sbk, scm, scn,
     )
     return c
 """
-)
+
+_PERSISTENT = _TILE + _PERSISTENT_KERNEL + SM_COUNT_HELPER + _ENTRY + _PERSISTENT_LAUNCH
 
 
 def _fits(p) -> bool:
@@ -267,36 +263,47 @@ _TILE_START = {
     "NUM_STAGES": 3,
 }
 
+
+def _family(
+    name: str, summary: str, own: tuple[Param, ...], start: dict[str, Any], body: str
+) -> Family:
+    """An int8_matmul family: its own parameters, then the tile's (blocks, stages, warps,
+    swizzle, padding) from their start values unless `start` moves them; what fits in
+    shared memory and registers."""
+    return Family(
+        op="int8_matmul",
+        name=name,
+        summary=summary,
+        params=(*own, *_TILE_PARAMS),
+        start={**_TILE_START, **start},
+        body=body,
+        valid=_fits,
+    )
+
+
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="int8_matmul",
-        name="tiled",
-        summary="tiled int8 tl.dot with int32 accumulation, GROUP_M swizzled tile order",
-        params=_TILE_PARAMS,
-        start=_TILE_START,
-        body=_TILED,
-        valid=_fits,
+    _family(
+        "tiled",
+        "tiled int8 tl.dot with int32 accumulation, GROUP_M swizzled tile order",
+        (),
+        {},
+        _TILED,
     ),
-    Family(
-        op="int8_matmul",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over swizzled tiles",
-        params=(Param("PROGRAMS_PER_SM", (1, 2), focus=FOCUS_LARGE), *_TILE_PARAMS),
-        start={"PROGRAMS_PER_SM": 1, **_TILE_START},
-        body=_PERSISTENT,
-        valid=_fits,
+    _family(
+        "persistent",
+        "a persistent grid (SMs x PROGRAMS_PER_SM) looping over swizzled tiles",
+        (Param("PROGRAMS_PER_SM", (1, 2), focus=FOCUS_LARGE),),
+        {"PROGRAMS_PER_SM": 1},
+        _PERSISTENT,
     ),
-    Family(
-        op="int8_matmul",
-        name="split-k",
-        summary="split-K when the tiles cannot fill the GPU: exact int32 partials, reduced",
-        params=(
+    _family(
+        "split-k",
+        "split-K when the tiles cannot fill the GPU: exact int32 partials, reduced",
+        (
             Param("SPLIT_K", (2, 4, 8, 16), structural=True, focus=FOCUS_SMALL),
             Param("SPLIT_BELOW_FILL", (1, 2, 4), focus=FOCUS_SMALL),
-            *_TILE_PARAMS,
         ),
-        start={"SPLIT_K": 4, "SPLIT_BELOW_FILL": 1, **_TILE_START, "BLOCK_M": 64},
-        body=_SPLIT_K,
-        valid=_fits,
+        {"SPLIT_K": 4, "SPLIT_BELOW_FILL": 1, "BLOCK_M": 64},
+        _SPLIT_K,
     ),
 )

@@ -14,7 +14,6 @@ import torch
 
 from kernelladder.ops import _common
 from kernelladder.ops._common import Inputs, Layout, Tensors, Tolerance
-from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import BaselineNotApplicable, Dim, FlopModel, Shape, UnseenShapes
 
 A_HARD_KINDS = ("min", "max", "zero")
@@ -102,28 +101,22 @@ class Int8MatmulSpec(_common.FloatSpec):
         return {"torch._int_mm": int_mm}
 
 
-def _shape(label: str, m: int, n: int, k: int) -> Shape:
-    return Shape(label, {"M": m, "N": n, "K": k}, "int8")
-
-
-INT8_MATMUL = Int8MatmulSpec(
+INT8_MATMUL = Int8MatmulSpec.builtin(
     name="int8_matmul",
     summary="int8 x int8^T -> int32 exact, row/col scales, bf16 out",
     signature="kernel(a, b, scale_a, scale_b) -> c",
     arg_names=("a", "b", "scale_a", "scale_b"),
     output_names=("c",),
-    gpu_shapes=(
-        _shape("8192x8192x8192", 8192, 8192, 8192),
-        _shape("2048x11008x4096", 2048, 11008, 4096),
-        _shape("tail 1037x999x1001", 1037, 999, 1001),
-        _shape("tiny M1 N4096 K4096", 1, 4096, 4096),
-        _shape("M16 N8192 K2048", 16, 8192, 2048),
+    gpu_shapes=_common.suite(
+        "M N K",
+        "int8",
+        "8192x8192x8192",
+        "2048x11008x4096",
+        "tail 1037x999x1001",
+        "tiny M1 N4096 K4096",
+        "M16 N8192 K2048",
     ),
-    cpu_shapes=(
-        _shape("33x40x48", 33, 40, 48),
-        _shape("tail 5x17x70", 5, 17, 70),
-        _shape("64x32x96", 64, 32, 96),
-    ),
+    cpu_shapes=_common.suite("M N K", "int8", "33x40x48", "tail 5x17x70", "64x32x96"),
     fence=_common.fence_text(
         "kernel(a, b, scale_a, scale_b)",
         "c = (a @ b.T, exact in int32) * scale_a[:, None] * scale_b[None, :] as bfloat16, "
@@ -132,7 +125,6 @@ INT8_MATMUL = Int8MatmulSpec(
         "torch._int_mm, torch.matmul / mm / bmm / addmm / einsum / F.linear, "
         "torch._scaled_mm or any torch compute (aten::_int_mm, aten::mm, aten::matmul, ...)",
     ),
-    starting_candidate=str(start_path("int8_matmul")),
     unseen=UnseenShapes(
         {
             "M": Dim(cpu_max=64, gpu_max=4096),

@@ -7,6 +7,8 @@ short (D = 128 is 256 bytes), so the families differ in how many rows one progra
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelladder.ops.family import FOCUS_LARGE, FOCUS_SMALL, SM_COUNT_HELPER, Family, Param
 
 _WARPS = Param("NUM_WARPS", (1, 2, 4, 8), resource=True)
@@ -57,9 +59,7 @@ def kernel(x):
     scale = torch.empty((T, H), dtype=torch.float32, device=x.device)
     R = T * H"""
 
-_TILE = (
-    _QUANT
-    + """
+_TILE_KERNEL = """
 
 @triton.jit
 def _kv_quant_tile(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
@@ -72,9 +72,8 @@ def _kv_quant_tile(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
     x = _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT)
     _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
 """
-    + SM_COUNT_HELPER
-    + _ENTRY
-    + """
+
+_TILE_LAUNCH = """
     rows = ROWS
     # small inputs: fewer rows per program so every SM gets work
     while rows > 1 and triton.cdiv(R, rows) < _num_sms(x.device) * MIN_PROGRAMS_PER_SM:
@@ -86,11 +85,10 @@ def _kv_quant_tile(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
     )
     return q, scale
 """
-)
 
-_PERSISTENT = (
-    _QUANT
-    + """
+_TILE = _QUANT + _TILE_KERNEL + SM_COUNT_HELPER + _ENTRY + _TILE_LAUNCH
+
+_PERSISTENT_KERNEL = """
 
 @triton.jit
 def _kv_quant_persistent(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, ssh,
@@ -117,9 +115,8 @@ def _kv_quant_persistent(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, s
             x = _load_rows(X, rows, cols, rmask, cmask, H, sxt, sxh, sxd, X_EVICT)
         _quant_rows(x, rows, cols, rmask, cmask, Q, SC, H, sqt, sqh, sqd, sst, ssh, QDIV, Q_CACHE)
 """
-    + SM_COUNT_HELPER
-    + _ENTRY
-    + """
+
+_PERSISTENT_LAUNCH = """
     tiles = triton.cdiv(R, ROWS)
     programs = max(1, min(tiles, _num_sms(x.device) * PROGRAMS_PER_SM))
     _kv_quant_persistent[(programs,)](
@@ -129,62 +126,61 @@ def _kv_quant_persistent(X, Q, SC, R, H, D, sxt, sxh, sxd, sqt, sqh, sqd, sst, s
     )
     return q, scale
 """
-)
+
+_PERSISTENT = _QUANT + _PERSISTENT_KERNEL + SM_COUNT_HELPER + _ENTRY + _PERSISTENT_LAUNCH
+
+
+def _family(
+    name: str,
+    summary: str,
+    own: tuple[Param, ...],
+    start: dict[str, Any],
+    body: str,
+    fixed: dict[str, Any] | None = None,
+) -> Family:
+    """A kv_quant family: its own parameters, then how a row is quantized and cached
+    (QDIV, X_EVICT, Q_CACHE: reciprocal division, no hints at the start)."""
+    return Family(
+        op="kv_quant",
+        name=name,
+        summary=summary,
+        params=(*own, _QDIV, _X_EVICT, _Q_CACHE),
+        start={**start, "QDIV": "rcp", "X_EVICT": "", "Q_CACHE": ""},
+        body=body,
+        fixed=fixed or {},
+    )
+
 
 FAMILIES: tuple[Family, ...] = (
-    Family(
-        op="kv_quant",
-        name="multi-row",
-        summary="a [ROWS, D] tile per program (fewer rows when the input is small)",
-        params=(
+    _family(
+        "multi-row",
+        "a [ROWS, D] tile per program (fewer rows when the input is small)",
+        (
             Param("ROWS", (1, 4, 8, 16, 32, 64, 128), resource=True),
             _WARPS,
             Param("MIN_PROGRAMS_PER_SM", (1, 2, 4), focus=FOCUS_SMALL),
-            _QDIV,
-            _X_EVICT,
-            _Q_CACHE,
         ),
-        start={
-            "ROWS": 32,
-            "NUM_WARPS": 4,
-            "MIN_PROGRAMS_PER_SM": 2,
-            "QDIV": "rcp",
-            "X_EVICT": "",
-            "Q_CACHE": "",
-        },
-        body=_TILE,
+        {"ROWS": 32, "NUM_WARPS": 4, "MIN_PROGRAMS_PER_SM": 2},
+        _TILE,
     ),
-    Family(
-        op="kv_quant",
-        name="persistent",
-        summary="a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles, prefetching",
-        params=(
+    _family(
+        "persistent",
+        "a persistent grid (SMs x PROGRAMS_PER_SM) looping over row tiles, prefetching",
+        (
             Param("PROGRAMS_PER_SM", (1, 2, 4, 8, 16), focus=FOCUS_SMALL),
             Param("ROWS", (4, 8, 16, 32, 64), resource=True),
             _WARPS,
             Param("PREFETCH", (False, True), structural=True, resource=True),
-            _QDIV,
-            _X_EVICT,
-            _Q_CACHE,
         ),
-        start={
-            "PROGRAMS_PER_SM": 4,
-            "ROWS": 16,
-            "NUM_WARPS": 4,
-            "PREFETCH": True,
-            "QDIV": "rcp",
-            "X_EVICT": "",
-            "Q_CACHE": "",
-        },
-        body=_PERSISTENT,
+        {"PROGRAMS_PER_SM": 4, "ROWS": 16, "NUM_WARPS": 4, "PREFETCH": True},
+        _PERSISTENT,
     ),
-    Family(
-        op="kv_quant",
-        name="one-row-per-program",
-        summary="one program per row of D (grid = T * H), the plain layout",
-        params=(_WARPS, _QDIV, _X_EVICT, _Q_CACHE),
-        start={"NUM_WARPS": 1, "QDIV": "rcp", "X_EVICT": "", "Q_CACHE": ""},
-        body=_TILE,
+    _family(
+        "one-row-per-program",
+        "one program per row of D (grid = T * H), the plain layout",
+        (_WARPS,),
+        {"NUM_WARPS": 1},
+        _TILE,
         fixed={"ROWS": 1, "MIN_PROGRAMS_PER_SM": 1},
     ),
 )

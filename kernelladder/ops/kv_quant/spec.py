@@ -12,7 +12,6 @@ import torch
 
 from kernelladder.ops import _common
 from kernelladder.ops._common import Inputs, Layout, Outputs, Tensors, Tolerance
-from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import Dim, FlopModel, Mismatch, OpSpec, Shape, UnseenShapes
 
 QMAX = 127.0
@@ -134,27 +133,22 @@ def compare_codes(
     )
 
 
-def _shape(label: str, t: int, h: int, d: int) -> Shape:
-    return Shape(label, {"T": t, "H": h, "D": d}, "bfloat16")
-
-
-KV_QUANT = KvQuantSpec(
+KV_QUANT = KvQuantSpec.builtin(
     name="kv_quant",
     summary="per-row symmetric absmax int8 quantization of K/V rows (bf16 -> int8 + fp32 scale)",
     signature="kernel(x) -> (q, scale)",
     arg_names=("x",),
     output_names=("q", "scale"),
-    gpu_shapes=(
-        _shape("65536x8x128", 65536, 8, 128),
-        _shape("4096x32x128", 4096, 32, 128),
-        _shape("tiny T1 H8 D128", 1, 8, 128),
-        _shape("tail 1000x3x80", 1000, 3, 80),
-        _shape("333x4x256", 333, 4, 256),
+    gpu_shapes=_common.suite(
+        "T H D",
+        "bfloat16",
+        "65536x8x128",
+        "4096x32x128",
+        "tiny T1 H8 D128",
+        "tail 1000x3x80",
+        "333x4x256",
     ),
-    cpu_shapes=(
-        _shape("17x2x32", 17, 2, 32),
-        _shape("tail 5x3x80", 5, 3, 80),
-    ),
+    cpu_shapes=_common.suite("T H D", "bfloat16", "17x2x32", "tail 5x3x80"),
     fence=_common.fence_text(
         "kernel(x)",
         "(q, scale): scale fp32 [T, H] = absmax over D / 127 (1.0 for an all-zero row), "
@@ -162,7 +156,6 @@ KV_QUANT = KvQuantSpec(
         "torch.abs / amax / max / round / clamp / div / where, torch quantize ops or any "
         "torch compute (aten::abs, aten::amax, aten::round, aten::clamp, aten::div, ...)",
     ),
-    starting_candidate=str(start_path("kv_quant")),
     unseen=UnseenShapes(
         {
             "T": Dim(cpu_max=40, gpu_max=32768),

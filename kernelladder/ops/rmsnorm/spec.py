@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import (
     FlopModel,
     Inputs,
@@ -29,12 +28,10 @@ DEFAULT_LARGE_SCALE = 1e4
 @dataclass
 class RmsNormSpec(_common.RowSpec):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
-        m, n = shape.dims["M"], shape.dims["N"]
+        x, gen = self.random_rows(shape, seed, device)
+        weight = _common.randn((shape.dims["N"],), gen, device) * 0.5 + 1.0
         dtype = shape.torch_dtype
-        gen = _common.generator(seed, device, m * n)
-        x = _common.randn((m, n), gen, device)
-        weight = _common.randn((n,), gen, device) * 0.5 + 1.0
-        for row, kind in _common.hard_row_plan(m, HARD_KINDS, seed):
+        for row, kind in _common.hard_row_plan(shape.dims["M"], HARD_KINDS, seed):
             if kind == "large":
                 x[row] *= LARGE_SCALE.get(dtype, DEFAULT_LARGE_SCALE)
             elif kind == "small":
@@ -85,35 +82,18 @@ class RmsNormSpec(_common.RowSpec):
         return {"F.rms_norm": f_rms_norm}
 
 
-RMSNORM = RmsNormSpec(
-    name="rmsnorm",
-    summary="RMS norm over the last dim with weight, fp32 math, eps 1e-6",
-    signature="kernel(x, weight) -> y",
-    arg_names=("x", "weight"),
-    output_names=("y",),
-    gpu_shapes=_common.row_shapes(
-        ("32768x8192 bf16", 32768, 8192, "bfloat16"),
-        ("4096x4096 bf16", 4096, 4096, "bfloat16"),
-        ("tail 3x4097 bf16", 3, 4097, "bfloat16"),
-        ("tiny 1x1000 fp32", 1, 1000, "float32"),
-        ("777x5120 fp16", 777, 5120, "float16"),
-    ),
-    cpu_shapes=_common.row_shapes(
-        ("7x100 fp32", 7, 100, "float32"),
-        ("33x257 bf16", 33, 257, "bfloat16"),
-        ("9x64 fp16", 9, 64, "float16"),
-    ),
-    fence=_common.fence_text(
-        "kernel(x, weight)",
-        "y = x * rsqrt(mean(x^2, -1) + 1e-6) * weight computed in fp32, dtype x.dtype, "
-        "shape [M, N] (x [M, N] fp32/bf16/fp16, weight [N] of x's dtype)",
-        "F.rms_norm, torch.rsqrt, torch.mean, x.pow, torch.norm or any torch compute "
-        "(aten::rms_norm, aten::_fused_rms_norm, aten::rsqrt, aten::mean, aten::pow, ...)",
-    ),
-    starting_candidate=str(start_path("rmsnorm")),
-    unseen=_common.ROW_UNSEEN,
-    forbidden_aten=_common.aten_ops(
-        "rms_norm _fused_rms_norm rsqrt mean pow norm linalg_vector_norm "
-        "native_layer_norm layer_norm"
-    ),
+RMSNORM = _common.row_op(
+    RmsNormSpec,
+    "rmsnorm",
+    "RMS norm over the last dim with weight, fp32 math, eps 1e-6",
+    ("x", "weight"),
+    square="4096x4096 bf16",
+    odd="777x5120 fp16",
+    cpu_odd="9x64 fp16",
+    outputs="y = x * rsqrt(mean(x^2, -1) + 1e-6) * weight computed in fp32, dtype x.dtype, "
+    "shape [M, N] (x [M, N] fp32/bf16/fp16, weight [N] of x's dtype)",
+    forbidden="F.rms_norm, torch.rsqrt, torch.mean, x.pow, torch.norm or any torch compute "
+    "(aten::rms_norm, aten::_fused_rms_norm, aten::rsqrt, aten::mean, aten::pow, ...)",
+    forbidden_aten="rms_norm _fused_rms_norm rsqrt mean pow norm linalg_vector_norm "
+    "native_layer_norm layer_norm",
 )

@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from kernelladder.ops import _common
-from kernelladder.ops.registry import start_path
 from kernelladder.ops.spec import (
     FlopModel,
     Inputs,
@@ -32,10 +31,9 @@ FP16_LIMIT = 65000.0
 @dataclass
 class SoftmaxSpec(_common.RowSpec):
     def make_inputs(self, shape: Shape, seed: int, device: str) -> dict[str, torch.Tensor]:
+        x, _ = self.random_rows(shape, seed, device, scale=2.0)
         m, n = shape.dims["M"], shape.dims["N"]
         dtype = shape.torch_dtype
-        gen = _common.generator(seed, device, m * n)
-        x = _common.randn((m, n), gen, device) * 2.0
         for row, kind in _common.hard_row_plan(m, HARD_KINDS, seed):
             if kind == "large":
                 x[row] *= LARGE_SCALE.get(dtype, DEFAULT_LARGE_SCALE)
@@ -73,35 +71,18 @@ class SoftmaxSpec(_common.RowSpec):
         return {"torch.softmax": torch_softmax}
 
 
-SOFTMAX = SoftmaxSpec(
-    name="softmax",
-    summary="row softmax over the last dim (fp32/bf16/fp16)",
-    signature="kernel(x) -> y",
-    arg_names=("x",),
-    output_names=("y",),
-    gpu_shapes=_common.row_shapes(
-        ("32768x8192 bf16", 32768, 8192, "bfloat16"),
-        ("4096x4096 fp32", 4096, 4096, "float32"),
-        ("tail 3x4097 bf16", 3, 4097, "bfloat16"),
-        ("tiny 1x1000 fp32", 1, 1000, "float32"),
-        ("1024x3000 fp16", 1024, 3000, "float16"),
-    ),
-    cpu_shapes=_common.row_shapes(
-        ("7x100 fp32", 7, 100, "float32"),
-        ("33x257 bf16", 33, 257, "bfloat16"),
-        ("9x130 fp16", 9, 130, "float16"),
-    ),
-    fence=_common.fence_text(
-        "kernel(x)",
-        "y = softmax(x) over the last dim, dtype x.dtype, shape [M, N] "
-        "(x [M, N] fp32/bf16/fp16; rows may be of magnitude 1e4 or more: subtract the max)",
-        "torch.softmax, F.softmax, log_softmax, torch.exp, torch.logsumexp, torch.amax "
-        "or any torch compute (aten::_softmax, aten::softmax, aten::_safe_softmax, ...)",
-    ),
-    starting_candidate=str(start_path("softmax")),
-    unseen=_common.ROW_UNSEEN,
-    forbidden_aten=_common.aten_ops(
-        "_softmax softmax _safe_softmax _log_softmax log_softmax special_softmax exp exp2 "
-        "logsumexp amax max"
-    ),
+SOFTMAX = _common.row_op(
+    SoftmaxSpec,
+    "softmax",
+    "row softmax over the last dim (fp32/bf16/fp16)",
+    ("x",),
+    square="4096x4096 fp32",
+    odd="1024x3000 fp16",
+    cpu_odd="9x130 fp16",
+    outputs="y = softmax(x) over the last dim, dtype x.dtype, shape [M, N] "
+    "(x [M, N] fp32/bf16/fp16; rows may be of magnitude 1e4 or more: subtract the max)",
+    forbidden="torch.softmax, F.softmax, log_softmax, torch.exp, torch.logsumexp, torch.amax "
+    "or any torch compute (aten::_softmax, aten::softmax, aten::_safe_softmax, ...)",
+    forbidden_aten="_softmax softmax _safe_softmax _log_softmax log_softmax special_softmax "
+    "exp exp2 logsumexp amax max",
 )
