@@ -17,16 +17,20 @@ from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 from kernelladder.engine.proposers import PROPOSERS
-from kernelladder.engine.run.rows import (  # noqa: F401 (OPTIMIZE..RUN_COMMANDS: handed on)
+from kernelladder.engine.run.rows import (  # noqa: F401 (handed on: the rows' vocabulary)
     COUNT,
     FILE,
+    INTEGER,
     NON_NEGATIVE,
     OFF,
+    ON,
     OPTIMIZE,
     POSITIVE,
     RUN_COMMANDS,
     SERVE,
+    TEXT,
     TUI,
+    Reading,
     RunOption,
 )
 from kernelladder.engine.runners.registry import runner_rows, verifies_elsewhere
