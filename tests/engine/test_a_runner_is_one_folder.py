@@ -76,6 +76,8 @@ sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.cho
 first = cli("optimize", "rmsnorm", "--device", "cpu", "--runner", "toy", "--toy-slots", "2",
             "--max-attempts", "2", "--branches", "1", "--no-confirm", "--keep-workers", "0",
             "--run-dir", run_dir)
+alone = cli("optimize", "rmsnorm", "--device", "cpu", "--toy-slots", "2",
+            "--run-dir", run_dir + "-alone")
 moved = cli("optimize", "--resume", run_dir, "--runner", "local")
 resumed = cli("optimize", "--resume", run_dir, "--toy-slots", "1", "--max-attempts", "3")
 events = [e.to_dict() for e in read_events(run_dir)]
@@ -84,7 +86,7 @@ print(json.dumps({
     "toy_file": sys.modules["kernelladder.engine.runners.toy"].__file__,
     "help": sub.choices["optimize"].format_help(),
     "resumable": "toy_slots" in RESUMABLE_OPTIONS,
-    "first": first, "moved": moved, "resumed": resumed,
+    "first": first, "alone": alone, "moved": moved, "resumed": resumed,
     "meta": json.load(open(run_dir + "/meta.json"))["options"],
     "events": events,
 }))
@@ -136,6 +138,10 @@ def test_a_new_runner_folder_is_found_and_verifies_a_run_without_being_listed(tm
     started = [e for e in events if e["kind"] == "attempt_started"]
     assert {e["runner"] for e in started} == {"toy"}
     assert [e["slot"] for e in started if e["seq"] < events[reopened]["seq"]] == ["cpu:0", "cpu:1"]
+
+    # its flag without it is refused, not ignored
+    assert found["alone"] == [2, "kernelladder: error: --toy-slots goes with --runner toy\n"]
+    assert not (tmp_path / "run-alone").exists()
 
     # a resume stays on it: --runner local is refused in one line; --toy-slots changes,
     # recorded, and the toy runner is built again from the record, now with one worker
