@@ -1,7 +1,7 @@
 """How one option of a run is declared: RunOption (its field, flag, help, reading, whether
-a resume may change it) and the Readings of a flag's text. Plain data, imported by
-run/options.py, which lists the run's own options, and by each runner's folder
-(runners/NAME/__init__.py), which declares its own: neither imports the other here."""
+a resume may change it) and the Readings of a flag's text. Plain data that imports
+nothing of the engine: run/options.py (the run's own rows) and each runner's folder
+(runners/NAME/__init__.py, its rows) import it without importing each other."""
 
 from __future__ import annotations
 
