@@ -47,6 +47,7 @@ from kernelladder.app.remote_start import start_remote_runner
 from kernelladder.app.replay import ReplayController
 from kernelladder.app.run_files import RunFiles
 from kernelladder.app.screens.main import MainScreen
+from kernelladder.engine import chosen_kind
 from kernelladder.engine import events as ev
 from kernelladder.themes import DEFAULT_THEME, PROJECT_THEMES, STYLESHEET
 
@@ -62,10 +63,9 @@ def starting_line(run: Any) -> str:
         return ""
     options = getattr(run, "options", None)
     op = getattr(getattr(run, "op", None), "name", None) or "the run"
-    if getattr(options, "remote", False):
-        return f"{op}: connecting to the GPU box and starting its verifier worker…"
-    if getattr(options, "ray_address", None) is not None:
-        return f"{op}: connecting to the Ray cluster and starting its verifier actors…"
+    kind = chosen_kind(options)
+    if kind is not None and kind.starting:  # SSH's box, Ray's cluster
+        return f"{op}: {kind.starting}…"
     device = getattr(options, "device", None)
     where = f" on {device}" if device else ""
     return f"{op}{where}: starting the verifier worker (it loads torch and Triton)…"

@@ -73,7 +73,7 @@ def ray_settings(args: Any) -> tuple[str, int | None]:
     missing address or a bad slot count. Never imports ray."""
     from kernelladder.engine import MISSING_RAY, ray_installed, resolve_address
 
-    if getattr(args, "runner", None) == "local":
+    if getattr(args, "runner", None) not in (None, "ray"):
         raise UsageError("--ray-address and --ray-slots go with --runner ray")
     if remote_requested(args):
         raise UsageError("--runner ray and --remote (SSH) do not go together")

@@ -106,13 +106,15 @@ def _check_resumable(run_dir: str) -> None:
 
 def _check_local_device(options: Any) -> None:
     """A local cuda run on a machine without a GPU stops here, before its directory is
-    made or its log touched (as `check --device cuda` does); remote runs use the box's."""
-    if options.ray_address is not None:
-        from kernelladder.engine import MISSING_RAY, ray_installed
+    made or its log touched (as `check --device cuda` does); a runner that verifies
+    elsewhere uses its own GPUs, and says what it lacks here (Ray: the package)."""
+    from kernelladder.engine import chosen_kind
 
-        if not ray_installed():
-            raise UsageError(MISSING_RAY)
-    elif not options.remote:
+    kind = chosen_kind(options)
+    problem = kind.check(options) if kind is not None and kind.check is not None else ""
+    if problem:
+        raise UsageError(problem)
+    if kind is None or not kind.elsewhere:
         require_local_gpu(options.device)
 
 

@@ -19,7 +19,17 @@ from kernelladder.cli.common import (
     remote_options,
     remote_requested,
 )
-from kernelladder.engine import OPTIMIZE, REMOTE, RUN_OPTIONS, RunOption, RunOptions, run_options
+from kernelladder.engine import (
+    OPTIMIZE,
+    REMOTE,
+    RUN_OPTIONS,
+    RUNNER_KINDS,
+    RunOption,
+    RunOptions,
+    chosen_kind,
+    chosen_kinds,
+    run_options,
+)
 
 MODEL_PROPOSERS = ("api", "openai", "code")  # the proposers that ask a model over a network
 
@@ -152,11 +162,33 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         given["remote_config"] = remote_options(args)
     if ray_requested(args):
         given["ray_address"], given["ray_slots"] = ray_settings(args)
+    if getattr(args, "runner", None) is not None:
+        given["runner"] = args.runner
 
-    if given.get("keep_workers_s") and (given.get("remote") or given.get("ray_address")):
-        raise UsageError("--keep-workers applies to local runs (not --remote or --runner ray)")
     _check_priced_budget(given)
-    return RunOptions(op=args.op, **given)
+    options = RunOptions(op=args.op, **given)
+    kinds = chosen_kinds(options)
+    if len(kinds) > 1:
+        raise UsageError(f"{kinds[0].ask} and {kinds[1].ask} do not go together")
+    kind = kinds[0] if kinds else None
+    runner = given.get("runner")
+    if runner is not None and kind is not None and runner != kind.name:  # --runner local --remote
+        raise UsageError(f"--runner {runner} and {kind.ask} do not go together")
+    _check_runner_flags(given, kind)
+    if given.get("keep_workers_s") and kind is not None and kind.elsewhere:
+        elsewhere = " or ".join(k.ask for k in RUNNER_KINDS if k.elsewhere)
+        raise UsageError(f"--keep-workers applies to local runs (not {elsewhere})")
+    return options
+
+
+def _check_runner_flags(given: dict[str, Any], kind: Any) -> None:
+    """A runner's own flag given for a run on another runner: one line, not ignored."""
+    for other in RUNNER_KINDS:
+        if other is kind:
+            continue
+        for option in other.rows:
+            if option.as_given and option.field in given:
+                raise UsageError(f"{option.flag} goes with {other.ask}")
 
 
 def unpriced_notice(options: Any) -> list[str]:
@@ -231,4 +263,16 @@ def resume_overrides(args: argparse.Namespace, recorded: dict[str, Any]) -> dict
         if slots is not None:
             overrides["ray_slots"] = slots
 
+    _check_same_runner(args, recorded, overrides)
     return overrides
+
+
+def _check_same_runner(args: argparse.Namespace, recorded: dict[str, Any], overrides: Any) -> None:
+    """A resume continues on the runner its run was on: --runner naming another is
+    refused, and so is another runner's own flag."""
+    kind = chosen_kind(RunOptions.from_dict({"op": "", **recorded}))
+    was = kind.name if kind is not None else "local"
+    runner = getattr(args, "runner", None)
+    if runner is not None and runner != was:
+        raise UsageError(f"--runner {runner} cannot change on resume (the run was on {was})")
+    _check_runner_flags(overrides, kind)

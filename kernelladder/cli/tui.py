@@ -293,12 +293,11 @@ def _main(args: argparse.Namespace) -> int:
     else:
         _check_theme(args.theme)  # before the run makes its directory and log
         run = _make_live_run(args)
+        from kernelladder.engine import verifies_elsewhere
+
         own_loop = args.engine_thread or (
             sys.version_info >= (3, 12)
-            and (
-                bool(getattr(run.options, "remote", False))
-                or getattr(run.options, "ray_address", None) is not None  # Ray's asyncio too
-            )
+            and verifies_elsewhere(run.options)  # asyncssh's loop, Ray's asyncio
         )
         kwargs = {"run": run, "own_loop": own_loop}
     try:

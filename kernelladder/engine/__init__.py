@@ -16,7 +16,7 @@ from typing import Any
 _MODULES: dict[str, str] = {
     "events": "record.events",
     "state": "record.state",
-    "ray_cluster": "runners.ray_cluster",
+    "ray_cluster": "runners.ray.cluster",
 }
 
 # name -> the module under kernelladder.engine that defines it ("module:attr" when the
@@ -43,7 +43,8 @@ _NAMES: dict[str, str] = {
     "run_options": "run.options",
     "OPTION_OF_FIELD": "run.options",
     # the commands a run option belongs to
-    **dict.fromkeys(("OPTIMIZE", "REMOTE", "SERVE", "TUI"), "run.options"),
+    **dict.fromkeys(("OPTIMIZE", "SERVE", "TUI"), "run.options"),
+    "REMOTE": "runners.ssh",  # the SSH settings' section of --help
     # the record: events, the log, the fold, summaries
     "Event": "record.events",
     "RunFinished": "record.events",
@@ -101,11 +102,16 @@ _NAMES: dict[str, str] = {
     "TuneSpace": "proposers.tune.space:Space",
     # where candidates are verified
     "LocalRunner": "runners.local",
-    "default_device": "runners",
+    "default_device": "runners.local",
     "start_workers_ahead": "runners.local",
-    "MISSING_RAY": "runners.ray_cluster",
-    "ray_installed": "runners.ray_cluster",
-    "resolve_address": "runners.ray_cluster",
+    "RunnerKind": "runners.kind",
+    "RUNNER_KINDS": "runners.registry:KINDS",
+    "chosen_kind": "runners.registry",
+    "chosen_kinds": "runners.registry",
+    "verifies_elsewhere": "runners.registry",
+    "MISSING_RAY": "runners.ray.cluster",
+    "ray_installed": "runners.ray.cluster",
+    "resolve_address": "runners.ray.cluster",
     "REMOTE_SETTINGS": "runners.ssh.config",
     "RemoteConfigError": "runners.ssh.config",
     "RemoteSettings": "runners.ssh.config",

@@ -292,6 +292,15 @@ def test_an_empty_remote_setting_is_refused_not_dropped(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_runner_local_beside_a_remote_host_is_refused_not_ignored(capsys, tmp_path):
+    # a run asks for one runner: --runner local with an SSH host used to go remote unsaid
+    run_dir = str(tmp_path / "r")
+    optimize = ["optimize", "rmsnorm", "--device", "cpu", "--run-dir", run_dir]
+    line = usage_line(capsys, *optimize, "--runner", "local", "--ssh-target", "gpu-box")
+    assert line.endswith("--runner local and --remote do not go together")
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("flag", ["--resume", "--run-dir", "--replay-from", "--hints"])
 def test_an_empty_path_option_is_refused(capsys, flag):
     # `--resume ""` started a whole new run; `--run-dir ""` put it in runs/<id>;

@@ -176,7 +176,7 @@ def test_search_run_spreads_attempts_over_both_actors(cluster, tmp_path):
 LANES = r"""
 import asyncio, json, sys, time
 from kernelladder.engine.protocols import VerifyRequest
-from kernelladder.engine.runners.ray import RayRunner
+from kernelladder.engine.runners.ray.runner import RayRunner
 
 source = open(sys.argv[2]).read()
 

@@ -2,17 +2,38 @@
 default, its flag, help and how the flag's text is read, whether a resume may change it
 and which commands take it. RunOptions, the command line of `kernelladder optimize`,
 `kernelladder-tui` and `kernelladder serve` (cli/run_arguments.py), the resume rule
-(RESUMABLE_OPTIONS) and docs/CLI.md are all read from it. Plain data: no argparse here."""
+(RESUMABLE_OPTIONS) and docs/CLI.md are all read from it. Plain data: no argparse here.
+
+RUN_OPTIONS is the run's own rows (OWN_OPTIONS, below) and then each runner's, declared in
+its folder (runners/NAME/__init__.py) and found by runners/registry.py with --runner's
+row; a row is a RunOption (run/rows.py)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 from kernelladder.engine.proposers import PROPOSERS
+from kernelladder.engine.run.rows import (  # noqa: F401 (handed on: the rows' vocabulary)
+    COUNT,
+    FILE,
+    INTEGER,
+    NON_NEGATIVE,
+    OFF,
+    ON,
+    OPTIMIZE,
+    POSITIVE,
+    RUN_COMMANDS,
+    SERVE,
+    TEXT,
+    TUI,
+    Reading,
+    RunOption,
+)
+from kernelladder.engine.runners.registry import runner_rows, verifies_elsewhere
 
 MAX_DEFAULT_WORKERS_PER_GPU = 3
 VERIFY_MODES = ("pipelined", "serial")
@@ -22,115 +43,8 @@ GATE_CHOICES = ("ask", "approve", "veto")
 KEEP_WORKERS_ENV = "KERNELLADDER_KEEP_WORKERS"
 DEFAULT_KEEP_WORKERS_S = 600.0
 
-# the commands that take a run's options
-OPTIMIZE, TUI, SERVE = "optimize", "kernelladder-tui", "serve"
-RUN_COMMANDS = frozenset({OPTIMIZE, TUI, SERVE})
-
-# the sections of --help beside the command's own
-REMOTE = "remote verification over SSH (see REMOTE_SETUP.md)"
-RAY = "verification on a Ray cluster (docs/RUNNING.md)"
-
-
-def _number(kind: type, text: str) -> Any:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
-    # nan/inf would pass `> 0` or never trip a limit, and reach the log as non-standard JSON
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"must be a finite number: {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    value = _number(int, text)
-    if not value > 0:
-        raise ValueError(f"must be positive: {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = _number(float, text)
-    if not value > 0:
-        raise ValueError(f"must be positive: {text!r}")
-    return value
-
-
-def non_negative(text: str) -> float:
-    value = _number(float, text)
-    if value < 0:
-        raise ValueError(f"must not be negative: {text!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How a flag's text becomes a value: the field's type and the parse (None: the text
-    as given; a parse raises ValueError with one line)."""
-
-    name: str
-    type: str  # the RunOptions field's annotation (None added when the default is None)
-    parse: Callable[[str], Any] | None = None
-    switch: Any = None  # a flag without a value: what giving it sets (True, or False)
-
-
-TEXT = Reading("text", "str")
-INTEGER = Reading("integer", "int", int)
-COUNT = Reading("count", "int", positive_int)  # a positive whole number
-POSITIVE = Reading("positive", "float", positive_float)  # finite, above 0 (seconds, speedups)
-NON_NEGATIVE = Reading("non-negative", "float", non_negative)  # 0 or more (dollars, thresholds)
-ON = Reading("on", "bool", switch=True)  # --remote: giving it turns the field on
-OFF = Reading("off", "bool", switch=False)  # --no-confirm: giving it turns the field off
-FILE = Reading("file", "str")  # the flag names a file; the field holds its text (--hints)
-# the remote settings, each with its own flag (runners/ssh/config.py's REMOTE_SETTINGS)
-SSH_SETTINGS = Reading("ssh-settings", "dict[str, Any]")
-
-
-@dataclass(frozen=True)
-class RunOption:
-    """One option of a run, declared once."""
-
-    field: str | None  # the RunOptions field; None: a flag of the session only (--resume)
-    flag: str | None  # the command-line flag; None: positional (op), or no flag of its own
-    help: str = ""  # "{default}" stands for the default
-    default: Any = None  # MISSING: required (op)
-    reads: Reading = TEXT
-    choices: tuple[str, ...] = ()
-    metavar: str | None = None
-    resumable: bool = False  # a resume may change it (RunReopened records the change)
-    group: str = ""  # its section of --help: "" the command's own, REMOTE or RAY
-    commands: frozenset[str] = RUN_COMMANDS
-    may_be_off: bool = False  # None is a value too, beside the default: off (stagnation)
-
-    @property
-    def dest(self) -> str:
-        """Its name on the parsed command line: the flag's, as argparse makes it."""
-        return self.flag.lstrip("-").replace("-", "_") if self.flag else str(self.field)
-
-    @property
-    def positional(self) -> bool:
-        """The one required field (op) is given by position."""
-        return self.flag is None and self.default is MISSING
-
-    @property
-    def help_text(self) -> str:
-        shown = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
-        return self.help.replace("{default}", shown)
-
-    @property
-    def as_given(self) -> bool:
-        """A field whose flag's value is the field's value as given: what a new run takes
-        as it is, and what a resume changes (resumable) or refuses to (fixed). The others
-        are composed by the command line: op, the hints file, the SSH and Ray settings."""
-        return (
-            self.field is not None
-            and self.flag is not None
-            and not self.group
-            and self.reads is not FILE
-        )
-
-
-RUN_OPTIONS: tuple[RunOption, ...] = (
+# the run's own options; the runners' (runners/NAME/__init__.py) follow them in RUN_OPTIONS
+OWN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("op", None, "built-in op or problem file", default=MISSING,
               metavar="OP|PROBLEM.py"),
     RunOption("proposer", "--proposer", "who writes candidates (default: {default}, offline; "
@@ -208,23 +122,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "standing says so)", default=0.0, reads=NON_NEGATIVE),
     RunOption("replay_from", "--replay-from", "proposer replay: the run whose sources to "
               "re-propose", metavar="DIR"),
-    RunOption("remote", "--remote", "verify on the GPU box(es) over SSH (KL_SSH_TARGET or "
-              "--remote-config)", default=False, reads=ON, group=REMOTE),
-    # the remote settings given (their flags: runners/ssh/config.py's REMOTE_SETTINGS),
-    # keyed by RemoteSettings field, so a resume reconnects the same way
-    RunOption("remote_config", None, default=dict, reads=SSH_SETTINGS, group=REMOTE),
-    RunOption(None, "--runner", "where candidates are verified: local workers (default; "
-              "--remote for SSH) or Ray actors, one per GPU of the cluster",
-              choices=("local", "ray"), group=RAY),
-    # a Ray run may find its cluster at a new address
-    RunOption("ray_address", "--ray-address", "the Ray cluster (env KL_RAY_ADDRESS): auto (the "
-              "one this machine joined), local (start one in this process), HOST:PORT or "
-              "ray://HOST:PORT; implies --runner ray", metavar="ADDR", resumable=True,
-              group=RAY),
-    RunOption("ray_slots", "--ray-slots", "N CPU actors (Triton interpreter) on a cluster "
-              "without GPUs; with --device cuda, at most N GPU actors", reads=INTEGER,
-              metavar="N", resumable=True, group=RAY),
 )  # fmt: skip
+RUN_OPTIONS: tuple[RunOption, ...] = (*OWN_OPTIONS, *runner_rows())
 
 OPTION_OF_FIELD = {o.field: o for o in RUN_OPTIONS if o.field is not None}
 # what a resume may change (budgets and policies; never the op, device or proposer)
@@ -285,9 +184,9 @@ class RunOptions:
     def keep_workers_seconds(self, device: str, environ: Mapping[str, str] | None = None) -> float:
         """How long this run's idle local workers are kept after it: --keep-workers, else
         KERNELLADDER_KEEP_WORKERS, else 600 s on a GPU; 0 (off) on the CPU, whose runs the
-        test suite starts by the hundred, and for SSH and Ray runs (their workers are
-        not on this machine). ValueError for a variable that is not a number of seconds."""
-        if self.remote or self.ray_address is not None:
+        test suite starts by the hundred, and for a runner that verifies elsewhere (SSH,
+        Ray: their workers are not on this machine). ValueError for a variable that is not a number of seconds."""
+        if verifies_elsewhere(self):
             return 0.0
         if self.keep_workers_s is not None:
             return max(0.0, float(self.keep_workers_s))

@@ -1,5 +1,6 @@
 """The local runner: the verifier's long-lived workers on this machine (one per GPU, or
-one CPU interpreter worker), and make_runner, which picks a run's runner from its options.
+one CPU interpreter worker), and make_runner, which builds the runner a run's options ask
+for (a kind of runners/registry.py, else this one).
 
 A candidate's crash, hang or cheat is a Verdict. RunnerLost means the worker
 infrastructure itself failed (a worker that cannot start, a protocol breakdown) and the
@@ -16,6 +17,7 @@ from typing import Any
 
 from kernelladder.engine.protocols import ProgressFn, Runner, RunnerBase, RunnerLost, VerifyRequest
 from kernelladder.engine.run.options import KEEP_WORKERS_ENV, RunOptions
+from kernelladder.engine.runners.registry import chosen_kind, verifies_elsewhere
 from kernelladder.verifier.contract.verdict import Verdict
 from kernelladder.verifier.host.gpu_arbiter import EXCLUSIVE, SHARED
 
@@ -23,16 +25,15 @@ NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the driver knows
 
 
 def default_device(options: RunOptions | None = None) -> str:
-    """The device a run verifies on: its --device when given; else on SSH, cuda (the box's
-    GPUs); on Ray, cpu actors with --ray-slots, else the cluster's GPUs; here (and with no
-    options), cuda when this machine has a GPU torch can use, else the CPU interpreter.
-    Read without importing torch where it can be (gpus_seen_without_torch)."""
+    """The device a run verifies on: its --device when given; else its runner's default
+    (SSH: cuda, the box's GPUs; Ray: cpu actors with --ray-slots, else the cluster's GPUs);
+    here (and with no options), cuda when this machine has a GPU torch can use, else the
+    CPU interpreter. Read without importing torch where it can be (gpus_seen_without_torch)."""
     if options is not None and options.device:
         return options.device
-    if options is not None and options.remote:
-        return "cuda"
-    if options is not None and options.ray_address is not None:
-        return "cpu" if options.ray_slots is not None else "cuda"
+    kind = chosen_kind(options) if options is not None else None
+    if kind is not None and kind.device is not None:
+        return kind.device(options)
     if gpus_seen_without_torch():
         return "cuda"
     try:
@@ -359,7 +360,7 @@ def start_workers_ahead(options: RunOptions) -> int:
     where kept ones are, else spawned now; the run's pool claims them as it starts, and
     those it does not (another device or GPU count than torch then finds) are killed.
     CPU runs (short starts; the test suite's) start as before. How many were started."""
-    if options.remote or options.ray_address is not None or options.device == "cpu":
+    if verifies_elsewhere(options) or options.device == "cpu":
         return 0
     gpus = gpus_without_torch()
     if options.device is None and gpus == 0:
@@ -374,20 +375,12 @@ def start_workers_ahead(options: RunOptions) -> int:
 
 
 def make_runner(options: RunOptions, device: str) -> Runner:
-    """The runner a run's options ask for: Ray, SSH (options.remote) or the local pool."""
+    """The runner a run's options ask for: the first kind of runner (runners/registry.py)
+    that they choose (SSH with --remote, Ray, --runner NAME), else the local pool."""
     per_gpu = options.worker_count() if device == "cuda" else 1
-    if options.ray_address is not None:
-        from kernelladder.engine.runners.ray import RayRunner  # imports ray only in start()
-
-        return RayRunner(
-            options.ray_address, device=device, slots=options.ray_slots, per_gpu=per_gpu
-        )
-    if options.remote:
-        from kernelladder.engine.runners.ssh.config import load_remote_config, settings_from_record
-        from kernelladder.engine.runners.ssh.pool import make_remote_runner
-
-        settings = settings_from_record(options.remote_config or {})
-        return make_remote_runner(load_remote_config(settings), device=device, per_gpu=per_gpu)
+    kind = chosen_kind(options)
+    if kind is not None:
+        return kind.make(options, device, per_gpu)
     return LocalRunner(
         device=device, per_gpu=per_gpu, keep_workers_s=options.keep_workers_seconds(device)
     )

@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from kernelladder.engine.runners.ray_cluster import error_line, package_dir
+from kernelladder.engine.runners.ray.cluster import error_line, package_dir
 
 
 def _missing_on_node() -> str:

@@ -30,8 +30,8 @@ from typing import Any
 
 from kernelladder.engine.protocols import ProgressFn, RunnerLost, VerifyRequest
 from kernelladder.engine.runners.free_slots import FreeSlots, SlotPoolRunner
-from kernelladder.engine.runners.ray_actor import VerifierActor
-from kernelladder.engine.runners.ray_cluster import (
+from kernelladder.engine.runners.ray.actor import VerifierActor
+from kernelladder.engine.runners.ray.cluster import (
     NAMESPACE,
     RayUnavailable,
     cluster_line,
