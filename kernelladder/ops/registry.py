@@ -17,11 +17,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from kernelladder.ops.folders import start_path
+
 if TYPE_CHECKING:
     from kernelladder.ops.family import Family
     from kernelladder.ops.spec import OpSpec
-
-OPS_DIR = Path(__file__).resolve().parent
 
 
 def _discover() -> dict[str, str]:
@@ -66,12 +66,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(spec, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def start_path(name: str) -> Path:
-    """Where the built-in op `name` keeps its starting candidate: start.py in its folder."""
-    package = importlib.import_module(f"{__package__}.{name}")
-    return Path(package.__file__ or OPS_DIR / name / "__init__.py").parent / "start.py"
 
 
 def get_op(name: str) -> OpSpec:

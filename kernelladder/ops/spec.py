@@ -16,6 +16,8 @@ from typing import Any, Self
 
 import torch
 
+from kernelladder.ops.folders import start_path
+
 Inputs = Mapping[str, torch.Tensor]  # a call's inputs by argument name
 Outputs = Sequence[torch.Tensor]  # a call's outputs, in order
 Tensors = tuple[torch.Tensor, ...]
@@ -287,8 +289,6 @@ class OpSpec(abc.ABC):
     def builtin(cls, **fields: Any) -> Self:
         """A built-in op's spec from its fields; its starting candidate is start.py in the
         op's own folder (ops/NAME/)."""
-        from kernelladder.ops.registry import start_path
-
         return cls(starting_candidate=str(start_path(fields["name"])), **fields)
 
     @property

@@ -38,7 +38,7 @@ def put(proc: subprocess.Popen, path: str, *, recipe: str = "r", cap: int = 4) -
 
 def serve(path: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve", "--socket", path,
+        [sys.executable, "-m", "kernelladder.verifier.host.keeper_server", "--socket", path,
          "--idle-s", "60"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -163,7 +163,7 @@ def test_a_keeper_served_in_a_directory_open_to_others_says_why_in_one_line(keep
     os.makedirs(folder, mode=0o700)
     os.chmod(folder, 0o755)
     out = subprocess.run(
-        [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve", "--socket",
+        [sys.executable, "-m", "kernelladder.verifier.host.keeper_server", "--socket",
          keeper_socket, "--idle-s", "1"],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -12,18 +12,26 @@ candidate. Edges carry a `kind`:
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import networkx as nx
 
-if TYPE_CHECKING:
-    from kernelladder.engine.record.state_model import RunState
+
+class Folded(Protocol):
+    """What the graph is built from: the fold's attempts and branches (RunState), and the
+    graph it keeps between questions."""
+
+    attempts: Mapping[int, Any]  # attempt number -> its branch_id and parent
+    branches: Mapping[str, Any]  # branch id -> its id and from_attempt
+    lineage_cache: tuple[int, int, nx.DiGraph] | None
+
 
 START = "<start>"  # the starting candidate (a run from own kernels has an attempt 0)
 DERIVED, HOLDS, OPENED = "derived", "holds", "opened"
 
 
-def of(state: RunState) -> nx.DiGraph:
+def of(state: Folded) -> nx.DiGraph:
     """The graph of the state's attempts and branches, built once for as many of them as
     the fold has (an attempt's parent and a branch's origin never change once folded)."""
     size = (len(state.attempts), len(state.branches))

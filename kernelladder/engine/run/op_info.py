@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelladder.ops.registry import BUILTIN_OPS, OPS_DIR
+from kernelladder.ops.folders import OPS_DIR
+from kernelladder.ops.registry import BUILTIN_OPS
 
 START_ATTEMPT = 0  # the number of the user's own kernel, verified before any proposal
 

@@ -8,7 +8,7 @@ already said, their compiled baselines and caches kept. The keeper holds no GPU 
 runs nothing a client sends: it only holds each worker's pipes (its stdin's write end,
 its stdout's and stderr's read ends), which travel over a unix socket as SCM_RIGHTS.
 
-    python -m kernelladder.verifier.host.keeper serve --socket PATH --idle-s N
+    python -m kernelladder.verifier.host.keeper_server --socket PATH --idle-s N
     python -m kernelladder.verifier.host.keeper list|stop
 
 Where: $KERNELLADDER_KEEPER_SOCKET, else $XDG_RUNTIME_DIR/kernelladder/keeper.sock, else
@@ -297,7 +297,7 @@ def ensure_running(idle_s: float, *, path: str | None = None) -> bool:
         root = os.path.dirname(os.path.dirname(os.path.abspath(kernelladder.__file__)))
         env = scrub_env(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        args = [sys.executable, "-m", "kernelladder.verifier.host.keeper", "serve"]
+        args = [sys.executable, "-m", "kernelladder.verifier.host.keeper_server"]
         args += ["--socket", path, "--idle-s", f"{float(idle_s):g}"]
         try:
             disown(
@@ -390,20 +390,9 @@ def stop(path: str | None = None) -> list[int] | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelladder.verifier.host.keeper")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve_p = sub.add_parser("serve", help="hold workers handed over (started by the clients)")
-    serve_p.add_argument("--socket", default=None, help=f"default: {socket_path()}")
-    serve_p.add_argument("--idle-s", type=float, default=600.0, help="seconds a worker is kept")
     sub.add_parser("list", help="the kept workers, as JSON")
     sub.add_parser("stop", help="kill the kept workers and stop the keeper")
     args = parser.parse_args(argv)
-    if args.command == "serve":
-        from kernelladder.verifier.host.keeper_server import serve
-
-        try:
-            return serve(args.socket or socket_path(), args.idle_s)
-        except (KeeperError, OSError) as exc:
-            print(f"keeper: {exc}", file=sys.stderr)
-            return 1
     try:
         result: Any = list_kept() if args.command == "list" else stop()
     except (KeeperError, OSError) as exc:

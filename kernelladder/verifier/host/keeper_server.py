@@ -6,6 +6,7 @@ it listens and what a request looks like)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import os
@@ -14,6 +15,7 @@ import shutil
 import signal
 import socket
 import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,7 @@ from kernelladder.verifier.host.keeper import (
     private_dir,
     receive_line,
     send_line,
+    socket_path,
 )
 
 
@@ -289,3 +292,20 @@ def _refuse_backlog(listener: socket.socket) -> None:
             _, fds = receive_line(conn, FDS_PER_WORKER)
             close_fds(fds)
             send_line(conn, {"ok": False, "exiting": True, "error": "the keeper is exiting"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The keeper's process, as keeper.ensure_running starts it."""
+    parser = argparse.ArgumentParser(prog="python -m kernelladder.verifier.host.keeper_server")
+    parser.add_argument("--socket", default=None, help=f"default: {socket_path()}")
+    parser.add_argument("--idle-s", type=float, default=600.0, help="seconds a worker is kept")
+    args = parser.parse_args(argv)
+    try:
+        return serve(args.socket or socket_path(), args.idle_s)
+    except (KeeperError, OSError) as exc:
+        print(f"keeper: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
