@@ -1,7 +1,8 @@
 """What the screen shows, as frozen data: a view of the folded run state.
 
 Widgets read only these; `build_view` (app/folding.py) is the one place that knows the
-shape of the engine's state. An attempt is the engine's own frozen record, not a copy. Nothing here imports textual, so it is tested alone.
+shape of the engine's state. An attempt is the engine's own frozen record, not a copy.
+Nothing here imports textual, so it is tested alone.
 """
 
 from __future__ import annotations

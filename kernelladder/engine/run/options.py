@@ -185,7 +185,8 @@ class RunOptions:
         """How long this run's idle local workers are kept after it: --keep-workers, else
         KERNELLADDER_KEEP_WORKERS, else 600 s on a GPU; 0 (off) on the CPU, whose runs the
         test suite starts by the hundred, and for a runner that verifies elsewhere (SSH,
-        Ray: their workers are not on this machine). ValueError for a variable that is not a number of seconds."""
+        Ray: their workers are not on this machine). ValueError for a variable that is not
+        a number of seconds."""
         if verifies_elsewhere(self):
             return 0.0
         if self.keep_workers_s is not None:
