@@ -33,7 +33,21 @@ def keeper_socket(monkeypatch: pytest.MonkeyPatch):
     yield path
     with contextlib.suppress(Exception):
         keeper.stop(path)
+    _stop_templates(os.path.dirname(path))
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_templates(folder: str) -> None:
+    """The worker templates (verifier/host/worker_template.py) started in `folder` go."""
+    from kernelladder.verifier.host import worker_template
+
+    with contextlib.suppress(Exception):
+        worker_template.stop_all(folder)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # the templates this test process's workers were forked from (beside its keeper socket)
+    _stop_templates(os.path.dirname(os.environ["KERNELLADDER_KEEPER_SOCKET"]))
 
 
 # Tests that share what they start once per worker (an sshd on loopback, a Ray cluster,

@@ -271,17 +271,19 @@ def rates_check(recalibrate: bool) -> Check:
 def kept_workers_check(stop: bool = False) -> Check:
     """The verifier workers the keeper holds for the next local run (verifier/host/keeper.py):
     pid, device, age, recipe; with `stop`, the keeper stopped and they with it."""
-    from kernelladder.verifier.host import keeper
+    from kernelladder.verifier.host import keeper, worker_template
 
     where = keeper.socket_path()
     try:
         if stop:
+            templates = len(worker_template.stop_all())
+            also = f"; stopped {templates} worker template(s)" if templates else ""
             stopped = keeper.stop()
             if stopped is None:
-                return Check("local", "kept workers", OK, f"none: no keeper runs ({where})")
+                return Check("local", "kept workers", OK, f"none: no keeper runs ({where}){also}")
             pids = ", ".join(map(str, stopped)) or "none held"
             return Check(
-                "local", "kept workers", OK, f"stopped the keeper and its workers ({pids})"
+                "local", "kept workers", OK, f"stopped the keeper and its workers ({pids}){also}"
             )
         workers = keeper.list_kept()
     except (keeper.KeeperError, OSError) as exc:

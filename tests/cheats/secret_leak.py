@@ -1,4 +1,4 @@
-"""Cheat: Reads the caller's secrets (its env and /proc/<ppid>/environ), prints them and raises with them: they must never come back."""
+"""Cheat: Reads the caller's secrets (its env, /proc/<ppid>/environ and every other process's environ it can read), prints them and raises with them: they must never come back."""
 
 # ruff: noqa: E402  (cheats are written the way a cheater would)
 
@@ -27,16 +27,31 @@ def _rmsnorm_into(x, weight, y, rows=None):
 import os
 
 
+def _environ_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        return [item.decode(errors="replace") for item in fh.read().split(b"\0")]
+
+
 def _steal():
     found = [f"{k}={v}" for k, v in os.environ.items() if "KEY" in k or "TOKEN" in k]
+    # the parent's environment first (the caller's, or the worker template's), then every
+    # other process of this user's it can read: the caller is among them
+    pids = [os.getppid()]
     try:
-        with open(f"/proc/{os.getppid()}/environ", "rb") as fh:
-            for item in fh.read().split(b"\0"):
-                text = item.decode(errors="replace")
-                if "KEY" in text.split("=")[0] or "TOKEN" in text.split("=")[0]:
-                    found.append(text)
-    except OSError as exc:
-        found.append(f"no parent environ: {exc}")
+        pids += sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:
+        pass
+    for pid in pids:
+        try:
+            items = _environ_of(pid)
+        except OSError as exc:
+            if pid == pids[0]:
+                found.append(f"no parent environ: {exc}")
+                break
+            continue
+        for text in items:
+            if "KEY" in text.split("=")[0] or "TOKEN" in text.split("=")[0]:
+                found.append(text)
     return found
 
 

@@ -79,9 +79,10 @@ def test_hang_becomes_a_timeout_verdict_within_the_limit():
 @pytest.mark.parametrize("as_json", [True, False])
 @pytest.mark.parametrize("sandbox", ["off", "auto"])
 def test_secrets_never_reach_any_output(as_json, sandbox):
-    # The candidate reads its own env (scrubbed) and /proc/<ppid>/environ (the CLI's),
-    # prints what it found at import and in its call, then raises with it. With the
-    # sandbox on the read is denied; with it off the redaction is what stops the leak.
+    # The candidate reads its own env (scrubbed), /proc/<ppid>/environ (the CLI's, or the
+    # worker template's, scrubbed too) and every other environ it can (the CLI's among
+    # them), prints what it found at import and in its call, then raises with it. With
+    # the sandbox on the reads are denied; with it off the redaction stops the leak.
     args = ["rmsnorm", str(CHEATS / "secret_leak.py"), "--device", "cpu", "--sandbox", sandbox]
     proc = check(*args, *(["--json"] if as_json else []), env_extra={"KL_TEST_API_KEY": SECRET})
     assert proc.returncode == 1

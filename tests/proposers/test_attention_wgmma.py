@@ -166,81 +166,108 @@ def _gluon_hopper():
 
 
 # Run in a child without TRITON_INTERPRET (this suite's CPU tests set it, and under it
-# Triton's own jit helpers that Gluon code calls become interpreter functions).
+# Triton's own jit helpers that Gluon code calls become interpreter functions): one child
+# per head dim and dtype compiles every point's candidate, a JSON line each (torch and
+# Triton imported once, not once a point).
 COMPILE = """
-import importlib.util, json, sys
+import importlib.util, json, sys, traceback
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.runtime.jit import mangle_type
 
-path, D, dtype = sys.argv[1], int(sys.argv[2]), getattr(torch, sys.argv[3])
-spec = importlib.util.spec_from_file_location("candidate", path)
-m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
-element = m.gl.bfloat16 if dtype == torch.bfloat16 else m.gl.float16
-flat = torch.empty(4096, D, dtype=dtype)  # only its dtype, shape and alignment are read
-signature = {}
-for name, rows in (("q_desc", 64 if m.WS else m.BLOCK_M), ("k_desc", m.BLOCK_N),
-                   ("v_desc", m.BLOCK_N)):
-    layout = m.gl.NVMMASharedLayout.get_default_for([rows, D], element)
-    signature[name] = mangle_type(m.GluonDescriptor.from_tensor(flat, [rows, D], layout))
-consts = {}
-if m.EPILOGUE == "tma":  # O in Q's blocks
-    signature["o_desc"] = signature["q_desc"]
-else:  # no descriptor: the kernels store O through pointers
-    signature["o_desc"], consts["o_desc"] = "constexpr", None
-signature["O"] = mangle_type(flat)
-signature["sched"], signature["width"] = "*i32", "i32"  # the persistent kernel's table
-signature["sm_scale"] = "fp32"
-for name in ("H", "S", "BH", "N_M", "group", "sob", "soh", "sos", "sod"):
-    signature[name] = "i32"
-maxnreg = m._ws_maxnreg(m.BLOCK_M)
-if m.WS and m.PERSISTENT:
-    fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
-    consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
-                   "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
-                   "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF,
-                   "PINGPONG": m.PINGPONG, "EARLY_RESCALE": m.EARLY_RESCALE,
-                   "KV_PAIRS": m.KV_PAIRS})
-elif m.WS:
-    fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
-    consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
-                   "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
-                   "CONSUMER_REGS": m.CONSUMER_REGS})
-else:
-    fn, options = m._gl_attn_fwd, {"num_warps": m.BLOCK_M // 16}
-    consts.update({"D": D, "BLOCK_M": m.BLOCK_M, "BLOCK_N": m.BLOCK_N,
-                   "STAGES": m.NUM_STAGES, "GROUP": m.HEAD_GROUP,
-                   "num_warps": m.BLOCK_M // 16})
-signature.update(dict.fromkeys(consts, "constexpr"))
-signature = {name: signature[name] for name in fn.arg_names if name in signature}
-names = list(signature)
-source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
-kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
-print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
-                  "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
-                  "turns": bool(m.WS and m.PERSISTENT and m.PINGPONG and m.BLOCK_M == 128),
-                  "block_n": m.BLOCK_N, "pairs": bool(m.WS and m.PERSISTENT and m.KV_PAIRS),
-                  "kv_bytes": m.BLOCK_N * D * 2,
-}))
+def compiled(path, D, dtype):
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    element = m.gl.bfloat16 if dtype == torch.bfloat16 else m.gl.float16
+    flat = torch.empty(4096, D, dtype=dtype)  # only its dtype, shape and alignment are read
+    signature = {}
+    for name, rows in (("q_desc", 64 if m.WS else m.BLOCK_M), ("k_desc", m.BLOCK_N),
+                       ("v_desc", m.BLOCK_N)):
+        layout = m.gl.NVMMASharedLayout.get_default_for([rows, D], element)
+        signature[name] = mangle_type(m.GluonDescriptor.from_tensor(flat, [rows, D], layout))
+    consts = {}
+    if m.EPILOGUE == "tma":  # O in Q's blocks
+        signature["o_desc"] = signature["q_desc"]
+    else:  # no descriptor: the kernels store O through pointers
+        signature["o_desc"], consts["o_desc"] = "constexpr", None
+    signature["O"] = mangle_type(flat)
+    signature["sched"], signature["width"] = "*i32", "i32"  # the persistent kernel's table
+    signature["sm_scale"] = "fp32"
+    for name in ("H", "S", "BH", "N_M", "group", "sob", "soh", "sos", "sod"):
+        signature[name] = "i32"
+    maxnreg = m._ws_maxnreg(m.BLOCK_M)
+    if m.WS and m.PERSISTENT:
+        fn, options = m._gl_attn_fwd_pws, {"num_warps": 4, "maxnreg": maxnreg}
+        consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+                       "CONSUMERS": m.BLOCK_M // 64, "CONSUMER_REGS": m.CONSUMER_REGS,
+                       "LOADER_REGS": m.LOADER_REGS, "DIAG_HALF": m.DIAG_HALF,
+                       "PINGPONG": m.PINGPONG, "EARLY_RESCALE": m.EARLY_RESCALE,
+                       "KV_PAIRS": m.KV_PAIRS})
+    elif m.WS:
+        fn, options = m._gl_attn_fwd_ws, {"num_warps": 4, "maxnreg": maxnreg}
+        consts.update({"D": D, "BLOCK_N": m.BLOCK_N, "STAGES": m.NUM_STAGES,
+                       "CONSUMERS": m.BLOCK_M // 64, "GROUP": m.HEAD_GROUP,
+                       "CONSUMER_REGS": m.CONSUMER_REGS})
+    else:
+        fn, options = m._gl_attn_fwd, {"num_warps": m.BLOCK_M // 16}
+        consts.update({"D": D, "BLOCK_M": m.BLOCK_M, "BLOCK_N": m.BLOCK_N,
+                       "STAGES": m.NUM_STAGES, "GROUP": m.HEAD_GROUP,
+                       "num_warps": m.BLOCK_M // 16})
+    signature.update(dict.fromkeys(consts, "constexpr"))
+    signature = {name: signature[name] for name in fn.arg_names if name in signature}
+    names = list(signature)
+    source = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    return {"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared, "ws": bool(m.WS),
+            "tma_store": m.EPILOGUE == "tma", "half": m.DIAG_HALF,
+            "turns": bool(m.WS and m.PERSISTENT and m.PINGPONG and m.BLOCK_M == 128),
+            "block_n": m.BLOCK_N, "pairs": bool(m.WS and m.PERSISTENT and m.KV_PAIRS),
+            "kv_bytes": m.BLOCK_N * D * 2}
+
+D, dtype = int(sys.argv[1]), getattr(torch, sys.argv[2])
+for path in sys.argv[3:]:
+    try:
+        out = compiled(path, D, dtype)
+    except Exception:
+        out = {"error": traceback.format_exc()[-3000:]}
+    print(json.dumps(out), flush=True)
 """
+
+
+@pytest.fixture(scope="module")
+def compiled_points(tmp_path_factory):
+    """(D, dtype) -> each point's compile, in POINTS' order (one child per pair, run once)."""
+    done: dict[tuple[int, str], list[dict]] = {}
+
+    def get(D: int, dtype: str) -> list[dict]:
+        if (D, dtype) not in done:
+            folder = tmp_path_factory.mktemp(f"wgmma-{D}-{dtype}")
+            paths = []
+            for i, over in enumerate(POINTS):
+                paths.append(folder / f"candidate_{i}.py")
+                paths[-1].write_text(FAMILY.render({**FAMILY.start, **over}))
+            env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+            env["TRITON_CACHE_DIR"] = str(folder / "triton-cache")
+            child = subprocess.run(
+                [sys.executable, "-c", COMPILE, str(D), dtype, *map(str, paths)],
+                capture_output=True, text=True, env=env, timeout=1200,
+            )  # fmt: skip
+            assert child.returncode == 0, child.stderr[-3000:]
+            lines = child.stdout.strip().splitlines()[-len(POINTS) :]
+            done[(D, dtype)] = [json.loads(line) for line in lines]
+        return done[(D, dtype)]
+
+    return get
 
 
 @pytest.mark.skipif(not _gluon_hopper(), reason="this Triton has no Gluon for Hopper")
 @pytest.mark.parametrize("over", POINTS, ids=str)
 @pytest.mark.parametrize(("D", "dtype"), [(128, "bfloat16"), (64, "float16")])
-def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, tmp_path):
-    path = tmp_path / "candidate.py"
-    path.write_text(FAMILY.render({**FAMILY.start, **over}))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
-    child = subprocess.run(
-        [sys.executable, "-c", COMPILE, str(path), str(D), dtype],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert child.returncode == 0, child.stderr[-3000:]
-    out = json.loads(child.stdout.strip().splitlines()[-1])
+def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, compiled_points):
+    out = compiled_points(D, dtype)[POINTS.index(over)]
+    assert "error" not in out, out.get("error")
     ptx = out["ptx"]
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert re.search(r"wgmma\.wait_group\.sync\.aligned 1;", ptx), "no MMA left in flight"

@@ -36,23 +36,25 @@ library only, like the rest of the verifier.
 from __future__ import annotations
 
 import argparse
-import array
-import contextlib
 import json
 import os
-import secrets
-import socket
-import stat
-import struct
 import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
+from kernelladder.verifier.contract import private_socket
+from kernelladder.verifier.contract.private_socket import (
+    SocketError,
+    SocketUnreachable,
+    check_supported,
+    close_fds,
+    private_dir,
+)
+
 SOCKET_ENV = "KERNELLADDER_KEEPER_SOCKET"
 SOCKET_NAME = "keeper.sock"
-TOKEN_NAME = "token"
 LOCK_NAME = "keeper.lock"
 WIRE_VERSION = 1
 FDS_PER_WORKER = 3  # stdin's write end, stdout's and stderr's read ends
@@ -61,16 +63,11 @@ START_TIMEOUT_S = 2.0  # a keeper started now listens within this (typically 0.1
 LINGER_S = 30.0  # with nothing kept, the keeper exits after this (or --idle-s, if shorter)
 TICK_S = 0.25  # how often the keeper looks for dead and expired workers
 MAX_TAKE = 64
-MAX_LINE = 4 * 1024 * 1024
 WORKER_FIELDS = ("recipe", "pid", "start_time", "home", "hello", "device", "gpu", "cuda_device")
 
 
-class KeeperError(Exception):
-    """The keeper refused a request, or answered nothing usable."""
-
-
-class KeeperUnreachable(KeeperError):
-    """No keeper listens (or it is exiting): one may be started."""
+KeeperError = SocketError  # the keeper refused a request, or answered nothing usable
+KeeperUnreachable = SocketUnreachable  # no keeper listens (or it is exiting): one may be started
 
 
 # --- where -------------------------------------------------------------------------------
@@ -88,116 +85,6 @@ def socket_path() -> str:
     return os.path.join(str(cache_file().parent), "keeper", SOCKET_NAME)
 
 
-def private_dir(path: str, *, make: bool) -> str:
-    """The socket's directory: this user's own, a real directory, closed to others (made
-    so when missing and `make`); KeeperError otherwise (it is never chmod-ed: it may be a
-    shared directory someone named by mistake)."""
-    folder = os.path.dirname(path)
-    if make:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    try:
-        info = os.lstat(folder)
-    except FileNotFoundError:
-        raise KeeperUnreachable(f"no keeper directory {folder}") from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise KeeperError(f"{folder} is not a directory of this user's")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise KeeperError(f"{folder} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
-    return folder
-
-
-def own_token(folder: str) -> str:
-    """The secret a request must carry: made once (the first maker's stands), 0600."""
-    path = os.path.join(folder, TOKEN_NAME)
-    with contextlib.suppress(FileNotFoundError):
-        return _read_token(path)
-    partial = f"{path}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(32).encode())
-    finally:
-        os.close(fd)
-    try:
-        os.link(partial, path)  # atomic: a reader never sees half a token
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(partial)
-    return _read_token(path)
-
-
-def _read_token(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise KeeperError(f"{path} is not this user's private token")
-        return f.read(128).decode("ascii", errors="replace").strip()
-
-
-# --- the wire ----------------------------------------------------------------------------
-
-
-def send_line(
-    sock: socket.socket, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()
-) -> None:
-    data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
-    sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
-    if sent < len(data):  # nothing more once the line is out: the peer may have closed
-        sock.sendall(data[sent:])
-
-
-def receive_line(sock: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
-    """One JSON line and the descriptors that came with it (close-on-exec)."""
-    data, fds = bytearray(), []
-    ancillary = socket.CMSG_SPACE(max_fds * 4) if max_fds else 0
-    try:
-        while b"\n" not in data:
-            chunk, anc, flags, _ = sock.recvmsg(65536, ancillary, socket.MSG_CMSG_CLOEXEC)
-            for level, kind, payload in anc:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    got = array.array("i")
-                    got.frombytes(payload[: len(payload) - len(payload) % got.itemsize])
-                    fds.extend(got)
-            if flags & socket.MSG_CTRUNC:
-                raise KeeperError("more descriptors came than were asked for")
-            if not chunk:
-                raise ConnectionResetError("the peer closed the connection")
-            data += chunk
-            if len(data) > MAX_LINE:
-                raise KeeperError("an over-long line")
-        message = json.loads(bytes(data[: data.index(b"\n")]))
-        if not isinstance(message, dict):
-            raise KeeperError("not a JSON object")
-        return message, fds
-    except BaseException:
-        close_fds(fds)
-        raise
-
-
-def close_fds(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-MAX_SOCKET_PATH = 107  # bytes: sun_path's size on Linux, less its terminating NUL
-
-
-def _check_supported(path: str) -> None:
-    """KeeperError where no keeper can be had: not Linux (SO_PEERCRED, MSG_CMSG_CLOEXEC),
-    or a socket path longer than a unix socket's address holds."""
-    if not (hasattr(socket, "SO_PEERCRED") and hasattr(socket, "MSG_CMSG_CLOEXEC")):
-        raise KeeperError("keeping workers needs Linux (SO_PEERCRED)")
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise KeeperError(f"the keeper's socket path is too long for a unix socket: {path}")
-
-
-def peer_uid(sock: socket.socket) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
 # --- the client's calls -------------------------------------------------------------------
 
 
@@ -212,31 +99,14 @@ def request(
     """One request to the keeper: its answer and the descriptors that came with it.
     KeeperUnreachable when none listens; KeeperError when it refuses or does not answer
     within `timeout` (per step: connect, send, receive)."""
-    path = path or socket_path()
-    _check_supported(path)
-    folder = private_dir(path, make=False)
-    if not os.path.exists(path):
-        raise KeeperUnreachable(f"no keeper at {path}")
-    token = own_token(folder)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-            if peer_uid(sock) != os.getuid():
-                raise KeeperError(f"{path} is served by another user")
-            send_line(sock, {**message, "version": WIRE_VERSION, "token": token}, fds)
-            answer, got = receive_line(sock, max_fds)
-        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
-            raise KeeperUnreachable(f"no keeper answers at {path}") from None
-        except TimeoutError:
-            raise KeeperError(f"the keeper at {path} did not answer within {timeout:g}s") from None
-        except (OSError, ValueError) as exc:
-            raise KeeperError(f"the keeper at {path}: {type(exc).__name__}: {exc}") from None
-    if not answer.get("ok"):
-        close_fds(got)
-        error = str(answer.get("error") or "refused")
-        raise (KeeperUnreachable if answer.get("exiting") else KeeperError)(error)
-    return answer, got
+    return private_socket.request(
+        path or socket_path(),
+        {**message, "version": WIRE_VERSION},
+        fds,
+        max_fds=max_fds,
+        timeout=timeout,
+        who="keeper",
+    )
 
 
 def answers(path: str | None = None) -> bool:
@@ -277,7 +147,7 @@ def ensure_running(idle_s: float, *, path: str | None = None) -> bool:
     within START_TIMEOUT_S or the directory is not private."""
     path = path or socket_path()
     try:
-        _check_supported(path)
+        check_supported(path)
     except KeeperError:
         return False
     with _start_lock:

@@ -20,6 +20,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelladder.verifier.contract.private_socket import (
+    close_fds,
+    own_token,
+    peer_uid,
+    private_dir,
+    receive_line,
+    send_line,
+)
 from kernelladder.verifier.contract.scratch import SCRATCH_PREFIX, owner_alive, process_start_time
 from kernelladder.verifier.host.keeper import (
     FDS_PER_WORKER,
@@ -33,12 +41,6 @@ from kernelladder.verifier.host.keeper import (
     WORKER_FIELDS,
     KeeperError,
     answers,
-    close_fds,
-    own_token,
-    peer_uid,
-    private_dir,
-    receive_line,
-    send_line,
     socket_path,
 )
 

@@ -1,9 +1,12 @@
-"""A verifier worker on this machine: spawned here, or taken from the keeper (keeper.py).
+"""A verifier worker on this machine: spawned here, forked by its recipe's template
+(worker_template.py), or taken from the keeper (keeper.py).
 
-`LocalTransport.start()` spawns the worker with subprocess.Popen (scrubbed env, its own
-scratch directory as HOME, TMPDIR and cwd, its own session, memory limits) and wraps its
-pipes into asyncio streams; asyncio's own subprocess transport would kill the child when
-it is closed or collected, and a worker handed to the keeper must outlive its run.
+`LocalTransport.start()` has the worker forked by the template of its recipe when one
+listens, else spawns it with subprocess.Popen (scrubbed env, its own scratch directory
+as HOME, TMPDIR and cwd, its own session, memory limits), and wraps its pipes into
+asyncio streams; asyncio's own subprocess transport would kill the child when it is
+closed or collected, and a worker handed to the keeper must outlive its run. A forked
+worker is the template's child: its template reaps it and says its exit status.
 
 A worker taken from the keeper (`adopt`) is reached over the descriptors the keeper
 sent; its stdout stream starts with the hello line it said when it started, so the
@@ -44,7 +47,7 @@ from kernelladder.verifier.contract.scratch import (
     process_start_time,
     sweep_stale,
 )
-from kernelladder.verifier.host import keeper
+from kernelladder.verifier.host import keeper, worker_template
 from kernelladder.verifier.host.transport import within
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # a verdict line with evidence can be long
@@ -105,6 +108,9 @@ class LocalTransport:
         self._pipes: list[asyncio.BaseTransport] = []
         self._fds: list[int] = []  # stdin's write end, stdout's and stderr's read ends
         self._taken: tuple[dict[str, Any], list[int]] | None = None  # adopted, not started
+        self._files: list[Any] = []  # spawned or forked, not connected yet: its pipes
+        self._template: str | None = None  # forked: the socket of the template it came from
+        self._exit_status: tuple[int | None] | None = None  # forked: as its template said
 
     @property
     def pid(self) -> int | None:
@@ -175,19 +181,19 @@ class LocalTransport:
         if self._taken is not None:
             await self._start_taken()
             return
-        if self._proc is None:
+        if self._pid is None:
             # the dirs of workers (or callers) killed with SIGKILL go before this one is made
             await asyncio.to_thread(sweep_stale)
             self._spawn()
-        assert self._proc is not None and self._proc.stdin and self._proc.stdout
-        assert self._proc.stderr
-        await self._connect(self._proc.stdin, self._proc.stdout, self._proc.stderr)
+        files, self._files = self._files, []
+        assert len(files) == 3
+        await self._connect(*files)
 
     def spawn_ahead(self) -> None:
         """Spawn the worker now, before any event loop runs (the CLI, before it imports
         torch: the worker's start overlaps the caller's); start() then only connects its
         pipes. Raises OSError when it cannot be spawned."""
-        if self._proc is None and self._taken is None:
+        if self._pid is None and self._taken is None:
             sweep_stale()
             self._spawn()
 
@@ -200,6 +206,8 @@ class LocalTransport:
         keeper.reap_disowned()  # workers this process handed to the keeper, since gone
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         args, env = self._command(self._home)
+        if self._fork_from_template(args, env):
+            return
         limit = self.memory_limit_bytes
 
         def _limits() -> None:  # runs in the child between fork and exec
@@ -220,7 +228,36 @@ class LocalTransport:
         )
         self._pid = self._proc.pid
         self._start_time = process_start_time(self._pid)
+        self._files = [self._proc.stdin, self._proc.stdout, self._proc.stderr]
         add_owner(self._home, self._pid)  # kept while either of us lives
+
+    def _fork_from_template(self, args: list[str], env: dict[str, str]) -> bool:
+        """The worker forked by its recipe's template (worker_template.py), its imports
+        already made; False when templates are off for it or none answers (one is then
+        started for the next workers) and it is to be spawned."""
+        if args[1:3] != ["-m", WORKER_MODULE] or not worker_template.enabled(
+            self.device, self.environ
+        ):
+            return False  # a template makes workers of the worker module only
+        assert self._home is not None
+        recipe = self.recipe()
+        path = worker_template.socket_for(self.recipe_key(recipe))
+        forked = worker_template.fork(
+            path,
+            args[3:],  # after `python -m kernelladder.verifier.worker`
+            env,
+            self._home,
+            memory_limit=self.memory_limit_bytes,
+            verifier_files=recipe["verifier_files"],
+        )
+        if forked is None:  # one for the next workers of this recipe
+            limit = self.memory_limit_bytes
+            worker_template.start(path, self.python, self.device, self._command, limit)
+            return False
+        self._template = forked.path
+        self._pid, self._start_time, self._files = forked.pid, forked.start_time, forked.files
+        add_owner(self._home, self._pid)
+        return True
 
     def discard_ahead(self) -> None:
         """A worker started ahead that no pool claimed goes, now and without a loop: its
@@ -232,7 +269,10 @@ class LocalTransport:
             for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
                 with contextlib.suppress(Exception):
                     pipe.close()  # type: ignore[union-attr]
-        elif pid is not None:  # taken from the keeper: not ours to wait for, so polled
+        elif pid is not None:  # taken or forked: not ours to wait for, so polled
+            for pipe in self._files:
+                with contextlib.suppress(Exception):
+                    pipe.close()
             deadline = time.monotonic() + 10
             while self._alive() and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -325,21 +365,35 @@ class LocalTransport:
         if pid is not None:
             with contextlib.suppress(Exception):
                 await within(self._gone(), 10)
+                await within(self._reaped(), 5)
         self._close_pipes()
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
 
     async def wait(self) -> int | None:
-        """The exit status once it has exited (negative: killed by that signal); None for
-        a worker taken from the keeper (not this process's child: no status to read)."""
+        """The exit status once it has exited (negative: killed by that signal): a forked
+        worker's as its template tells; None for a worker taken from the keeper (not this
+        process's child: no status to read)."""
         if self._pid is None:
             return None
         await self._gone()
         if self._home:  # the worker is gone: its scratch directory goes with it
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
-        return self._proc.returncode if self._proc is not None else None
+        if self._proc is None:
+            return await self._reaped()
+        return self._proc.returncode
+
+    async def _reaped(self) -> int | None:
+        """A forked worker's exit status, once its template has reaped it (a zombie no
+        more, as a spawned worker is once polled); None for any other worker."""
+        if self._proc is not None or self._template is None or self._pid is None:
+            return None
+        if self._exit_status is None:
+            path, pid = self._template, self._pid
+            self._exit_status = (await asyncio.to_thread(worker_template.exit_status, path, pid),)
+        return self._exit_status[0]
 
     # --- handed to the keeper -----------------------------------------------------------
     def keeper_facts(self) -> dict[str, Any]:
@@ -365,7 +419,7 @@ class LocalTransport:
         self._close_pipes()
         if self._proc is not None:
             keeper.disown(self._proc)
-        self._proc, self._pid, self._home = None, None, None
+        self._proc, self._pid, self._home, self._template = None, None, None, None
 
     def describe(self) -> str:
         where = f"cuda:{self.cuda_device}" if self.cuda_device is not None else self.device

@@ -133,6 +133,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def preload(device: str) -> None:
+    """What a worker imports before anything of it runs: torch and triton (after the
+    interpreter switch), the worker's own modules, and torch._dynamo (the first op under
+    a dispatch mode would import it, rebinding torch.manual_seed & co.: it comes before
+    any integrity snapshot). A worker template (template.py) does this once for the
+    workers it forks."""
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import triton  # noqa: F401  (imported here, after the interpreter switch)
+
+    from kernelladder.verifier.worker import gates, selftest  # noqa: F401
+
+
 def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """Import torch/triton the right way for the device; returns (hello extras, Verifier)."""
     phases: dict[str, float] = {}  # seconds per step of the start, said in the hello
@@ -143,12 +160,8 @@ def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         phases[phase] = round(now - mark[0], 3)
         mark[0] = now
 
-    if device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
+    preload(device)
     import torch
-    import triton  # noqa: F401  (imported here, after the interpreter switch)
 
     from kernelladder.verifier.worker import fence, interp_patch, poison, registration_log
     from kernelladder.verifier.worker.gates import Verifier, environment_info

@@ -1,0 +1,193 @@
+"""The caller's side of worker templates (verifier/worker/template.py): where a
+recipe's template listens, starting one, and a worker forked from it.
+
+A CPU worker spawned fresh spends seconds importing torch, triton and torch._dynamo
+before it can say hello; a template has made those imports once and forks workers
+that start where a fresh worker's imports end. A local transport asks the template of
+its recipe (LocalTransport.recipe: interpreter, arguments, environment, the
+verifier's files on disk now...) for a worker; when none listens it starts one in the
+background and spawns this worker as before, so no worker ever waits for a template.
+
+On by default for CPU workers; KERNELLADDER_WORKER_TEMPLATE=0 turns templates off, =1
+allows them for CUDA workers too (the template never touches the GPU; the worker
+initialises CUDA after the fork, as a fresh one would). Templates live beside the
+keeper's socket (keeper.socket_path), one per recipe, and exit after IDLE_S quiet.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kernelladder.verifier.contract import private_socket
+from kernelladder.verifier.contract.private_socket import SocketError, SocketUnreachable
+from kernelladder.verifier.host import keeper
+
+TEMPLATE_ENV = "KERNELLADDER_WORKER_TEMPLATE"
+TEMPLATE_MODULE = "kernelladder.verifier.worker.template"
+WIRE_VERSION = 1
+IDLE_S = 60.0  # a template with no worker alive and no request for this long exits
+FORK_TIMEOUT_S = 5.0
+RETRY_START_S = 30.0  # after a start, the same recipe's next workers do not start another
+SOCKET_PREFIX = "template-"
+
+_started_at: dict[str, float] = {}  # socket path -> when this process last started one
+_lock = threading.Lock()
+
+
+def enabled(device: str, environ: Mapping[str, str]) -> bool:
+    """Whether workers of this device are forked from a template (see the module's doc)."""
+    setting = environ.get(TEMPLATE_ENV, "").strip()
+    if setting == "0":
+        return False
+    return device == "cpu" or setting == "1"
+
+
+def socket_for(recipe_key: str) -> str:
+    """Where the template of that recipe listens: beside the keeper's socket."""
+    folder = os.path.dirname(keeper.socket_path())
+    return os.path.join(folder, f"{SOCKET_PREFIX}{recipe_key[:24]}.sock")
+
+
+class Forked:
+    """A worker a template forked: its pid and start time, and this side's pipe ends
+    (its stdin's write end, its stdout's and stderr's read ends) as files."""
+
+    def __init__(self, path: str, pid: int, start_time: int | None, files: list[Any]):
+        self.path = path
+        self.pid = pid
+        self.start_time = start_time
+        self.files = files
+
+
+def fork(
+    path: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    cwd: str,
+    *,
+    memory_limit: int | None,
+    verifier_files: str,
+) -> Forked | None:
+    """A worker forked by the template at `path`; None when there is none to ask (or it
+    refused: files changed), and the caller spawns the worker itself."""
+    ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
+    theirs = [ends[0][0], ends[1][1], ends[2][1]]
+    ours = [ends[0][1], ends[1][0], ends[2][0]]
+    request = {
+        "op": "fork",
+        "version": WIRE_VERSION,
+        "argv": list(argv),
+        "env": dict(env),
+        "cwd": cwd,
+        "memory_limit": memory_limit,
+        "verifier_files": verifier_files,
+    }
+    try:
+        answer, _ = private_socket.request(
+            path, request, theirs, timeout=FORK_TIMEOUT_S, who="worker template"
+        )
+        pid = int(answer["pid"])
+        start = answer.get("start_time")
+    except (SocketError, OSError, KeyError, TypeError, ValueError):
+        private_socket.close_fds(ours)
+        return None
+    finally:
+        private_socket.close_fds(theirs)  # the worker holds its own copies now
+    modes = ("wb", "rb", "rb")
+    files = [os.fdopen(fd, mode, buffering=0) for fd, mode in zip(ours, modes, strict=True)]
+    return Forked(path, pid, int(start) if start is not None else None, files)
+
+
+def exit_status(path: str, pid: int, timeout: float = 5.0) -> int | None:
+    """A forked worker's exit status (negative: the signal that killed it), asked of its
+    template once it has exited; None when the template is gone or does not know it."""
+    try:
+        answer, _ = private_socket.request(
+            path,
+            {"op": "wait", "version": WIRE_VERSION, "pid": int(pid)},
+            timeout=timeout,
+            who="worker template",
+        )
+    except (SocketError, OSError):
+        return None
+    status = answer.get("status")
+    return int(status) if isinstance(status, int) else None
+
+
+def start(
+    path: str,
+    python: str,
+    device: str,
+    command: Callable[[str], tuple[list[str], dict[str, str]]],
+    memory_limit: int | None,
+) -> bool:
+    """Start the template for `path` in the background (detached: its own session,
+    stdio to /dev/null, the recipe's environment made by `command` for a directory of
+    its own beside the socket, which it removes as it exits), unless this process
+    started one there within RETRY_START_S. Whether one was started now."""
+    with _lock:
+        if time.monotonic() - _started_at.get(path, -RETRY_START_S) < RETRY_START_S:
+            return False
+        _started_at[path] = time.monotonic()
+        try:
+            private_socket.check_supported(path)
+            private_socket.private_dir(path, make=True)
+        except (SocketError, OSError):
+            return False
+        home = tempfile.mkdtemp(
+            prefix=os.path.basename(path).removesuffix(".sock") + ".home-",
+            dir=os.path.dirname(path),
+        )
+        _, env = command(home)  # the recipe's, its own directory as the workers' scratch
+
+        def _limits() -> None:  # the workers' limits: it imports under the same
+            if memory_limit:
+                resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        args = [python, "-m", TEMPLATE_MODULE, "--device", device, "--socket", path]
+        args += ["--home", home, "--idle-s", f"{IDLE_S:g}"]
+        try:
+            keeper.disown(
+                subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=home,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_limits,
+                )  # fmt: skip
+            )
+        except OSError:
+            shutil.rmtree(home, ignore_errors=True)
+            return False
+        return True
+
+
+def stop_all(folder: str | None = None) -> list[str]:
+    """Stop every template listening beside the keeper's socket (or in `folder`): the
+    sockets asked. Their workers live on."""
+    folder = folder or os.path.dirname(keeper.socket_path())
+    stopped = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(folder)):
+            if name.startswith(SOCKET_PREFIX) and name.endswith(".sock"):
+                path = os.path.join(folder, name)
+                with contextlib.suppress(SocketError, SocketUnreachable, OSError):
+                    private_socket.request(
+                        path, {"op": "stop", "version": WIRE_VERSION}, timeout=2.0, who="template"
+                    )
+                    stopped.append(path)
+    return stopped
