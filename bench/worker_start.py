@@ -4,9 +4,12 @@
 hello (imports, the device, the self-test, the ops and the walls, torch.compile's first
 use, the verifier), then one more worker alone (the end's re-measure starts one so).
 
-    python3 bench/worker_start.py [--device cuda] [--workers N]
+    python3 bench/worker_start.py [--device cuda] [--workers N] [--rounds R --pause-s S]
 
 Run it twice on one box for a cold and a warm start (Triton's and inductor's caches).
+With worker templates on (KERNELLADDER_WORKER_TEMPLATE=1 on a GPU; on by default on
+the CPU), the first round's first worker starts the template and a later round's
+workers are forked from it (`--rounds 2`, S seconds apart for the template's imports).
 """
 
 from __future__ import annotations
@@ -50,9 +53,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--workers", type=int, default=None, help="default: as a run picks")
+    p.add_argument("--rounds", type=int, default=1, help="measure this many times")
+    p.add_argument("--pause-s", type=float, default=20.0, help="between rounds")
     args = p.parse_args()
     workers = args.workers or RunOptions(op="rmsnorm").worker_count()
-    asyncio.run(_start(args.device, workers))
+    for round_ in range(args.rounds):
+        if round_:
+            time.sleep(args.pause_s)
+        print(f"round {round_ + 1}:")
+        asyncio.run(_start(args.device, workers))
     return 0
 
 
