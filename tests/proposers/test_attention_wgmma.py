@@ -4,9 +4,9 @@ Gluon has no CPU interpreter, so two things are checked here, each for real:
 - every candidate the family writes passes the verifier in the interpreter at the CPU
   suite and unseen shapes; on the CPU that is its pointer kernel, the path a candidate
   takes wherever the Gluon kernel cannot run (and `_wgmma_ok` says so for CPU tensors);
-- the Gluon kernels (warp-specialised and not, each head dim and dtype the GPU suite has)
-  compile for sm_90a with the installed Triton, which compiles for a target without the
-  device, and the PTX has the overlap the kernel is written for: a wait that leaves one
+- the Gluon kernels (warp-specialised and not, each head dim and dtype the GPU suite has:
+  every point at D=128, each kernel and switch at D=64) compile for sm_90a with the
+  installed Triton, which compiles for a target without the device, and the PTX has the overlap the kernel is written for: a wait that leaves one
   warpgroup MMA in flight (the next Q K^T done while P V still runs), warp-specialised,
   the loader's registers given to the consumers, with EPILOGUE "tma" O's TMA store, and with
 DIAG_HALF the diagonal block's 64-key MMAs, with PINGPONG the consumers' turns, with
@@ -65,6 +65,20 @@ POINTS = [
     {"KV_PAIRS": True, "PINGPONG": True},
     {"KV_PAIRS": True, **ONE},
 ]
+# At head dim 64 (fp16) each kernel (persistent warp-specialised, warp-specialised, all
+# warps alike; one consumer or two) and each overlap switch once: the PTX's structure does
+# not change with the head dim, the shared memory it needs grows with it (D=128 has all).
+HEAD64 = [
+    {},
+    {**OLD, **ONE},
+    {**OLD, "WS": False},
+    POINTS[8],
+    {"PINGPONG": True},
+    {"EARLY_RESCALE": True, "PINGPONG": True},
+    {"KV_PAIRS": True, "PINGPONG": True},
+    {"KV_PAIRS": True, **ONE},
+]
+CASES = {(128, "bfloat16"): POINTS, (64, "float16"): HEAD64}
 
 
 def _load(point: dict, tmp_path, name: str):
@@ -238,14 +252,14 @@ for path in sys.argv[3:]:
 
 @pytest.fixture(scope="module")
 def compiled_points(tmp_path_factory):
-    """(D, dtype) -> each point's compile, in POINTS' order (one child per pair, run once)."""
+    """(D, dtype) -> each of its CASES' points compiled, in order (one child per pair)."""
     done: dict[tuple[int, str], list[dict]] = {}
 
     def get(D: int, dtype: str) -> list[dict]:
         if (D, dtype) not in done:
             folder = tmp_path_factory.mktemp(f"wgmma-{D}-{dtype}")
             paths = []
-            for i, over in enumerate(POINTS):
+            for i, over in enumerate(CASES[(D, dtype)]):
                 paths.append(folder / f"candidate_{i}.py")
                 paths[-1].write_text(FAMILY.render({**FAMILY.start, **over}))
             env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -255,7 +269,7 @@ def compiled_points(tmp_path_factory):
                 capture_output=True, text=True, env=env, timeout=1200,
             )  # fmt: skip
             assert child.returncode == 0, child.stderr[-3000:]
-            lines = child.stdout.strip().splitlines()[-len(POINTS) :]
+            lines = child.stdout.strip().splitlines()[-len(CASES[(D, dtype)]) :]
             done[(D, dtype)] = [json.loads(line) for line in lines]
         return done[(D, dtype)]
 
@@ -263,10 +277,13 @@ def compiled_points(tmp_path_factory):
 
 
 @pytest.mark.skipif(not _gluon_hopper(), reason="this Triton has no Gluon for Hopper")
-@pytest.mark.parametrize("over", POINTS, ids=str)
-@pytest.mark.parametrize(("D", "dtype"), [(128, "bfloat16"), (64, "float16")])
-def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(over, D, dtype, compiled_points):
-    out = compiled_points(D, dtype)[POINTS.index(over)]
+@pytest.mark.parametrize(
+    ("D", "dtype", "over"),
+    [(D, dtype, over) for (D, dtype), points in CASES.items() for over in points],
+    ids=str,
+)
+def test_the_gluon_kernel_compiles_for_hopper_with_its_overlap(D, dtype, over, compiled_points):
+    out = compiled_points(D, dtype)[CASES[(D, dtype)].index(over)]
     assert "error" not in out, out.get("error")
     ptx = out["ptx"]
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx

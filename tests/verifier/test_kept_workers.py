@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from helpers import CHEATS, ROOT, until
 
 from kernelladder.verifier.contract.scratch import owner_alive, process_start_time
@@ -40,6 +41,14 @@ async def main():
     print(verdict.verdict, *pool.kept)
 asyncio.run(main())
 """
+
+
+@pytest.fixture(autouse=True)
+def _workers_spawned(monkeypatch):
+    """These tests are the keeper's: their workers are spawned, no worker template starts
+    beside them (its imports, seconds of CPU, would slow the keeper's answers under a
+    loaded machine; test_worker_template.py has the templates)."""
+    monkeypatch.setenv("KERNELLADDER_WORKER_TEMPLATE", "0")
 
 
 def alive(pid: int) -> bool:
