@@ -1,9 +1,10 @@
 """Workers forked from a template (verifier/worker/template.py, host/worker_template.py):
-the first worker of a recipe is spawned and starts the template; the next ones are
-forked from it, its imports already made, and are what a spawned worker is (their own
-session, environment, scratch, limits, only their own descriptors) with the template
-as their parent: they verify, their crashes name their signal, the template answers
-only its token, forks only from the files it imported, and is not used when turned off.
+the first worker of a recipe starts the template and is forked from it once it listens
+(one spawned ahead of the caller's imports is spawned, the template left to the next);
+forked workers are what a spawned worker is (their own session, environment, scratch,
+limits, only their own descriptors) with the template as their parent: they verify,
+their crashes name their signal, the template answers only its token, forks only from
+the files it imported, and is not used when turned off.
 Real workers on the CPU (Triton's interpreter) and a real template process, each test
 with a socket folder of its own."""
 
@@ -95,22 +96,25 @@ async def one_verdict(source: str = HONEST):
     return verdict, facts
 
 
-def test_the_next_worker_is_forked_from_the_template_and_is_a_worker_of_its_own(
+def test_a_worker_is_forked_from_its_recipes_template_and_is_a_worker_of_its_own(
     keeper_socket, monkeypatch
 ):
     monkeypatch.setenv("KL_TEMPLATE_TEST_SECRET", "not-for-workers")
     folder = os.path.dirname(keeper_socket)
-    first, spawned = asyncio.run(one_verdict())
-    assert first.verdict == "pass" and spawned["parent"] == os.getpid()  # no template yet
-    path = wait_for_template(folder)
+    monkeypatch.setenv(worker_template.TEMPLATE_ENV, "0")
+    _, spawned = asyncio.run(one_verdict())  # templates off: spawned by this process
+    assert spawned["parent"] == os.getpid()
+    monkeypatch.delenv(worker_template.TEMPLATE_ENV)
 
+    # the first worker waits for the template it starts, and is forked from it
     verdict, forked = asyncio.run(one_verdict(SAYS_WHERE))
     assert verdict.verdict == "pass", verdict.gates
+    path = template_socket(folder)
     template_pid = forked["parent"]
-    assert template_pid != os.getpid()
+    assert path is not None and template_pid != os.getpid()
     cmdline = Path(f"/proc/{template_pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     assert "kernelladder.verifier.worker.template" in cmdline and path in cmdline
-    # what a spawned worker is: its own session, its scratch as HOME and TMPDIR, the
+    # what a spawned worker is: its own session, its scratch as HOME, TMPDIR and cwd, the
     # caller's limits, none of the template's descriptors (socket, connections, lock)
     # (/proc/<pid>/environ still shows the block the template was started with: the
     # kernel keeps a process's first environment there; os.environ is the worker's own)
@@ -120,13 +124,28 @@ def test_the_next_worker_is_forked_from_the_template_and_is_a_worker_of_its_own(
     assert "KL_TEMPLATE_TEST_SECRET" not in environ(template_pid)  # scrubbed as a worker's
     assert "Max core file size        0" in forked["limits"]
     assert not [fd for fd in forked["fds"] if fd.startswith("socket:") or fd.endswith(".lock")]
-    assert forked["hello"]["setup_s"]["imports"] < spawned["hello"]["setup_s"]["imports"]
     assert forked["hello"]["verifier_files"] == spawned["hello"]["verifier_files"]
+
+    # the next one comes from the same template, its imports made already
+    verdict, again = asyncio.run(one_verdict())
+    assert verdict.verdict == "pass" and again["parent"] == template_pid
+    assert again["pid"] != forked["pid"]
+    assert again["hello"]["setup_s"]["imports"] < spawned["hello"]["setup_s"]["imports"]
+
+
+def test_a_worker_spawned_ahead_starts_the_template_for_the_next(keeper_socket):
+    """Spawned ahead (the CLI, before its own imports, no event loop yet), a worker does
+    not wait for a template: it is spawned, and the template it starts serves the next."""
+    transport = LocalTransport("cpu")
+    transport.spawn_ahead()
+    try:
+        assert parent(transport.pid) == os.getpid()
+        wait_for_template(os.path.dirname(keeper_socket))
+    finally:
+        transport.discard_ahead()
 
 
 def test_a_forked_workers_crash_names_its_signal_through_the_template(keeper_socket):
-    asyncio.run(one_verdict())
-    wait_for_template(os.path.dirname(keeper_socket))
     verdict, facts = asyncio.run(one_verdict((CHEATS / "segfault.py").read_text()))
     assert verdict.kind == "crash" and "SIGSEGV" in verdict.gates["crash"].detail
     assert verdict.gates["crash"].evidence.get("exit_code") == -11
@@ -134,7 +153,8 @@ def test_a_forked_workers_crash_names_its_signal_through_the_template(keeper_soc
 
 def test_the_template_answers_only_its_token_and_forks_only_from_its_files(keeper_socket):
     asyncio.run(one_verdict())
-    path = wait_for_template(os.path.dirname(keeper_socket))
+    path = template_socket(os.path.dirname(keeper_socket))
+    assert path is not None
     r, w = os.pipe()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:  # no token

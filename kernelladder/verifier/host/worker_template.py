@@ -5,8 +5,12 @@ A CPU worker spawned fresh spends seconds importing torch, triton and torch._dyn
 before it can say hello; a template has made those imports once and forks workers
 that start where a fresh worker's imports end. A local transport asks the template of
 its recipe (LocalTransport.recipe: interpreter, arguments, environment, the
-verifier's files on disk now...) for a worker; when none listens it starts one in the
-background and spawns this worker as before, so no worker ever waits for a template.
+verifier's files on disk now...) for a worker; when none listens it starts one and
+forks the worker from it once it listens (the template's imports are the ones the
+worker would have made itself: one start's worth of waiting, not two), or, for a
+worker spawned ahead of the caller's own imports (no event loop yet), spawns it as
+before and leaves the template to the next. A template that does not come within
+START_WAIT_S, or fails, is not waited for again for RETRY_START_S.
 
 On by default for CPU workers; KERNELLADDER_WORKER_TEMPLATE=0 turns templates off, =1
 allows them for CUDA workers too (the template never touches the GPU; the worker
@@ -38,9 +42,11 @@ WIRE_VERSION = 1
 IDLE_S = 60.0  # a template with no worker alive and no request for this long exits
 FORK_TIMEOUT_S = 5.0
 RETRY_START_S = 30.0  # after a start, the same recipe's next workers do not start another
+START_WAIT_S = 60.0  # a worker waits this long at most for its template's imports
 SOCKET_PREFIX = "template-"
 
 _started_at: dict[str, float] = {}  # socket path -> when this process last started one
+_failed_at: dict[str, float] = {}  # socket path -> when a wait for its template failed
 _lock = threading.Lock()
 
 
@@ -130,20 +136,20 @@ def start(
     device: str,
     command: Callable[[str], tuple[list[str], dict[str, str]]],
     memory_limit: int | None,
-) -> bool:
+) -> subprocess.Popen[bytes] | None:
     """Start the template for `path` in the background (detached: its own session,
     stdio to /dev/null, the recipe's environment made by `command` for a directory of
     its own beside the socket, which it removes as it exits), unless this process
-    started one there within RETRY_START_S. Whether one was started now."""
+    started one there within RETRY_START_S. The process started now, if one was."""
     with _lock:
         if time.monotonic() - _started_at.get(path, -RETRY_START_S) < RETRY_START_S:
-            return False
+            return None
         _started_at[path] = time.monotonic()
         try:
             private_socket.check_supported(path)
             private_socket.private_dir(path, make=True)
         except (SocketError, OSError):
-            return False
+            return None
         home = tempfile.mkdtemp(
             prefix=os.path.basename(path).removesuffix(".sock") + ".home-",
             dir=os.path.dirname(path),
@@ -158,22 +164,57 @@ def start(
         args = [python, "-m", TEMPLATE_MODULE, "--device", device, "--socket", path]
         args += ["--home", home, "--idle-s", f"{IDLE_S:g}"]
         try:
-            keeper.disown(
-                subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    cwd=home,
-                    env=env,
-                    start_new_session=True,
-                    preexec_fn=_limits,
-                )  # fmt: skip
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=home,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_limits,
             )
         except OSError:
             shutil.rmtree(home, ignore_errors=True)
-            return False
-        return True
+            return None
+        keeper.disown(proc)
+        return proc
+
+
+def fork_when_up(
+    path: str, proc: subprocess.Popen[bytes] | None, timeout: float, **fork_args: Any
+) -> Forked | None:
+    """fork() from the template at `path` once it listens: the one this process just
+    started (`proc`), or another's that is starting. None when it does not listen within
+    `timeout` or `proc` failed (the recipe's next workers are then spawned without
+    waiting, for RETRY_START_S)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if time.monotonic() - _failed_at.get(path, -RETRY_START_S) < RETRY_START_S:
+            return None
+        if os.path.exists(path):
+            forked = fork(path, **fork_args)
+            if forked is not None:
+                return forked
+        code = _exit_code(proc)
+        if code is not None and code != 0:  # 0: another template of the recipe won its lock
+            break
+        time.sleep(0.05)
+    _failed_at[path] = time.monotonic()
+    return None
+
+
+def _exit_code(proc: subprocess.Popen[bytes] | None) -> int | None:
+    """A started template's exit status, once it has exited (it is disowned: polled by pid)."""
+    if proc is None:
+        return None
+    try:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
+    except ChildProcessError:  # reaped already (keeper.reap_disowned): not known
+        return None
+    if pid == 0:
+        return None
+    return os.waitstatus_to_exitcode(status)
 
 
 def stop_all(folder: str | None = None) -> list[str]:

@@ -135,19 +135,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def preload(device: str) -> None:
     """What a worker imports before anything of it runs: torch and triton (after the
-    interpreter switch), the worker's own modules, and torch._dynamo (the first op under
-    a dispatch mode would import it, rebinding torch.manual_seed & co.: it comes before
-    any integrity snapshot). A worker template (template.py) does this once for the
-    workers it forks."""
+    interpreter switch) and the worker's own modules; on the CPU torch._dynamo too (the
+    Verifier imports it before any integrity snapshot: the first op under a dispatch mode
+    would, rebinding torch.manual_seed & co.), where a CPU worker's template saves it
+    most. A worker template (template.py) does this once for the workers it forks."""
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
     import triton  # noqa: F401  (imported here, after the interpreter switch)
 
     from kernelladder.verifier.worker import gates, selftest  # noqa: F401
+
+    if device == "cpu":
+        import torch._dynamo  # noqa: F401
 
 
 def _setup(device: str, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
