@@ -184,7 +184,8 @@ class LocalTransport:
         if self._pid is None:
             # the dirs of workers (or callers) killed with SIGKILL go before this one is made
             await asyncio.to_thread(sweep_stale)
-            await asyncio.to_thread(self._spawn, wait_for_template=True)
+            await self._template_up()
+            self._spawn()
         files, self._files = self._files, []
         assert len(files) == 3
         await self._connect(*files)
@@ -202,11 +203,11 @@ class LocalTransport:
         """Taken from the keeper (adopt) and not started yet."""
         return self._taken is not None
 
-    def _spawn(self, *, wait_for_template: bool = False) -> None:
+    def _spawn(self) -> None:
         keeper.reap_disowned()  # workers this process handed to the keeper, since gone
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         args, env = self._command(self._home)
-        if self._fork_from_template(args, env, wait_for_template):
+        if self._fork_from_template(args, env):
             return
         limit = self.memory_limit_bytes
 
@@ -231,36 +232,50 @@ class LocalTransport:
         self._files = [self._proc.stdin, self._proc.stdout, self._proc.stderr]
         add_owner(self._home, self._pid)  # kept while either of us lives
 
-    def _fork_from_template(self, args: list[str], env: dict[str, str], wait: bool) -> bool:
-        """The worker forked by its recipe's template (worker_template.py), its imports
-        already made. When none listens, one is started: with `wait` (an event loop's
-        start, in a thread) the worker is forked from it once it listens, its imports
-        being the ones this worker would have made; else (spawned ahead, before the
-        caller's own imports) the worker is spawned and the template is for the next.
-        False: templates are off for it, or none came, and it is to be spawned."""
-        if args[1:3] != ["-m", WORKER_MODULE] or not worker_template.enabled(
-            self.device, self.environ
-        ):
-            return False  # a template makes workers of the worker module only
-        assert self._home is not None
+    def _template_path(self) -> tuple[str, dict[str, Any]] | None:
+        """Where this worker's template listens, and its recipe; None: templates are off
+        for it, or it is not a worker of the worker module (a template makes no other)."""
+        args, _ = self._command(_SCRATCH_STANDIN)
+        if args[1:3] != ["-m", WORKER_MODULE]:
+            return None
+        if not worker_template.enabled(self.device, self.environ):
+            return None
         recipe = self.recipe()
-        path = worker_template.socket_for(self.recipe_key(recipe))
-        request: dict[str, Any] = {
-            "argv": args[3:],  # after `python -m kernelladder.verifier.worker`
-            "env": env,
-            "cwd": self._home,
-            "memory_limit": self.memory_limit_bytes,
-            "verifier_files": recipe["verifier_files"],
-        }
-        forked = worker_template.fork(path, **request)
+        return worker_template.socket_for(self.recipe_key(recipe)), recipe
+
+    async def _template_up(self) -> None:
+        """Before an event loop's start: when no template of this worker's recipe
+        listens, one is started and awaited (its imports are the ones this worker would
+        have made; worker_template.START_WAIT_S at most), so the worker is forked."""
+        where = self._template_path()
+        if where is None or worker_template.listens(where[0]):
+            return
+        path, limit = where[0], self.memory_limit_bytes
+        proc = worker_template.start(path, self.python, self.device, self._command, limit)
+        await worker_template.until_up(path, proc)
+
+    def _fork_from_template(self, args: list[str], env: dict[str, str]) -> bool:
+        """The worker forked by its recipe's template (worker_template.py), its imports
+        already made. False when templates are off for it or none listens: it is then to
+        be spawned, and (spawned ahead, before the caller's own imports, no event loop
+        yet) a template is started for the next workers."""
+        where = self._template_path()
+        if where is None:
+            return False
+        assert self._home is not None
+        path, recipe = where
+        forked = worker_template.fork(
+            path,
+            args[3:],  # after `python -m kernelladder.verifier.worker`
+            env,
+            self._home,
+            memory_limit=self.memory_limit_bytes,
+            verifier_files=recipe["verifier_files"],
+        )
         if forked is None:
             limit = self.memory_limit_bytes
-            proc = worker_template.start(path, self.python, self.device, self._command, limit)
-            if wait:
-                timeout = worker_template.START_WAIT_S
-                forked = worker_template.fork_when_up(path, proc, timeout, **request)
-            if forked is None:
-                return False
+            worker_template.start(path, self.python, self.device, self._command, limit)
+            return False
         self._template = forked.path
         self._pid, self._start_time, self._files = forked.pid, forked.start_time, forked.files
         add_owner(self._home, self._pid)

@@ -21,6 +21,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import resource
@@ -181,27 +182,35 @@ def start(
         return proc
 
 
-def fork_when_up(
-    path: str, proc: subprocess.Popen[bytes] | None, timeout: float, **fork_args: Any
-) -> Forked | None:
-    """fork() from the template at `path` once it listens: the one this process just
-    started (`proc`), or another's that is starting. None when it does not listen within
-    `timeout` or `proc` failed (the recipe's next workers are then spawned without
-    waiting, for RETRY_START_S)."""
-    deadline = time.monotonic() + timeout
+def listens(path: str) -> bool:
+    """Whether a template listens at `path` (it answers a wait for no worker of its)."""
+    if not os.path.exists(path):
+        return False
+    request = {"op": "wait", "version": WIRE_VERSION, "pid": 0}
+    try:
+        private_socket.request(path, request, timeout=FORK_TIMEOUT_S, who="worker template")
+    except (SocketError, OSError):
+        return False
+    return True
+
+
+async def until_up(path: str, proc: subprocess.Popen[bytes] | None) -> bool:
+    """Wait until the template at `path` listens: the one this process just started
+    (`proc`), or another's that is starting. False when it does not within START_WAIT_S
+    or `proc` failed; the recipe's workers are then spawned without waiting, for
+    RETRY_START_S."""
+    if time.monotonic() - _failed_at.get(path, -RETRY_START_S) < RETRY_START_S:
+        return False
+    deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
-        if time.monotonic() - _failed_at.get(path, -RETRY_START_S) < RETRY_START_S:
-            return None
-        if os.path.exists(path):
-            forked = fork(path, **fork_args)
-            if forked is not None:
-                return forked
+        if listens(path):
+            return True
         code = _exit_code(proc)
         if code is not None and code != 0:  # 0: another template of the recipe won its lock
             break
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
     _failed_at[path] = time.monotonic()
-    return None
+    return False
 
 
 def _exit_code(proc: subprocess.Popen[bytes] | None) -> int | None:
