@@ -60,13 +60,8 @@ def wait_for_template(folder: str) -> str:
     deadline = time.monotonic() + TEMPLATE_START_S
     while time.monotonic() < deadline:
         path = template_socket(folder) if os.path.isdir(folder) else None
-        if path is not None:
-            try:  # a worker it never forked: answered at once
-                private_socket.request(path, {"op": "wait", "version": 1, "pid": 0},
-                                       timeout=1.0, who="template")  # fmt: skip
-                return path
-            except private_socket.SocketError:
-                pass
+        if path is not None and worker_template.listens(path):
+            return path
         time.sleep(0.2)
     raise AssertionError(f"no worker template listens in {folder}")
 

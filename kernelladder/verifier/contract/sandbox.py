@@ -366,6 +366,15 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> bool:
         os.close(fd)
 
 
+def set_limits(memory_limit: int | None) -> None:
+    """A worker's process limits, set before its imports (between fork and exec for a
+    spawned worker; in a worker template and each worker it forks): its address space
+    capped when given, no core dumps."""
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def _no_core_dumps() -> None:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -39,7 +39,7 @@ from typing import Any
 from kernelladder.verifier.contract import source_files
 from kernelladder.verifier.contract.env import worker_env
 from kernelladder.verifier.contract.protocol import WORKER_MODULE
-from kernelladder.verifier.contract.sandbox import mode_from_env
+from kernelladder.verifier.contract.sandbox import mode_from_env, set_limits
 from kernelladder.verifier.contract.scratch import (
     add_owner,
     make_scratch,
@@ -184,8 +184,9 @@ class LocalTransport:
         if self._pid is None:
             # the dirs of workers (or callers) killed with SIGKILL go before this one is made
             await asyncio.to_thread(sweep_stale)
-            await self._template_up()
-            self._spawn()
+            template = self._template_path()
+            await self._template_up(template)
+            self._spawn(template)
         files, self._files = self._files, []
         assert len(files) == 3
         await self._connect(*files)
@@ -196,26 +197,21 @@ class LocalTransport:
         pipes. Raises OSError when it cannot be spawned."""
         if self._pid is None and self._taken is None:
             sweep_stale()
-            self._spawn()
+            self._spawn(self._template_path())
 
     @property
     def kept_ahead(self) -> bool:
         """Taken from the keeper (adopt) and not started yet."""
         return self._taken is not None
 
-    def _spawn(self) -> None:
+    def _spawn(self, template: tuple[str, dict[str, Any]] | None) -> None:
+        """Fork the worker from `template` (its socket and the recipe: _template_path)
+        when it listens, else spawn it."""
         keeper.reap_disowned()  # workers this process handed to the keeper, since gone
         self._home = make_scratch(sweep=False)  # owned by this process until the spawn
         args, env = self._command(self._home)
-        if self._fork_from_template(args, env):
+        if template is not None and self._fork_from_template(template, args, env):
             return
-        limit = self.memory_limit_bytes
-
-        def _limits() -> None:  # runs in the child between fork and exec
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
         self._proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
@@ -224,7 +220,7 @@ class LocalTransport:
             cwd=self._home,
             env=env,
             start_new_session=True,
-            preexec_fn=_limits,
+            preexec_fn=functools.partial(set_limits, self.memory_limit_bytes),
             bufsize=0,
         )
         self._pid = self._proc.pid
@@ -243,27 +239,25 @@ class LocalTransport:
         recipe = self.recipe()
         return worker_template.socket_for(self.recipe_key(recipe)), recipe
 
-    async def _template_up(self) -> None:
+    async def _template_up(self, template: tuple[str, dict[str, Any]] | None) -> None:
         """Before an event loop's start: when no template of this worker's recipe
         listens, one is started and awaited (its imports are the ones this worker would
         have made; worker_template.START_WAIT_S at most), so the worker is forked."""
-        where = self._template_path()
-        if where is None or worker_template.listens(where[0]):
+        if template is None or worker_template.listens(template[0]):
             return
-        path, limit = where[0], self.memory_limit_bytes
+        path, limit = template[0], self.memory_limit_bytes
         proc = worker_template.start(path, self.python, self.device, self._command, limit)
         await worker_template.until_up(path, proc)
 
-    def _fork_from_template(self, args: list[str], env: dict[str, str]) -> bool:
+    def _fork_from_template(
+        self, template: tuple[str, dict[str, Any]], args: list[str], env: dict[str, str]
+    ) -> bool:
         """The worker forked by its recipe's template (worker_template.py), its imports
-        already made. False when templates are off for it or none listens: it is then to
-        be spawned, and (spawned ahead, before the caller's own imports, no event loop
-        yet) a template is started for the next workers."""
-        where = self._template_path()
-        if where is None:
-            return False
+        already made. False when none listens: it is then to be spawned, and (spawned
+        ahead, before the caller's own imports, no event loop yet) a template is started
+        for the next workers."""
         assert self._home is not None
-        path, recipe = where
+        path, recipe = template
         forked = worker_template.fork(
             path,
             args[3:],  # after `python -m kernelladder.verifier.worker`

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kernelladder.verifier.contract import private_socket
-from kernelladder.verifier.contract.private_socket import SocketError, SocketUnreachable
+from kernelladder.verifier.contract.private_socket import SocketError
+from kernelladder.verifier.contract.sandbox import set_limits
 from kernelladder.verifier.host import keeper
 
 TEMPLATE_ENV = "KERNELLADDER_WORKER_TEMPLATE"
@@ -65,15 +67,28 @@ def socket_for(recipe_key: str) -> str:
     return os.path.join(folder, f"{SOCKET_PREFIX}{recipe_key[:24]}.sock")
 
 
+@dataclass(frozen=True)
 class Forked:
     """A worker a template forked: its pid and start time, and this side's pipe ends
     (its stdin's write end, its stdout's and stderr's read ends) as files."""
 
-    def __init__(self, path: str, pid: int, start_time: int | None, files: list[Any]):
-        self.path = path
-        self.pid = pid
-        self.start_time = start_time
-        self.files = files
+    path: str
+    pid: int
+    start_time: int | None
+    files: list[Any]
+
+
+def _request(
+    path: str,
+    op: str,
+    fds: list[int] | tuple[()] = (),
+    timeout: float = FORK_TIMEOUT_S,
+    **fields: Any,
+) -> dict[str, Any]:
+    """One request to the template at `path` (SocketError, OSError when none answers)."""
+    message = {"op": op, "version": WIRE_VERSION, **fields}
+    answer, _ = private_socket.request(path, message, fds, timeout=timeout, who="worker template")
+    return answer
 
 
 def fork(
@@ -90,19 +105,11 @@ def fork(
     ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
     theirs = [ends[0][0], ends[1][1], ends[2][1]]
     ours = [ends[0][1], ends[1][0], ends[2][0]]
-    request = {
-        "op": "fork",
-        "version": WIRE_VERSION,
-        "argv": list(argv),
-        "env": dict(env),
-        "cwd": cwd,
-        "memory_limit": memory_limit,
-        "verifier_files": verifier_files,
-    }
     try:
-        answer, _ = private_socket.request(
-            path, request, theirs, timeout=FORK_TIMEOUT_S, who="worker template"
-        )
+        answer = _request(
+            path, "fork", theirs, argv=list(argv), env=dict(env), cwd=cwd,
+            memory_limit=memory_limit, verifier_files=verifier_files,
+        )  # fmt: skip
         pid = int(answer["pid"])
         start = answer.get("start_time")
     except (SocketError, OSError, KeyError, TypeError, ValueError):
@@ -119,12 +126,7 @@ def exit_status(path: str, pid: int, timeout: float = 5.0) -> int | None:
     """A forked worker's exit status (negative: the signal that killed it), asked of its
     template once it has exited; None when the template is gone or does not know it."""
     try:
-        answer, _ = private_socket.request(
-            path,
-            {"op": "wait", "version": WIRE_VERSION, "pid": int(pid)},
-            timeout=timeout,
-            who="worker template",
-        )
+        answer = _request(path, "wait", timeout=timeout, pid=int(pid))
     except (SocketError, OSError):
         return None
     status = answer.get("status")
@@ -156,12 +158,6 @@ def start(
             dir=os.path.dirname(path),
         )
         _, env = command(home)  # the recipe's, its own directory as the workers' scratch
-
-        def _limits() -> None:  # the workers' limits: it imports under the same
-            if memory_limit:
-                resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
         args = [python, "-m", TEMPLATE_MODULE, "--device", device, "--socket", path]
         args += ["--home", home, "--idle-s", f"{IDLE_S:g}"]
         try:
@@ -173,7 +169,7 @@ def start(
                 cwd=home,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_limits,
+                preexec_fn=functools.partial(set_limits, memory_limit),  # as its workers
             )
         except OSError:
             shutil.rmtree(home, ignore_errors=True)
@@ -186,9 +182,8 @@ def listens(path: str) -> bool:
     """Whether a template listens at `path` (it answers a wait for no worker of its)."""
     if not os.path.exists(path):
         return False
-    request = {"op": "wait", "version": WIRE_VERSION, "pid": 0}
     try:
-        private_socket.request(path, request, timeout=FORK_TIMEOUT_S, who="worker template")
+        _request(path, "wait", pid=0)
     except (SocketError, OSError):
         return False
     return True
@@ -235,9 +230,7 @@ def stop_all(folder: str | None = None) -> list[str]:
         for name in sorted(os.listdir(folder)):
             if name.startswith(SOCKET_PREFIX) and name.endswith(".sock"):
                 path = os.path.join(folder, name)
-                with contextlib.suppress(SocketError, SocketUnreachable, OSError):
-                    private_socket.request(
-                        path, {"op": "stop", "version": WIRE_VERSION}, timeout=2.0, who="template"
-                    )
+                with contextlib.suppress(SocketError, OSError):  # gone already
+                    _request(path, "stop", timeout=2.0)
                     stopped.append(path)
     return stopped

@@ -33,7 +33,6 @@ import fcntl
 import hmac
 import os
 import random
-import resource
 import select
 import shutil
 import signal
@@ -55,6 +54,7 @@ from kernelladder.verifier.contract.private_socket import (
     receive_line,
     send_line,
 )
+from kernelladder.verifier.contract.sandbox import set_limits
 from kernelladder.verifier.contract.scratch import process_start_time
 
 WIRE_VERSION = 1
@@ -178,9 +178,7 @@ def _become_worker(
         os.environ.update(env)
         tempfile.tempdir = None  # read again from this worker's TMPDIR
         random.seed()  # not the template's sequence, shared by every worker it forks
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if limit:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        set_limits(limit)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
