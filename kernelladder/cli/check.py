@@ -75,6 +75,8 @@ def _resolve_op(name_or_path: str) -> Any:
     """The op's wire form; UsageError for an unknown op or unreadable problem file."""
     from kernelladder.ops import registry
 
+    if name_or_path in registry.BUILTIN:  # its name is its wire form (no spec, no torch here)
+        return name_or_path
     looks_like_file = name_or_path.endswith(".py") or "/" in name_or_path
     if looks_like_file and not Path(name_or_path).is_dir():  # a directory: a workspace
         _read_text(name_or_path, "problem file")

@@ -47,3 +47,14 @@ def test_a_remote_run_created_from_options_alone_verifies_on_the_box(no_gpu_here
     run = create_run(options, runner=ScriptedRunner(), proposer=ScriptedProposer([]),
                      op=scripted_op())  # fmt: skip
     assert run.options.device == "cuda"
+
+
+def test_a_gpu_build_of_torch_without_a_driver_seen_asks_torch(monkeypatch):
+    """A ROCm build (or a CUDA one whose GPUs the driver's entries do not show) is asked;
+    only a build for the CPU alone is taken for the CPU without importing torch."""
+    monkeypatch.setattr(local, "gpus_seen_without_torch", lambda: 0)
+    monkeypatch.setattr(local, "torch_built_for_cpu_only", lambda: False)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert local.default_device() == "cuda"
+    monkeypatch.setattr(local, "torch_built_for_cpu_only", lambda: True)
+    assert local.default_device() == "cpu"  # torch's answer is not asked for

@@ -111,6 +111,38 @@ def test_a_cpu_run_does_not_import_torch_in_the_cli(cache_dir: Path, tmp_path: P
     assert "best: #1" in out.stdout
 
 
+@pytest.mark.skipif(not local.torch_built_for_cpu_only(), reason="torch here is a GPU build")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["optimize", "rmsnorm", "--max-attempts", "1", "--gate", "approve", "--no-confirm"],
+        ["check", "rmsnorm", str(ROOT / "kernelladder" / "ops" / "rmsnorm" / "start.py")],
+    ],
+    ids=["optimize", "check"],
+)
+def test_a_cpu_build_of_torch_is_not_imported_to_choose_the_device(
+    argv: list[str], cache_dir: Path, tmp_path: Path
+) -> None:
+    """With no --device and a CPU build of torch (its version.py names no CUDA or ROCm
+    version), the device is the CPU, told without importing torch: a run or a check of
+    a built-in op imports torch only in the verifier's worker."""
+    load_op_info("rmsnorm")
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['kernelladder', *{argv!r}]\n"
+        "try:\n    runpy.run_module('kernelladder', run_name='__main__')\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELLADDER_KEEP_WORKERS": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=240,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert "TORCH False" in out.stdout, out.stdout + out.stderr
+    assert ("best: #1" if argv[0] == "optimize" else "PASS") in out.stdout, out.stdout
+
+
 def test_the_gpu_is_found_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "gpus_without_torch", lambda environ=None: 2)
     monkeypatch.setattr(local, "torch_built_with_cuda", lambda: True)
@@ -135,3 +167,22 @@ def test_the_gpu_is_found_without_torch(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_cuda_build_is_read_from_version_py(line: str, cuda: bool) -> None:
     text = f"__version__ = '2.11.0'\ndebug = False\n{line}\ngit_version = 'abc'\n"
     assert local.cuda_in_version_py(text) is cuda
+
+
+@pytest.mark.parametrize(
+    ("cuda", "hip", "cpu_only"),
+    [("None", "None", True), ("'13.0'", "None", False), ("None", "'6.4.4'", False)],
+)
+def test_a_build_for_the_cpu_alone_is_told_from_version_py(
+    cuda: str, hip: str, cpu_only: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a torch with neither a CUDA nor a ROCm version is taken for the CPU without
+    asking it (a ROCm build's GPUs are torch.cuda's too); a version.py that cannot be
+    read, or of another shape, leaves the question to torch."""
+    text = f"__version__ = '2.11.0'\ncuda: Optional[str] = {cuda}\nhip: Optional[str] = {hip}\n"
+    monkeypatch.setattr(local, "_torch_version_py", lambda: text)
+    assert local.torch_built_for_cpu_only() is cpu_only
+    monkeypatch.setattr(local, "_torch_version_py", lambda: None)
+    assert local.torch_built_for_cpu_only() is False
+    monkeypatch.setattr(local, "_torch_version_py", lambda: "__version__ = '9.9'\n")
+    assert local.torch_built_for_cpu_only() is False

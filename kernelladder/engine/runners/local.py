@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,6 +37,8 @@ def default_device(options: RunOptions | None = None) -> str:
         return kind.device(options)
     if gpus_seen_without_torch():
         return "cuda"
+    if torch_built_for_cpu_only():  # such a torch never has a GPU to use: no need to ask it
+        return "cpu"
     try:
         import torch
 
@@ -59,21 +62,38 @@ def _gpu_count() -> int:
 def torch_built_with_cuda() -> bool:
     """Whether the installed torch is a CUDA build, read from its version.py without
     importing it (torch's import costs seconds); False when that cannot be told."""
+    text = _torch_version_py()
+    return text is not None and cuda_in_version_py(text)
+
+
+def torch_built_for_cpu_only() -> bool:
+    """Whether the installed torch is a build for the CPU alone (version.py names neither
+    a CUDA nor a ROCm version), told without importing it; False when that cannot be told."""
+    text = _torch_version_py()
+    if text is None or not re.search(r"^cuda\b", text, re.MULTILINE):
+        return False  # no torch, or a version.py of another shape: torch is asked
+    return not cuda_in_version_py(text) and not _version_py_names(text, "hip")
+
+
+def _torch_version_py() -> str | None:
     import importlib.util
 
     with contextlib.suppress(Exception):
         spec = importlib.util.find_spec("torch")
         for root in (spec.submodule_search_locations or []) if spec else []:
             with open(os.path.join(root, "version.py"), encoding="utf-8") as f:
-                return cuda_in_version_py(f.read())
-    return False
+                return f.read()
+    return None
 
 
 def cuda_in_version_py(text: str) -> bool:
     """torch/version.py's `cuda = '13.0'` (a CUDA build) rather than `cuda = None`."""
-    import re
+    return _version_py_names(text, "cuda")
 
-    m = re.search(r"^cuda\b[^=\n]*=\s*(\S+)", text, re.MULTILINE)
+
+def _version_py_names(text: str, field: str) -> bool:
+    """Whether torch/version.py gives `field` a version (`hip = '6.4'`), not None."""
+    m = re.search(rf"^{field}\b[^=\n]*=\s*(\S+)", text, re.MULTILINE)
     return bool(m) and m.group(1) not in ("None", "''", '""')
 
 
