@@ -85,3 +85,52 @@ def test_patched_interpreter_matches_torch_bitwise_for_bf16():
 def test_unpatched_interpreter_is_wrong_so_the_patch_matters():
     got = _run("plain")
     assert got["cast_bad"] > 0 and got["dot_err"] > 1.0 and got["arith_bad"] > 0
+
+
+LISTING = r"""
+import inspect, json, os
+os.environ["TRITON_INTERPRET"] = "1"
+import triton, triton.language as tl
+from triton.runtime import interpreter as interp
+original = interp._patch_builtin
+from kernelladder.verifier.worker import interp_patch
+assert interp_patch.apply()["member-listing"] == "applied"
+listed = interp._patch_builtin
+assert listed is not original
+
+def wrapped(fn, pkg):
+    scope = interp._LangPatchScope()
+    fn(pkg, interp.interpreter_builder, scope)
+    changes = [(name, id(before)) for _, name, before in scope._changes]
+    scope.restore()
+    return changes
+
+spaces = [tl, tl.core, tl.tensor, tl.math, tl.core.tensor_descriptor_base]
+out = {"same": [wrapped(listed, p) == wrapped(original, p) for p in spaces]}
+out["counts"] = [len(wrapped(listed, p)) for p in spaces]
+# a builtin added to a namespace, and a builtin's value replaced: what getmembers gives
+tl.core.kl_added = tl.core.builtin(lambda x, _semantic=None: x)
+out["added"] = wrapped(listed, tl.core) == wrapped(original, tl.core)
+out["added_seen"] = "kl_added" in [n for n, _ in wrapped(listed, tl.core)]
+tl.kl_swap = tl.core.builtin(lambda x, _semantic=None: x)
+wrapped(listed, tl)
+tl.kl_swap = tl.core.builtin(lambda x, _semantic=None: x + 1)  # same keys, another value
+out["swapped"] = wrapped(listed, tl) == wrapped(original, tl)
+del tl.core.kl_added
+out["removed"] = wrapped(listed, tl.core) == wrapped(original, tl.core)
+print(json.dumps(out))
+"""
+
+
+def test_members_listed_once_wrap_what_getmembers_gives():
+    """The listing kept per namespace (a cost, not a fix) wraps the very builtins the
+    interpreter's own listing wraps, in the same order, also after a namespace gains or
+    loses a member or a member is given another value."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LISTING], capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(out["same"]) and min(out["counts"]) > 0, out
+    assert out["added"] and out["added_seen"] and out["swapped"] and out["removed"], out

@@ -6,6 +6,10 @@ casts truncate instead of rounding to nearest even, and elementwise math, reduct
 and int <-> bf16 casts run numpy on the patterns. Each patch below routes bf16 through
 fp32 (exact for bf16) and rounds back to nearest even, as the GPU does.
 
+One more patch is a cost, not a fix: the interpreter's listing of triton.language's
+members, made for every launch and every call of a jit helper, is kept per namespace
+(`_patch_member_listing`).
+
 Every patch is applied only when the attribute it replaces exists; `apply()` reports
 what was applied and what was skipped (the worker puts that in its hello line).
 Import this module only after TRITON_INTERPRET=1 is set.
@@ -215,4 +219,45 @@ def apply() -> dict[str, str]:
 
         patch("reduce-sum-bf16", reduce_ops, "sum", make_sum)
         patch("reduce-minmax-bf16", reduce_ops, "min_max", make_min_max)
+
+    _patch_member_listing(interp, tl, patch)
     return dict(_APPLIED)
+
+
+def _patch_member_listing(interp: Any, tl: Any, patch: Any) -> None:
+    """Not a fix, a cost: for every launch and every call of a jit helper (tl.sum, ...)
+    the interpreter lists the members of triton.language's namespaces with
+    inspect.getmembers (dir(), a getattr each, a sort) to wrap their builtins, a sixth of
+    a CPU verification. Here the names are listed once per namespace and key set and
+    every value is read afresh each time, so what is wrapped is what getmembers gives."""
+    is_builtin = getattr(getattr(tl, "core", None), "is_builtin", None)
+    if is_builtin is None or not hasattr(interp, "_patch_attr"):
+        _APPLIED["member-listing"] = "skipped: is_builtin or _patch_attr not found"
+        return
+    listed: dict[int, tuple[Any, tuple[Any, ...], list[str]]] = {}
+
+    def make(original: Any) -> Any:
+        def _patch_builtin(pkg, builder, scope):
+            keys = _keys(pkg)
+            seen = listed.get(id(pkg))
+            if seen is None or seen[0] is not pkg or seen[1] != keys:
+                seen = listed[id(pkg)] = (pkg, keys, dir(pkg))
+            for name in seen[2]:
+                try:
+                    member = getattr(pkg, name)
+                except AttributeError:
+                    continue
+                if is_builtin(member):
+                    interp._patch_attr(pkg, name, member, builder, scope)
+
+        return _patch_builtin
+
+    patch("member-listing", interp, "_patch_builtin", make)
+
+
+def _keys(pkg: Any) -> tuple[Any, ...]:
+    """What dir() of a module or a class is made of: its namespace's keys (a class's
+    along its MRO)."""
+    if isinstance(pkg, type):
+        return tuple(tuple(c.__dict__) for c in pkg.__mro__)
+    return tuple(vars(pkg))
