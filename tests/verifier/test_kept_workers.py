@@ -82,6 +82,10 @@ def test_a_worker_kept_by_one_run_is_taken_by_the_next_and_verifies(keeper_socke
     async def go():
         pool = await started_pool(keep_s=KEEP_S)
         client = pool.clients[0]
+        first = {"taken": pool.taken, "pid": client.worker_pid, "kept": kept_pids(keeper_socket),
+                 "counts": (client.workers_taken, client.workers_started),
+                 "stderr": client._tail_text()}  # fmt: skip
+        assert pool.taken == [pid], first
         home = client._transport.home
         marker = (Path(home) / ".kl-owner").read_text()
         again = await pool.verify(REQUEST, timeout_s=180)
@@ -197,7 +201,7 @@ def test_a_keeper_that_does_not_answer_costs_a_close_no_more_than_a_moment(keepe
         mute.close()
         os.unlink(keeper_socket)
     assert pool.kept == [] and not alive(pid)
-    assert closing_s < 10  # only a hang would miss this (the keeper's part: 0.5 s)
+    assert closing_s < 10  # only a hang would miss this (the keeper's part: 2 s at most)
 
 
 def test_kept_workers_go_after_their_idle_time_and_the_keeper_with_them(keeper_socket):

@@ -7,21 +7,32 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
-from torch._inductor.compile_worker.subproc_pool import SubprocPool
-from torch._inductor.compile_worker.timer import Timer
+import pytest
 
 from kernelladder.verifier.worker.anti_cheat import _compile_pool_timer
 
 
-def _started(timer: Timer) -> threading.Thread:
+@pytest.fixture(scope="module")
+def inductor() -> tuple[Any, Any]:
+    """(SubprocPool, Timer), imported by these tests alone: torch._dynamo's import (a
+    second of CPU) is not made by every process that collects the suite."""
+    from torch._inductor.compile_worker.subproc_pool import SubprocPool
+    from torch._inductor.compile_worker.timer import Timer
+
+    return SubprocPool, Timer
+
+
+def _started(timer: Any) -> threading.Thread:
     timer.record_call()
     thread = timer.background_thread
     assert thread is not None and thread.is_alive()
     return thread
 
 
-def test_the_compile_pools_own_timer_is_exempt():
+def test_the_compile_pools_own_timer_is_exempt(inductor):
+    SubprocPool, Timer = inductor
     pool = SubprocPool.__new__(SubprocPool)  # no workers: only the timer is wanted
     timer = Timer(30.0, pool.quiesce)
     try:
@@ -30,7 +41,8 @@ def test_the_compile_pools_own_timer_is_exempt():
         timer.quit()
 
 
-def test_a_timer_calling_anything_else_is_not_exempt():
+def test_a_timer_calling_anything_else_is_not_exempt(inductor):
+    _, Timer = inductor
     calls: list[int] = []
     timer = Timer(30.0, lambda: calls.append(1))
     try:
@@ -52,7 +64,8 @@ def test_a_thread_only_named_like_it_is_not_exempt():
         thread.join(5)
 
 
-def test_a_patched_timer_check_is_not_exempt(monkeypatch):
+def test_a_patched_timer_check_is_not_exempt(monkeypatch, inductor):
+    SubprocPool, Timer = inductor
     pool = SubprocPool.__new__(SubprocPool)
 
     def check(self):  # a candidate replacing Timer.check with its own loop
