@@ -70,9 +70,11 @@ def test_a_worker_kept_by_one_run_is_taken_by_the_next_and_verifies(keeper_socke
     it kept is no child of ours. Taken, it says its hello again, answers a ping, and
     verifies; handed back at our close, it is kept again; killed while ours, its crash
     says honestly that its exit status cannot be known."""
+    # kernelladder imported from ROOT (its cwd) and our environment as it is: a PYTHONPATH
+    # of its own would give its worker another recipe than ours
     earlier = subprocess.run(
         [sys.executable, "-c", EARLIER_RUN], input=HONEST, capture_output=True, text=True,
-        timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert earlier.returncode == 0, earlier.stderr[-2000:]
     verdict, pid = earlier.stdout.split()
