@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from helpers import CHEATS
 
 from kernelladder.engine.protocols import VerifyRequest
 from kernelladder.verifier.contract import private_socket
+from kernelladder.verifier.contract.scratch import owner_alive
 from kernelladder.verifier.host import worker_template
 from kernelladder.verifier.host.client import LocalTransport, WorkerClient
 
@@ -186,3 +188,20 @@ def test_with_templates_off_every_worker_is_spawned(keeper_socket, monkeypatch):
 ])  # fmt: skip
 def test_templates_are_on_for_cpu_workers_and_asked_for_cuda_ones(device, setting, on):
     assert worker_template.enabled(device, {worker_template.TEMPLATE_ENV: setting}) is on
+
+
+def test_a_killed_templates_directory_is_swept_and_a_live_ones_is_not(keeper_socket):
+    """A template killed with SIGKILL cannot remove its own directory beside the socket:
+    the next template's start sweeps it (its marker names the template's process); the
+    directory of one that still runs is left alone."""
+    _, facts = asyncio.run(one_verdict())
+    folder = os.path.dirname(keeper_socket)
+    homes = [os.path.join(folder, n) for n in os.listdir(folder) if ".home-" in n]
+    assert len(homes) == 1 and facts["parent"] != os.getpid()
+    assert worker_template.sweep_homes(folder) == [] and os.path.isdir(homes[0])
+    os.kill(facts["parent"], signal.SIGKILL)  # the template the worker was forked from
+    deadline = time.monotonic() + 10
+    while owner_alive(facts["parent"], None) and time.monotonic() < deadline:
+        time.sleep(0.1)  # a zombie (our child, not reaped yet) counts as gone
+    assert os.path.isdir(homes[0])  # killed: nothing removed it
+    assert worker_template.sweep_homes(folder) == homes and not os.path.exists(homes[0])

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -37,6 +38,7 @@ from typing import Any
 from kernelladder.verifier.contract import private_socket
 from kernelladder.verifier.contract.private_socket import SocketError
 from kernelladder.verifier.contract.sandbox import set_limits
+from kernelladder.verifier.contract.scratch import is_stale, write_marker
 from kernelladder.verifier.host import keeper
 
 TEMPLATE_ENV = "KERNELLADDER_WORKER_TEMPLATE"
@@ -153,6 +155,7 @@ def start(
             private_socket.private_dir(path, make=True)
         except (SocketError, OSError):
             return None
+        sweep_homes(os.path.dirname(path))
         home = tempfile.mkdtemp(
             prefix=os.path.basename(path).removesuffix(".sock") + ".home-",
             dir=os.path.dirname(path),
@@ -174,8 +177,30 @@ def start(
         except OSError:
             shutil.rmtree(home, ignore_errors=True)
             return None
+        with contextlib.suppress(OSError):  # a sweep takes it once the template is gone
+            write_marker(home, [proc.pid])
         keeper.disown(proc)
         return proc
+
+
+def sweep_homes(folder: str) -> list[str]:
+    """Remove the directories of templates that are gone without removing their own (a
+    template killed with SIGKILL): ours, real directories, whose marker names no live
+    process (one without a marker only once a day old). The paths removed; never raises."""
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        with os.scandir(folder) as entries:
+            homes = [
+                e.path for e in entries if e.name.startswith("template-") and ".home-" in e.name
+            ]
+        for home in homes:
+            with contextlib.suppress(OSError):
+                info = os.lstat(home)
+                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and is_stale(home):
+                    shutil.rmtree(home, ignore_errors=True)
+                    if not os.path.lexists(home):
+                        removed.append(home)
+    return removed
 
 
 def listens(path: str) -> bool:
