@@ -94,19 +94,9 @@ def test_a_cpu_run_does_not_import_torch_in_the_cli(cache_dir: Path, tmp_path: P
     """The whole command, in a fresh interpreter, once the op is kept: torch is imported
     only by the verifier's worker (its own process)."""
     load_op_info("rmsnorm")  # keep the built-in ops in this test's cache
-    script = (
-        "import runpy, sys\n"
-        "sys.argv = ['kernelladder', 'optimize', 'rmsnorm', '--device', 'cpu',"
-        " '--max-attempts', '1', '--gate', 'approve', '--no-confirm', '--profile', 'off',"
-        f" '--run-dir', {str(tmp_path / 'run')!r}]\n"
-        "try:\n    runpy.run_module('kernelladder', run_name='__main__')\n"
-        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
-        "print('TORCH', 'torch' in sys.modules)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELLADDER_KEEP_WORKERS": "0"}
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=240
-    )
+    argv = ["optimize", "rmsnorm", "--device", "cpu", "--max-attempts", "1", "--gate", "approve",
+            "--no-confirm", "--profile", "off", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    out = _cli_in_a_fresh_interpreter(argv, tmp_path)
     assert "TORCH False" in out.stdout, out.stdout + out.stderr
     assert "best: #1" in out.stdout
 
@@ -127,18 +117,7 @@ def test_a_cpu_build_of_torch_is_not_imported_to_choose_the_device(
     version), the device is the CPU, told without importing torch: a run or a check of
     a built-in op imports torch only in the verifier's worker."""
     load_op_info("rmsnorm")
-    script = (
-        "import runpy, sys\n"
-        f"sys.argv = ['kernelladder', *{argv!r}]\n"
-        "try:\n    runpy.run_module('kernelladder', run_name='__main__')\n"
-        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
-        "print('TORCH', 'torch' in sys.modules)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELLADDER_KEEP_WORKERS": "0"}
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=240,
-        cwd=tmp_path,
-    )  # fmt: skip
+    out = _cli_in_a_fresh_interpreter(argv, tmp_path)
     assert "TORCH False" in out.stdout, out.stdout + out.stderr
     assert ("best: #1" if argv[0] == "optimize" else "PASS") in out.stdout, out.stdout
 
@@ -186,3 +165,20 @@ def test_a_build_for_the_cpu_alone_is_told_from_version_py(
     assert local.torch_built_for_cpu_only() is False
     monkeypatch.setattr(local, "_torch_version_py", lambda: "__version__ = '9.9'\n")
     assert local.torch_built_for_cpu_only() is False
+
+
+def _cli_in_a_fresh_interpreter(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`kernelladder ARGV` in a fresh interpreter, which then prints whether torch was
+    imported in it (TORCH True/False)."""
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['kernelladder', *{argv!r}]\n"
+        "try:\n    runpy.run_module('kernelladder', run_name='__main__')\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELLADDER_KEEP_WORKERS": "0"}
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=240,
+        cwd=cwd,
+    )  # fmt: skip
