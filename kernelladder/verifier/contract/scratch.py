@@ -23,7 +23,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 SCRATCH_PREFIX = "kl-worker-"
 MARKER_NAME = ".kl-owner"
@@ -163,16 +163,26 @@ def is_stale(path: str, *, now: float | None = None, here: str | None = None) ->
     return (time.time() if now is None else now) - modified > UNMARKED_MAX_AGE_S
 
 
-def sweep_stale(parent: str | None = None, *, budget_s: float = SWEEP_BUDGET_S) -> list[str]:
+def sweep_stale(
+    parent: str | None = None,
+    *,
+    budget_s: float = SWEEP_BUDGET_S,
+    named: Callable[[str], bool] | None = None,
+) -> list[str]:
     """Remove the stale `kl-worker-*` directories in `parent` (default: the temp dir) that
-    belong to this user and are not symlinks; returns the paths removed. Never raises."""
+    belong to this user and are not symlinks (`named`: which names to look at instead, a
+    worker template's directories); returns the paths removed. Never raises."""
     removed: list[str] = []
     try:
         parent = parent or tempfile.gettempdir()
         deadline = time.monotonic() + budget_s
         here, now, uid = host_identity(), time.time(), os.getuid()
         with os.scandir(parent) as entries:
-            candidates = [e.path for e in entries if e.name.startswith(SCRATCH_PREFIX)]
+            candidates = [
+                e.path
+                for e in entries
+                if (named(e.name) if named is not None else e.name.startswith(SCRATCH_PREFIX))
+            ]
         for path in candidates:
             if time.monotonic() > deadline:
                 break

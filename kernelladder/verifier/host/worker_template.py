@@ -26,7 +26,6 @@ import contextlib
 import functools
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 import threading
@@ -38,7 +37,7 @@ from typing import Any
 from kernelladder.verifier.contract import private_socket
 from kernelladder.verifier.contract.private_socket import SocketError
 from kernelladder.verifier.contract.sandbox import set_limits
-from kernelladder.verifier.contract.scratch import is_stale, write_marker
+from kernelladder.verifier.contract.scratch import sweep_stale, write_marker
 from kernelladder.verifier.host import keeper
 
 TEMPLATE_ENV = "KERNELLADDER_WORKER_TEMPLATE"
@@ -185,22 +184,14 @@ def start(
 
 def sweep_homes(folder: str) -> list[str]:
     """Remove the directories of templates that are gone without removing their own (a
-    template killed with SIGKILL): ours, real directories, whose marker names no live
-    process (one without a marker only once a day old). The paths removed; never raises."""
-    removed: list[str] = []
-    with contextlib.suppress(OSError):
-        with os.scandir(folder) as entries:
-            homes = [
-                e.path for e in entries if e.name.startswith("template-") and ".home-" in e.name
-            ]
-        for home in homes:
-            with contextlib.suppress(OSError):
-                info = os.lstat(home)
-                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and is_stale(home):
-                    shutil.rmtree(home, ignore_errors=True)
-                    if not os.path.lexists(home):
-                        removed.append(home)
-    return removed
+    template killed with SIGKILL), as stale worker scratch is swept: ours, real
+    directories, whose marker names no live process (one without a marker only once a
+    day old). The paths removed; never raises."""
+    return sweep_stale(folder, named=_home_name)
+
+
+def _home_name(name: str) -> bool:
+    return name.startswith(SOCKET_PREFIX) and ".home-" in name  # start()'s mkdtemp
 
 
 def listens(path: str) -> bool:
